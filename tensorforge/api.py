@@ -1,0 +1,96 @@
+"""The public entry point: ``tensorforge.compile(model, example_inputs=None, target="cpu")``.
+
+``model`` is a ``torch.nn.Module``, an ``onnx.ModelProto``, a path to an ``.onnx`` file or an
+already built ``ModuleOp``.  The result is called like the model: NumPy in, NumPy out; torch in,
+torch out.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import TensorforgeError
+from .ir.builtin import ModuleOp
+from .ir.interpreter import run_function
+from .ir.verifier import verify
+
+TARGETS = ("cpu", "interpreter")
+
+
+def import_model(model: Any, example_inputs: Sequence | None = None) -> ModuleOp:
+    """Turns any supported model object into a graph-level module (no optimisation)."""
+    if isinstance(model, ModuleOp):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not path.endswith(".onnx"):
+            raise TensorforgeError(f"cannot compile '{path}': expected an .onnx file "
+                                   f"(or pass a torch.nn.Module / onnx.ModelProto)")
+        from .frontends.onnx import import_onnx
+        return import_onnx(path)
+    kind = type(model).__module__ + "." + type(model).__name__
+    if kind.startswith("onnx") and type(model).__name__ == "ModelProto":
+        from .frontends.onnx import import_onnx
+        return import_onnx(model)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None and isinstance(model, torch.nn.Module):
+        if example_inputs is None:
+            raise TensorforgeError("compiling a torch.nn.Module needs example_inputs "
+                                   "(a tuple of tensors with the shapes you will run)")
+        from .frontends.torch import import_torch
+        return import_torch(model, tuple(example_inputs))
+    raise TensorforgeError(f"cannot compile a {kind}: pass a torch.nn.Module, an onnx.ModelProto "
+                           f"or a path to an .onnx file")
+
+
+class CompiledModel:
+    """A compiled model: call it with arrays (NumPy or torch) in the order of the model's inputs."""
+
+    def __init__(self, module: ModuleOp, target: str = "interpreter"):
+        self.module = module
+        self.target = target
+        self.func = module.main
+
+    @property
+    def input_types(self):
+        return [a.type for a in self.func.args]
+
+    @property
+    def output_types(self):
+        return [v.type for v in self.func.outputs]
+
+    def run_numpy(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return run_function(self.func, inputs)
+
+    def __call__(self, *inputs):
+        torch_mod = None
+        arrays = []
+        for x in inputs:
+            if type(x).__module__.startswith("torch"):
+                import torch as torch_mod  # noqa: F811
+                arrays.append(x.detach().cpu().numpy())
+            else:
+                arrays.append(np.asarray(x))
+        outs = self.run_numpy(arrays)
+        if torch_mod is not None:
+            outs = [torch_mod.from_numpy(np.ascontiguousarray(o)) for o in outs]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def compile(model: Any, example_inputs: Sequence | None = None, target: str = "cpu",
+            **options: Any) -> CompiledModel:
+    """Imports, checks and compiles ``model``.
+
+    Until native code generation lands every target runs the verified graph in the reference
+    interpreter; the API stays the same when it does.
+    """
+    if target not in TARGETS:
+        raise TensorforgeError(f"unknown target '{target}' (choose from {', '.join(TARGETS)})")
+    module = import_model(model, example_inputs)
+    verify(module)
+    return CompiledModel(module, target="interpreter")

@@ -1,0 +1,1 @@
+"""Dialects: ``graph`` (tensor ops), later ``structured`` and ``loop``."""

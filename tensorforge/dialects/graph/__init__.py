@@ -1,0 +1,6 @@
+"""The ``graph`` dialect: tensor ops with NumPy broadcasting (≈ StableHLO / TOSA).
+
+Importing this package registers every op; one module per op family.
+"""
+from . import (attention, constant, conv, elementwise, index, linalg, norm, pool,  # noqa: F401
+               reduce, shape)

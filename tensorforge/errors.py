@@ -1,0 +1,47 @@
+"""The exceptions a tensorforge user can see.
+
+Every error a user can trigger is a ``TensorforgeError`` whose message names the
+thing at fault (op, node, file, location) and, where there is one, what to do.
+Callers catch the narrow subclass; the CLI catches the base class and prints one line.
+"""
+from __future__ import annotations
+
+
+class TensorforgeError(Exception):
+    """Base of all tensorforge errors."""
+
+
+class IRError(TensorforgeError):
+    """Malformed IR built through the API (bad operand, unknown op, wrong attribute)."""
+
+
+class VerificationError(IRError):
+    """An op broke one of its rules; the message names the op, its location and the rule."""
+
+
+class ParseError(TensorforgeError):
+    """Text that is not valid tensorforge IR; the message starts with ``line:col``."""
+
+    def __init__(self, message: str, line: int = 0, col: int = 0, source: str = "<text>"):
+        self.line, self.col, self.source = line, col, source
+        super().__init__(f"{source}:{line}:{col}: {message}")
+
+
+class ShapeError(IRError):
+    """Operand shapes that an op cannot accept."""
+
+
+class UnsupportedOpError(TensorforgeError):
+    """A model uses an op or attribute that tensorforge does not support (yet)."""
+
+
+class FrontendError(TensorforgeError):
+    """A model file or module that a frontend cannot import."""
+
+
+class PassError(TensorforgeError):
+    """A pass or pipeline failed (unknown pass name, illegal ops left after conversion)."""
+
+
+class CompileError(TensorforgeError):
+    """Native compilation failed; the message names the kernel and the generated source."""

@@ -1,0 +1,239 @@
+"""Types shared by every IR level: element types, tensor types and buffer types.
+
+A dimension is an ``int`` (static) or a ``str`` (a named symbolic dimension such as a
+dynamic batch).  Two symbolic dims with the same name are the same size.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Iterable, Sequence, Union
+
+import numpy as np
+
+from ..errors import IRError
+
+Dim = Union[int, str]
+
+
+class DType(enum.Enum):
+    """Element types; the value is the MLIR spelling."""
+
+    f16 = "f16"
+    bf16 = "bf16"
+    f32 = "f32"
+    f64 = "f64"
+    i8 = "i8"
+    i16 = "i16"
+    i32 = "i32"
+    i64 = "i64"
+    u8 = "ui8"
+    bool = "i1"
+
+    @property
+    def is_float(self) -> bool:
+        return self in _FLOATS
+
+    @property
+    def is_int(self) -> bool:
+        return not self.is_float and self is not DType.bool
+
+    @property
+    def itemsize(self) -> int:
+        return _ITEMSIZE[self]
+
+    @property
+    def np(self) -> np.dtype:
+        """The NumPy dtype that holds values of this type (bf16 is held as f32)."""
+        return _TO_NP[self]
+
+    @property
+    def c_name(self) -> str:
+        return _C_NAMES[self]
+
+    @staticmethod
+    def from_np(dtype) -> "DType":
+        dtype = np.dtype(dtype)
+        try:
+            return _FROM_NP[dtype]
+        except KeyError:
+            raise IRError(f"unsupported NumPy dtype {dtype}; use one of "
+                          f"{sorted(str(d) for d in _FROM_NP)}") from None
+
+    @staticmethod
+    def parse(text: str) -> "DType":
+        try:
+            return _BY_TEXT[text]
+        except KeyError:
+            raise IRError(f"unknown element type '{text}'") from None
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"DType.{self.name}"
+
+
+_FLOATS = {DType.f16, DType.bf16, DType.f32, DType.f64}
+_ITEMSIZE = {DType.f16: 2, DType.bf16: 2, DType.f32: 4, DType.f64: 8, DType.i8: 1, DType.i16: 2,
+             DType.i32: 4, DType.i64: 8, DType.u8: 1, DType.bool: 1}
+_TO_NP = {DType.f16: np.dtype(np.float16), DType.bf16: np.dtype(np.float32),
+          DType.f32: np.dtype(np.float32), DType.f64: np.dtype(np.float64),
+          DType.i8: np.dtype(np.int8), DType.i16: np.dtype(np.int16), DType.i32: np.dtype(np.int32),
+          DType.i64: np.dtype(np.int64), DType.u8: np.dtype(np.uint8), DType.bool: np.dtype(np.bool_)}
+_FROM_NP = {v: k for k, v in _TO_NP.items() if k is not DType.bf16}
+_C_NAMES = {DType.f16: "_Float16", DType.bf16: "uint16_t", DType.f32: "float", DType.f64: "double",
+            DType.i8: "int8_t", DType.i16: "int16_t", DType.i32: "int32_t", DType.i64: "int64_t",
+            DType.u8: "uint8_t", DType.bool: "bool"}
+_BY_TEXT = {d.value: d for d in DType}
+_BY_TEXT.update({d.name: d for d in DType})
+
+
+class Type:
+    """Base of IR types.  Types are immutable, hashable and compare by value."""
+
+    __slots__ = ()
+
+
+class ScalarType(Type):
+    """A single element (loop level scalars, index values)."""
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype: DType):
+        object.__setattr__(self, "dtype", dtype)
+
+    def __eq__(self, other):
+        return isinstance(other, ScalarType) and other.dtype is self.dtype
+
+    def __hash__(self):
+        return hash(("scalar", self.dtype))
+
+    def __str__(self):
+        return str(self.dtype)
+
+    __repr__ = __str__
+
+
+class IndexType(Type):
+    """MLIR's ``index``: loop induction variables and sizes."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        return isinstance(other, IndexType)
+
+    def __hash__(self):
+        return hash("index")
+
+    def __str__(self):
+        return "index"
+
+    __repr__ = __str__
+
+
+def _check_shape(shape: Iterable[Dim]) -> tuple:
+    dims = []
+    for d in shape:
+        if isinstance(d, (bool, np.bool_)):
+            raise IRError(f"bad dimension {d!r}: dims are non-negative ints or symbol names")
+        if isinstance(d, (int, np.integer)):
+            if d < 0:
+                raise IRError(f"negative dimension {d} in shape {tuple(shape)}")
+            dims.append(int(d))
+        elif isinstance(d, str) and d:
+            dims.append(d)
+        else:
+            raise IRError(f"bad dimension {d!r}: dims are non-negative ints or symbol names")
+    return tuple(dims)
+
+
+class _ShapedType(Type):
+    __slots__ = ("shape", "dtype", "_hash")
+    _kind = ""
+
+    def __init__(self, shape: Sequence[Dim], dtype: DType):
+        if not isinstance(dtype, DType):
+            raise IRError(f"element type must be a DType, got {dtype!r}")
+        object.__setattr__(self, "shape", _check_shape(shape))
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "_hash", hash((self._kind, self.shape, dtype)))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("types are immutable")
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def num_elements(self) -> int:
+        """Element count; symbolic dims count as 1 (callers that care check ``is_static``)."""
+        n = 1
+        for d in self.shape:
+            if isinstance(d, int):
+                n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.num_elements * self.dtype.itemsize
+
+    def __eq__(self, other):
+        return (type(other) is type(self) and other._hash == self._hash
+                and other.shape == self.shape and other.dtype is self.dtype)
+
+    def __hash__(self):
+        return self._hash
+
+    def _body(self) -> str:
+        dims = "".join(("?" if isinstance(d, str) else str(d)) + "x" for d in self.shape)
+        text = f"{dims}{self.dtype.value}"
+        syms = [d for d in self.shape if isinstance(d, str)]
+        if syms:
+            # Symbol names ride in the encoding attribute so the text stays valid MLIR.
+            text += ', "' + ",".join(syms) + '"'
+        return text
+
+    def __repr__(self):
+        return str(self)
+
+
+class TensorType(_ShapedType):
+    """A value-semantics tensor (graph and structured levels)."""
+
+    __slots__ = ()
+    _kind = "tensor"
+
+    def with_shape(self, shape: Sequence[Dim]) -> "TensorType":
+        return TensorType(shape, self.dtype)
+
+    def with_dtype(self, dtype: DType) -> "TensorType":
+        return TensorType(self.shape, dtype)
+
+    def __str__(self):
+        return f"tensor<{self._body()}>"
+
+
+class BufferType(_ShapedType):
+    """A memory buffer at loop level (MLIR ``memref``); row-major unless a layout says otherwise."""
+
+    __slots__ = ()
+    _kind = "memref"
+
+    def __str__(self):
+        return f"memref<{self._body()}>"
+
+
+def tensor(shape: Sequence[Dim], dtype: DType | str = DType.f32) -> TensorType:
+    """Shorthand: ``tensor((1, 3, 224, 224))`` or ``tensor(("N", 768), "f16")``."""
+    if isinstance(dtype, str):
+        dtype = DType.parse(dtype)
+    return TensorType(shape, dtype)
+
+
+f16, bf16, f32, f64 = DType.f16, DType.bf16, DType.f32, DType.f64
+i8, i32, i64, boolean = DType.i8, DType.i32, DType.i64, DType.bool
