@@ -5,6 +5,7 @@ reference semantics, one op at a time, in program order.
 """
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Callable, Sequence
 
 import numpy as np
@@ -25,9 +26,36 @@ def _coerce_input(x, t, i: int, fname: str) -> np.ndarray:
     return arr
 
 
+_SYMBOL_SIZES: ContextVar[dict[str, int] | None] = ContextVar("tensorforge_symbol_sizes", default=None)
+
+
+def symbol_sizes() -> dict[str, int]:
+    """Run-time sizes of the named dims of the function being interpreted, bound from its inputs.
+
+    Ops whose attributes name symbols (``graph.reshape`` to ``("N", 768)``) read them here, since
+    ``compute`` sees only arrays; empty outside ``run_function``.
+    """
+    return _SYMBOL_SIZES.get() or {}
+
+
 def run_function(func: FuncOp, inputs: Sequence, observer: Callable[[Operation, list], None] | None = None
                  ) -> list[np.ndarray]:
     """Evaluates ``func`` on ``inputs``; ``observer(op, results)`` sees every op's results."""
+    sizes: dict[str, int] = {}
+    for a, x in zip(func.args, inputs):
+        if isinstance(a.type, TensorType):
+            for d, n in zip(a.type.shape, np.shape(x)):
+                if isinstance(d, str):
+                    sizes.setdefault(d, int(n))
+    token = _SYMBOL_SIZES.set(sizes)
+    try:
+        return _run_function(func, inputs, observer)
+    finally:
+        _SYMBOL_SIZES.reset(token)
+
+
+def _run_function(func: FuncOp, inputs: Sequence, observer: Callable[[Operation, list], None] | None
+                  ) -> list[np.ndarray]:
     if len(inputs) != len(func.args):
         raise IRError(f"'{func.sym_name}' takes {len(func.args)} inputs, got {len(inputs)}")
     env: dict[int, np.ndarray] = {}

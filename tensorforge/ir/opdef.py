@@ -198,6 +198,8 @@ class OpDef:
     # ---- hooks -----------------------------------------------------------------------
     def infer(self, types: Sequence[Type], attrs: dict[str, Any]) -> list[Type]:
         """Result types from operand types and (normalised) attributes."""
+        if not self.results:
+            return []
         raise IRError(f"'{self.name}' cannot infer its result types; pass result_types")
 
     def compute(self, *args, **attrs):
@@ -277,7 +279,8 @@ def registered_ops(dialect: str | None = None) -> dict[str, OpDef]:
     return {k: v for k, v in _REGISTRY.items() if dialect is None or k.startswith(dialect + ".")}
 
 
-_LAZY_DIALECTS = {"graph": "tensorforge.dialects.graph"}
+_LAZY_DIALECTS = {"graph": "tensorforge.dialects.graph", "scalar": "tensorforge.dialects.scalar",
+                  "structured": "tensorforge.dialects.structured", "loop": "tensorforge.dialects.loop"}
 
 
 def _load_dialect(dialect: str) -> None:

@@ -1,0 +1,293 @@
+"""loop.func -> C source.
+
+Every SSA value becomes a ``const`` local (gcc's SSA makes that free), buffers are flat pointers
+indexed row-major, loop kinds become OpenMP/GCC pragmas.  Scalar ops map to C through one table;
+transcendental functions use libm names so that ``-ffast-math`` with glibc's vector math library
+vectorizes them.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from ...errors import CompileError
+from ...ir.core import Operation, Value
+from ...ir.types import BufferType, DType, IndexType, ScalarType
+
+C_TYPES = {DType.f32: "float", DType.f64: "double", DType.i64: "int64_t", DType.i32: "int32_t",
+           DType.i16: "int16_t", DType.i8: "int8_t", DType.u8: "uint8_t", DType.bool: "bool",
+           DType.f16: "_Float16"}
+
+PRELUDE = r"""#include <stdint.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+static inline int64_t tf_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline int64_t tf_imod(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+"""
+
+
+def c_type(t) -> str:
+    if isinstance(t, IndexType):
+        return "int64_t"
+    dt = t.dtype if isinstance(t, (ScalarType, BufferType)) else t
+    try:
+        return C_TYPES[dt]
+    except KeyError:
+        raise CompileError(f"element type {dt} has no C lowering yet (use f32/f64/int types)") from None
+
+
+def _fsuffix(dt: DType) -> str:
+    return "" if dt is DType.f64 else "f"
+
+
+def c_literal(value, t) -> str:
+    if isinstance(t, IndexType):
+        return f"INT64_C({int(value)})"
+    dt = t.dtype
+    if dt is DType.bool:
+        return "true" if value else "false"
+    if dt.is_float:
+        v = float(value)
+        if math.isnan(v):
+            return "NAN"
+        if math.isinf(v):
+            return "INFINITY" if v > 0 else "(-INFINITY)"
+        s = repr(v)
+        if "e" not in s and "." not in s:
+            s += ".0"
+        return s + ("" if dt is DType.f64 else "f")
+    if dt is DType.i64:
+        v = int(value)
+        return "INT64_MIN" if v == -(2 ** 63) else f"INT64_C({v})"
+    return str(int(value))
+
+
+def _float_fn(name: str) -> Callable:
+    return lambda a, dt: f"{name}{_fsuffix(dt)}({a[0]})"
+
+
+def _cmp(op: str):
+    return lambda a, dt: f"({a[0]} {op} {a[1]})"
+
+
+def _minmax(op: str):
+    return lambda a, dt: f"({a[0]} {op} {a[1]} ? {a[0]} : {a[1]})"
+
+
+def _mod(a, dt):
+    if dt.is_float:
+        f = f"fmod{_fsuffix(dt)}"
+        return f"({{__typeof__({a[0]}) r_ = {f}({a[0]}, {a[1]}); (r_ != 0 && ((r_ < 0) != ({a[1]} < 0))) ? r_ + {a[1]} : r_;}})"
+    return f"tf_imod({a[0]}, {a[1]})"
+
+
+def _gelu(a, dt, attrs):
+    s = _fsuffix(dt)
+    x = a[0]
+    if attrs.get("approximate") == "tanh":
+        return f"(0.5{s} * {x} * (1.0{s} + tanh{s}(0.7978845608028654{s} * ({x} + 0.044715{s} * {x} * {x} * {x}))))"
+    return f"(0.5{s} * {x} * (1.0{s} + erf{s}({x} * 0.7071067811865476{s})))"
+
+
+def _clip(a, dt, attrs):
+    x = a[0]
+    lo, hi = attrs.get("min"), attrs.get("max")
+    if lo is not None:
+        lit = c_literal(lo, ScalarType(dt))
+        x = f"({x} < {lit} ? {lit} : {x})"
+    if hi is not None:
+        lit = c_literal(hi, ScalarType(dt))
+        x = f"({x} > {lit} ? {lit} : {x})"
+    return x
+
+
+def _cast(a, dt_in, attrs, result_t):
+    target = c_type(result_t)
+    if isinstance(result_t, ScalarType) and result_t.dtype is DType.bool:
+        return f"({a[0]} != 0)"
+    return f"(({target}){a[0]})"
+
+
+# name -> fn(args, dtype) or fn(args, dtype, attrs)
+_SIMPLE: dict[str, Callable] = {
+    "add": lambda a, dt: f"({a[0]} + {a[1]})",
+    "sub": lambda a, dt: f"({a[0]} - {a[1]})",
+    "mul": lambda a, dt: f"({a[0]} * {a[1]})",
+    "div": lambda a, dt: f"({a[0]} / {a[1]})",
+    "floordiv": lambda a, dt: f"tf_floordiv({a[0]}, {a[1]})",
+    "mod": _mod,
+    "fmod": lambda a, dt: f"fmod{_fsuffix(dt)}({a[0]}, {a[1]})" if dt.is_float else f"({a[0]} % {a[1]})",
+    "pow": lambda a, dt: f"pow{_fsuffix(dt)}({a[0]}, {a[1]})",
+    "max": _minmax(">"), "min": _minmax("<"),
+    "and": lambda a, dt: f"({a[0]} && {a[1]})", "or": lambda a, dt: f"({a[0]} || {a[1]})",
+    "xor": lambda a, dt: f"({a[0]} != {a[1]})", "not": lambda a, dt: f"(!{a[0]})",
+    "eq": _cmp("=="), "ne": _cmp("!="), "lt": _cmp("<"), "le": _cmp("<="), "gt": _cmp(">"), "ge": _cmp(">="),
+    "neg": lambda a, dt: f"(-{a[0]})",
+    "abs": lambda a, dt: f"fabs{_fsuffix(dt)}({a[0]})" if dt.is_float else f"({a[0]} < 0 ? -{a[0]} : {a[0]})",
+    "exp": _float_fn("exp"), "log": _float_fn("log"), "sqrt": _float_fn("sqrt"), "tanh": _float_fn("tanh"),
+    "erf": _float_fn("erf"), "sin": _float_fn("sin"), "cos": _float_fn("cos"), "floor": _float_fn("floor"),
+    "ceil": _float_fn("ceil"), "round": _float_fn("nearbyint"),
+    "rsqrt": lambda a, dt: f"(1.0{_fsuffix(dt)} / sqrt{_fsuffix(dt)}({a[0]}))",
+    "reciprocal": lambda a, dt: f"(1.0{_fsuffix(dt)} / {a[0]})",
+    "sigmoid": lambda a, dt: f"(1.0{_fsuffix(dt)} / (1.0{_fsuffix(dt)} + exp{_fsuffix(dt)}(-{a[0]})))",
+    "silu": lambda a, dt: f"({a[0]} / (1.0{_fsuffix(dt)} + exp{_fsuffix(dt)}(-{a[0]})))",
+    "softplus": lambda a, dt: f"({a[0]} > 20 ? {a[0]} : log1p{_fsuffix(dt)}(exp{_fsuffix(dt)}({a[0]})))",
+    "relu": lambda a, dt: f"({a[0]} > 0 ? {a[0]} : 0)",
+    "sign": lambda a, dt: f"(({a[0]} > 0) - ({a[0]} < 0))",
+    "identity": lambda a, dt: a[0],
+    "select": lambda a, dt: f"({a[0]} ? {a[1]} : {a[2]})",
+}
+_WITH_ATTRS: dict[str, Callable] = {
+    "gelu": _gelu, "clip": _clip,
+    "leaky_relu": lambda a, dt, at: f"({a[0]} >= 0 ? {a[0]} : {a[0]} * {c_literal(at['alpha'], ScalarType(dt))})",
+    "elu": lambda a, dt, at: f"({a[0]} > 0 ? {a[0]} : {c_literal(at['alpha'], ScalarType(dt))} * "
+                             f"(exp{_fsuffix(dt)}({a[0]}) - 1))",
+    "hard_sigmoid": lambda a, dt, at: _clip([f"({a[0]} * {c_literal(at['alpha'], ScalarType(dt))} + "
+                                             f"{c_literal(at['beta'], ScalarType(dt))})"], dt,
+                                            {"min": 0.0, "max": 1.0}),
+}
+
+
+def scalar_expr(op: Operation, args: list[str]) -> str:
+    """The C expression of one scalar op applied to already-named operands."""
+    short = op.name.split(".", 1)[1]
+    operand_t = op.operands[0].type if op.operands else op.results[0].type
+    dt = DType.i64 if isinstance(operand_t, IndexType) else operand_t.dtype
+    if short == "cast":
+        return _cast(args, dt, op.attributes, op.results[0].type)
+    if short in _WITH_ATTRS:
+        return _WITH_ATTRS[short](args, dt, op.attributes)
+    fn = _SIMPLE.get(short)
+    if fn is None:
+        raise CompileError(f"'{op.name}' has no C lowering")
+    return fn(args, dt)
+
+
+class FunctionEmitter:
+    """Emits one loop.func as a C function."""
+
+    def __init__(self, fn: Operation, c_name: str | None = None, static: bool = True):
+        self.fn = fn
+        self.c_name = c_name or fn.attributes["sym_name"]
+        self.static = static
+        self.names: dict[int, str] = {}
+        self.scalars: set[int] = set()   # rank-0 buffers held as C locals
+        self.lines: list[str] = []
+        self.counter = 0
+        self.parallel_depth = 0
+        self.frees: list[str] = []
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def name(self, v: Value) -> str:
+        return self.names[id(v)]
+
+    def emit(self) -> str:
+        body = self.fn.regions[0].blocks[0]
+        n_in = self.fn.attributes["num_inputs"]
+        params = []
+        for i, a in enumerate(body.args):
+            t = a.type
+            if not t.is_static:
+                raise CompileError(f"kernel '{self.c_name}': buffer {t} has a symbolic shape; "
+                                   f"dynamic shapes are not compiled to C yet")
+            nm = f"in{i}" if i < n_in else f"out{i - n_in}"
+            self.names[id(a)] = nm
+            const = "const " if i < n_in else ""
+            params.append(f"{const}{c_type(t)}* restrict {nm}")
+        head = f"{'static ' if self.static else ''}void {self.c_name}({', '.join(params) or 'void'})"
+        self.lines.append(head + " {")
+        self.block(body, 1)
+        self.lines.append("}")
+        return "\n".join(self.lines) + "\n"
+
+    def block(self, block, depth: int) -> None:
+        for op in block:
+            self.op(op, depth)
+
+    def index_of(self, buf: Value, idx: list[Value]) -> str:
+        shape = buf.type.shape
+        if not idx:
+            return "0"
+        expr = self.name(idx[0])
+        for d, i in zip(shape[1:], idx[1:]):
+            expr = f"({expr}) * {d} + {self.name(i)}"
+        return expr
+
+    def op(self, op: Operation, depth: int) -> None:
+        ind = "  " * depth
+        name = op.name
+        if name == "loop.for":
+            a = op.attributes
+            iv = op.regions[0].blocks[0].args[0]
+            v = self.fresh("i")
+            self.names[id(iv)] = v
+            kind = a["kind"]
+            if kind == "parallel" and self.parallel_depth == 0:
+                self.lines.append(f"{ind}#pragma omp parallel for schedule(static)")
+            elif kind == "vectorize":
+                self.lines.append(f"{ind}#pragma omp simd")
+            elif kind == "unroll":
+                self.lines.append(f"{ind}#pragma GCC unroll {a.get('unroll') or 8}")
+            self.lines.append(f"{ind}for (int64_t {v} = {a['lb']}; {v} < {a['ub']}; {v} += {a['step']}) {{")
+            par = kind == "parallel"
+            self.parallel_depth += par
+            self.block(op.regions[0].blocks[0], depth + 1)
+            self.parallel_depth -= par
+            self.lines.append(f"{ind}}}")
+        elif name == "loop.alloc":
+            t = op.attributes["type"]
+            v = self.fresh("t")
+            self.names[id(op.results[0])] = v
+            if t.rank == 0:
+                self.scalars.add(id(op.results[0]))
+                self.lines.append(f"{ind}{c_type(t)} {v};")
+            elif t.nbytes <= 64 * 1024:
+                self.lines.append(f"{ind}{c_type(t)} {v}[{t.num_elements}] __attribute__((aligned(64)));")
+            else:
+                self.lines.append(f"{ind}{c_type(t)}* {v} = ({c_type(t)}*)aligned_alloc(64, "
+                                  f"({t.nbytes} + 63) / 64 * 64);")
+                self.frees.append(v)
+        elif name == "loop.load":
+            buf = op.operands[0]
+            v = self.fresh("v")
+            self.names[id(op.results[0])] = v
+            ct = c_type(op.results[0].type)
+            if id(buf) in self.scalars:
+                self.lines.append(f"{ind}const {ct} {v} = {self.name(buf)};")
+                return
+            idx = op.operands[1:]
+            access = f"{self.name(buf)}[{self.index_of(buf, idx)}]"
+            pad = op.attributes.get("pad")
+            if pad is not None:
+                conds = " && ".join(f"{self.name(i)} >= 0 && {self.name(i)} < {d}"
+                                    for i, d in zip(idx, buf.type.shape)) or "1"
+                access = f"(({conds}) ? {access} : {c_literal(pad, op.results[0].type)})"
+            self.lines.append(f"{ind}const {ct} {v} = {access};")
+        elif name == "loop.store":
+            val, buf = op.operands[0], op.operands[1]
+            if id(buf) in self.scalars:
+                self.lines.append(f"{ind}{self.name(buf)} = {self.name(val)};")
+            else:
+                self.lines.append(f"{ind}{self.name(buf)}[{self.index_of(buf, op.operands[2:])}] = "
+                                  f"{self.name(val)};")
+        elif name == "loop.return":
+            for v in self.frees:
+                self.lines.append(f"{ind}free({v});")
+        elif name == "scalar.const":
+            self.names[id(op.results[0])] = c_literal(op.attributes["value"], op.results[0].type)
+        elif name.startswith("scalar."):
+            v = self.fresh("v")
+            self.names[id(op.results[0])] = v
+            expr = scalar_expr(op, [self.name(x) for x in op.operands])
+            self.lines.append(f"{ind}const {c_type(op.results[0].type)} {v} = {expr};")
+        else:
+            raise CompileError(f"'{name}' has no C lowering (kernel '{self.c_name}')")
+
+
+def emit_function(fn: Operation, c_name: str | None = None, static: bool = True) -> str:
+    return FunctionEmitter(fn, c_name, static).emit()

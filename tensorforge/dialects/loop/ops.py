@@ -1,0 +1,113 @@
+"""Op definitions of the loop dialect."""
+from __future__ import annotations
+
+from ...ir.core import Block, Operation, Value
+from ...ir.opdef import TERMINATOR, Attr, OpDef, expect, register
+from ...ir.types import BufferType, IndexType, ScalarType
+
+LOOP_KINDS = ("serial", "parallel", "vectorize", "unroll")
+
+
+@register
+class LoopFunc(OpDef):
+    """A kernel over buffers; ``num_inputs`` leading arguments are read-only."""
+
+    name = "loop.func"
+    results = ()
+    attrs = {"sym_name": Attr("str"), "num_inputs": Attr("int")}
+
+    def verify(self, op):
+        body = op.regions[0].blocks[0]
+        expect(all(isinstance(a.type, BufferType) for a in body.args), "arguments must be buffers")
+        expect(0 <= op.attributes["num_inputs"] <= len(body.args), "num_inputs out of range")
+
+
+@register
+class For(OpDef):
+    """``for iv in range(lb, ub, step)``; the body block's one argument is ``iv``."""
+
+    name = "loop.for"
+    results = ()
+    attrs = {"lb": Attr("int", 0), "ub": Attr("int"), "step": Attr("int", 1),
+             "kind": Attr("str", "serial"), "unroll": Attr("int", 0)}
+
+    def verify(self, op):
+        a = op.attributes
+        expect(a["step"] > 0, "step must be positive")
+        expect(a["kind"] in LOOP_KINDS, f"kind must be one of {LOOP_KINDS}")
+        body = op.regions[0].blocks[0]
+        expect(len(body.args) == 1 and isinstance(body.args[0].type, IndexType),
+               "body takes one index argument (the induction variable)")
+
+
+@register
+class Load(OpDef):
+    """An element of a buffer; with ``pad`` set, out-of-range indices give ``pad``."""
+
+    name = "loop.load"
+    operands = ("buffer", "indices*")
+    attrs = {"pad": Attr("float", None)}
+
+    def infer(self, types, attrs):
+        t = types[0]
+        expect(isinstance(t, BufferType), f"loads from a buffer, got {t}")
+        expect(len(types) - 1 == t.rank, f"needs {t.rank} indices for {t}, got {len(types) - 1}")
+        return [ScalarType(t.dtype)]
+
+
+@register
+class Store(OpDef):
+    name = "loop.store"
+    operands = ("value", "buffer", "indices*")
+    results = ()
+
+    def verify(self, op):
+        buf = op.operands[1].type
+        expect(isinstance(buf, BufferType), f"stores to a buffer, got {buf}")
+        expect(len(op.operands) - 2 == buf.rank, f"needs {buf.rank} indices for {buf}")
+        expect(op.operands[0].type == ScalarType(buf.dtype),
+               f"stores {op.operands[0].type} into {buf}")
+
+
+@register
+class Alloc(OpDef):
+    """A buffer local to the kernel (a temporary or, at rank 0, an accumulator)."""
+
+    name = "loop.alloc"
+    operands = ()
+    attrs = {"type": Attr("type")}
+
+    def infer(self, types, attrs):
+        expect(isinstance(attrs["type"], BufferType), "type must be a memref")
+        return [attrs["type"]]
+
+
+@register
+class Return(OpDef):
+    name = "loop.return"
+    results = ()
+    traits = frozenset({TERMINATOR})
+
+
+class ForView:
+    __slots__ = ("op",)
+
+    def __init__(self, op: Operation):
+        self.op = op
+
+    @property
+    def body(self) -> Block:
+        return self.op.regions[0].blocks[0]
+
+    @property
+    def iv(self) -> Value:
+        return self.body.args[0]
+
+    @property
+    def extent(self) -> int:
+        a = self.op.attributes
+        return max(0, -(-(a["ub"] - a["lb"]) // a["step"]))
+
+    @property
+    def kind(self) -> str:
+        return self.op.attributes["kind"]

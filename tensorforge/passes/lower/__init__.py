@@ -1,0 +1,1 @@
+"""Lowering passes: graph -> structured -> loop (-> C in tensorforge.codegen)."""

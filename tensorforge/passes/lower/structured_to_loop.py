@@ -1,0 +1,122 @@
+"""structured.kernel -> loop.func with the default (unscheduled) loop nest.
+
+Each compute becomes a nest: parallel axes outside, reduction axes inside, a rank-0 accumulator
+between them.  Intermediate computes get local buffers; computes that are returned write
+straight into the output buffers.  Schedules (tensorforge.schedule) transform the result.
+"""
+from __future__ import annotations
+
+from ...errors import IRError
+from ...ir.builder import Builder, make_op
+from ...ir.core import Block, Operation, Region, Value
+from ...ir.types import BufferType, ScalarType
+from ...dialects.scalar import INDEX
+from ...dialects.structured.ops import REDUCTION_IDENTITY, ComputeView, KernelView
+
+
+def buffer_of(t) -> BufferType:
+    return BufferType(t.shape, t.dtype)
+
+
+def _loop(b: Builder, extent: int, kind: str = "serial") -> tuple[Operation, Builder, Value]:
+    region = Region([Block([INDEX])])
+    op = b.create("loop.for", [], {"lb": 0, "ub": int(extent), "step": 1, "kind": kind}, regions=[region])
+    blk = region.blocks[0]
+    return op, Builder.at_end(blk), blk.args[0]
+
+
+def _const(b: Builder, value, dtype) -> Value:
+    return b.create("scalar.const", [], {"value": value, "type": ScalarType(dtype)}).results[0]
+
+
+def _emit_body(b: Builder, cv: ComputeView, axis_values: list[Value], buffers: dict[int, Value]) -> Value:
+    """Copies a compute body to ``b``: axes become loop ivs, tensor reads become buffer loads."""
+    mapping: dict[int, Value] = {id(a): v for a, v in zip(cv.axes, axis_values)}
+    for op in cv.body:
+        if op.name == "structured.yield":
+            return mapping[id(op.operands[0])]
+        if op.name == "structured.read":
+            buf = buffers.get(id(op.operands[0]))
+            if buf is None:
+                raise IRError("structured.read of a tensor that is neither a kernel input nor an earlier compute")
+            idx = [mapping[id(v)] for v in op.operands[1:]]
+            new = b.create("loop.load", [buf] + idx, dict(op.attributes))
+        else:
+            new = b.insert(make_op(op.name, [mapping[id(v)] for v in op.operands], dict(op.attributes),
+                                   [r.type for r in op.results]))
+        for r_old, r_new in zip(op.results, new.results):
+            mapping[id(r_old)] = r_new
+    raise IRError("compute body has no structured.yield")
+
+
+def lower_compute(b: Builder, cv: ComputeView, out_buf: Value, buffers: dict[int, Value]) -> None:
+    dom, its = cv.domain, cv.iterators
+    dtype = cv.op.attributes["dtype"]
+    axis_values: list[Value | None] = [None] * len(dom)
+    inner = b
+    for i in cv.parallel_axes:
+        _, inner, iv = _loop(inner, dom[i])
+        axis_values[i] = iv
+    out_idx = [axis_values[i] for i in cv.parallel_axes]
+    if cv.combiner == "none":
+        val = _emit_body(inner, cv, axis_values, buffers)
+        inner.create("loop.store", [val, out_buf] + out_idx)
+        return
+    acc = inner.create("loop.alloc", [], {"type": BufferType((), dtype)}).results[0]
+    init = REDUCTION_IDENTITY[cv.combiner]
+    if not dtype.is_float:
+        init = {"add": 0, "mul": 1, "max": -(2 ** 63) if dtype.itemsize == 8 else -(2 ** 31),
+                "min": 2 ** 63 - 1 if dtype.itemsize == 8 else 2 ** 31 - 1}[cv.combiner]
+        if dtype.name == "bool":
+            init = cv.combiner in ("mul", "min")
+    inner.create("loop.store", [_const(inner, init, dtype), acc])
+    red = inner
+    for i in cv.reduction_axes:
+        _, red, iv = _loop(red, dom[i])
+        axis_values[i] = iv
+    val = _emit_body(red, cv, axis_values, buffers)
+    cur = red.create("loop.load", [acc]).results[0]
+    comb = red.create(f"scalar.{cv.combiner}", [cur, val]).results[0]
+    red.create("loop.store", [comb, acc])
+    res = inner.create("loop.load", [acc]).results[0]
+    inner.create("loop.store", [res, out_buf] + out_idx)
+
+
+def _copy(b: Builder, src: Value, dst: Value) -> None:
+    """out = in, element by element (a kernel that returns its input unchanged)."""
+    t = src.type
+    inner, ivs = b, []
+    for d in t.shape:
+        _, inner, iv = _loop(inner, d)
+        ivs.append(iv)
+    v = inner.create("loop.load", [src] + ivs).results[0]
+    inner.create("loop.store", [v, dst] + ivs)
+
+
+def lower_kernel(kernel: Operation, name: str | None = None) -> Operation:
+    """Returns a new ``loop.func`` computing ``kernel`` (the kernel itself is left untouched)."""
+    kv = KernelView(kernel)
+    in_types = [buffer_of(a.type) for a in kv.body.args]
+    out_types = [buffer_of(v.type) for v in kv.outputs]
+    block = Block(in_types + out_types)
+    fn = make_op("loop.func", [], {"sym_name": name or kernel.attributes.get("sym_name", "kernel"),
+                                   "num_inputs": len(in_types)}, regions=[Region([block])])
+    b = Builder.at_end(block)
+    buffers: dict[int, Value] = {id(a): block.args[i] for i, a in enumerate(kv.body.args)}
+    out_args = block.args[len(in_types):]
+    returned: dict[int, Value] = {}
+    for v, buf in zip(kv.outputs, out_args):
+        if v.op is not None and v.op.name == "structured.compute" and id(v) not in returned:
+            returned[id(v)] = buf
+    for cv in kv.computes:
+        res = cv.op.results[0]
+        out = returned.get(id(res))
+        if out is None:
+            out = b.create("loop.alloc", [], {"type": buffer_of(res.type)}).results[0]
+        buffers[id(res)] = out
+        lower_compute(b, cv, out, buffers)
+    for v, buf in zip(kv.outputs, out_args):
+        if returned.get(id(v)) is not buf:
+            _copy(b, buffers[id(v)], buf)
+    b.create("loop.return", [])
+    return fn
