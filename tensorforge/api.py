@@ -49,12 +49,18 @@ def import_model(model: Any, example_inputs: Sequence | None = None) -> ModuleOp
 
 
 class CompiledModel:
-    """A compiled model: call it with arrays (NumPy or torch) in the order of the model's inputs."""
+    """A compiled model: call it with arrays (NumPy or torch) in the order of the model's inputs.
 
-    def __init__(self, module: ModuleOp, target: str = "interpreter"):
+    ``module`` is the optimised graph-level module (kept for inspection and the interpreter);
+    ``native`` is the loaded library when the target is native code.
+    """
+
+    def __init__(self, module: ModuleOp, target: str = "interpreter", native=None, source: str | None = None):
         self.module = module
         self.target = target
         self.func = module.main
+        self.native = native
+        self.source = source
 
     @property
     def input_types(self):
@@ -65,6 +71,8 @@ class CompiledModel:
         return [v.type for v in self.func.outputs]
 
     def run_numpy(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if self.native is not None:
+            return self.native.run(inputs)
         return run_function(self.func, inputs)
 
     def __call__(self, *inputs):
@@ -86,11 +94,15 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
             **options: Any) -> CompiledModel:
     """Imports, checks and compiles ``model``.
 
-    Until native code generation lands every target runs the verified graph in the reference
-    interpreter; the API stays the same when it does.
+    ``target="cpu"`` (the default) generates C for the host and loads it; ``"interpreter"`` runs
+    the verified graph in the NumPy reference interpreter.
     """
     if target not in TARGETS:
         raise TensorforgeError(f"unknown target '{target}' (choose from {', '.join(TARGETS)})")
     module = import_model(model, example_inputs)
     verify(module)
-    return CompiledModel(module, target="interpreter")
+    if target == "interpreter":
+        return CompiledModel(module, target="interpreter")
+    from .codegen.c.build import build_native
+    native, source = build_native(module, **options)
+    return CompiledModel(module, target=target, native=native, source=source)

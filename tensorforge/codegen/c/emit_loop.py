@@ -31,7 +31,7 @@ static inline int64_t tf_imod(int64_t a, int64_t b) { int64_t r = a % b; return 
 def c_type(t) -> str:
     if isinstance(t, IndexType):
         return "int64_t"
-    dt = t.dtype if isinstance(t, (ScalarType, BufferType)) else t
+    dt = t if isinstance(t, DType) else t.dtype
     try:
         return C_TYPES[dt]
     except KeyError:
@@ -187,6 +187,7 @@ class FunctionEmitter:
         return self.names[id(v)]
 
     def emit(self) -> str:
+        """The C text of the function."""
         body = self.fn.regions[0].blocks[0]
         n_in = self.fn.attributes["num_inputs"]
         params = []

@@ -29,7 +29,8 @@ class For(OpDef):
     name = "loop.for"
     results = ()
     attrs = {"lb": Attr("int", 0), "ub": Attr("int"), "step": Attr("int", 1),
-             "kind": Attr("str", "serial"), "unroll": Attr("int", 0)}
+             "kind": Attr("str", "serial"), "unroll": Attr("int", 0),
+             "reduction": Attr("bool", False)}
 
     def verify(self, op):
         a = op.attributes

@@ -18,9 +18,10 @@ def buffer_of(t) -> BufferType:
     return BufferType(t.shape, t.dtype)
 
 
-def _loop(b: Builder, extent: int, kind: str = "serial") -> tuple[Operation, Builder, Value]:
+def _loop(b: Builder, extent: int, reduction: bool = False) -> tuple[Operation, Builder, Value]:
     region = Region([Block([INDEX])])
-    op = b.create("loop.for", [], {"lb": 0, "ub": int(extent), "step": 1, "kind": kind}, regions=[region])
+    op = b.create("loop.for", [], {"lb": 0, "ub": int(extent), "step": 1, "kind": "serial",
+                                   "reduction": reduction}, regions=[region])
     blk = region.blocks[0]
     return op, Builder.at_end(blk), blk.args[0]
 
@@ -72,7 +73,7 @@ def lower_compute(b: Builder, cv: ComputeView, out_buf: Value, buffers: dict[int
     inner.create("loop.store", [_const(inner, init, dtype), acc])
     red = inner
     for i in cv.reduction_axes:
-        _, red, iv = _loop(red, dom[i])
+        _, red, iv = _loop(red, dom[i], reduction=True)
         axis_values[i] = iv
     val = _emit_body(red, cv, axis_values, buffers)
     cur = red.create("loop.load", [acc]).results[0]
