@@ -61,8 +61,11 @@ def verify_op(op: Operation, allow_unregistered: bool = False) -> None:
 
 
 def verify(root: Operation, allow_unregistered: bool = False) -> None:
-    """Verifies every op under ``root`` and SSA dominance (operands defined before use)."""
-    _verify_region_tree(root, set(), allow_unregistered)
+    """Verifies every op under ``root`` and SSA dominance (operands defined before use).
+
+    ``root``'s own operands are taken as given, so a detached op can be checked on its own.
+    """
+    _verify_region_tree(root, {id(v) for v in root.operands}, allow_unregistered)
 
 
 def _verify_region_tree(op: Operation, visible: set[int], allow_unregistered: bool) -> None:
