@@ -111,3 +111,205 @@ __all__ = [
     "ELEMENTWISE", "SAME_SHAPE", "COMMUTATIVE", "TensorType", "UnaryElementwise", "broadcast_dims",
     "broadcast_shapes", "expect", "norm_axis", "norm_axes", "promote", "tensor_types", "Any",
 ]
+
+
+# ---- helpers for contractions, windowed ops (conv, pool) and cost -----------------------
+# (appended for linalg/conv/pool/reduce/norm/attention; the names above stay as they were)
+
+def match_dims(a: Dim, b: Dim, what: str) -> Dim:
+    """Two dims that must be equal (a contraction, a channel count): a symbol matches
+    any size (checked at run time); two static sizes must agree."""
+    if a == b or isinstance(b, str):
+        return a
+    if isinstance(a, str):
+        return b
+    raise ShapeError(f"{what}: {a} != {b}")
+
+
+def expect_float(t: TensorType, what: str = "operand") -> None:
+    expect(t.dtype.is_float, f"{what} must be floating point, got {t.dtype}")
+
+
+def expect_numeric(t: TensorType, what: str = "operand") -> None:
+    expect(t.dtype is not DType.bool, f"{what} must be numeric, got {t.dtype}")
+
+
+def io_bytes(operand_types: Sequence[Type], result_types: Sequence[Type]) -> int:
+    """Memory traffic if every operand is read once and every result written once."""
+    return sum(t.nbytes for t in list(operand_types) + list(result_types) if isinstance(t, TensorType))
+
+
+def num_elements(shape: Sequence[Dim]) -> int:
+    """Product of the static dims (symbols count as 1, as ``TensorType.num_elements``)."""
+    n = 1
+    for d in shape:
+        if isinstance(d, int):
+            n *= d
+    return n
+
+
+def spatial_ints(attrs: dict[str, Any], key: str, count: int, fill: int, low: int) -> tuple[int, ...]:
+    """An ``ints`` attribute with one value per spatial axis (or two for pads); an empty
+    tuple means ``fill`` everywhere.  Values below ``low`` are rejected."""
+    value = tuple(attrs.get(key, ()) or ())
+    if not value:
+        return (fill,) * count
+    expect(len(value) == count, f"{key} has {len(value)} values, expected {count} "
+                                f"(or none for the default {fill})")
+    bad = [v for v in value if v < low]
+    expect(not bad, f"{key} = {value}: every value must be >= {low}")
+    return value
+
+
+class Window:
+    """Strides, dilations and pads of a sliding window over ``rank`` spatial axes."""
+
+    __slots__ = ("kernel", "strides", "dilations", "pads_begin", "pads_end")
+
+    def __init__(self, kernel: Sequence[int], attrs: dict[str, Any], dilations: bool = True):
+        n = len(kernel)
+        self.kernel = tuple(kernel)
+        self.strides = spatial_ints(attrs, "strides", n, 1, 1)
+        self.dilations = spatial_ints(attrs, "dilations", n, 1, 1) if dilations else (1,) * n
+        pads = spatial_ints(attrs, "pads", 2 * n, 0, 0)
+        self.pads_begin, self.pads_end = pads[:n], pads[n:]
+
+    @property
+    def extents(self) -> tuple[int, ...]:
+        """Input span of one window: ``dilation * (kernel - 1) + 1`` per axis."""
+        return tuple(d * (k - 1) + 1 for k, d in zip(self.kernel, self.dilations))
+
+    def out_dim(self, i: int, size: Dim, ceil_mode: bool = False) -> Dim:
+        """Output size on spatial axis ``i`` (ONNX rule; ceil mode drops a last window that
+        would start in the end padding).  A symbolic size survives only where the window
+        keeps the size (stride 1, padding equal to the extent)."""
+        ext, s = self.extents[i], self.strides[i]
+        pads = self.pads_begin[i] + self.pads_end[i]
+        if isinstance(size, str):
+            expect(s == 1 and pads == ext - 1,
+                   f"spatial axis {i} has symbolic size '{size}'; the window (kernel {self.kernel[i]}, "
+                   f"stride {s}, pads {pads}) changes it, so it must be static")
+            return size
+        span = size + pads - ext
+        expect(span >= 0, f"spatial axis {i}: window extent {ext} is larger than the padded input "
+                          f"{size + pads} (input {size}, pads {self.pads_begin[i]}+{self.pads_end[i]})")
+        if ceil_mode:
+            out = -(-span // s) + 1
+            if (out - 1) * s >= size + self.pads_begin[i]:
+                out -= 1
+            return out
+        return span // s + 1
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """Precision for reference arithmetic: half floats are computed in f32 (NumPy has no fast
+    f16 matmul and f16 sums lose too much); other types as they are."""
+    return np.dtype(np.float32) if dtype == np.float16 else np.dtype(dtype)
+
+
+def pad_spatial(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value=0) -> np.ndarray:
+    """Pads the trailing ``len(begin)`` axes of ``x`` (N, C, *spatial) with ``value``."""
+    if not any(begin) and not any(end):
+        return x
+    widths = [(0, 0)] * (x.ndim - len(begin)) + list(zip(begin, end))
+    return np.pad(x, widths, mode="constant", constant_values=value)
+
+
+def window_view(xp: np.ndarray, win: "Window", out: Sequence[int]) -> np.ndarray:
+    """View of shape (N, C, *out, *kernel) over an already padded (N, C, *spatial) array:
+    element [n, c, o..., k...] is ``xp[n, c, o*stride + k*dilation ...]``.  No copy."""
+    from numpy.lib.stride_tricks import sliding_window_view
+    d = len(win.kernel)
+    view = sliding_window_view(xp, win.extents, axis=tuple(range(xp.ndim - d, xp.ndim)))
+    take = tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out, win.strides))
+    dil = tuple(slice(None, None, dl) for dl in win.dilations)
+    return view[(slice(None),) * (xp.ndim - d) + take + dil]
+
+
+# ---- helpers for data-movement and indexing ops (shape.py, index.py) -------------------
+# (appended for shape/index; the names above stay as they were)
+
+def expect_choice(value: str, choices: Sequence[str], attr: str) -> None:
+    """A string attribute that must be one of a fixed set (modes)."""
+    expect(value in choices, f"{attr} = {value!r} is not one of {', '.join(map(repr, choices))}")
+
+
+def expect_int(t: TensorType, what: str = "operand") -> None:
+    """Index operands (gather indices, ids) must be integers."""
+    expect(t.dtype.is_int, f"{what} must have an integer element type, got {t.dtype}")
+
+
+def dims_product(dims: Sequence[Dim], what: str) -> Dim:
+    """Product of dims as one dim.  A symbol survives only when every other factor is 1: a
+    dim is an int or a single name, so ``N * 3`` has no spelling."""
+    syms = [d for d in dims if isinstance(d, str)]
+    n = num_elements(dims)
+    if not syms:
+        return n
+    expect(len(syms) == 1 and n == 1,
+           f"{what}: the product of {tuple(dims)} mixes symbolic dims with other sizes and cannot "
+           f"be written as one dim; make those dims static")
+    return syms[0]
+
+
+def counts_differ(a: Sequence[Dim], b: Sequence[Dim]) -> bool:
+    """True when two shapes provably hold different element counts: same symbols (as a
+    multiset), different static products.  Different symbols prove nothing."""
+    sa = sorted(d for d in a if isinstance(d, str))
+    sb = sorted(d for d in b if isinstance(d, str))
+    return sa == sb and num_elements(a) != num_elements(b)
+
+
+def resolve_dims(dims: Sequence[Dim], opname: str, total: int | None = None,
+                 aligned: Sequence[int] | None = None) -> tuple[int, ...]:
+    """Run-time sizes for dims that may name symbols (reference semantics only).
+
+    A symbol takes, in order: its size bound by the interpreter from the function inputs;
+    the size at the same position of ``aligned`` (a run-time shape, right-aligned with
+    ``dims``, as for broadcasting); and, for a single symbol still unknown, ``total``
+    divided by the product of the others (as ONNX resolves -1).
+    """
+    from ...ir.interpreter import symbol_sizes
+    bound = symbol_sizes()
+    out: list[int | None] = []
+    shift = len(dims) - len(aligned) if aligned is not None else 0
+    for i, d in enumerate(dims):
+        if isinstance(d, int):
+            out.append(d)
+        elif d in bound:
+            out.append(bound[d])
+        elif aligned is not None and 0 <= i - shift < len(aligned):
+            out.append(int(aligned[i - shift]))
+        else:
+            out.append(None)
+    unknown = [i for i, v in enumerate(out) if v is None]
+    if len(unknown) == 1 and total is not None:
+        rest = num_elements([v for v in out if v is not None])
+        if rest and total % rest == 0:
+            out[unknown[0]] = total // rest
+            unknown = []
+    if unknown:
+        names = ", ".join(repr(dims[i]) for i in unknown)
+        raise ShapeError(f"'{opname}': cannot tell the run-time size of symbolic dim(s) {names} "
+                         f"of {tuple(dims)}; run it through the interpreter with inputs that bind them")
+    return tuple(out)  # type: ignore[arg-type]
+
+
+class FoldStaticOnly(OpDef):
+    """Constant folding only when every result type is static: a folded array has one
+    concrete shape, which cannot stand for a symbolic result (expand to ``("N", 4)``)."""
+
+    def fold(self, op, constants):
+        if not all(isinstance(r.type, TensorType) and r.type.is_static for r in op.results):
+            return None
+        return super().fold(op, constants)
+
+
+def broadcasts_to(shape: Sequence[Dim], target: Sequence[Dim]) -> bool:
+    """Whether ``shape`` broadcasts to ``target`` without changing it (unidirectional)."""
+    if len(shape) > len(target):
+        return False
+    try:
+        return broadcast_shapes(shape, target) == tuple(target)
+    except ShapeError:
+        return False
