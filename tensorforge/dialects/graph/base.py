@@ -305,6 +305,7 @@ class FoldStaticOnly(OpDef):
         return super().fold(op, constants)
 
 
+# (appended for gemm's c, layer_norm's scale/bias and attention's mask)
 def broadcasts_to(shape: Sequence[Dim], target: Sequence[Dim]) -> bool:
     """Whether ``shape`` broadcasts to ``target`` without changing it (unidirectional)."""
     if len(shape) > len(target):
