@@ -9,4 +9,11 @@ from .errors import TensorforgeError
 
 __version__ = "0.1.0"
 
+try:  # torch is optional; the hook registers the torch.compile backend "tensorforge" lazily
+    from .frontends.torch import register_backend as _register_torch_backend
+except ImportError:
+    pass
+else:
+    _register_torch_backend()
+
 __all__ = ["CompiledModel", "TensorforgeError", "compile", "import_model", "__version__"]

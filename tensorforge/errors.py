@@ -45,3 +45,7 @@ class PassError(TensorforgeError):
 
 class CompileError(TensorforgeError):
     """Native compilation failed; the message names the kernel and the generated source."""
+
+
+class ScheduleError(TensorforgeError):
+    """A schedule primitive that would be illegal; the message names the primitive, the loop and the rule."""

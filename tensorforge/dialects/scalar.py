@@ -36,7 +36,9 @@ class ScalarTwin(OpDef):
         g = lookup(self.graph_name)
         as_tensors = [TensorType((), element_dtype(t)) for t in types]
         outs = g.infer(as_tensors, attrs)
-        index_in = any(isinstance(t, IndexType) for t in types)
+        # i64 results of index arithmetic stay index; a cast always yields its dtype (to reach
+        # index from integer data, use scalar.index_cast)
+        index_in = self.name != "scalar.cast" and any(isinstance(t, IndexType) for t in types)
         res = []
         for t in outs:
             if index_in and t.dtype is DType.i64:
@@ -102,3 +104,23 @@ class FloorDiv(OpDef):
     @staticmethod
     def compute(a, b):
         return np.floor_divide(a, b)
+
+
+@register
+class IndexCast(OpDef):
+    """Integer data to ``index`` (gather indices, one-hot classes): the twin of ``scalar.cast``
+    cannot produce ``index``, whose results the verifier re-infers from the graph cast."""
+
+    name = "scalar.index_cast"
+    operands = ("x",)
+    traits = frozenset({PURE, ELEMENTWISE})
+
+    def infer(self, types, attrs):
+        (t,) = types
+        expect(isinstance(t, IndexType) or (isinstance(t, ScalarType) and t.dtype.is_int),
+               f"index_cast takes an integer scalar, got {t}")
+        return [INDEX]
+
+    @staticmethod
+    def compute(x):
+        return np.asarray(x).astype(np.int64)

@@ -20,22 +20,26 @@ import numpy as np
 
 from ..errors import IRError
 from .attributes import Dense
-from .core import Block, Operation, Value
-from .opdef import IS_SYMBOL
+from .core import Block, Operation
 from .types import DType, Type
 
-LITERAL_MAX = 64            # constants up to this many elements print as literal lists
+LITERAL_MAX = 16            # constants up to this many elements print as literal lists, then hex
 IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")
 _PLAIN_STR = re.compile(r"[ !#-\[\]-~]*\Z")       # printable ASCII without '"' and '\'
 _ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x0A: "\\n", 0x09: "\\t"}
+_MLIR_ISOLATED = frozenset({"builtin.module", "func.func"})
 _BITS = {DType.f16: (np.uint16, "%04X"), DType.bf16: (np.uint16, "%04X"),
          DType.f32: (np.uint32, "%08X"), DType.f64: (np.uint64, "%016X")}
 
 
 # ---- shared encoding helpers (the parser imports these) ----------------------------------
-def is_isolated(op_name: str, opdef) -> bool:
-    """Ops whose regions start a fresh value namespace (values never cross them), as in MLIR."""
-    return op_name == "builtin.module" or (opdef is not None and IS_SYMBOL in opdef.traits)
+def is_isolated(op_name: str) -> bool:
+    """Ops whose regions start a fresh value namespace (numbering restarts at ``%0``).
+
+    Only ops that MLIR itself knows to be isolated from above qualify: ``mlir-opt`` treats
+    the regions of our (unregistered) ops as nested scopes, where reusing a name is an error.
+    """
+    return op_name in _MLIR_ISOLATED
 
 
 def fix_float_literal(text: str) -> str:
@@ -169,7 +173,7 @@ class _Printer:
         operands = ", ".join(names.get(id(v), "<<UNKNOWN SSA VALUE>>") for v in op.operands)
         out.append(f'"{op.name}"({operands})')
         if op.regions:
-            inner = [0, 0] if is_isolated(op.name, op.opdef) else scope
+            inner = [0, 0] if is_isolated(op.name) else scope
             out.append(" (")
             for i, region in enumerate(op.regions):
                 if i:
@@ -242,7 +246,7 @@ class _Printer:
         ts = self.type(d.type)
         if a.size == 0:
             return f"dense<> : {ts}"
-        if a.ndim == 0 or (a.size > 1 and _maybe_splat(a) and d.is_splat):
+        if a.ndim == 0 or _is_splat(a):
             return f"dense<{_elements(a.reshape(-1)[:1], dtype)[0]}> : {ts}"
         if a.size > self.large:
             name = resource_name(d)
@@ -255,20 +259,24 @@ class _Printer:
         return f'dense<"0x{raw_bytes(a, dtype).hex().upper()}"> : {ts}'
 
     def trailer(self) -> None:
-        entries = []
-        for name, d in self.used.items():
+        # Hundreds of megabytes of hex for a real model: append the pieces, copy them only once.
+        out = self.out
+        out.append("\n{-#\n  dialect_resources: {\n    builtin: {\n")
+        for i, (name, d) in enumerate(self.used.items()):
             align = struct.pack("<I", resource_blob_alignment(d.type.dtype)).hex()
-            entries.append(f'      {name}: "0x{align}{raw_bytes(d.array, d.type.dtype).hex()}"')
-        self.out.append("\n{-#\n  dialect_resources: {\n    builtin: {\n" + ",\n".join(entries)
-                        + "\n    }\n  }\n#-}\n")
+            out.append((",\n" if i else "") + f'      {name}: "0x{align}')
+            out.append(raw_bytes(d.array, d.type.dtype).hex())
+            out.append('"')
+        out.append("\n    }\n  }\n#-}\n")
 
 
-def _maybe_splat(a: np.ndarray) -> bool:
-    """Cheap rejection before the full splat test (which reads the whole array)."""
-    first, last = a.flat[0], a.flat[-1]
-    if first == last:
-        return True
-    return a.dtype.kind == "f" and bool(np.isnan(first))
+def _is_splat(a: np.ndarray) -> bool:
+    """All elements bit-identical (stricter than ``==``: keeps -0.0 and NaN payloads exact)."""
+    flat = a.reshape(-1)
+    if flat.size < 2:
+        return False
+    bits = flat.view(f"u{flat.itemsize}")
+    return bool(bits[0] == bits[-1]) and bool((bits == bits[0]).all())
 
 
 def _elements(flat: np.ndarray, dtype: DType) -> list[str]:

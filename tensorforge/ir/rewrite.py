@@ -289,6 +289,7 @@ class _GreedyDriver(RewriteListener):
         self.rewriter = PatternRewriter(self)
         self.stats = RewriteStats()
         self.changed = False
+        self.count = 0             # rewrites in the current iteration
 
     # ---- listener ------------------------------------------------------------------
     def op_inserted(self, op):
@@ -319,9 +320,9 @@ class _GreedyDriver(RewriteListener):
             budget = self.max_rewrites if self.max_rewrites is not None else 32 * len(ops) + 1000
             for op in reversed(ops):
                 self.worklist.push(op)
-            start = self.stats.rewrites
+            self.count = 0
             while (op := self.worklist.pop()) is not None:
-                if self.stats.rewrites - start >= budget:
+                if self.count >= budget:
                     self.changed = True
                     break
                 self._process(op)
@@ -350,6 +351,7 @@ class _GreedyDriver(RewriteListener):
         if is_trivially_dead(op):
             self.rewriter.erase_op(op)
             self.stats.erased += 1
+            self.count += 1
             return
         if self.visit is not None and not self.visit(op):
             return
@@ -371,6 +373,7 @@ class _GreedyDriver(RewriteListener):
                                 f"{type(e).__name__}: {e}") from e
             if fired:
                 self.stats.fired[p.name] += 1
+                self.count += 1
                 self.changed = True
                 if op.parent is not None:      # rewritten in place: it may match again
                     self.worklist.push(op)
@@ -380,35 +383,35 @@ class _GreedyDriver(RewriteListener):
         d = op.opdef
         if d is None or not op.operands or op.regions or PURE not in d.traits or CONSTANT_LIKE in d.traits:
             return False
+        types = [r.type for r in op.results]
+        if not all(isinstance(t, TensorType) and t.is_static for t in types):
+            return False           # one folded array cannot stand for a symbolic shape
+        const_name = _constant_op_for(op)
+        if const_name is None:
+            return False
         consts = [constant_value(v) for v in op.operands]
+        # The size guard comes before evaluation: a refused broadcast is never computed.
+        out_elems = sum(t.num_elements for t in types)
+        if out_elems > self.fold_limit and sum(t.nbytes for t in types) > sum(
+                c.nbytes for c in consts if c is not None):
+            return False
         try:
             folded = d.fold(op, consts)
         except Exception:    # a reference that rejects these inputs: leave the op for run time
             return False
-        if folded is None or len(folded) != len(op.results):
+        if folded is None or len(folded) != len(types):
             return False
-        const_name = _constant_op_for(op)
-        if const_name is None:
-            return False
-        arrays = []
-        for arr, r in zip(folded, op.results):
-            t = r.type
-            arr = np.asarray(arr)
-            if not isinstance(t, TensorType) or not t.is_static or tuple(arr.shape) != t.shape:
-                return False
-            arrays.append(arr)
-        out_elems = sum(a.size for a in arrays)
-        in_bytes = sum(c.nbytes for c in consts if c is not None)
-        out_bytes = sum(r.type.nbytes for r in op.results)
-        if out_elems > self.fold_limit and out_bytes > in_bytes:
+        arrays = [np.asarray(a) for a in folded]
+        if any(a.shape != t.shape for a, t in zip(arrays, types)):
             return False
         rewriter = self.rewriter
         rewriter.set_insertion_point_before(op)
         rewriter.pattern_name = f"fold {op.name}"
-        values = [rewriter.create(const_name, [], {"value": Dense(a, r.type.dtype)}).results[0]
-                  for a, r in zip(arrays, op.results)]
+        values = [rewriter.create(const_name, [], {"value": Dense(a, t.dtype)}).results[0]
+                  for a, t in zip(arrays, types)]
         rewriter.replace_op(op, values)
         self.stats.folded[op.name] += 1
+        self.count += 1
         return True
 
 

@@ -1,7 +1,8 @@
 """loop.func -> C source.
 
 Every SSA value becomes a ``const`` local (gcc's SSA makes that free), buffers are flat pointers
-indexed row-major, loop kinds become OpenMP/GCC pragmas.  Scalar ops map to C through one table;
+indexed row-major, loop kinds become OpenMP/GCC pragmas (a vectorized reduction loop gets the
+``reduction(...)`` clause of the scalar accumulators it updates), ``loop.if`` becomes ``if``.  Scalar ops map to C through one table;
 transcendental functions use libm names so that ``-ffast-math`` with glibc's vector math library
 vectorizes them.
 """
@@ -117,6 +118,7 @@ _SIMPLE: dict[str, Callable] = {
     "mul": lambda a, dt: f"({a[0]} * {a[1]})",
     "div": lambda a, dt: f"({a[0]} / {a[1]})",
     "floordiv": lambda a, dt: f"tf_floordiv({a[0]}, {a[1]})",
+    "index_cast": lambda a, dt: f"((int64_t){a[0]})",
     "mod": _mod,
     "fmod": lambda a, dt: f"fmod{_fsuffix(dt)}({a[0]}, {a[1]})" if dt.is_float else f"({a[0]} % {a[1]})",
     "pow": lambda a, dt: f"pow{_fsuffix(dt)}({a[0]}, {a[1]})",
@@ -148,6 +150,9 @@ _WITH_ATTRS: dict[str, Callable] = {
                                              f"{c_literal(at['beta'], ScalarType(dt))})"], dt,
                                             {"min": 0.0, "max": 1.0}),
 }
+
+
+_SIMD_COMBINERS = {"scalar.add": "+", "scalar.mul": "*", "scalar.max": "max", "scalar.min": "min"}
 
 
 def scalar_expr(op: Operation, args: list[str]) -> str:
@@ -207,8 +212,30 @@ class FunctionEmitter:
         return "\n".join(self.lines) + "\n"
 
     def block(self, block, depth: int) -> None:
+        """Emits ``block``; heap buffers allocated in a nested block are freed at its end (once per iteration)."""
+        mark = len(self.frees)
         for op in block:
             self.op(op, depth)
+        if block is not self.fn.regions[0].blocks[0]:
+            for v in self.frees[mark:]:
+                self.lines.append(f"{'  ' * depth}free({v});")
+            del self.frees[mark:]
+
+    def simd_reductions(self, loop: Operation) -> str:
+        """``reduction(op:acc)`` clauses for the scalar accumulators a vectorized reduction loop updates."""
+        clauses = []
+        for inner in loop.walk():
+            if inner.name != "loop.store" or id(inner.operands[1]) not in self.scalars:
+                continue
+            comb = inner.operands[0].op
+            sym = _SIMD_COMBINERS.get(comb.name if comb is not None else "")
+            if sym is None:
+                raise CompileError(f"kernel '{self.c_name}': vectorized reduction loop stores into an "
+                                   f"accumulator without an add/mul/max/min combiner")
+            clause = f"reduction({sym}:{self.name(inner.operands[1])})"
+            if clause not in clauses:
+                clauses.append(clause)
+        return "".join(" " + c for c in clauses)
 
     def index_of(self, buf: Value, idx: list[Value]) -> str:
         shape = buf.type.shape
@@ -231,7 +258,8 @@ class FunctionEmitter:
             if kind == "parallel" and self.parallel_depth == 0:
                 self.lines.append(f"{ind}#pragma omp parallel for schedule(static)")
             elif kind == "vectorize":
-                self.lines.append(f"{ind}#pragma omp simd")
+                red = self.simd_reductions(op) if a.get("reduction") else ""
+                self.lines.append(f"{ind}#pragma omp simd{red}")
             elif kind == "unroll":
                 self.lines.append(f"{ind}#pragma GCC unroll {a.get('unroll') or 8}")
             self.lines.append(f"{ind}for (int64_t {v} = {a['lb']}; {v} < {a['ub']}; {v} += {a['step']}) {{")
@@ -239,6 +267,10 @@ class FunctionEmitter:
             self.parallel_depth += par
             self.block(op.regions[0].blocks[0], depth + 1)
             self.parallel_depth -= par
+            self.lines.append(f"{ind}}}")
+        elif name == "loop.if":
+            self.lines.append(f"{ind}if ({self.name(op.operands[0])}) {{")
+            self.block(op.regions[0].blocks[0], depth + 1)
             self.lines.append(f"{ind}}}")
         elif name == "loop.alloc":
             t = op.attributes["type"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ...ir.core import Block, Operation, Value
 from ...ir.opdef import TERMINATOR, Attr, OpDef, expect, register
-from ...ir.types import BufferType, IndexType, ScalarType
+from ...ir.types import BufferType, DType, IndexType, ScalarType
 
 LOOP_KINDS = ("serial", "parallel", "vectorize", "unroll")
 
@@ -30,7 +30,7 @@ class For(OpDef):
     results = ()
     attrs = {"lb": Attr("int", 0), "ub": Attr("int"), "step": Attr("int", 1),
              "kind": Attr("str", "serial"), "unroll": Attr("int", 0),
-             "reduction": Attr("bool", False)}
+             "reduction": Attr("bool", False), "tag": Attr("str", None)}
 
     def verify(self, op):
         a = op.attributes
@@ -76,11 +76,25 @@ class Alloc(OpDef):
 
     name = "loop.alloc"
     operands = ()
-    attrs = {"type": Attr("type")}
+    attrs = {"type": Attr("type"), "tag": Attr("str", None)}
 
     def infer(self, types, attrs):
         expect(isinstance(attrs["type"], BufferType), "type must be a memref")
         return [attrs["type"]]
+
+
+@register
+class If(OpDef):
+    """Runs its one block when ``cond`` holds: the guard of a split whose factor does not divide the extent."""
+
+    name = "loop.if"
+    operands = ("cond",)
+    results = ()
+
+    def verify(self, op):
+        expect(op.operands[0].type == ScalarType(DType.bool), f"condition must be i1, got {op.operands[0].type}")
+        expect(len(op.regions) == 1 and len(op.regions[0].blocks) == 1 and not op.regions[0].blocks[0].args,
+               "needs one region with one block without arguments")
 
 
 @register

@@ -90,8 +90,7 @@ class Expr:
         """Integer data (gather indices) to an index value."""
         if self.is_index:
             return self
-        return Expr(self.b, self.b.create("scalar.cast", [self.value], {"dtype": DType.i64},
-                                          result_types=[INDEX]).results[0])
+        return Expr(self.b, self.b.create("scalar.index_cast", [self.value]).results[0])
 
     def select(self, a, b) -> "Expr":
         """``self ? a : b`` (self is an i1 expression)."""

@@ -34,8 +34,7 @@ def _read(arr: np.ndarray, idx: list[np.ndarray], pad: float | None) -> np.ndarr
 def eval_compute(cv: ComputeView, env: dict[int, np.ndarray]) -> np.ndarray:
     dom = cv.domain
     grids = np.ogrid[tuple(slice(0, d) for d in dom)] if dom else []
-    if len(dom) == 1:
-        grids = [grids] if not isinstance(grids, list) else grids
+    grids = [grids] if isinstance(grids, np.ndarray) else list(grids)   # NumPy 2 gives a tuple, even of one
     local: dict[int, np.ndarray] = {id(a): g for a, g in zip(cv.axes, grids)}
     for op in cv.body:
         if op.name == "structured.yield":
@@ -58,7 +57,7 @@ def eval_compute(cv: ComputeView, env: dict[int, np.ndarray]) -> np.ndarray:
     if cv.combiner != "none":
         value = _REDUCE[cv.combiner](value, axis=tuple(cv.reduction_axes))
     dt = cv.op.attributes["dtype"].np
-    return np.ascontiguousarray(value, dtype=dt)
+    return np.array(value, dtype=dt, order="C")   # ascontiguousarray would make rank 0 rank 1
 
 
 def run_kernel(kernel: Operation, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

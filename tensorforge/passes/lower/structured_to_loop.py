@@ -3,6 +3,11 @@
 Each compute becomes a nest: parallel axes outside, reduction axes inside, a rank-0 accumulator
 between them.  Intermediate computes get local buffers; computes that are returned write
 straight into the output buffers.  Schedules (tensorforge.schedule) transform the result.
+
+Schedules address loops and buffers by stable tags rather than by object identity, so that a
+recorded schedule replays on a freshly lowered copy: the loop of axis ``a`` of the ``c``-th
+compute is tagged ``"c.a"``, its accumulator ``"c.acc"``, an intermediate's buffer ``"c.buf"``,
+and the loops copying a returned input to an output ``"copyK.d"``.
 """
 from __future__ import annotations
 
@@ -18,10 +23,10 @@ def buffer_of(t) -> BufferType:
     return BufferType(t.shape, t.dtype)
 
 
-def _loop(b: Builder, extent: int, reduction: bool = False) -> tuple[Operation, Builder, Value]:
+def _loop(b: Builder, extent: int, tag: str, reduction: bool = False) -> tuple[Operation, Builder, Value]:
     region = Region([Block([INDEX])])
     op = b.create("loop.for", [], {"lb": 0, "ub": int(extent), "step": 1, "kind": "serial",
-                                   "reduction": reduction}, regions=[region])
+                                   "reduction": reduction, "tag": tag}, regions=[region])
     blk = region.blocks[0]
     return op, Builder.at_end(blk), blk.args[0]
 
@@ -50,20 +55,21 @@ def _emit_body(b: Builder, cv: ComputeView, axis_values: list[Value], buffers: d
     raise IRError("compute body has no structured.yield")
 
 
-def lower_compute(b: Builder, cv: ComputeView, out_buf: Value, buffers: dict[int, Value]) -> None:
+def lower_compute(b: Builder, cv: ComputeView, out_buf: Value, buffers: dict[int, Value], index: int = 0) -> None:
+    """Emits the default nest of ``cv``, the ``index``-th compute of its kernel (which names its tags)."""
     dom, its = cv.domain, cv.iterators
     dtype = cv.op.attributes["dtype"]
     axis_values: list[Value | None] = [None] * len(dom)
     inner = b
     for i in cv.parallel_axes:
-        _, inner, iv = _loop(inner, dom[i])
+        _, inner, iv = _loop(inner, dom[i], f"{index}.{i}")
         axis_values[i] = iv
     out_idx = [axis_values[i] for i in cv.parallel_axes]
     if cv.combiner == "none":
         val = _emit_body(inner, cv, axis_values, buffers)
         inner.create("loop.store", [val, out_buf] + out_idx)
         return
-    acc = inner.create("loop.alloc", [], {"type": BufferType((), dtype)}).results[0]
+    acc = inner.create("loop.alloc", [], {"type": BufferType((), dtype), "tag": f"{index}.acc"}).results[0]
     init = REDUCTION_IDENTITY[cv.combiner]
     if not dtype.is_float:
         init = {"add": 0, "mul": 1, "max": -(2 ** 63) if dtype.itemsize == 8 else -(2 ** 31),
@@ -73,7 +79,7 @@ def lower_compute(b: Builder, cv: ComputeView, out_buf: Value, buffers: dict[int
     inner.create("loop.store", [_const(inner, init, dtype), acc])
     red = inner
     for i in cv.reduction_axes:
-        _, red, iv = _loop(red, dom[i], reduction=True)
+        _, red, iv = _loop(red, dom[i], f"{index}.{i}", reduction=True)
         axis_values[i] = iv
     val = _emit_body(red, cv, axis_values, buffers)
     cur = red.create("loop.load", [acc]).results[0]
@@ -83,12 +89,12 @@ def lower_compute(b: Builder, cv: ComputeView, out_buf: Value, buffers: dict[int
     inner.create("loop.store", [res, out_buf] + out_idx)
 
 
-def _copy(b: Builder, src: Value, dst: Value) -> None:
+def _copy(b: Builder, src: Value, dst: Value, index: int) -> None:
     """out = in, element by element (a kernel that returns its input unchanged)."""
     t = src.type
     inner, ivs = b, []
-    for d in t.shape:
-        _, inner, iv = _loop(inner, d)
+    for k, d in enumerate(t.shape):
+        _, inner, iv = _loop(inner, d, f"copy{index}.{k}")
         ivs.append(iv)
     v = inner.create("loop.load", [src] + ivs).results[0]
     inner.create("loop.store", [v, dst] + ivs)
@@ -109,15 +115,17 @@ def lower_kernel(kernel: Operation, name: str | None = None) -> Operation:
     for v, buf in zip(kv.outputs, out_args):
         if v.op is not None and v.op.name == "structured.compute" and id(v) not in returned:
             returned[id(v)] = buf
-    for cv in kv.computes:
+    for ci, cv in enumerate(kv.computes):
         res = cv.op.results[0]
         out = returned.get(id(res))
         if out is None:
-            out = b.create("loop.alloc", [], {"type": buffer_of(res.type)}).results[0]
+            out = b.create("loop.alloc", [], {"type": buffer_of(res.type), "tag": f"{ci}.buf"}).results[0]
         buffers[id(res)] = out
-        lower_compute(b, cv, out, buffers)
+        lower_compute(b, cv, out, buffers, ci)
+    copies = 0
     for v, buf in zip(kv.outputs, out_args):
         if returned.get(id(v)) is not buf:
-            _copy(b, buffers[id(v)], buf)
+            _copy(b, buffers[id(v)], buf, copies)
+            copies += 1
     b.create("loop.return", [])
     return fn

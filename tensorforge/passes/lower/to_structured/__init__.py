@@ -5,4 +5,4 @@ Lowerings are registered per op name with ``@lowering("graph.x", ...)``; each re
 module per op family; importing this package registers all of them.
 """
 from .registry import LoweringContext, lower_op_to_kernel, lowering, lowerings  # noqa: F401
-from . import elementwise, linalg  # noqa: F401,E402
+from . import constant, elementwise, linalg, conv, pool, reduce, norm, attention, shape, index  # noqa: F401,E402

@@ -1,0 +1,46 @@
+"""Interleaved timing of several callables on a shared, noisy machine.
+
+Runs A B C A B C ... so that a slow spell of the machine hits every contender alike, and
+reports medians after warm-up; absolute times are not comparable between runs, ratios are.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass
+class Timing:
+    name: str
+    samples: list[float] = field(default_factory=list)   # seconds
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.samples) * 1e3 if self.samples else float("nan")
+
+    @property
+    def min_ms(self) -> float:
+        return min(self.samples) * 1e3 if self.samples else float("nan")
+
+
+def time_interleaved(contenders: dict[str, Callable[[], object]], repeats: int = 10, warmup: int = 2,
+                     budget_s: float | None = None) -> dict[str, Timing]:
+    """Times each callable ``repeats`` times, interleaved, after ``warmup`` untimed rounds.
+
+    With ``budget_s``, stops early (after at least 3 rounds) once the budget is spent.
+    """
+    results = {name: Timing(name) for name in contenders}
+    for _ in range(warmup):
+        for fn in contenders.values():
+            fn()
+    start = time.perf_counter()
+    for r in range(repeats):
+        for name, fn in contenders.items():
+            t0 = time.perf_counter()
+            fn()
+            results[name].samples.append(time.perf_counter() - t0)
+        if budget_s is not None and r >= 2 and time.perf_counter() - start > budget_s:
+            break
+    return results

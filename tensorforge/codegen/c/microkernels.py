@@ -1,0 +1,503 @@
+"""C source generator for fp32 GEMM: ``C[M,N] (+)= A[M,K] @ B[K,N]``, then an optional epilogue.
+
+The generated code follows the packed-panel scheme of high-performance BLAS:
+
+* B is packed into panels of ``nr`` columns, each panel holding all K rows contiguously
+  (``Bp[N/nr][K][nr]``, zero padded at the right edge). The layout does not depend on the cache
+  blocking, so constant weights are packed once, at compile time, by ``pack_b`` (NumPy) or by the
+  generated ``<name>_pack_b`` (C), and every later call skips the copy.
+* A is either packed per (MC x KC) block into ``mr``-row panels (``Ap[mc/mr][kc][mr]``) or read in
+  place; the tuner picks by measurement (``GemmParams.pack_a``).
+* The micro-kernel keeps an ``mr x nr`` tile of C in ``mr*nr/vw`` vector registers (GCC vector
+  extensions, so one generator serves AVX-512, AVX2 and NEON) and, per k, loads ``nr/vw`` vectors
+  of B and broadcasts ``mr`` scalars of A.
+* Loops: ``jc`` (NC columns) > ``pc`` (KC of K) > ``ic`` (MC rows) > ``jr``/``ir`` micro-tiles in the
+  order ``loop_order`` names. Edge tiles use micro-kernels generated for every row count
+  ``1..mr`` and masked column stores, so any M, N, K is correct.
+* OpenMP splits the M tiles evenly and statically between threads (the N panels when there are
+  fewer M tiles than threads), one contiguous range per thread; or, with ``schedule="dynamic"``,
+  hands out (mc x nc) blocks on demand.
+* Epilogues (``epilogues.Epilogue``) are C snippets applied to every finished output vector
+  before its store, so the fusion engine can fuse bias, activations and residual adds.
+
+All tuning parameters are explicit (``GemmParams``) so the auto-tuner can search them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..target import Target
+from .epilogues import Epilogue, EpilogueParam
+
+LOOP_ORDERS = ("jr_ir", "ir_jr")
+SCHEDULES = ("static", "dynamic")
+
+
+@dataclass(frozen=True)
+class GemmParams:
+    """The knobs of a generated GEMM.
+
+    mr, nr: register tile (nr a multiple of the vector width); kc: K block; mc, nc: M and N
+    blocks (multiples of mr and nr); unroll: k-loop unroll of the micro-kernel; threads: OpenMP
+    threads (1 emits no OpenMP); pack_a: copy A into mr-row panels per block; loop_order: which
+    micro-tile loop is inner ("jr_ir": rows inner, a B micro-panel stays in L1; "ir_jr": columns
+    inner, an A micro-panel stays in L1); schedule: "static" gives each thread one even, contiguous
+    share of the M tiles (the N panels when M is short); "dynamic" hands out (mc x nc) blocks on
+    demand, which costs some B reuse but keeps going when another tenant takes a core.
+    """
+
+    mr: int = 6
+    nr: int = 64
+    kc: int = 256
+    mc: int = 252
+    nc: int = 512
+    unroll: int = 1
+    threads: int = 1
+    pack_a: bool = True
+    loop_order: str = "ir_jr"
+    schedule: str = "static"
+
+    def validate(self, vector_width: int) -> None:
+        """Raise ValueError for parameters that cannot produce correct code."""
+        for name in ("mr", "nr", "kc", "mc", "nc", "unroll", "threads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"GemmParams.{name} must be >= 1, got {getattr(self, name)}")
+        if self.nr % vector_width:
+            raise ValueError(f"GemmParams.nr={self.nr} must be a multiple of the vector width {vector_width}")
+        if self.mc % self.mr:
+            raise ValueError(f"GemmParams.mc={self.mc} must be a multiple of mr={self.mr}")
+        if self.nc % self.nr:
+            raise ValueError(f"GemmParams.nc={self.nc} must be a multiple of nr={self.nr}")
+        if self.loop_order not in LOOP_ORDERS:
+            raise ValueError(f"GemmParams.loop_order must be one of {LOOP_ORDERS}, got {self.loop_order!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"GemmParams.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+
+    def accumulators(self, vector_width: int) -> int:
+        return self.mr * self.nr // vector_width
+
+    @classmethod
+    def for_target(cls, target: Target, threads: int | None = None, **overrides) -> "GemmParams":
+        """Good defaults without tuning; ``overrides`` fix some knobs and the rest follow from them.
+
+        Register tile: 6 rows by 4 vectors where there are 32 vector registers (AVX-512: 6x64,
+        24 accumulators + 4 B vectors + 1 broadcast), 6 by 2 vectors with 16 (AVX2: 6x16).
+        Blocks from the caches, for the default "ir_jr" order: an A micro-panel (mr x kc) stays in
+        L1 while the B block (kc x nc) is streamed from half of L2; mc bounds the packed A block to
+        a quarter of L2. For "jr_ir" the B micro-panel (kc x nr) must fit half of L1 instead.
+        """
+        unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown GemmParams fields {sorted(unknown)}")
+        vw, regs = target.vector_width, target.vector_registers
+        knobs = dict(mr=6, nr=(4 if regs >= 32 else 2) * vw, unroll=1, pack_a=True, loop_order="ir_jr",
+                     threads=threads if threads is not None else target.cores)
+        knobs.update({k: v for k, v in overrides.items() if k in ("mr", "nr", "unroll", "pack_a", "loop_order", "schedule")})
+        mr, nr = knobs["mr"], knobs["nr"]
+        if "kc" in overrides:
+            kc = overrides["kc"]
+        elif knobs["loop_order"] == "jr_ir":
+            kc = _round_down(target.l1d // 2 // (nr * 4), 8)
+        else:
+            kc = 256
+        mc = overrides.get("mc") or _round_down(target.l2 // 4 // (kc * 4), mr)
+        if knobs["loop_order"] == "ir_jr":
+            nc = overrides.get("nc") or _round_down(target.l2 // 2 // (kc * 4), nr)
+        else:
+            nc = overrides.get("nc") or _round_down(target.l3 // 4 // (kc * 4), nr)
+        return cls(kc=kc, mc=_round_down(mc, mr), nc=_round_down(nc, nr), **knobs)
+
+
+@dataclass(frozen=True)
+class GemmSpec:
+    """What is computed (as opposed to how fast): operand layouts and the epilogue chain."""
+
+    trans_a: bool = False   # A given as A^T, i.e. stored [K, M]
+    trans_b: bool = False   # B given as B^T, i.e. stored [N, K]
+    epilogues: tuple[Epilogue, ...] = ()
+
+    @property
+    def params(self) -> tuple[EpilogueParam, ...]:
+        seen: dict[str, EpilogueParam] = {}
+        for epi in self.epilogues:
+            for p in epi.params:
+                if p.name in seen and seen[p.name] != p:
+                    raise ValueError(f"epilogue parameter {p.name!r} declared twice with different kinds")
+                seen[p.name] = p
+        return tuple(seen.values())
+
+
+def pack_b(B: np.ndarray, nr: int, trans: bool = False) -> np.ndarray:
+    """B [K, N] (or B^T [N, K] with ``trans``) into panels ``[ceil(N/nr), K, nr]``, zero padded,
+    64-byte aligned: the layout the generated ``*_prepacked`` entry and ``*_pack_b`` use."""
+    B = np.asarray(B, dtype=np.float32)
+    if B.ndim != 2:
+        raise ValueError(f"pack_b expects a 2-D matrix, got shape {B.shape}")
+    if trans:
+        B = B.T
+    K, N = B.shape
+    panels = -(-N // nr) if N else 0
+    out = _aligned_empty((panels, K, nr))
+    padded = np.zeros((K, panels * nr), dtype=np.float32)
+    padded[:, :N] = B
+    out[...] = padded.reshape(K, panels, nr).transpose(1, 0, 2)
+    return out
+
+
+def packed_b_size(K: int, N: int, nr: int) -> int:
+    """Floats in a packed B (what a caller allocates for ``*_pack_b`` or the workspace)."""
+    return -(-N // nr) * K * nr
+
+
+def _aligned_empty(shape: tuple[int, ...], alignment: int = 64) -> np.ndarray:
+    count = math.prod(shape)
+    raw = np.empty(count * 4 + alignment, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % alignment
+    return raw[offset:offset + count * 4].view(np.float32).reshape(shape)
+
+
+def _round_down(value: int, multiple: int) -> int:
+    return max(multiple, value // multiple * multiple)
+
+
+# ----------------------------------------------------------------------------------------------
+# C generation
+
+
+def generate_gemm(params: GemmParams, target: Target, spec: GemmSpec = GemmSpec(), name: str = "tf_gemm") -> str:
+    """C source defining ``<name>``, ``<name>_prepacked`` and ``<name>_pack_b`` (see ``signatures``)."""
+    params.validate(target.vector_width)
+    return _GemmWriter(params, target.vector_width, spec, name).source()
+
+
+def signatures(spec: GemmSpec, name: str = "tf_gemm") -> dict[str, list[str]]:
+    """C parameter lists of the generated entry points, for callers that bind them (ctypes, C)."""
+    epi = [p.c_decl for p in spec.params]
+    return {
+        name: ["long M", "long N", "long K", "const float *A", "long lda", "const float *B", "long ldb",
+               "float *C", "long ldc", "int accumulate", *epi, "float *workspace"],
+        f"{name}_prepacked": ["long M", "long N", "long K", "const float *A", "long lda", "const float *Bp",
+                              "float *C", "long ldc", "int accumulate", *epi],
+        f"{name}_pack_b": ["long N", "long K", "const float *B", "long ldb", "float *Bp"],
+    }
+
+
+_PRELUDE = """\
+#include <stdlib.h>
+#include <string.h>
+{omp_include}
+#define TF_VW {vw}
+/* The k loop is unrolled by the compiler, not in the text: unrolled text gives -ffast-math's
+   reassociation chains of adds to rebuild, which breaks the FMAs and spills the accumulators. */
+#define TF_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define TF_UNROLL(n) TF_PRAGMA(unroll n)
+#elif defined(__GNUC__)
+#define TF_UNROLL(n) TF_PRAGMA(GCC unroll n)
+#else
+#define TF_UNROLL(n)
+#endif
+typedef float tf_vf __attribute__((vector_size({vbytes})));
+typedef int tf_vi __attribute__((vector_size({vbytes})));
+typedef float tf_vfu __attribute__((vector_size({vbytes}), aligned(4), may_alias));
+static inline tf_vf tf_ld(const float *p) {{ return *(const tf_vfu *)p; }}
+static inline void tf_st(float *p, tf_vf v) {{ *(tf_vfu *)p = v; }}
+static inline tf_vf tf_bcast(float s) {{ return (tf_vf){{0}} + s; }}
+/* Partial loads and stores go through a buffer: indexing a vector variable by a runtime lane
+   would make it addressable and push the micro-kernel's accumulators out to the stack. */
+static inline tf_vf tf_ld_n(const float *p, int n) {{
+  if (n >= TF_VW) return tf_ld(p);
+  float buf[TF_VW] = {{0}};
+  memcpy(buf, p, sizeof(float) * (size_t)(n > 0 ? n : 0));
+  return tf_ld(buf);
+}}
+static inline void tf_st_n(float *p, tf_vf v, int n) {{
+  if (n >= TF_VW) {{ tf_st(p, v); return; }}
+  float buf[TF_VW];
+  tf_st(buf, v);
+  memcpy(p, buf, sizeof(float) * (size_t)(n > 0 ? n : 0));
+}}
+static inline tf_vf tf_relu(tf_vf x) {{
+  tf_vi keep = x > (tf_vf){{0}};
+  return (tf_vf)((tf_vi)x & keep);
+}}
+static inline long tf_min(long a, long b) {{ return a < b ? a : b; }}
+static inline float *tf_alloc(long n) {{  /* aligned_alloc wants a multiple of the alignment */
+  const size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) / 64 * 64;
+  return (float *)aligned_alloc(64, bytes);
+}}
+"""
+
+
+class _GemmWriter:
+    """Writes the C text for one (params, vector width, spec, name)."""
+
+    def __init__(self, params: GemmParams, vw: int, spec: GemmSpec, name: str):
+        self.p, self.vw, self.spec, self.name = params, vw, spec, name
+        self.nv = params.nr // vw
+        self.epi_params = spec.params
+
+    # -- pieces -------------------------------------------------------------------------------
+
+    def source(self) -> str:
+        p = self.p
+        omp = "#include <omp.h>" if p.threads > 1 else ""
+        parts = [
+            f"/* generated by tensorforge.codegen.c.microkernels: {p} trans_a={self.spec.trans_a}"
+            f" trans_b={self.spec.trans_b} epilogues={[e.name for e in self.spec.epilogues]} */",
+            _PRELUDE.format(omp_include=omp, vw=self.vw, vbytes=self.vw * 4),
+            self.epilogue_struct(),
+            self.epilogue_function(),
+        ]
+        parts += [self.micro_kernel(mr) for mr in range(p.mr, 0, -1)]
+        parts += [self.pack_a(), self.block_function(), self.prepacked_entry(), self.pack_b_entry(), self.full_entry()]
+        return "\n".join(x for x in parts if x)
+
+    @property
+    def has_epilogue(self) -> bool:
+        return bool(self.spec.epilogues)
+
+    def epilogue_struct(self) -> str:
+        fields = "".join(f"  {p.c_decl.replace('restrict ', '')};\n" for p in self.epi_params) or "  int unused;\n"
+        return f"typedef struct {{\n{fields}}} {self.name}_epi_t;\n"
+
+    def epilogue_function(self) -> str:
+        if not self.has_epilogue:
+            return ""
+        unpack = "".join(f"  {p.c_decl} = e->{p.name};\n" for p in self.epi_params)
+        bodies = "".join(f"  {{ /* {epi.name} */ {epi.body} }}\n" for epi in self.spec.epilogues)
+        return (f"static inline tf_vf {self.name}_epi(tf_vf x, long i, long j, int nv, const {self.name}_epi_t *e) {{\n"
+                f"  (void)i; (void)j; (void)nv;\n{unpack}{bodies}  return x;\n}}\n")
+
+    def a_elem(self, r: int) -> str:
+        """The A value of tile row r at the current k (``a`` points at row 0, column k)."""
+        if self.p.pack_a:
+            return f"a[{r}]"
+        return f"a[{r} * lda]" if not self.spec.trans_a else f"a[{r}]"
+
+    def a_step(self) -> str:
+        """How far ``a`` advances per k."""
+        if self.p.pack_a:
+            return str(self.p.mr)
+        return "lda" if self.spec.trans_a else "1"
+
+    def k_step(self, mr: int) -> str:
+        """One rank-1 update of the register tile: nr/vw loads of B, mr broadcasts of A."""
+        lines = [f"    const tf_vf b{v} = tf_ld(b + {v * self.vw});" for v in range(self.nv)]
+        for r in range(mr):
+            lines.append(f"    {{ const float ar = {self.a_elem(r)};")
+            lines.append("      " + " ".join(f"c{r}_{v} += b{v} * ar;" for v in range(self.nv)) + " }")
+        return "\n".join(lines)
+
+    def store(self, mr: int, full: bool) -> str:
+        vw, lines = self.vw, []
+        for r in range(mr):
+            for v in range(self.nv):
+                nv = str(vw) if full else f"nr - {v * vw}"
+                body = [f"float *cp = c + {r} * ldc + {v * vw};", f"tf_vf x = c{r}_{v};"]
+                if full:
+                    body.append("if (load_c) x += tf_ld(cp);")
+                else:
+                    body.append(f"const int nv = {nv};")
+                    body.append("if (load_c) x += tf_ld_n(cp, nv);")
+                if self.has_epilogue:
+                    body.append(f"if (last) x = {self.name}_epi(x, i0 + {r}, j0 + {v * vw}, {'TF_VW' if full else 'nv'}, e);")
+                body.append("tf_st(cp, x);" if full else "tf_st_n(cp, x, nv);")
+                text = " ".join(body)
+                lines.append(f"    {{ {text} }}" if full else f"    if (nr > {v * vw}) {{ {text} }}")
+        return "\n".join(lines)
+
+    def micro_kernel(self, mr: int) -> str:
+        p = self.p
+        acc = ", ".join(f"c{r}_{v} = {{0}}" for r in range(mr) for v in range(self.nv))
+        a_step = self.a_step()
+        return f"""
+static __attribute__((noinline)) void {self.name}_ukr{mr}(long kc, const float *restrict a, long lda, const float *restrict b,
+    float *restrict c, long ldc, int nr, int load_c, int last, long i0, long j0, const {self.name}_epi_t *e) {{
+  (void)lda; (void)last; (void)i0; (void)j0; (void)e;
+  tf_vf {acc};
+  TF_UNROLL({p.unroll})
+  for (long k = 0; k < kc; k++, a += {a_step}, b += {p.nr}) {{
+{self.k_step(mr)}
+  }}
+  if (nr == {p.nr}) {{
+{self.store(mr, True)}
+  }} else {{
+{self.store(mr, False)}
+  }}
+}}
+"""
+
+    def pack_a(self) -> str:
+        """Copy A[ic:ic+mc, pc:pc+kc] into mr-row panels [mc/mr][kc][mr], zero padded past mc."""
+        if not self.p.pack_a:
+            return ""
+        mr = self.p.mr
+        src = "A[(pc + k) * lda + row]" if self.spec.trans_a else "A[row * lda + pc + k]"
+        return f"""
+static void {self.name}_pack_a(float *restrict ap, const float *restrict A, long lda, long ic, long pc, long mc, long kc) {{
+  for (long q = 0; q < mc; q += {mr}) {{
+    const long rows = tf_min({mr}, mc - q);
+    float *dst = ap + q * kc;
+    if (rows == {mr}) {{
+      for (long k = 0; k < kc; k++)
+        for (long r = 0; r < {mr}; r++) {{ const long row = ic + q + r; dst[k * {mr} + r] = {src}; }}
+    }} else {{
+      for (long k = 0; k < kc; k++)
+        for (long r = 0; r < {mr}; r++) {{ const long row = ic + q + r; dst[k * {mr} + r] = r < rows ? {src} : 0.0f; }}
+    }}
+  }}
+}}
+"""
+
+    def dispatch(self) -> str:
+        cases = "\n".join(
+            f"    case {mr}: {self.name}_ukr{mr}(kc, ap, lda, bp, cp, ldc, nr, load_c, last, i, j, e); break;"
+            for mr in range(self.p.mr, 0, -1))
+        return f"  switch (mr) {{\n{cases}\n    default: break;\n  }}"
+
+    def block_function(self) -> str:
+        p = self.p
+        if p.pack_a:
+            a_ptr = "abuf + ir * kc"
+        elif self.spec.trans_a:
+            a_ptr = "A + pc * lda + ic + ir"
+        else:
+            a_ptr = "A + (ic + ir) * lda + pc"
+        pack = f"        {self.name}_pack_a(abuf, A, lda, ic, pc, mc, kc);\n" if p.pack_a else ""
+        tile = f"""{{
+            const long mr = tf_min({p.mr}, mc - ir), nr = tf_min({p.nr}, nc - jr);
+            const long i = ic + ir, j = jc + jr;
+            const float *ap = {a_ptr};
+            const float *bp = Bp + (j / {p.nr}) * bstride + pc * {p.nr};
+            {self.name}_tile(mr, kc, ap, lda, bp, C + i * ldc + j, ldc, nr, load_c, last, i, j, e);
+          }}"""
+        loops = {
+            "jr_ir": (f"for (long jr = 0; jr < nc; jr += {p.nr})", f"for (long ir = 0; ir < mc; ir += {p.mr})"),
+            "ir_jr": (f"for (long ir = 0; ir < mc; ir += {p.mr})", f"for (long jr = 0; jr < nc; jr += {p.nr})"),
+        }[p.loop_order]
+        return f"""
+static inline void {self.name}_tile(long mr, long kc, const float *ap, long lda, const float *bp, float *cp,
+    long ldc, int nr, int load_c, int last, long i, long j, const {self.name}_epi_t *e) {{
+{self.dispatch()}
+}}
+
+/* Rows [m0, m1) and columns [n0, n1) of C; n0 is a multiple of nr. */
+static void {self.name}_block(long m0, long m1, long n0, long n1, long K, const float *A, long lda,
+    const float *Bp, long bstride, float *C, long ldc, int accumulate, const {self.name}_epi_t *e, float *abuf) {{
+  (void)abuf;
+  for (long jc = n0; jc < n1; jc += {p.nc}) {{
+    const long nc = tf_min({p.nc}, n1 - jc);
+    long pc = 0;
+    do {{
+      const long kc = tf_min({p.kc}, K - pc);
+      const int load_c = accumulate || pc > 0, last = pc + kc >= K;
+      for (long ic = m0; ic < m1; ic += {p.mc}) {{
+        const long mc = tf_min({p.mc}, m1 - ic);
+{pack}        {loops[0]}
+          {loops[1]} {tile}
+      }}
+      pc += kc;
+    }} while (pc < K);
+  }}
+}}
+"""
+
+    def epi_init(self) -> str:
+        values = ", ".join(p.name for p in self.epi_params) or "0"
+        return f"  const {self.name}_epi_t epi = {{ {values} }};\n"
+
+    def prepacked_entry(self) -> str:
+        p = self.p
+        sig = ", ".join(signatures(self.spec, self.name)[f"{self.name}_prepacked"])
+        # Sized to the problem, not to mc x kc: small GEMMs then stay clear of mmap-sized mallocs.
+        abuf_alloc = (f"    float *abuf = tf_alloc(tf_min({p.mc}, (M + {p.mr - 1}) / {p.mr} * {p.mr}) * tf_min({p.kc}, K));\n"
+                      if p.pack_a else "    float *abuf = NULL;\n")
+        abuf_free = "    free(abuf);\n" if p.pack_a else ""
+        work = (f"{abuf_alloc}    {self.name}_block(m0, m1, n0, n1, K, A, lda, Bp, bstride, C, ldc, accumulate, &epi, abuf);\n"
+                f"{abuf_free}")
+        if p.threads == 1:
+            body = f"  {{\n    const long m0 = 0, m1 = M, n0 = 0, n1 = N;\n{work}  }}\n"
+        elif p.schedule == "dynamic":
+            body = f"""  const long mb = (M + {p.mc - 1}) / {p.mc}, nb = (N + {p.nc - 1}) / {p.nc};
+  int nth = {p.threads};
+  if (mb * nb < nth) nth = (int)(mb * nb);
+  #pragma omp parallel num_threads(nth)
+  {{
+{abuf_alloc}    #pragma omp for schedule(dynamic, 1) collapse(2) nowait
+    for (long ib = 0; ib < mb; ib++)
+      for (long jb = 0; jb < nb; jb++)
+        {self.name}_block(ib * {p.mc}, tf_min((ib + 1) * {p.mc}, M), jb * {p.nc}, tf_min((jb + 1) * {p.nc}, N),
+                          K, A, lda, Bp, bstride, C, ldc, accumulate, &epi, abuf);
+{abuf_free}  }}
+"""
+        else:
+            body = f"""  const long mt = (M + {p.mr - 1}) / {p.mr}, nt = (N + {p.nr - 1}) / {p.nr};
+  int nth = {p.threads};
+  if (mt * nt < nth) nth = (int)(mt * nt > 0 ? mt * nt : 1);
+  #pragma omp parallel num_threads(nth)
+  {{
+    const long t = omp_get_thread_num(), T = omp_get_num_threads();
+    long m0 = 0, m1 = M, n0 = 0, n1 = N;
+    if (mt >= T) {{  /* even static split of the M tiles */
+      m0 = mt * t / T * {p.mr}; m1 = tf_min(mt * (t + 1) / T * {p.mr}, M);
+    }} else {{       /* too few rows: split the N panels */
+      n0 = nt * t / T * {p.nr}; n1 = tf_min(nt * (t + 1) / T * {p.nr}, N);
+    }}
+    if (m0 < m1 && n0 < n1) {{
+{work}    }}
+  }}
+"""
+        return f"""
+void {self.name}_prepacked({sig}) {{
+  if (M <= 0 || N <= 0) return;
+  const long bstride = K * {p.nr};
+{self.epi_init()}{body}}}
+"""
+
+    def pack_b_entry(self) -> str:
+        nr = self.p.nr
+        sig = ", ".join(signatures(self.spec, self.name)[f"{self.name}_pack_b"])
+        if self.spec.trans_b:   # B stored [N, K]: read each column's K values contiguously
+            inner = f"""    for (long jj = 0; jj < {nr}; jj++) {{
+      const long col = q * {nr} + jj;
+      if (col < N) for (long k = 0; k < K; k++) dst[k * {nr} + jj] = B[col * ldb + k];
+      else for (long k = 0; k < K; k++) dst[k * {nr} + jj] = 0.0f;
+    }}"""
+        else:
+            inner = f"""    const long cols = tf_min({nr}, N - q * {nr});
+    for (long k = 0; k < K; k++) {{
+      const float *src = B + k * ldb + q * {nr};
+      for (long jj = 0; jj < {nr}; jj++) dst[k * {nr} + jj] = jj < cols ? src[jj] : 0.0f;
+    }}"""
+        pragma = "  #pragma omp parallel for schedule(static)" if self.p.threads > 1 else ""
+        return f"""
+void {self.name}_pack_b({sig}) {{
+  const long panels = (N + {nr - 1}) / {nr};
+{pragma}
+  for (long q = 0; q < panels; q++) {{
+    float *dst = Bp + q * K * {nr};
+{inner}
+  }}
+}}
+"""
+
+    def full_entry(self) -> str:
+        nr = self.p.nr
+        sig = ", ".join(signatures(self.spec, self.name)[self.name])
+        args = ", ".join(["M", "N", "K", "A", "lda", "Bp", "C", "ldc", "accumulate", *(p.name for p in self.epi_params)])
+        return f"""
+/* Packs B into `workspace` (packed_b_size floats, or NULL to allocate) and runs the prepacked GEMM. */
+void {self.name}({sig}) {{
+  if (M <= 0 || N <= 0) return;
+  const long size = (N + {nr - 1}) / {nr} * K * {nr};
+  float *Bp = workspace ? workspace : tf_alloc(size);
+  {self.name}_pack_b(N, K, B, ldb, Bp);
+  {self.name}_prepacked({args});
+  if (!workspace) free(Bp);
+}}
+"""

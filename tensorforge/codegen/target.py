@@ -1,0 +1,211 @@
+"""What a CPU target offers to generated code.
+
+Kernel generators read the vector width, register count and cache sizes from here to pick tile
+and block sizes; the toolchain reads the compiler and its flags. ``Target.host()`` detects the
+machine this process runs on; a cross compile builds ``Target(march=..., ...)`` by hand, and the
+features it leaves out are asked of the compiler (its predefined macros for that ``-march``).
+
+``key()`` names a target in caches and in the tuning database: two targets with the same key must
+produce the same code and the same timings, so it covers the ISA, compiler, cores and caches.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import CompileError
+
+DEFAULT_CFLAGS: tuple[str, ...] = ("-O3", "-ffast-math", "-fopenmp", "-fPIC", "-shared")
+DEFAULT_LDFLAGS: tuple[str, ...] = ("-lm",)
+
+# Feature names follow /proc/cpuinfo; the macros are what GCC/Clang predefine when they may use one.
+_FEATURE_MACROS: dict[str, str] = {
+    "sse2": "__SSE2__",
+    "sse4_1": "__SSE4_1__",
+    "sse4_2": "__SSE4_2__",
+    "avx": "__AVX__",
+    "avx2": "__AVX2__",
+    "fma": "__FMA__",
+    "f16c": "__F16C__",
+    "avx512f": "__AVX512F__",
+    "avx512bw": "__AVX512BW__",
+    "avx512dq": "__AVX512DQ__",
+    "avx512vl": "__AVX512VL__",
+    "avx512_vnni": "__AVX512VNNI__",
+    "avx512_bf16": "__AVX512BF16__",
+    "amx_tile": "__AMX_TILE__",
+    "neon": "__ARM_NEON",
+    "sve": "__ARM_FEATURE_SVE",
+}
+KNOWN_FEATURES = frozenset(_FEATURE_MACROS)
+
+_FALLBACK_CACHES = {"l1d": 32 * 1024, "l2": 1024 * 1024, "l3": 8 * 1024 * 1024}
+
+
+def vector_shape(arch: str, features: frozenset[str]) -> tuple[int, int]:
+    """(fp32 lanes per vector register, number of vector registers) for the widest usable ISA."""
+    if "avx512f" in features:
+        return 16, 32
+    if "avx2" in features or "avx" in features:
+        return 8, 16
+    if arch in ("aarch64", "arm64"):
+        return 4, 32
+    return 4, 16
+
+
+def parse_cpuinfo_flags(text: str) -> frozenset[str]:
+    """The ISA flags of the first CPU in a /proc/cpuinfo text (``flags`` on x86, ``Features`` on ARM)."""
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() in ("flags", "Features"):
+            flags = set(value.split())
+            if "asimd" in flags:  # ARM calls NEON "asimd"
+                flags.add("neon")
+            return frozenset(flags)
+    return frozenset()
+
+
+def parse_cache_size(text: str) -> int:
+    """Bytes from a sysfs cache size such as ``32K`` or ``1M``."""
+    text = text.strip().upper()
+    scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
+    digits = text[:-1] if text[-1:] in "KMG" else text
+    return int(digits) * scale
+
+
+def read_cache_sizes(cpu_dir: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> dict[str, int]:
+    """L1 data, L2 and L3 sizes in bytes of one core's view; missing levels keep a typical size."""
+    sizes = dict(_FALLBACK_CACHES)
+    for index in sorted(cpu_dir.glob("index*")):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            size = parse_cache_size((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction":
+            continue
+        sizes[{1: "l1d", 2: "l2", 3: "l3"}.get(level, f"l{level}")] = size
+    return sizes
+
+
+def default_compiler() -> str:
+    """$CC if set, else gcc, else cc: the C compiler generated code is built with."""
+    return os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc") or "cc"
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_version(cc: str) -> str:
+    """First line of ``cc --version``; part of every cache key so a compiler upgrade rebuilds."""
+    try:
+        out = subprocess.run([*shlex.split(cc), "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CompileError(f"C compiler {cc!r} cannot run ({exc}); install gcc or set $CC") from exc
+    if out.returncode != 0:
+        raise CompileError(f"C compiler {cc!r} failed on --version: {out.stderr.strip()[:200]}; set $CC")
+    return out.stdout.splitlines()[0].strip() if out.stdout else cc
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_features(cc: str, march: str) -> frozenset[str]:
+    """The features ``cc -march=<march>`` enables, read from its predefined macros."""
+    cmd = [*shlex.split(cc), f"-march={march}", "-dM", "-E", "-x", "c", "-"]
+    try:
+        out = subprocess.run(cmd, input="", capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CompileError(f"C compiler {cc!r} cannot run ({exc}); install gcc or set $CC") from exc
+    if out.returncode != 0:
+        raise CompileError(f"{cc} does not accept -march={march}: {out.stderr.strip()[:300]}")
+    macros = {line.split()[1] for line in out.stdout.splitlines() if line.startswith("#define ")}
+    return frozenset(name for name, macro in _FEATURE_MACROS.items() if macro in macros)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A CPU to generate code for. Fields left at their defaults are filled in by ``__post_init__``:
+    features from the compiler for ``march`` (or /proc/cpuinfo for ``native``), vector shape from
+    the features, caches and cores from this machine."""
+
+    march: str = "native"
+    arch: str = field(default_factory=platform.machine)
+    features: frozenset[str] | None = field(default=None, repr=False)
+    vector_width: int = 0          # fp32 lanes per vector register
+    vector_registers: int = 0
+    cores: int = 0
+    l1d: int = 0                   # bytes, per core
+    l2: int = 0                    # bytes, per core
+    l3: int = 0                    # bytes, shared
+    cc: str = ""
+    cflags: tuple[str, ...] = DEFAULT_CFLAGS
+    ldflags: tuple[str, ...] = DEFAULT_LDFLAGS
+
+    def __post_init__(self) -> None:
+        fill = functools.partial(object.__setattr__, self)
+        if not self.cc:
+            fill("cc", default_compiler())
+        if self.features is None:
+            if self.march == "native" and self.arch == platform.machine():
+                try:
+                    text = Path("/proc/cpuinfo").read_text()
+                except OSError:
+                    text = ""
+                found = parse_cpuinfo_flags(text)
+                fill("features", found if found else compiler_features(self.cc, self.march))
+            else:
+                fill("features", compiler_features(self.cc, self.march))
+        else:
+            fill("features", frozenset(self.features))
+        width, registers = vector_shape(self.arch, self.features)
+        if not self.vector_width:
+            fill("vector_width", width)
+        if not self.vector_registers:
+            fill("vector_registers", registers)
+        if not self.cores:
+            fill("cores", len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+        if not (self.l1d and self.l2 and self.l3):
+            caches = read_cache_sizes()
+            for name in ("l1d", "l2", "l3"):
+                if not getattr(self, name):
+                    fill(name, caches[name])
+
+    @classmethod
+    def host(cls) -> "Target":
+        """The machine this process runs on, compiled for with ``-march=native``."""
+        return _host()
+
+    def replace(self, **changes) -> "Target":
+        return dataclasses.replace(self, **changes)
+
+    def has(self, feature: str) -> bool:
+        return feature in self.features
+
+    @property
+    def compile_flags(self) -> tuple[str, ...]:
+        """Everything passed to the compiler besides file names, in order."""
+        return (*self.cflags, f"-march={self.march}", *self.ldflags)
+
+    def key(self) -> str:
+        """A stable, readable name: ``<arch>-<isa>-<march>-<cores>c-<hash>``. The hash covers every
+        field that changes code or timings (features matter for ``native``, which differs by host)."""
+        isa = "avx512" if self.has("avx512f") else "avx2" if self.has("avx2") else "neon" if self.has("neon") else "base"
+        relevant = sorted(self.features & KNOWN_FEATURES)
+        blob = "|".join([
+            self.arch, self.march, ",".join(relevant), str(self.vector_width), str(self.vector_registers),
+            str(self.cores), str(self.l1d), str(self.l2), str(self.l3), compiler_version(self.cc),
+            " ".join(self.compile_flags),
+        ])
+        digest = hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return f"{self.arch}-{isa}-{self.march}-{self.cores}c-{digest}"
+
+
+@functools.lru_cache(maxsize=1)
+def _host() -> Target:
+    return Target()

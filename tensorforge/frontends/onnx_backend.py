@@ -1,0 +1,162 @@
+"""``onnx.backend.base.Backend`` over ``tensorforge.compile``: runs the ONNX conformance suite.
+
+A model whose shape-like operands (Reshape's shape, Slice's starts, TopK's K, ...) are model
+*inputs* cannot be compiled ahead of time into static shapes.  Such a model is specialized at
+run time instead: the representation remembers which inputs must be known (the importer says
+so with ``NonConstantInputError``), and on each ``run`` imports the model with those inputs
+bound to the given values, caching one compiled model per distinct value.  Inputs that only
+carry data are never bound, so ops with data-dependent output shapes stay rejected.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+from onnx.backend.base import Backend, BackendRep, Device, DeviceType
+
+from .. import api
+from ..errors import TensorforgeError
+from .onnx import import_onnx
+from .onnx_ops.errors import NonConstantInputError
+from .onnx_ops.dtypes import from_numpy_for_onnx
+
+__all__ = ["TensorforgeBackend", "TensorforgeRep", "check_node_case", "prepare", "run_model", "run_node", "supports_device"]
+
+
+def _data_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    inits = {t.name for t in model.graph.initializer}
+    return [vi for vi in model.graph.input if vi.name not in inits]
+
+
+class TensorforgeRep(BackendRep):
+    """A prepared model: compiled once, or once per value of the inputs it is specialized on."""
+
+    def __init__(self, model: onnx.ModelProto, compiled: api.CompiledModel | None,
+                 bound: Sequence[str] = (), target: str = "interpreter"):
+        self.model = model
+        self.target = target
+        self.input_names = [vi.name for vi in _data_inputs(model)]
+        self.output_types = [vi.type.tensor_type.elem_type for vi in model.graph.output]
+        self.compiled = compiled
+        self.bound = tuple(bound)
+        self._cache: dict[tuple, api.CompiledModel] = {}
+
+    def _specialize(self, feeds: dict[str, np.ndarray]) -> api.CompiledModel:
+        bound = list(self.bound)
+        while True:
+            key = tuple((n, feeds[n].dtype.str, feeds[n].shape, feeds[n].tobytes()) for n in bound)
+            if key in self._cache:
+                return self._cache[key]
+            try:
+                module = import_onnx(self.model, bind_inputs={n: feeds[n] for n in bound})
+            except NonConstantInputError as e:
+                more = [n for n in e.inputs if n not in bound and n in feeds]
+                if not more:
+                    raise
+                bound.extend(more)
+                continue
+            compiled = api.compile(module, target=self.target)
+            self._cache[key] = compiled
+            self.bound = tuple(bound)
+            return compiled
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        if isinstance(inputs, dict):
+            feeds = {n: np.asarray(inputs[n]) for n in self.input_names}
+        else:
+            arrays = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
+            if len(arrays) != len(self.input_names):
+                raise TensorforgeError(f"the model takes {len(self.input_names)} inputs "
+                                       f"({', '.join(self.input_names)}), got {len(arrays)}")
+            feeds = {n: np.asarray(a) for n, a in zip(self.input_names, arrays)}
+        compiled = self.compiled if not self.bound else self._specialize(feeds)
+        args = [feeds[n] for n in self.input_names if n not in self.bound]
+        outs = compiled.run_numpy(args)
+        return tuple(from_numpy_for_onnx(np.asarray(o), code) if code else np.asarray(o)
+                     for o, code in zip(outs, self.output_types))
+
+
+class TensorforgeBackend(Backend):
+    """The ONNX backend API: ``prepare``, ``run_model``, ``run_node``, ``supports_device``.
+
+    ``prepare(model, target=...)`` picks the compile target; the default is the reference
+    interpreter, which keeps the conformance suite (1,400 one-node models) fast.
+    """
+
+    default_target = "interpreter"
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return Device(device).type == DeviceType.CPU
+
+    @classmethod
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> TensorforgeRep:
+        if not cls.supports_device(device):
+            raise TensorforgeError(f"device '{device}' is not supported (tensorforge runs on CPU)")
+        target = kwargs.get("target", cls.default_target)
+        try:
+            compiled = api.compile(model, target=target)
+        except NonConstantInputError as e:
+            return TensorforgeRep(model, None, e.inputs, target)
+        return TensorforgeRep(model, compiled, (), target)
+
+    @classmethod
+    def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any):
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU",
+                 outputs_info: Sequence[tuple[np.dtype, tuple[int, ...]]] | None = None, **kwargs: Any):
+        """Runs one node: its inputs' types come from the arrays, its opset from ``opset_version``."""
+        arrays = [np.asarray(x) for x in (inputs.values() if isinstance(inputs, dict) else inputs)]
+        names = [n for n in node.input if n]
+        graph_inputs = [onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+                        for n, a in zip(names, arrays)]
+        graph_outputs = []
+        for i, n in enumerate(node.output):
+            if outputs_info is not None and i < len(outputs_info):
+                dt, shape = outputs_info[i]
+                graph_outputs.append(onnx.helper.make_tensor_value_info(
+                    n, onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dt)), shape))
+            else:
+                graph_outputs.append(onnx.helper.make_empty_tensor_value_info(n))
+        graph = onnx.helper.make_graph([node], f"run_node_{node.op_type}", graph_inputs, graph_outputs)
+        opset = kwargs.pop("opset_version", onnx.defs.onnx_opset_version())
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+        return cls.run_model(model, arrays, device, **kwargs)
+
+
+def check_node_case(case, backend: type[Backend] = TensorforgeBackend) -> tuple[str, str]:
+    """Runs one ONNX node test case: ``("pass" | "fail" | "skip", detail)``.
+
+    Outputs are compared as the ONNX backend test runner does; an ``UnsupportedOpError`` is a
+    skip, a wrong result or any other exception a failure.
+    """
+    from onnx import TensorProto, numpy_helper
+    from onnx.backend.test.runner import Runner
+
+    from ..errors import UnsupportedOpError
+
+    def array(x):
+        return numpy_helper.to_array(x) if isinstance(x, TensorProto) else np.asarray(x)
+    try:
+        rep = backend.prepare(case.model, "CPU")
+        for inputs, ref_outputs in case.data_sets:
+            outs = rep.run([array(x) for x in inputs])
+            Runner.assert_similar_outputs([array(x) for x in ref_outputs], list(outs),
+                                          rtol=case.rtol, atol=case.atol)
+    except UnsupportedOpError as e:
+        return "skip", str(e)
+    except AssertionError as e:
+        text = str(e).strip()
+        return "fail", text.splitlines()[0] if text else "assertion failed"
+    except Exception as e:  # noqa: BLE001 - a conformance run reports every kind of failure
+        return "fail", f"{type(e).__name__}: {e}"
+    return "pass", ""
+
+
+prepare = TensorforgeBackend.prepare
+run_model = TensorforgeBackend.run_model
+run_node = TensorforgeBackend.run_node
+supports_device = TensorforgeBackend.supports_device

@@ -1,0 +1,15 @@
+"""ONNX op handlers, one module per op family.
+
+``handler_tables()`` imports the handler modules (which need the ``onnx`` package) and returns
+the registry; importing this package alone does not, so the frontend can report a missing
+``onnx`` installation as a clean error.
+"""
+from __future__ import annotations
+
+
+def handler_tables():
+    """(HANDLERS, REJECTED): op type -> handler, and op type -> why it is rejected."""
+    from . import (attention, bitwise, elementwise, generate, index, linalg, loss, nn,  # noqa: F401
+                   quant, reduce, rnn, shape)
+    from .registry import HANDLERS, REJECTED
+    return HANDLERS, REJECTED

@@ -1,0 +1,258 @@
+"""What an ONNX op handler works with: the node it converts and the import context.
+
+``OnnxNode`` wraps a ``NodeProto`` and records which attributes a handler read, so that an
+attribute no handler understands is reported instead of silently ignored.  ``ImportContext``
+emits graph ops, makes constants, and evaluates operands that must be known at import
+time (shapes, axes, pads...) by folding the ops that compute them.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import onnx
+from onnx import AttributeProto
+
+from ...errors import UnsupportedOpError
+from ...ir.attributes import Dense
+from ...ir.builder import Builder, make_op
+from ...ir.builtin import FuncOp
+from ...ir.core import Value
+from ...ir.opdef import PURE, SHAPE_ONLY, lookup
+from ...ir.types import Dim, DType, TensorType
+from .dtypes import onnx_type_name, tensor_to_numpy, to_dtype
+from .errors import NonConstantInputError
+
+_MISSING = object()
+
+
+def _decode_attr(a: AttributeProto, node: "OnnxNode") -> Any:
+    t = a.type
+    if t == AttributeProto.INT:
+        return int(a.i)
+    if t == AttributeProto.FLOAT:
+        return float(a.f)
+    if t == AttributeProto.STRING:
+        return a.s.decode("utf-8")
+    if t == AttributeProto.INTS:
+        return tuple(int(x) for x in a.ints)
+    if t == AttributeProto.FLOATS:
+        return tuple(float(x) for x in a.floats)
+    if t == AttributeProto.STRINGS:
+        return tuple(s.decode("utf-8") for s in a.strings)
+    if t == AttributeProto.TENSOR:
+        if to_dtype(a.t.data_type) is None:
+            raise node.unsupported(f"attribute '{a.name}' holds a {onnx_type_name(a.t.data_type)} tensor")
+        return tensor_to_numpy(a.t)
+    if t in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+        raise node.unsupported(f"attribute '{a.name}' is a subgraph (control flow is not supported)")
+    raise node.unsupported(f"attribute '{a.name}' of kind {AttributeProto.AttributeType.Name(t)}")
+
+
+class OnnxNode:
+    """One ONNX node as handlers see it: named inputs resolved to graph values, tracked attributes."""
+
+    __slots__ = ("proto", "name", "op_type", "domain", "opset", "inputs", "outputs", "_attrs", "_used")
+
+    def __init__(self, proto: onnx.NodeProto, opset: int, inputs: Sequence[Value | None], index: int):
+        self.proto = proto
+        self.op_type = proto.op_type
+        self.name = proto.name or f"{proto.op_type}_{index}"
+        self.domain = proto.domain or ""
+        self.opset = opset
+        self.inputs = list(inputs)
+        self.outputs = list(proto.output)
+        self._attrs = {a.name: a for a in proto.attribute}
+        self._used: set[str] = set()
+
+    # ---- errors ------------------------------------------------------------------------
+    def describe(self) -> str:
+        return f"ONNX node '{self.name}' ({self.op_type}, opset {self.opset})"
+
+    def unsupported(self, what: str) -> UnsupportedOpError:
+        return UnsupportedOpError(f"{self.describe()}: {what}")
+
+    # ---- attributes --------------------------------------------------------------------
+    def attr(self, key: str, default: Any = _MISSING) -> Any:
+        """The attribute's value, or ``default``; a missing attribute without default is an error."""
+        self._used.add(key)
+        a = self._attrs.get(key)
+        if a is None:
+            if default is _MISSING:
+                raise self.unsupported(f"required attribute '{key}' is missing")
+            return default
+        if a.ref_attr_name:
+            raise self.unsupported(f"attribute '{key}' refers to a function attribute")
+        return _decode_attr(a, self)
+
+    def has_attr(self, key: str) -> bool:
+        return key in self._attrs
+
+    def ignore(self, *keys: str) -> None:
+        """Marks attributes that do not change inference results (training hints, seeds...)."""
+        self._used.update(keys)
+
+    def unused_attrs(self) -> list[str]:
+        return sorted(k for k in self._attrs if k not in self._used)
+
+    # ---- inputs and outputs -------------------------------------------------------------
+    def input(self, i: int) -> Value | None:
+        """Input ``i``, or None when it is absent (past the end or an empty name)."""
+        return self.inputs[i] if i < len(self.inputs) else None
+
+    def required(self, i: int, what: str = "") -> Value:
+        v = self.input(i)
+        if v is None:
+            raise self.unsupported(f"input #{i}{' (' + what + ')' if what else ''} is missing")
+        return v
+
+    def wants(self, i: int) -> bool:
+        """Whether output ``i`` exists and is used (optional outputs have empty names)."""
+        return i < len(self.outputs) and bool(self.outputs[i])
+
+
+class ImportContext:
+    """Emits graph ops for the node being converted and folds import-time constants."""
+
+    def __init__(self, func: FuncOp, opset: int):
+        self.func = func
+        self.opset = opset
+        self.builder: Builder = func.builder()
+        self.node: OnnxNode | None = None
+        self._folded: dict[Value, np.ndarray] = {}
+
+    # ---- emitting ops -------------------------------------------------------------------
+    def op(self, short: str, *operands: Value | Sequence[Value] | None, **attrs: Any) -> Any:
+        """Emits ``graph.<short>``; one result gives a Value, several a tuple."""
+        name = f"graph.{short}"
+        if lookup(name) is None:
+            raise self._unsupported(f"needs the graph op '{name}', which is not available")
+        flat: list[Value] = []
+        for o in operands:
+            if isinstance(o, (list, tuple)):
+                flat.extend(o)
+            elif o is not None:
+                flat.append(o)
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        op = self.builder.insert(make_op(name, flat, attrs, None, (), self.builder.loc))
+        return op.results[0] if len(op.results) == 1 else tuple(op.results)
+
+    def _unsupported(self, what: str) -> UnsupportedOpError:
+        return self.node.unsupported(what) if self.node is not None else UnsupportedOpError(what)
+
+    def const(self, value: Any, dtype: DType | None = None) -> Value:
+        """A ``graph.constant`` from an array or number (in ``dtype`` when given)."""
+        arr = np.asarray(value)
+        if dtype is not None and arr.dtype != dtype.np:
+            arr = arr.astype(dtype.np)
+        dense = Dense(arr, dtype)
+        v = self.op("constant", value=dense)
+        self._folded[v] = dense.array
+        return v
+
+    def scalar(self, value: float | int | bool, like: Value | DType) -> Value:
+        """A 0-d constant in the element type of ``like``."""
+        dtype = like if isinstance(like, DType) else self.dtype(like)
+        return self.const(np.asarray(value).astype(dtype.np), dtype)
+
+    def cast(self, v: Value, dtype: DType) -> Value:
+        return v if self.dtype(v) is dtype else self.op("cast", v, dtype=dtype)
+
+    # ---- types ---------------------------------------------------------------------------
+    @staticmethod
+    def dtype(v: Value) -> DType:
+        return v.type.dtype
+
+    @staticmethod
+    def shape(v: Value) -> tuple[Dim, ...]:
+        return v.type.shape
+
+    @staticmethod
+    def rank(v: Value) -> int:
+        return len(v.type.shape)
+
+    def static_shape(self, v: Value, what: str = "this op") -> tuple[int, ...]:
+        """The shape of ``v`` when every dimension is known; otherwise an UnsupportedOpError."""
+        shape = v.type.shape
+        if not all(isinstance(d, int) for d in shape):
+            raise self._unsupported(f"{what} needs static dimensions, got {v.type}")
+        return shape  # type: ignore[return-value]
+
+    # ---- import-time constants ------------------------------------------------------------
+    def value_of(self, v: Value | None) -> np.ndarray | None:
+        """The value of ``v`` if it can be computed now (constants and shapes of static tensors)."""
+        if v is None:
+            return None
+        if v in self._folded:
+            return self._folded[v]
+        stack: list[tuple[Value, bool]] = [(v, False)]
+        failed: set[Value] = set()
+        while stack:
+            cur, expanded = stack.pop()
+            if cur in self._folded or cur in failed:
+                continue
+            op = cur.op
+            if op is None or op.opdef is None or PURE not in op.opdef.traits:
+                failed.add(cur)
+                continue
+            if SHAPE_ONLY in op.opdef.traits:
+                operand_values: list[np.ndarray | None] = [None] * len(op.operands)
+            elif not expanded:
+                stack.append((cur, True))
+                stack.extend((o, False) for o in op.operands if o not in self._folded)
+                continue
+            else:
+                operand_values = [self._folded.get(o) for o in op.operands]
+                if any(x is None for x in operand_values):
+                    failed.add(cur)
+                    continue
+            try:
+                results = op.opdef.fold(op, operand_values)
+            except Exception:  # a fold that cannot run is just "not constant"
+                results = None
+            if results is None:
+                failed.add(cur)
+                continue
+            for r, arr in zip(op.results, results):
+                self._folded[r] = np.asarray(arr)
+        return self._folded.get(v)
+
+    def input_dependencies(self, v: Value) -> list[str]:
+        """Names of the function inputs that ``v`` is computed from."""
+        seen: set[Value] = set()
+        names: list[str] = []
+        stack = [v]
+        while stack:
+            cur = stack.pop()
+            if cur in seen:
+                continue
+            seen.add(cur)
+            if cur.is_block_arg:
+                names.append(cur.name_hint or f"arg{cur.index}")
+            elif cur.op is not None:
+                stack.extend(cur.op.operands)
+        return sorted(set(names))
+
+    def require_const(self, v: Value, what: str) -> np.ndarray:
+        """The import-time value of a shape-like operand, or an error saying why it has none."""
+        arr = self.value_of(v)
+        if arr is not None:
+            return arr
+        deps = self.input_dependencies(v)
+        msg = (f"{what} must be known at import time, but it is computed at run time"
+               + (f" from model input(s) {', '.join(deps)}" if deps else ""))
+        if deps:
+            raise NonConstantInputError(f"{self.node.describe()}: {msg}" if self.node else msg, deps)
+        raise self._unsupported(msg + " (it depends on a dynamic dimension)")
+
+    def const_ints(self, v: Value, what: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in np.asarray(self.require_const(v, what)).reshape(-1))
+
+    def const_scalar(self, v: Value, what: str) -> Any:
+        arr = np.asarray(self.require_const(v, what))
+        if arr.size != 1:
+            raise self._unsupported(f"{what} must hold one value, got shape {arr.shape}")
+        return arr.reshape(-1)[0].item()
+
+
+Handler = Callable[[ImportContext, OnnxNode], Any]

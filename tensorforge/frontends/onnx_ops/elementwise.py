@@ -1,0 +1,299 @@
+"""Elementwise ONNX ops: math, activations, comparisons, logic, casts, variadic Sum/Mean/Max/Min.
+
+Activations without a graph op of their own are written as the exact composition of graph
+ops (Softsign = x / (1 + |x|), HardSwish = x * hard_sigmoid(x), ...).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir.core import Value
+from ...ir.types import DType
+from .context import ImportContext, OnnxNode
+from .dtypes import onnx_type_name, to_dtype
+from .registry import handles
+
+_UNARY = {
+    "Abs": "abs", "Neg": "neg", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Reciprocal": "reciprocal",
+    "Tanh": "tanh", "Sigmoid": "sigmoid", "Erf": "erf", "Relu": "relu", "Sin": "sin", "Cos": "cos",
+    "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sign": "sign", "Not": "not", "Softplus": "softplus",
+}
+
+_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "And": "and", "Or": "or", "Xor": "xor",
+           "Equal": "eq", "Less": "lt", "LessOrEqual": "le", "Greater": "gt", "GreaterOrEqual": "ge"}
+
+
+def _legacy_broadcast(node: OnnxNode) -> None:
+    """Opsets before 7 had explicit ``broadcast``/``axis``; only the NumPy-compatible form is taken."""
+    if node.has_attr("axis"):
+        raise node.unsupported("legacy 'axis' broadcasting (opset < 7) is not supported")
+    node.attr("broadcast", 0)
+    node.ignore("consumed_inputs")
+
+
+@handles(*_UNARY)
+def unary(ctx: ImportContext, node: OnnxNode) -> Value:
+    node.ignore("consumed_inputs")
+    return ctx.op(_UNARY[node.op_type], node.required(0))
+
+
+@handles(*_BINARY)
+def binary(ctx: ImportContext, node: OnnxNode) -> Value:
+    _legacy_broadcast(node)
+    a, b = node.required(0), node.required(1)
+    return ctx.op(_BINARY[node.op_type], a, b)
+
+
+@handles("Pow")
+def pow_(ctx: ImportContext, node: OnnxNode) -> Value:
+    _legacy_broadcast(node)
+    x, y = node.required(0), node.required(1)
+    return ctx.op("pow", x, ctx.cast(y, ctx.dtype(x)))
+
+
+@handles("Mod")
+def mod(ctx: ImportContext, node: OnnxNode) -> Value:
+    fmod = node.attr("fmod", 0)
+    return ctx.op("fmod" if fmod else "mod", node.required(0), node.required(1))
+
+
+@handles("Where")
+def where(ctx: ImportContext, node: OnnxNode) -> Value:
+    return ctx.op("select", node.required(0), node.required(1), node.required(2))
+
+
+@handles("Identity")
+def identity(ctx: ImportContext, node: OnnxNode) -> Value:
+    return node.required(0)
+
+
+@handles("Sum", "Mean", "Max", "Min")
+def variadic(ctx: ImportContext, node: OnnxNode) -> Value:
+    node.ignore("consumed_inputs")
+    xs = [x for x in node.inputs if x is not None]
+    if not xs:
+        raise node.unsupported("needs at least one input")
+    name = {"Sum": "add", "Mean": "add", "Max": "max", "Min": "min"}[node.op_type]
+    if len(xs) == 1:
+        return ctx.op("identity", xs[0])
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = ctx.op(name, acc, x)
+    if node.op_type == "Mean":
+        acc = ctx.op("div", acc, ctx.scalar(len(xs), acc))
+    return acc
+
+
+@handles("Cast")
+def cast(ctx: ImportContext, node: OnnxNode) -> Value:
+    to = node.attr("to")
+    if isinstance(to, str):  # opset 1 spelled the type as a string
+        raise node.unsupported("the string form of 'to' (opset 1) is not supported")
+    dtype = to_dtype(to)
+    if dtype is None:
+        raise node.unsupported(f"casting to {onnx_type_name(to)} is not supported")
+    node.ignore("saturate")  # only affects float8 targets, which are rejected above
+    if node.attr("round_mode", "up") != "up":
+        raise node.unsupported("round_mode other than 'up' is not supported")
+    return ctx.op("cast", node.required(0), dtype=dtype)
+
+
+@handles("CastLike")
+def cast_like(ctx: ImportContext, node: OnnxNode) -> Value:
+    node.ignore("saturate")
+    if node.attr("round_mode", "up") != "up":
+        raise node.unsupported("round_mode other than 'up' is not supported")
+    return ctx.op("cast", node.required(0), dtype=ctx.dtype(node.required(1)))
+
+
+@handles("Clip")
+def clip(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    dtype = ctx.dtype(x)
+    if node.opset < 11:
+        lo, hi = node.attr("min", None), node.attr("max", None)
+        node.ignore("consumed_inputs")
+        bounds: list = [lo, hi]
+    else:
+        bounds = []
+        for v in (node.input(1), node.input(2)):
+            if v is None:
+                bounds.append(None)
+                continue
+            known = ctx.value_of(v)
+            bounds.append(float(np.asarray(known).reshape(-1)[0]) if known is not None and dtype.is_float else
+                          (known if known is not None else v))
+    if dtype.is_float and all(b is None or isinstance(b, float) for b in bounds):
+        return ctx.op("clip", x, min=bounds[0], max=bounds[1])
+    y = x
+    for b, name in zip(bounds, ("max", "min")):
+        if b is None:
+            continue
+        bv = b if isinstance(b, Value) else ctx.scalar(np.asarray(b).reshape(-1)[0], dtype)
+        y = ctx.op(name, y, ctx.cast(bv, dtype))
+    return y
+
+
+# ---- activations ------------------------------------------------------------------------------
+@handles("LeakyRelu")
+def leaky_relu(ctx: ImportContext, node: OnnxNode) -> Value:
+    node.ignore("consumed_inputs")
+    return ctx.op("leaky_relu", node.required(0), alpha=node.attr("alpha", 0.01))
+
+
+@handles("Elu")
+def elu(ctx: ImportContext, node: OnnxNode) -> Value:
+    node.ignore("consumed_inputs")
+    return ctx.op("elu", node.required(0), alpha=node.attr("alpha", 1.0))
+
+
+@handles("Selu")
+def selu(ctx: ImportContext, node: OnnxNode) -> Value:
+    node.ignore("consumed_inputs")
+    x = node.required(0)
+    alpha = node.attr("alpha", 1.67326319217681884765625)
+    gamma = node.attr("gamma", 1.05070102214813232421875)
+    return ctx.op("mul", ctx.op("elu", x, alpha=alpha), ctx.scalar(gamma, x))
+
+
+@handles("Celu")
+def celu(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    alpha = node.attr("alpha", 1.0)
+    a = ctx.scalar(alpha, x)
+    neg = ctx.op("mul", a, ctx.op("sub", ctx.op("exp", ctx.op("div", x, a)), ctx.scalar(1, x)))
+    return ctx.op("select", ctx.op("gt", x, ctx.scalar(0, x)), x, neg)
+
+
+@handles("HardSigmoid")
+def hard_sigmoid(ctx: ImportContext, node: OnnxNode) -> Value:
+    node.ignore("consumed_inputs")
+    return ctx.op("hard_sigmoid", node.required(0), alpha=node.attr("alpha", 0.2), beta=node.attr("beta", 0.5))
+
+
+@handles("HardSwish")
+def hard_swish(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    return ctx.op("mul", x, ctx.op("hard_sigmoid", x, alpha=1.0 / 6.0, beta=0.5))
+
+
+@handles("Softsign")
+def softsign(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    return ctx.op("div", x, ctx.op("add", ctx.op("abs", x), ctx.scalar(1, x)))
+
+
+@handles("Mish")
+def mish(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    return ctx.op("mul", x, ctx.op("tanh", ctx.op("softplus", x)))
+
+
+@handles("Swish")
+def swish(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    alpha = node.attr("alpha", 1.0)
+    if alpha == 1.0:
+        return ctx.op("silu", x)
+    return ctx.op("mul", x, ctx.op("sigmoid", ctx.op("mul", x, ctx.scalar(alpha, x))))
+
+
+@handles("ThresholdedRelu")
+def thresholded_relu(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    alpha = node.attr("alpha", 1.0)
+    return ctx.op("select", ctx.op("gt", x, ctx.scalar(alpha, x)), x, ctx.scalar(0, x))
+
+
+@handles("Shrink")
+def shrink(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    lambd, bias = node.attr("lambd", 0.5), node.attr("bias", 0.0)
+    zero = ctx.scalar(0, x)
+    below = ctx.op("select", ctx.op("lt", x, ctx.scalar(-lambd, x)), ctx.op("add", x, ctx.scalar(bias, x)), zero)
+    return ctx.op("select", ctx.op("gt", x, ctx.scalar(lambd, x)), ctx.op("sub", x, ctx.scalar(bias, x)), below)
+
+
+@handles("PRelu")
+def prelu(ctx: ImportContext, node: OnnxNode) -> Value:
+    node.ignore("consumed_inputs")
+    x, slope = node.required(0), node.required(1)
+    return ctx.op("select", ctx.op("lt", x, ctx.scalar(0, x)), ctx.op("mul", x, slope), x)
+
+
+@handles("Gelu")
+def gelu(ctx: ImportContext, node: OnnxNode) -> Value:
+    approximate = node.attr("approximate", "none")
+    if approximate not in ("none", "tanh"):
+        raise node.unsupported(f"approximate='{approximate}'")
+    return ctx.op("gelu", node.required(0), approximate=approximate)
+
+
+# ---- trigonometry and friends written with exp/log/sqrt ---------------------------------------
+@handles("Tan")
+def tan(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    return ctx.op("div", ctx.op("sin", x), ctx.op("cos", x))
+
+
+@handles("Sinh", "Cosh")
+def sinh_cosh(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    ep, em = ctx.op("exp", x), ctx.op("exp", ctx.op("neg", x))
+    both = ctx.op("sub" if node.op_type == "Sinh" else "add", ep, em)
+    return ctx.op("mul", both, ctx.scalar(0.5, x))
+
+
+@handles("Asinh")
+def asinh(ctx: ImportContext, node: OnnxNode) -> Value:
+    # sign(x) * log(|x| + sqrt(x^2 + 1)) avoids cancellation for negative x.
+    x = node.required(0)
+    ax = ctx.op("abs", x)
+    root = ctx.op("sqrt", ctx.op("add", ctx.op("mul", x, x), ctx.scalar(1, x)))
+    return ctx.op("mul", ctx.op("sign", x), ctx.op("log", ctx.op("add", ax, root)))
+
+
+@handles("Acosh")
+def acosh(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    root = ctx.op("sqrt", ctx.op("sub", ctx.op("mul", x, x), ctx.scalar(1, x)))
+    return ctx.op("log", ctx.op("add", x, root))
+
+
+@handles("Atanh")
+def atanh(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    one = ctx.scalar(1, x)
+    ratio = ctx.op("div", ctx.op("add", one, x), ctx.op("sub", one, x))
+    return ctx.op("mul", ctx.op("log", ratio), ctx.scalar(0.5, x))
+
+
+@handles("IsNaN")
+def isnan(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    return ctx.op("ne", x, x)
+
+
+@handles("IsInf")
+def isinf(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    pos, neg = node.attr("detect_positive", 1), node.attr("detect_negative", 1)
+    checks = []
+    if pos:
+        checks.append(ctx.op("eq", x, ctx.scalar(np.inf, x)))
+    if neg:
+        checks.append(ctx.op("eq", x, ctx.scalar(-np.inf, x)))
+    if not checks:  # all false: |x| < -1 holds for no value, NaN included
+        return ctx.op("lt", ctx.op("abs", x), ctx.scalar(-1, x))
+    return checks[0] if len(checks) == 1 else ctx.op("or", checks[0], checks[1])
+
+
+@handles("OptionalHasElement")
+def optional_has_element(ctx: ImportContext, node: OnnxNode) -> Value:
+    """Only plain tensors reach a handler (optional-typed values are rejected at the inputs)."""
+    return ctx.const(np.asarray(node.input(0) is not None), DType.bool)
+
+
+@handles("OptionalGetElement")
+def optional_get_element(ctx: ImportContext, node: OnnxNode) -> Value:
+    return ctx.op("identity", node.required(0, "the optional value"))

@@ -1,0 +1,188 @@
+"""The graph walk of one ONNX import: inputs, initializers, the node loop, outputs.
+
+Nodes are converted in the (topological) order ONNX requires; each goes to its handler, whose
+unread attributes and missing outputs are reported as unsupported.  Pure ops nobody uses
+(shape arithmetic folded into attributes) are dropped at the end.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from ...errors import FrontendError, TensorforgeError, UnsupportedOpError
+from ...ir.builtin import ModuleOp
+from ...ir.core import Value
+from ...ir.opdef import PURE
+from ...ir.types import Dim, TensorType
+from .context import ImportContext, OnnxNode
+from .dtypes import onnx_type_name, tensor_to_numpy, to_dtype
+
+MAX_OPSET = onnx.defs.onnx_opset_version()
+
+
+def _default_opset(model) -> int | None:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return int(imp.version)
+    return None
+
+
+class Importer:
+    """One import: the name -> value table and the node loop."""
+
+    def __init__(self, model, bind_inputs: Mapping[str, np.ndarray], input_shapes: Mapping[str, Sequence[Dim]]):
+        from . import handler_tables
+        self.handlers, self.rejected = handler_tables()
+        self.model = model
+        self.graph = model.graph
+        self.bind_inputs = dict(bind_inputs)
+        self.input_shapes = dict(input_shapes)
+        self.opset = _default_opset(model)
+        self.values: dict[str, Value] = {}
+        self.initializers = {t.name: t for t in self.graph.initializer}
+
+    # ---- inputs ---------------------------------------------------------------------------
+    def _input_type(self, vi) -> TensorType:
+        name = vi.name
+        if not vi.type.HasField("tensor_type"):
+            kind = vi.type.WhichOneof("value") or "unknown"
+            raise UnsupportedOpError(f"model input '{name}' has type {kind}; only tensors are supported")
+        tt = vi.type.tensor_type
+        dtype = to_dtype(tt.elem_type)
+        if dtype is None:
+            raise UnsupportedOpError(f"model input '{name}' has element type {onnx_type_name(tt.elem_type)}, "
+                                     f"which tensorforge does not support")
+        if name in self.input_shapes:
+            return TensorType(self.input_shapes[name], dtype)
+        if not tt.HasField("shape"):
+            raise UnsupportedOpError(f"model input '{name}' has no declared rank; pass input_shapes={{'{name}': ...}}")
+        dims: list[Dim] = []
+        for i, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value") and d.dim_value >= 0:
+                dims.append(int(d.dim_value))
+            elif d.dim_param:
+                dims.append(d.dim_param)
+            else:
+                dims.append(f"{name}_{i}")
+        return TensorType(dims, dtype)
+
+    def _build_function(self):
+        args, types = [], []
+        for vi in self.graph.input:
+            if vi.name in self.initializers or vi.name in self.bind_inputs:
+                continue
+            args.append(vi.name)
+            types.append(self._input_type(vi))
+        unknown = set(self.bind_inputs) - {vi.name for vi in self.graph.input}
+        if unknown:
+            raise FrontendError(f"bind_inputs names unknown model input(s): {', '.join(sorted(unknown))}")
+        module = ModuleOp.create()
+        func = module.add_function("main", types, args)
+        for name, arg in zip(args, func.args):
+            self.values[name] = arg
+        return module, func
+
+    def _lookup(self, name: str, ctx: ImportContext, node: OnnxNode | None) -> Value:
+        v = self.values.get(name)
+        if v is not None:
+            return v
+        if name in self.initializers:
+            t = self.initializers[name]
+            if to_dtype(t.data_type) is None:
+                raise UnsupportedOpError(f"initializer '{name}' has element type {onnx_type_name(t.data_type)}, "
+                                         f"which tensorforge does not support")
+            arr = tensor_to_numpy(t)
+            v = ctx.const(arr, to_dtype(t.data_type))
+        elif name in self.bind_inputs:
+            vi = next(x for x in self.graph.input if x.name == name)
+            dtype = to_dtype(vi.type.tensor_type.elem_type)
+            if dtype is None:
+                raise UnsupportedOpError(f"model input '{name}' has element type "
+                                         f"{onnx_type_name(vi.type.tensor_type.elem_type)}")
+            v = ctx.const(np.asarray(self.bind_inputs[name]).astype(dtype.np), dtype)
+        else:
+            where = f"{node.describe()} uses" if node is not None else "the graph outputs"
+            raise FrontendError(f"{where} value '{name}', which is not defined before it "
+                                f"(the graph is not topologically sorted, or a name is wrong)")
+        v.name_hint = name
+        self.values[name] = v
+        return v
+
+    # ---- the node loop ----------------------------------------------------------------------
+    def run(self) -> ModuleOp:
+        module, func = self._build_function()
+        ctx = ImportContext(func, self.opset or 0)
+        for index, proto in enumerate(self.graph.node):
+            self._convert(ctx, proto, index)
+        ctx.node = None
+        ctx.builder.loc = None
+        outputs = [self._lookup(vi.name, ctx, None) for vi in self.graph.output]
+        for vi, v in zip(self.graph.output, outputs):
+            self._check_declared(vi, v)
+        func.set_return(outputs)
+        _drop_dead_ops(func)
+        return module
+
+    def _node_opset(self, proto) -> int:
+        if proto.domain not in ("", "ai.onnx"):
+            raise UnsupportedOpError(f"ONNX node '{proto.name or proto.op_type}' ({proto.op_type}) is in domain "
+                                     f"'{proto.domain}'; only the default ONNX domain is supported")
+        if self.opset is None:
+            raise FrontendError("the model does not import the default ONNX opset (opset_import is empty)")
+        if self.opset > MAX_OPSET:
+            raise UnsupportedOpError(f"the model uses opset {self.opset}; the newest this importer knows is "
+                                     f"{MAX_OPSET}")
+        return self.opset
+
+    def _convert(self, ctx: ImportContext, proto, index: int) -> None:
+        opset = self._node_opset(proto)
+        inputs = [self._lookup(n, ctx, None) if n else None for n in proto.input]
+        node = OnnxNode(proto, opset, inputs, index)
+        ctx.node = node
+        ctx.builder.loc = node.name
+        if proto.op_type in self.rejected:
+            raise node.unsupported(f"rejected: {self.rejected[proto.op_type]}")
+        handler = self.handlers.get(proto.op_type)
+        if handler is None:
+            raise node.unsupported("this op type is not supported")
+        try:
+            result = handler(ctx, node)
+        except UnsupportedOpError:
+            raise
+        except TensorforgeError as e:
+            raise FrontendError(f"{node.describe()}: {e}") from e
+        unused = node.unused_attrs()
+        if unused:
+            raise node.unsupported(f"attribute(s) {', '.join(unused)} not supported")
+        results = list(result) if isinstance(result, (list, tuple)) else [result]
+        for i, name in enumerate(node.outputs):
+            if not name:
+                continue
+            v = results[i] if i < len(results) else None
+            if v is None:
+                raise node.unsupported(f"output #{i} ('{name}') is not supported")
+            if v.name_hint is None:
+                v.name_hint = name
+            self.values[name] = v
+
+    @staticmethod
+    def _check_declared(vi, v: Value) -> None:
+        """A graph output's computed element type must be the declared one (a frontend bug otherwise)."""
+        if not vi.type.HasField("tensor_type"):
+            return
+        code = vi.type.tensor_type.elem_type
+        if code and to_dtype(code) is not None and to_dtype(code) is not v.type.dtype:
+            raise FrontendError(f"graph output '{vi.name}' is declared {onnx_type_name(code)} but the "
+                                f"import computes {v.type.dtype}")
+
+
+def _drop_dead_ops(func) -> None:
+    """Removes pure ops whose results nobody uses (shape computations folded into attributes)."""
+    op = func.body.last
+    while op is not None:
+        prev = op.prev
+        if op.opdef is not None and PURE in op.opdef.traits and not any(r.uses for r in op.results):
+            op.erase()
+        op = prev

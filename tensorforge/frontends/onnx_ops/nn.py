@@ -1,0 +1,297 @@
+"""Convolution, pooling, normalization and dropout.
+
+``auto_pad`` is resolved into explicit pads here (graph ops only take explicit pads).  Ops with
+no graph op (LRN, LpPool, LpNormalization, MeanVarianceNormalization, RMSNormalization,
+training-mode BatchNormalization) are the exact composition of graph ops that ONNX defines.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir.core import Value
+from ...ir.types import DType
+from .common import is_static, norm_axis, prod, spatial_auto_pads
+from .context import ImportContext, OnnxNode
+from .registry import handles
+
+
+def _window_attrs(ctx: ImportContext, node: OnnxNode, x: Value, kernel: tuple[int, ...],
+                  dilations_ok: bool = True) -> tuple[tuple, tuple, tuple]:
+    """(strides, pads, dilations) with defaults filled and auto_pad resolved."""
+    n = len(kernel)
+    strides = tuple(node.attr("strides", (1,) * n))
+    dilations = tuple(node.attr("dilations", (1,) * n)) if dilations_ok else (1,) * n
+    pads = node.attr("pads", None)
+    auto = spatial_auto_pads(node, node.attr("auto_pad", "NOTSET"), ctx.shape(x)[2:], kernel, strides, dilations)
+    if auto is not None:
+        pads = auto
+    pads = tuple(pads) if pads is not None else (0,) * (2 * n)
+    if len(strides) != n or len(dilations) != n or len(pads) != 2 * n:
+        raise node.unsupported(f"strides/dilations/pads do not match {n} spatial dims")
+    return strides, pads, dilations
+
+
+@handles("Conv")
+def conv(ctx: ImportContext, node: OnnxNode) -> Value:
+    x, w, b = node.required(0), node.required(1), node.input(2)
+    kernel = tuple(node.attr("kernel_shape", ctx.shape(w)[2:]))
+    strides, pads, dilations = _window_attrs(ctx, node, x, kernel)
+    return ctx.op("conv", x, w, b, strides=strides, pads=pads, dilations=dilations,
+                  groups=node.attr("group", 1))
+
+
+@handles("ConvTranspose")
+def conv_transpose(ctx: ImportContext, node: OnnxNode) -> Value:
+    x, w, b = node.required(0), node.required(1), node.input(2)
+    kernel = tuple(node.attr("kernel_shape", ctx.shape(w)[2:]))
+    n = len(kernel)
+    in_sizes = ctx.shape(x)[2:]
+    strides = tuple(node.attr("strides", (1,) * n))
+    dilations = tuple(node.attr("dilations", (1,) * n))
+    out_pad = list(node.attr("output_padding", (0,) * n))
+    auto_pad = node.attr("auto_pad", "NOTSET")
+    out_shape = node.attr("output_shape", None)
+    pads = node.attr("pads", None)
+    if out_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        if not is_static(in_sizes):
+            raise node.unsupported("output_shape/auto_pad need static spatial dimensions")
+        if out_shape is None:
+            out_shape = tuple(s * st for s, st in zip(in_sizes, strides))
+        out_shape = tuple(out_shape)[-n:]
+        begins, ends = [], []
+        for i in range(n):
+            total = strides[i] * (in_sizes[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 - out_shape[i]
+            if total < 0:  # the requested output is larger: grow it at the end
+                out_pad[i] -= total
+                total = 0
+            small, big = total // 2, total - total // 2
+            upper = auto_pad == "SAME_UPPER"
+            begins.append(small if upper else big)
+            ends.append(big if upper else small)
+        pads = tuple(begins + ends)
+    elif auto_pad == "VALID" or pads is None:
+        pads = (0,) * (2 * n)
+    return ctx.op("conv_transpose", x, w, b, strides=strides, pads=tuple(pads), dilations=dilations,
+                  output_padding=tuple(out_pad), groups=node.attr("group", 1))
+
+
+@handles("MaxPool")
+def max_pool(ctx: ImportContext, node: OnnxNode) -> Value:
+    if node.wants(1):
+        raise node.unsupported("the Indices output is not supported")
+    x = node.required(0)
+    kernel = tuple(node.attr("kernel_shape"))
+    strides, pads, dilations = _window_attrs(ctx, node, x, kernel)
+    node.ignore("storage_order")  # only affects Indices
+    return ctx.op("max_pool", x, kernel=kernel, strides=strides, pads=pads, dilations=dilations,
+                  ceil_mode=bool(node.attr("ceil_mode", 0)))
+
+
+def _window_sum(ctx: ImportContext, node: OnnxNode, x: Value, kernel, strides, pads, dilations) -> Value:
+    """Sum over each pooling window, written as a depthwise convolution with a kernel of ones."""
+    shape = ctx.static_shape(x, "a dilated pooling window")
+    c = shape[1]
+    ones = ctx.const(np.ones((c, 1) + tuple(kernel)), ctx.dtype(x))
+    return ctx.op("conv", x, ones, strides=strides, pads=pads, dilations=dilations, groups=c)
+
+
+@handles("AveragePool")
+def avg_pool(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    kernel = tuple(node.attr("kernel_shape"))
+    strides, pads, dilations = _window_attrs(ctx, node, x, kernel, dilations_ok=node.opset >= 19)
+    ceil_mode = bool(node.attr("ceil_mode", 0))
+    include = bool(node.attr("count_include_pad", 0))
+    if any(d != 1 for d in dilations):
+        if ceil_mode:
+            raise node.unsupported("dilations together with ceil_mode")
+        total = _window_sum(ctx, node, x, kernel, strides, pads, dilations)
+        if include:
+            return ctx.op("div", total, ctx.scalar(prod(kernel), x))
+        count = _window_sum(ctx, node, ctx.op("add", ctx.op("mul", x, ctx.scalar(0, x)), ctx.scalar(1, x)),
+                            kernel, strides, pads, dilations)
+        return ctx.op("div", total, count)
+    return ctx.op("avg_pool", x, kernel=kernel, strides=strides, pads=pads, ceil_mode=ceil_mode,
+                  count_include_pad=include)
+
+
+@handles("LpPool")
+def lp_pool(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    kernel = tuple(node.attr("kernel_shape"))
+    strides, pads, dilations = _window_attrs(ctx, node, x, kernel)
+    if node.attr("ceil_mode", 0):
+        raise node.unsupported("ceil_mode=1")
+    p = node.attr("p", 2)
+    powered = ctx.op("mul", x, x) if p == 2 else ctx.op("pow", ctx.op("abs", x), ctx.scalar(p, x))
+    total = _window_sum(ctx, node, powered, kernel, strides, pads, dilations)
+    return ctx.op("sqrt", total) if p == 2 else ctx.op("pow", total, ctx.scalar(1.0 / p, x))
+
+
+@handles("GlobalAveragePool", "GlobalMaxPool")
+def global_pool(ctx: ImportContext, node: OnnxNode) -> Value:
+    return ctx.op("global_avg_pool" if node.op_type == "GlobalAveragePool" else "global_max_pool", node.required(0))
+
+
+@handles("GlobalLpPool")
+def global_lp_pool(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    p = node.attr("p", 2)
+    axes = tuple(range(2, ctx.rank(x)))
+    powered = ctx.op("mul", x, x) if p == 2 else ctx.op("pow", ctx.op("abs", x), ctx.scalar(p, x))
+    total = ctx.op("reduce_sum", powered, axes=axes, keepdims=True)
+    return ctx.op("sqrt", total) if p == 2 else ctx.op("pow", total, ctx.scalar(1.0 / p, x))
+
+
+# ---- normalization ------------------------------------------------------------------------------
+def _channel_view(ctx: ImportContext, v: Value, rank: int) -> Value:
+    """A (C,) vector reshaped to broadcast against an (N, C, ...) tensor."""
+    return ctx.op("reshape", v, shape=(ctx.shape(v)[0],) + (1,) * (rank - 2))
+
+
+@handles("BatchNormalization")
+def batch_norm(ctx: ImportContext, node: OnnxNode) -> list[Value]:
+    x, scale, bias, mean, var = (node.required(i) for i in range(5))
+    eps = node.attr("epsilon", 1e-5)
+    node.ignore("consumed_inputs", "is_test")
+    if node.opset < 9 and node.attr("spatial", 1) != 1:
+        raise node.unsupported("spatial=0 (per-activation statistics)")
+    training = node.attr("training_mode", 0) if node.opset >= 14 else 0
+    momentum = node.attr("momentum", 0.9)
+    if not training:
+        if any(node.wants(i) for i in range(1, len(node.outputs))):
+            raise node.unsupported("running statistics outputs outside training mode")
+        return [ctx.op("batch_norm", x, scale, bias, mean, var, epsilon=eps)]
+    rank = ctx.rank(x)
+    axes = (0,) + tuple(range(2, rank))
+    batch_mean = ctx.op("reduce_mean", x, axes=axes, keepdims=False)
+    centered = ctx.op("sub", x, _channel_view(ctx, batch_mean, rank))
+    batch_var = ctx.op("reduce_mean", ctx.op("mul", centered, centered), axes=axes, keepdims=False)
+    y = ctx.op("batch_norm", x, scale, bias, batch_mean, batch_var, epsilon=eps)
+    m, one_m = ctx.scalar(momentum, x), ctx.scalar(1 - momentum, x)
+    run_mean = ctx.op("add", ctx.op("mul", mean, m), ctx.op("mul", batch_mean, one_m))
+    run_var = ctx.op("add", ctx.op("mul", var, m), ctx.op("mul", batch_var, one_m))
+    return [y, run_mean, run_var]
+
+
+@handles("InstanceNormalization")
+def instance_norm(ctx: ImportContext, node: OnnxNode) -> Value:
+    return ctx.op("instance_norm", node.required(0), node.required(1), node.required(2),
+                  epsilon=node.attr("epsilon", 1e-5))
+
+
+@handles("LayerNormalization")
+def layer_norm(ctx: ImportContext, node: OnnxNode) -> list[Value]:
+    x, scale, bias = node.required(0), node.required(1), node.input(2)
+    rank = ctx.rank(x)
+    axis = norm_axis(node, node.attr("axis", -1), rank)
+    eps = node.attr("epsilon", 1e-5)
+    node.ignore("stash_type")  # graph ops compute in at least the input precision
+    if not (node.wants(1) or node.wants(2)):
+        return [ctx.op("layer_norm", x, scale, bias, axis=axis, epsilon=eps)]
+    axes = tuple(range(axis, rank))
+    mean = ctx.op("reduce_mean", x, axes=axes, keepdims=True)
+    centered = ctx.op("sub", x, mean)
+    var = ctx.op("reduce_mean", ctx.op("mul", centered, centered), axes=axes, keepdims=True)
+    inv_std = ctx.op("reciprocal", ctx.op("sqrt", ctx.op("add", var, ctx.scalar(eps, x))))
+    y = ctx.op("mul", ctx.op("mul", centered, inv_std), scale)
+    if bias is not None:
+        y = ctx.op("add", y, bias)
+    return [y, mean, inv_std]
+
+
+@handles("GroupNormalization")
+def group_norm(ctx: ImportContext, node: OnnxNode) -> Value:
+    x, scale, bias = node.required(0), node.required(1), node.required(2)
+    groups = node.attr("num_groups")
+    eps = node.attr("epsilon", 1e-5)
+    node.ignore("stash_type")
+    channels = ctx.shape(x)[1]
+    if node.opset < 21 and channels != groups:  # scale and bias were per group before opset 21
+        per = channels // groups
+
+        def per_channel(v: Value) -> Value:
+            v = ctx.op("expand", ctx.op("reshape", v, shape=(groups, 1)), shape=(groups, per))
+            return ctx.op("reshape", v, shape=(channels,))
+        scale, bias = per_channel(scale), per_channel(bias)
+    return ctx.op("group_norm", x, scale, bias, num_groups=groups, epsilon=eps)
+
+
+@handles("RMSNormalization")
+def rms_norm(ctx: ImportContext, node: OnnxNode) -> Value:
+    x, scale = node.required(0), node.required(1)
+    rank = ctx.rank(x)
+    axis = norm_axis(node, node.attr("axis", -1), rank)
+    eps = node.attr("epsilon", 1e-5)
+    node.ignore("stash_type")
+    ms = ctx.op("reduce_mean", ctx.op("mul", x, x), axes=tuple(range(axis, rank)), keepdims=True)
+    inv = ctx.op("reciprocal", ctx.op("sqrt", ctx.op("add", ms, ctx.scalar(eps, x))))
+    return ctx.op("mul", ctx.op("mul", x, inv), scale)
+
+
+@handles("MeanVarianceNormalization")
+def mvn(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    axes = tuple(sorted(a % ctx.rank(x) for a in node.attr("axes", (0, 2, 3))))
+    mean = ctx.op("reduce_mean", x, axes=axes, keepdims=True)
+    mean_sq = ctx.op("reduce_mean", ctx.op("mul", x, x), axes=axes, keepdims=True)
+    std = ctx.op("sqrt", ctx.op("sub", mean_sq, ctx.op("mul", mean, mean)))
+    return ctx.op("div", ctx.op("sub", x, mean), ctx.op("add", std, ctx.scalar(1e-9, x)))
+
+
+@handles("LpNormalization")
+def lp_normalization(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    axis = norm_axis(node, node.attr("axis", -1), ctx.rank(x))
+    p = node.attr("p", 2)
+    if p == 1:
+        norm = ctx.op("reduce_sum", ctx.op("abs", x), axes=(axis,), keepdims=True)
+    elif p == 2:
+        norm = ctx.op("sqrt", ctx.op("reduce_sum", ctx.op("mul", x, x), axes=(axis,), keepdims=True))
+    else:
+        raise node.unsupported(f"p={p} (only 1 and 2 are defined)")
+    zero = ctx.scalar(0, x)
+    return ctx.op("select", ctx.op("eq", norm, zero), zero, ctx.op("div", x, norm))  # 0/0 is 0
+
+
+@handles("LRN")
+def lrn(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    size = node.attr("size")
+    alpha, beta, bias = node.attr("alpha", 1e-4), node.attr("beta", 0.75), node.attr("bias", 1.0)
+    rank = ctx.rank(x)
+    channels = ctx.shape(x)[1]
+    if not isinstance(channels, int):
+        raise node.unsupported("LRN needs a static channel count")
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    sq = ctx.op("mul", x, x)
+    pads = [0] * (2 * rank)
+    pads[1], pads[1 + rank] = lo, hi
+    padded = ctx.op("pad", sq, pads=tuple(pads), mode="constant", value=0.0)
+    total = None
+    for k in range(size):
+        part = ctx.op("slice", padded, starts=(k,), ends=(k + channels,), axes=(1,), steps=(1,))
+        total = part if total is None else ctx.op("add", total, part)
+    denom = ctx.op("add", ctx.scalar(bias, x), ctx.op("mul", total, ctx.scalar(alpha / size, x)))
+    return ctx.op("div", x, ctx.op("pow", denom, ctx.scalar(beta, x)))
+
+
+@handles("Dropout")
+def dropout(ctx: ImportContext, node: OnnxNode) -> list[Value]:
+    """Inference dropout is the identity; the mask is all true."""
+    x = node.required(0)
+    node.ignore("seed", "is_test", "consumed_inputs")
+    if node.opset < 12:
+        ratio = node.attr("ratio", 0.5)
+        training = False
+    else:
+        ratio = ctx.const_scalar(node.input(1), "ratio") if node.input(1) is not None else 0.5
+        training = bool(ctx.const_scalar(node.input(2), "training_mode")) if node.input(2) is not None else False
+    if training and ratio != 0:
+        raise node.unsupported("training-mode dropout with a non-zero ratio is random")
+    outs = [ctx.op("identity", x)]
+    if node.wants(1):
+        mask_type = DType.bool if node.opset >= 10 else ctx.dtype(x)
+        shape = ctx.static_shape(x, "the dropout mask")
+        outs.append(ctx.const(np.ones(shape, dtype=mask_type.np), mask_type))
+    return outs

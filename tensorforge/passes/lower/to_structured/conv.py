@@ -1,0 +1,117 @@
+"""conv and conv_transpose as reductions over (input channels of the group, kernel offsets).
+
+Both are direct (gather) formulations with one output element per parallel point, so they
+are exact and need no scratch buffers; the fast path for large convolutions is a separate
+micro-kernel lowering.  Padding is a bounds-checked read (``pad=0``), emitted only when some
+window can leave the input.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ....dialects.graph.base import Window
+from ....dialects.structured.builder import Expr, KernelBuilder, TensorRef
+from ....ir.types import DType
+from .reduce import acc_dtype, elementwise
+from .registry import LoweringContext, lowering
+
+
+def window_source(win: Window, out: Sequence[Expr], kernel: Sequence[Expr]) -> list[Expr]:
+    """Input position read by output position ``out`` at kernel offset ``kernel``, per spatial
+    axis: ``out * stride + kernel * dilation - pad_begin`` (may fall in the padding)."""
+    return [o * s + k * d - pb for o, k, s, d, pb in
+            zip(out, kernel, win.strides, win.dilations, win.pads_begin)]
+
+
+def window_inside(win: Window, sizes: Sequence[int], out: Sequence[int]) -> bool:
+    """True when every window of every output position lies within the unpadded input, so
+    reads need no bounds check."""
+    return all(pb == 0 and (o - 1) * s + ext <= n for pb, o, s, ext, n in
+               zip(win.pads_begin, out, win.strides, win.extents, sizes))
+
+
+def bias_epilogue(kb: KernelBuilder, acc: TensorRef, out_dtype: DType, bias: TensorRef | None) -> TensorRef:
+    """``acc + bias[channel]`` (channel axis 1), converted to the result type; ``acc`` itself
+    when there is nothing to do."""
+    if bias is None and acc.dtype is out_dtype:
+        return acc
+    dt = acc.dtype
+
+    def body(*i):
+        v = acc[i]
+        return v + bias[i[1]].cast(dt) if bias is not None else v
+
+    return elementwise(kb, acc.shape, out_dtype, body)
+
+
+def _operands(ctx: LoweringContext) -> tuple[TensorRef, TensorRef, TensorRef | None]:
+    ins = ctx.inputs
+    return ins[0], ins[1], ins[2] if len(ins) > 2 else None
+
+
+def _reduction_domain(out: Sequence[int], c_per_group: int, kernel: Sequence[int]) -> tuple[tuple, str]:
+    """(N, O, *out spatial) parallel, then (input channel in group, *kernel) reduced."""
+    dom = tuple(out) + (c_per_group,) + tuple(kernel)
+    return dom, "p" * len(out) + "r" * (1 + len(kernel))
+
+
+@lowering("graph.conv")
+def lower_conv(ctx: LoweringContext):
+    """``y[n, o, p] = sum over c, k of x[n, g*Cg + c, p*s + k*d - pb] * w[o, c, k]``, g = o // Og."""
+    x, w, b = _operands(ctx)
+    out, out_dt = ctx.out_shape(), ctx.out_dtype()
+    dt = acc_dtype(out_dt)
+    kernel = w.shape[2:]
+    win = Window(kernel, ctx.attrs)
+    groups, cg = ctx.attrs.get("groups", 1), w.shape[1]
+    og = w.shape[0] // groups
+    nsp = len(kernel)
+    pad = None if window_inside(win, x.shape[2:], out[2:]) else 0.0
+
+    def body(*ax):
+        n, o, sp, c, ks = ax[0], ax[1], ax[2:2 + nsp], ax[2 + nsp], ax[3 + nsp:]
+        ch = (o // og) * cg + c if groups > 1 else c
+        xv = x.read([n, ch] + window_source(win, sp, ks), pad=pad)
+        return xv.cast(dt) * w.read([o, c] + list(ks)).cast(dt)
+
+    dom, its = _reduction_domain(out, cg, kernel)
+    acc = ctx.kb.compute(dom, its, dt, body, combiner="add")
+    return [bias_epilogue(ctx.kb, acc, out_dt, b)]
+
+
+@lowering("graph.conv_transpose")
+def lower_conv_transpose(ctx: LoweringContext):
+    """Gather form of the adjoint: output position ``p`` takes input position ``i`` at kernel
+    offset ``k`` when ``i*s + k*d - pb == p``, i.e. ``i = (p + pb - k*d) / s`` where that
+    divides exactly; positions outside the input read 0.  ``output_padding`` only widens the
+    output (its extra positions see no input), so it is already in the result shape."""
+    x, w, b = _operands(ctx)
+    out, out_dt = ctx.out_shape(), ctx.out_dtype()
+    dt = acc_dtype(out_dt)
+    kernel = w.shape[2:]
+    nsp = len(kernel)
+    win = Window(kernel, ctx.attrs)
+    groups = ctx.attrs.get("groups", 1)
+    cg, og = x.shape[1] // groups, w.shape[1]
+
+    def body(*ax):
+        n, o, sp, c, ks = ax[0], ax[1], ax[2:2 + nsp], ax[2 + nsp], ax[3 + nsp:]
+        src, hits = [], []
+        for p, k, s, d, pb in zip(sp, ks, win.strides, win.dilations, win.pads_begin):
+            t = p + pb - k * d
+            src.append(t // s)
+            if s > 1:
+                hits.append((t % s).eq(0))
+        ch = (o // og) * cg + c if groups > 1 else c
+        oc = o % og if groups > 1 else o
+        v = x.read([n, ch] + src, pad=0.0).cast(dt) * w.read([ch, oc] + list(ks)).cast(dt)
+        if hits:
+            hit = hits[0]
+            for h in hits[1:]:
+                hit = hit & h
+            v = hit.select(v, 0.0)
+        return v
+
+    dom, its = _reduction_domain(out, cg, kernel)
+    acc = ctx.kb.compute(dom, its, dt, body, combiner="add")
+    return [bias_epilogue(ctx.kb, acc, out_dt, b)]

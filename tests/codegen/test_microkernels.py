@@ -1,0 +1,176 @@
+"""Generated fp32 GEMM against NumPy: odd shapes, several tilings, epilogues, transposes, threads.
+
+Kernels compile once per session (and are cached on disk by the toolchain); tolerances: rtol 1e-4
+against a float64 reference, with an absolute floor of 1e-4 * sqrt(K) for sums that cancel to ~0.
+"""
+import functools
+import platform
+
+import numpy as np
+import pytest
+
+from tensorforge.codegen import Target
+from tensorforge.codegen.c import (Epilogue, EpilogueParam, GemmKernel, GemmParams, GemmSpec, bias_add,
+                                   generate_gemm, pack_b, relu, residual_add)
+from tensorforge.errors import ShapeError
+
+HOST = Target.host()
+VW = HOST.vector_width
+SHAPES = [(1, 1, 1), (7, 13, 5), (100, 37, 129), (64, 64, 64), (3, 200, 40), (1, 300, 17), (50, 2 * VW + 3, 70)]
+FUSED = (bias_add(), relu(), residual_add())
+
+# name -> (params, spec): each exercises a different code path of the generator.
+KERNELS = {
+    "default-1t": (GemmParams.for_target(HOST, threads=1), GemmSpec()),
+    "default-2t-fused": (GemmParams.for_target(HOST, threads=2), GemmSpec(epilogues=FUSED)),
+    # Tiny blocks so that every shape crosses K, M and N block edges; packed A, rows inner.
+    "blocks-packA-transA-2t": (GemmParams(mr=5, nr=2 * VW, kc=16, mc=10, nc=4 * VW, unroll=2, threads=2,
+                                          pack_a=True, loop_order="jr_ir"), GemmSpec(trans_a=True)),
+    # A read in place, columns inner, B given transposed, bias + ReLU fused.
+    # Blocks handed out on demand.
+    "blocks-dynamic-2t-fused": (GemmParams(mr=4, nr=VW, kc=32, mc=8, nc=2 * VW, threads=2, schedule="dynamic"),
+                                GemmSpec(epilogues=FUSED)),
+    "blocks-directA-transB-fused": (GemmParams(mr=3, nr=VW, kc=24, mc=6, nc=3 * VW, unroll=3, threads=1,
+                                               pack_a=False, loop_order="ir_jr"),
+                                    GemmSpec(trans_b=True, epilogues=(bias_add(), relu()))),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def kernel(name: str) -> GemmKernel:
+    params, spec = KERNELS[name]
+    return GemmKernel(params, spec=spec, name=f"t_{name.replace('-', '_')}")
+
+
+def operands(rng, M, N, K):
+    A = rng.standard_normal((M, K), dtype=np.float32)
+    B = rng.standard_normal((K, N), dtype=np.float32)
+    bias = rng.standard_normal(N, dtype=np.float32)
+    residual = rng.standard_normal((M, N), dtype=np.float32)
+    return A, B, bias, residual
+
+
+def reference(A, B, spec, bias=None, residual=None, C0=None):
+    out = A.astype(np.float64) @ B.astype(np.float64)
+    if C0 is not None:
+        out += C0
+    for epi in spec.epilogues:
+        out = {"bias_add": lambda x: x + bias, "relu": lambda x: np.maximum(x, 0),
+               "residual_add": lambda x: x + residual}[epi.name](out)
+    return out
+
+
+def check(actual, expected, K):
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4 * max(1.0, np.sqrt(K)))
+
+
+def call(k, A, B, bias, residual, packed=False, **kw):
+    spec = k.spec
+    a = np.ascontiguousarray(A.T) if spec.trans_a else A
+    b = np.ascontiguousarray(B.T) if spec.trans_b else B
+    names = {p.name for p in spec.params}
+    extra = {n: v for n, v in (("bias", bias), ("residual", residual)) if n in names}
+    if packed:
+        return k.prepacked(a, k.pack_b(b), B.shape[1], **extra, **kw)
+    return k(a, b, **extra, **kw)
+
+
+@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("M,N,K", SHAPES)
+def test_gemm_matches_numpy(name, M, N, K, rng):
+    k = kernel(name)
+    A, B, bias, residual = operands(rng, M, N, K)
+    expected = reference(A, B, k.spec, bias, residual)
+    check(call(k, A, B, bias, residual), expected, K)
+    check(call(k, A, B, bias, residual, packed=True), expected, K)
+
+
+@pytest.mark.parametrize("name", ["default-1t", "blocks-packA-transA-2t"])
+def test_accumulate_adds_into_c(name, rng):
+    k = kernel(name)
+    A, B, _, _ = operands(rng, 37, 45, 300)
+    C0 = rng.standard_normal((37, 45), dtype=np.float32)
+    out = call(k, A, B, None, None, C=C0.copy(), accumulate=True)
+    check(out, reference(A, B, k.spec, C0=C0), 300)
+
+
+def test_empty_k_gives_epilogue_of_zero(rng):
+    k = kernel("default-2t-fused")
+    _, _, bias, residual = operands(rng, 4, 9, 0)
+    out = k(np.zeros((4, 0), np.float32), np.zeros((0, 9), np.float32), bias=bias, residual=residual)
+    np.testing.assert_array_equal(out, np.maximum(bias, 0) + residual)
+
+
+def test_relu_is_exact_and_uses_compare_select(rng):
+    k = kernel("default-2t-fused")
+    A, B, bias, residual = operands(rng, 33, 70, 20)
+    zero = np.zeros_like(residual)
+    out = k(A, B, bias=bias, residual=zero)
+    assert (out >= 0).all() and ((A.astype(np.float64) @ B + bias < 0) == (out == 0)).mean() > 0.99
+    assert "fmaxf" not in k.source and "tf_relu" in k.source
+
+
+def test_custom_epilogue_snippet(rng):
+    scale = Epilogue("scale_rows", "x = x * tf_bcast(row_scale[i]);", (EpilogueParam("row_scale", extent="row"),))
+    spec = GemmSpec(epilogues=(scale,))
+    k = GemmKernel(GemmParams(mr=4, nr=VW, kc=32, mc=8, nc=2 * VW, unroll=1, threads=1), spec=spec, name="t_scale")
+    A, B, _, _ = operands(rng, 9, 2 * VW + 1, 40)
+    s = rng.standard_normal(9, dtype=np.float32)
+    out = k(A, B, row_scale=s)
+    check(out, (A.astype(np.float64) @ B) * s[:, None], 40)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="x86 -march levels run on this x86 host")
+@pytest.mark.parametrize("march, width", [("x86-64-v3", 8), ("x86-64", 4)])
+def test_narrower_vector_targets(march, width, rng):
+    """The same generator for AVX2 (8 lanes, 16 registers) and SSE2 (4 lanes), run on this host."""
+    target = Target(march=march)
+    params = GemmParams.for_target(target, threads=2)
+    assert target.vector_width == width and params.nr == 2 * width
+    k = GemmKernel(params, target, GemmSpec(epilogues=(bias_add(), relu())), name=f"t_{march.replace('-', '_')}")
+    for M, N, K in [(7, 13, 5), (100, 37, 129), (20, 3 * width + 1, 300)]:
+        A, B, bias, _ = operands(rng, M, N, K)
+        check(k(A, B, bias=bias), reference(A, B, k.spec, bias), K)
+
+
+def test_pack_b_layout_and_c_packer_agree(rng):
+    B = np.arange(3 * 5, dtype=np.float32).reshape(3, 5)
+    Bp = pack_b(B, 4)
+    assert Bp.shape == (2, 3, 4) and Bp.ctypes.data % 64 == 0
+    np.testing.assert_array_equal(Bp[0], B[:, :4])
+    np.testing.assert_array_equal(Bp[1], np.pad(B[:, 4:], ((0, 0), (0, 3))))
+    np.testing.assert_array_equal(pack_b(B.T, 4, trans=True), Bp)
+    for name in ("default-1t", "blocks-directA-transB-fused"):
+        k = kernel(name)
+        B = rng.standard_normal((19, 3 * VW + 5), dtype=np.float32)
+        b = np.ascontiguousarray(B.T) if k.spec.trans_b else B
+        np.testing.assert_array_equal(k.pack_b(b), k.pack_b_native(b))
+
+
+def test_parameters_are_validated():
+    with pytest.raises(ValueError, match="multiple of the vector width"):
+        generate_gemm(GemmParams(nr=VW + 1, nc=(VW + 1) * 4), HOST)
+    with pytest.raises(ValueError, match="mc"):
+        generate_gemm(GemmParams(mr=6, mc=100), HOST)
+    with pytest.raises(ValueError, match="loop_order"):
+        generate_gemm(GemmParams(loop_order="kji"), HOST)
+
+
+def test_bad_operands_raise_shape_error(rng):
+    k = kernel("default-1t")
+    with pytest.raises(ShapeError, match="K="):
+        k(np.zeros((3, 4), np.float32), np.zeros((5, 6), np.float32))
+    with pytest.raises(ShapeError, match="packed B"):
+        k.prepacked(np.zeros((3, 4), np.float32), np.zeros((1, 4, 3), np.float32), 6)
+    fused = kernel("default-2t-fused")
+    with pytest.raises(ShapeError, match="bias"):
+        fused(np.zeros((3, 4), np.float32), np.zeros((4, 6), np.float32), bias=np.zeros(5), residual=np.zeros((3, 6)))
+
+
+def test_generated_text_is_parameterised():
+    src = generate_gemm(GemmParams(mr=5, nr=2 * VW, kc=48, mc=10, nc=4 * VW, threads=2), HOST, name="g")
+    assert "void g(" in src and "void g_prepacked(" in src and "void g_pack_b(" in src
+    assert "g_ukr5(" in src and "g_ukr1(" in src and "g_ukr6(" not in src
+    assert "#pragma omp parallel num_threads(nth)" in src and "tf_min(48, K - pc)" in src
+    single = generate_gemm(GemmParams(mr=5, nr=2 * VW, kc=48, mc=10, nc=4 * VW, threads=1), HOST, name="g")
+    assert "#pragma omp" not in single and "omp.h" not in single
