@@ -71,16 +71,21 @@ def blas_info() -> dict:
     return {"via": "ctypes", "kernel": "unknown"}
 
 
-def median_time(fn, reps: int) -> tuple[float, float]:
-    """Median wall time and median CPU time of this thread per call, after one warm-up call. With
-    one thread all work runs on the calling thread, so its CPU time is immune to being descheduled
-    by the machine's other tenants (cache and memory contention still show)."""
+def median_time(fn, reps: int, threads: int) -> tuple[float, float]:
+    """Median wall time and median CPU time per call, after one warm-up call.
+
+    The CPU clock is immune to being descheduled by the machine's other tenants (cache and memory
+    contention still show): with one thread it is this thread's CPU time; with T threads it is the
+    process's CPU time / T, the wall time the call would take if its threads were never preempted
+    (time a thread spends spinning at a barrier for a late partner still counts, as it should).
+    """
+    clock = time.thread_time if threads == 1 else time.process_time
     fn()
     wall, cpu = [], []
     for _ in range(reps):
-        w, c = time.perf_counter(), time.thread_time()
+        w, c = time.perf_counter(), clock()
         fn()
-        cpu.append(time.thread_time() - c)
+        cpu.append((clock() - c) / threads)
         wall.append(time.perf_counter() - w)
     return statistics.median(wall), statistics.median(cpu)
 
@@ -111,16 +116,14 @@ def measure(size: int, threads: int, configs: list[dict], rounds: int, reps: int
         err = float(np.abs(C - expected).max() / np.abs(expected).max())
         rows = []   # per round: (numpy, prepacked, full) x (wall, cpu)
         for _ in range(rounds):
-            t_np = median_time(lambda: A @ B, reps)
-            time.sleep(0.05)            # let OpenBLAS's spinning workers go idle
-            t_pre = median_time(lambda: kernel.prepacked(A, Bp, size, C=C), reps)
-            t_full = median_time(lambda: kernel(A, B, C=C), reps)
+            t_np = median_time(lambda: A @ B, reps, threads)
+            time.sleep(0.3)             # OpenBLAS's workers spin for a while after a call: let them sleep
+            t_pre = median_time(lambda: kernel.prepacked(A, Bp, size, C=C), reps, threads)
+            t_full = median_time(lambda: kernel(A, B, C=C), reps, threads)
             time.sleep(0.05)
             rows.append((t_np, t_pre, t_full))
         entry = {"params": dict(params.__dict__), "rel_err": err, "cache_hit": kernel.library.cache_hit}
         for clock, col in (("wall", 0), ("cpu", 1)):
-            if clock == "cpu" and threads != 1:
-                continue
             med = [statistics.median(r[i][col] for r in rows) for i in range(3)]
             entry[clock] = {
                 "gflops_numpy": flop / med[0] / 1e9, "gflops_prepacked": flop / med[1] / 1e9,

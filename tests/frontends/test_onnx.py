@@ -400,6 +400,20 @@ def test_symbolic_batch_dimension(rng):
     np.testing.assert_array_equal(run_function(module.main, [x])[0], np.maximum(x, 0))
 
 
+def test_dynamic_batch_shape_arithmetic_gives_symbolic_reshape(rng):
+    """Shape -> Gather -> Unsqueeze -> Concat -> Reshape on a dim_param batch: reshape to ("N", 12)."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "i0"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "ax"], ["n1"]), helper.make_node("Concat", ["n1", "m1"], ["t"], axis=0),
+             helper.make_node("Reshape", ["x", "t"], ["y"])]
+    inits = [("i0", np.array(0, np.int64)), ("ax", np.array([0], np.int64)), ("m1", np.array([-1], np.int64))]
+    m = model(nodes, [("x", T.FLOAT, ("N", 3, 4))], [("y", T.FLOAT, None)], 13, inits)
+    module = import_onnx(m)
+    assert module.main.outputs[0].type.shape == ("N", 12)
+    assert [op.name for op in module.main.body] == ["graph.reshape", "func.return"]
+    x = rng.standard_normal((5, 3, 4)).astype(np.float32)
+    np.testing.assert_array_equal(run_function(module.main, [x])[0], x.reshape(5, 12))
+
+
 def test_initializer_listed_as_input_is_constant(rng):
     w = rng.standard_normal((3, 2)).astype(np.float32)
     m = model([helper.make_node("MatMul", ["x", "w"], ["y"])], [("x", T.FLOAT, (4, 3)), ("w", T.FLOAT, (3, 2))],
@@ -499,3 +513,19 @@ def test_recurrent_layers_unrolled(op, kw, rng):
     m = model([helper.make_node(op, ["X", "W", "R", "B"], outs, hidden_size=hidden, **kw)],
               [("X", T.FLOAT, (steps, batch, inp))], [(n, T.FLOAT, None) for n in outs], 14, inits)
     check(m, {"X": rng.standard_normal((steps, batch, inp)).astype(np.float32)}, rtol=1e-4, atol=1e-5)
+
+
+def test_undefined_value_is_a_frontend_error():
+    m = model([helper.make_node("Relu", ["nope"], ["y"], name="r")], [("x", T.FLOAT, (2,))], [("y", T.FLOAT, None)])
+    with pytest.raises(FrontendError, match="'r'.*'nope'"):
+        import_onnx(m)
+
+
+def test_tensorforge_compile_dispatches_onnx_models(rng):
+    import tensorforge
+    w = rng.standard_normal((3, 2)).astype(np.float32)
+    m = model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+              [("x", T.FLOAT, (4, 3))], [("y", T.FLOAT, None)], inits=[("w", w)])
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    out = tensorforge.compile(m, target="interpreter")(x)
+    np.testing.assert_allclose(out, np.maximum(x @ w, 0), rtol=1e-6)

@@ -19,7 +19,7 @@ from ...ir.builder import Builder, make_op
 from ...ir.builtin import FuncOp
 from ...ir.core import Value
 from ...ir.opdef import PURE, SHAPE_ONLY, lookup
-from ...ir.types import Dim, DType, TensorType
+from ...ir.types import Dim, DType
 from .dtypes import onnx_type_name, tensor_to_numpy, to_dtype
 from .errors import NonConstantInputError
 
@@ -244,6 +244,34 @@ class ImportContext:
         if deps:
             raise NonConstantInputError(f"{self.node.describe()}: {msg}" if self.node else msg, deps)
         raise self._unsupported(msg + " (it depends on a dynamic dimension)")
+
+    def shape_vector(self, v: Value) -> list[Dim] | None:
+        """A 1-D (or scalar) integer value as dims, symbolic dims included, when it only depends on
+        constants and tensor shapes (``Shape -> Gather -> Concat`` of a dynamic batch); else None."""
+        arr = self.value_of(v)
+        if arr is not None:
+            arr = np.asarray(arr)
+            return [int(a) for a in arr.reshape(-1)] if arr.ndim <= 1 and arr.dtype.kind in "iu" else None
+        op = v.op
+        if op is None or len(v.type.shape) > 1:
+            return None
+        name, a = op.name, op.attributes
+        if name == "graph.shape_of":
+            return list(op.operands[0].type.shape)
+        if name in ("graph.identity", "graph.reshape", "graph.squeeze", "graph.unsqueeze", "graph.cast"):
+            return self.shape_vector(op.operands[0])
+        if name == "graph.concat":
+            parts = [self.shape_vector(o) for o in op.operands]
+            return None if any(p is None for p in parts) else [d for p in parts for d in p]
+        if name == "graph.gather":
+            src, idx = self.shape_vector(op.operands[0]), self.value_of(op.operands[1])
+            if src is None or idx is None or len(op.operands[0].type.shape) != 1:
+                return None
+            return [src[int(i)] for i in np.asarray(idx).reshape(-1)]
+        if name == "graph.slice" and tuple(a["axes"]) == (0,):
+            src = self.shape_vector(op.operands[0])
+            return None if src is None else src[slice(a["starts"][0], a["ends"][0], a["steps"][0])]
+        return None
 
     def const_ints(self, v: Value, what: str) -> tuple[int, ...]:
         return tuple(int(x) for x in np.asarray(self.require_const(v, what)).reshape(-1))

@@ -84,7 +84,7 @@ class Importer:
             self.values[name] = arg
         return module, func
 
-    def _lookup(self, name: str, ctx: ImportContext, node: OnnxNode | None) -> Value:
+    def _lookup(self, name: str, ctx: ImportContext, user: str) -> Value:
         v = self.values.get(name)
         if v is not None:
             return v
@@ -103,8 +103,7 @@ class Importer:
                                          f"{onnx_type_name(vi.type.tensor_type.elem_type)}")
             v = ctx.const(np.asarray(self.bind_inputs[name]).astype(dtype.np), dtype)
         else:
-            where = f"{node.describe()} uses" if node is not None else "the graph outputs"
-            raise FrontendError(f"{where} value '{name}', which is not defined before it "
+            raise FrontendError(f"{user} uses value '{name}', which is not defined before it "
                                 f"(the graph is not topologically sorted, or a name is wrong)")
         v.name_hint = name
         self.values[name] = v
@@ -118,7 +117,7 @@ class Importer:
             self._convert(ctx, proto, index)
         ctx.node = None
         ctx.builder.loc = None
-        outputs = [self._lookup(vi.name, ctx, None) for vi in self.graph.output]
+        outputs = [self._lookup(vi.name, ctx, "the graph output list") for vi in self.graph.output]
         for vi, v in zip(self.graph.output, outputs):
             self._check_declared(vi, v)
         func.set_return(outputs)
@@ -138,7 +137,8 @@ class Importer:
 
     def _convert(self, ctx: ImportContext, proto, index: int) -> None:
         opset = self._node_opset(proto)
-        inputs = [self._lookup(n, ctx, None) if n else None for n in proto.input]
+        user = f"ONNX node '{proto.name or proto.op_type}' ({proto.op_type})"
+        inputs = [self._lookup(n, ctx, user) if n else None for n in proto.input]
         node = OnnxNode(proto, opset, inputs, index)
         ctx.node = node
         ctx.builder.loc = node.name

@@ -17,13 +17,17 @@ from .context import ImportContext, OnnxNode
 from .registry import handles
 
 
-def resolve_reshape(node: OnnxNode, in_shape: tuple[Dim, ...], target: tuple[int, ...],
+def resolve_reshape(node: OnnxNode, in_shape: tuple[Dim, ...], target: tuple[Dim, ...],
                     allowzero: int = 0) -> tuple[Dim, ...]:
-    """ONNX Reshape's target (0 copies a dim unless ``allowzero``, one -1 is inferred) made explicit."""
+    """ONNX Reshape's target (0 copies a dim unless ``allowzero``, one -1 is inferred) made explicit.
+
+    ``target`` may hold symbolic dims (from the shape of a dynamic input)."""
     out: list[Dim | None] = []
     infer = None
     for i, s in enumerate(target):
-        if s == 0 and not allowzero:
+        if isinstance(s, str):
+            out.append(s)
+        elif s == 0 and not allowzero:
             if i >= len(in_shape):
                 raise node.unsupported(f"target shape {target} copies dim {i} of a rank-{len(in_shape)} input")
             out.append(in_shape[i])
@@ -55,9 +59,12 @@ def resolve_reshape(node: OnnxNode, in_shape: tuple[Dim, ...], target: tuple[int
 def reshape(ctx: ImportContext, node: OnnxNode) -> Value:
     x = node.required(0)
     node.ignore("consumed_inputs")
-    target = ints_operand(ctx, node, 1, "shape", 5, "the target shape")
-    if target is None:
-        raise node.unsupported("the target shape is missing")
+    if node.opset < 5:
+        target = node.attr("shape")
+    else:
+        shape_v = node.required(1, "shape")
+        symbolic = ctx.value_of(shape_v) is None and ctx.shape_vector(shape_v)
+        target = tuple(symbolic) if symbolic else ctx.const_ints(shape_v, "the target shape")
     shape = resolve_reshape(node, ctx.shape(x), target, node.attr("allowzero", 0))
     return ctx.op("reshape", x, shape=shape)
 
