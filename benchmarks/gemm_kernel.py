@@ -11,7 +11,9 @@ one. The subprocess reports which OpenBLAS kernel it then runs (threadpoolctl wh
 OpenBLAS's own ``get_corename`` through ctypes). The machine is shared and noisy, so every number
 is a median: ``--rounds`` rounds, each timing NumPy, the prepacked-B kernel (weights packed ahead
 of time) and the full kernel (B packed in every call) back to back as the median of ``--reps``
-calls after a warm-up; ratios are taken within a round, then their median is reported.
+calls after a warm-up; ratios are taken within a round, then their median is reported. Two
+clocks: wall time, and CPU time (this thread's with 1 thread; the process's / T with T threads),
+which other tenants' load cannot inflate by descheduling us (see ``median_time``).
 """
 from __future__ import annotations
 
@@ -26,7 +28,9 @@ import sys
 import time
 
 SWEEP = [dict(mr=mr, nr=nr, kc=kc) for mr, nr in ((6, 64), (12, 32), (14, 32), (4, 64), (8, 48))
-         for kc in (256, 384, 512)]
+         for kc in (256, 384, 512)] + [
+    dict(unroll=2), dict(unroll=4), dict(pack_a=False), dict(loop_order="jr_ir"),
+    dict(mr=12, nr=32, loop_order="jr_ir"), dict(nc=4096), dict(schedule="dynamic")]
 
 
 def parse_params(text: str) -> dict:
@@ -105,8 +109,8 @@ def measure(size: int, threads: int, configs: list[dict], rounds: int, reps: int
     flop = 2.0 * size**3
     results = []
     for overrides in configs:
-        params = GemmParams.for_target(target, threads=threads, **overrides)
         try:
+            params = GemmParams.for_target(target, threads=threads, **overrides)
             kernel = GemmKernel(params, target)
         except ValueError as exc:       # a sweep point that cannot exist for this vector width
             results.append({"params": overrides, "error": str(exc)})
@@ -174,7 +178,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--params", default="", help="overrides of the default GemmParams, e.g. mr=12,nr=32,kc=384")
-    ap.add_argument("--sweep", action="store_true", help="also time a few mr/nr/kc choices (1 thread)")
+    ap.add_argument("--sweep", action="store_true", help="also time a few mr/nr/kc (and other) choices, 1 thread")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:

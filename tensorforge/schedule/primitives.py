@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
 from typing import Callable, Sequence
 
 from ..errors import ScheduleError
@@ -57,10 +58,13 @@ def primitive(n_refs: int | None):
                 if name == "self":
                     continue
                 v = bound.arguments.get(name, ())
-                values.extend(v) if p.kind is p.VAR_POSITIONAL else values.append(v)
+                if p.kind is p.VAR_POSITIONAL:
+                    values.extend(v)
+                else:
+                    values.append(v)
             k = len(values) if n_refs is None else n_refs
             refs = tuple(None if r is None else str(r) for r in values[:k])
-            decisions = tuple(tuple(d) if isinstance(d, list) else d for d in values[k:])
+            decisions = tuple(_decision(d) for d in values[k:])
             self._depth += 1
             try:
                 result = method(self, *refs, *decisions)
@@ -132,8 +136,11 @@ class Schedule:
             raise _fail(prim, f"loop '{t}'", f"no such loop (loops: {', '.join(map(str, self.loop_tags()))})")
         return op
 
-    def buffer(self, prim: str, name: str) -> Value:
-        """``inN``/``outN`` name function arguments; any other name is a ``loop.alloc`` tag."""
+    def buffer(self, name: str) -> Value:
+        """The buffer ``name``: ``inN``/``outN`` are function arguments, any other name a ``loop.alloc`` tag."""
+        return self._buffer("buffer", name)
+
+    def _buffer(self, prim: str, name: str) -> Value:
         n_in = self.fn.attributes["num_inputs"]
         args = self._body.args
         for prefix, base, count in (("in", 0, n_in), ("out", n_in, len(args) - n_in)):
@@ -209,8 +216,7 @@ class Schedule:
         prim = "split"
         L = self._loop(prim, loop)
         self._serial(prim, L)
-        if not isinstance(factor, int) or factor < 1:
-            raise _fail(prim, f"loop '{loop}'", f"factor must be a positive integer, got {factor!r}")
+        _positive(prim, L, factor)
         ot, it = f"{loop}.o", f"{loop}.i"
         self._fresh(prim, ot, it)
         n = extent(L)
@@ -241,8 +247,7 @@ class Schedule:
                         f"(a perfect nest): {_blocker_reason(A)}")
         for L, f in ((A, factor_a), (B, factor_b)):
             self._serial(prim, L)
-            if not isinstance(f, int) or f < 1:
-                raise _fail(prim, f"loop '{tag(L)}'", f"factor must be a positive integer, got {f!r}")
+            _positive(prim, L, f)
         self._fresh(prim, *(f"{t}.{s}" for t in (loop_a, loop_b) for s in "oi"))
         self._check_writes(prim, A, [A, B])
         ao, ai = self.split(loop_a, factor_a)
@@ -266,11 +271,10 @@ class Schedule:
         new_at = {slots[k]: Ls[k] for k in range(len(Ls))}          # position -> loop identity
         # move the pure ops between the loops into the innermost position (their ivs get redefined)
         deepest = body(chain[hi])
-        anchor = deepest.first
+        ins = Builder(deepest, deepest.first)
         for p in range(lo, hi):
             for op in [o for o in body(chain[p]) if o is not chain[p + 1]]:
-                op.detach()
-                deepest.insert_before(op, anchor) if anchor is not None else deepest.append(op)
+                ins.insert(op.detach())
         attrs = {id(l): dict(l.attributes) for l in Ls}
         uses = {id(l): list(iv(l).uses) for l in Ls}
         for l in Ls:
@@ -368,8 +372,7 @@ class Schedule:
         prim = "unroll"
         L = self._loop(prim, loop)
         self._serial(prim, L)
-        if not isinstance(factor, int) or factor < 1:
-            raise _fail(prim, f"loop '{loop}'", f"factor must be a positive integer, got {factor!r}")
+        _positive(prim, L, factor)
         L.attributes["kind"] = "unroll"
         L.attributes["unroll"] = factor
 
@@ -396,7 +399,8 @@ class Schedule:
             chain = path
         tile_loops = [op for op in chain if op.name == FOR]
         if not tile_loops:
-            raise _fail(prim, f"loop '{at_loop}'", "has no loop between it and the accumulator: nothing to cache")
+            raise _fail(prim, "the function" if at_loop is None else f"loop '{at_loop}'",
+                        "has no loop between it and the accumulator: nothing to cache")
         for a, nxt in zip(chain, chain[1:] + [acc_op]):
             if a.name == FOR and a.attributes.get("reduction"):
                 raise _fail(prim, f"loop '{tag(a)}'", "is a reduction loop above the accumulator")
@@ -427,7 +431,10 @@ class Schedule:
                                                                        acc.type.dtype), "tag": cw_tag}).results[0]
         for suffix, keep_init in (("init", True), ("wb", False)):
             clone = top.clone()
-            (top.parent.insert_before(clone, top) if keep_init else top.parent.insert_after(clone, top))
+            if keep_init:
+                top.parent.insert_before(clone, top)
+            else:
+                top.parent.insert_after(clone, top)
             m = _lockstep(top, clone)
             ivs = [iv(m[id(l)]) for l in tile_loops]
             cleaf = m[id(s0)].parent
@@ -465,7 +472,7 @@ class Schedule:
         that instead.  ``layout`` permutes the tile's dimensions (a packed, e.g. transposed, copy).
         Returns the local buffer's tag ``buffer@at_loop``."""
         prim = "cache_read"
-        B = self.buffer(prim, buffer)
+        B = self._buffer(prim, buffer)
         scope = self.fn if at_loop is None else self._loop(prim, at_loop)
         if scope is not self.fn:
             self._not_simd(prim, scope)
@@ -503,8 +510,8 @@ class Schedule:
             bases.append(base)
             exts.append(ext)
         kept = [d for d in range(len(shape)) if exts[d] > 1 or (bases[d] is None and pad is not None)]
-        order = tuple(range(len(kept))) if layout is None else tuple(layout)
-        if sorted(order) != list(range(len(kept))):
+        order = tuple(range(len(kept))) if layout is None else layout
+        if not isinstance(order, tuple) or sorted(order) != list(range(len(kept))):
             raise _fail(prim, f"buffer '{buffer}'", f"layout {order} is not a permutation of the tile's "
                         f"{len(kept)} dimensions (extents {[exts[d] for d in kept]})")
         copy_pad = pad
@@ -554,6 +561,8 @@ class Schedule:
             ld.results[0].replace_all_uses_with(new.results[0])
             ld.erase()
         return name
+
+    pack = cache_read   # a packed copy is a cache_read with a layout; traces record it as cache_read
 
     # ---- moving computes ------------------------------------------------------------------------
     def _intermediate(self, prim: str, compute: str) -> Operation:
@@ -607,7 +616,7 @@ class Schedule:
         while k_c < len(shape):
             e0 = indices(loads[0])[k_c]
             if not (iv_deps(e0, memo) <= outer_ids and all(same_index(e0, indices(ld)[k_c]) for ld in loads)
-                    and _pure_path(e0, CL)):
+                    and _pure_path(e0)):
                 break
             k_c += 1
         k = min(k_p, k_c)
@@ -692,7 +701,7 @@ class Schedule:
         N = top_level(W)
         chain = perfect_chain(N) if N.name == FOR else []
         shape = buf.type.shape
-        plain = (len(chain) == len(shape) and W.parent is body(chain[-1]) and all(
+        plain = (chain and len(chain) == len(shape) and W.parent is body(chain[-1]) and all(
             indices(W)[d] is iv(l) and extent(l) == shape[d] and not l.attributes.get("reduction")
             for d, l in enumerate(chain)))
         if not plain:
@@ -716,6 +725,20 @@ class Schedule:
         erase_all([N, alloc])
 
 
+def _positive(prim: str, loop: Operation, factor) -> None:
+    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+        raise _fail(prim, f"loop '{tag(loop)}'", f"factor must be a positive integer, got {factor!r}")
+
+
+def _decision(d):
+    """Decisions as plain JSON-able values (a tuner may hand in numpy integers or lists)."""
+    if isinstance(d, (list, tuple)):
+        return tuple(_decision(x) for x in d)
+    if isinstance(d, numbers.Integral) and not isinstance(d, bool):
+        return int(d)
+    return d
+
+
 def _span(form: Affine, ranges: dict[int, tuple[int, int]]) -> tuple[int, int]:
     lo = hi = form.const
     for (k, c) in form.terms:
@@ -725,13 +748,11 @@ def _span(form: Affine, ranges: dict[int, tuple[int, int]]) -> tuple[int, int]:
     return lo, hi
 
 
-def _pure_path(v: Value, scope: Operation) -> bool:
+def _pure_path(v: Value) -> bool:
     """``v`` is computed from ivs and constants by pure ops only (so it can be recomputed elsewhere)."""
     if v.is_block_arg:
         return True
-    if not is_pure(v.op):
-        return False
-    return all(_pure_path(o, scope) for o in v.op.operands)
+    return is_pure(v.op) and all(_pure_path(o) for o in v.op.operands)
 
 
 def _bufname(buf: Value) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from tensorforge.codegen import Target
 from tensorforge.codegen.c import (Epilogue, EpilogueParam, GemmKernel, GemmParams, GemmSpec, bias_add,
-                                   generate_gemm, pack_b, relu, residual_add)
+                                   generate_gemm, pack_b, packed_b_size, relu, residual_add)
 from tensorforge.errors import ShapeError
 
 HOST = Target.host()
@@ -92,6 +92,16 @@ def test_accumulate_adds_into_c(name, rng):
     C0 = rng.standard_normal((37, 45), dtype=np.float32)
     out = call(k, A, B, None, None, C=C0.copy(), accumulate=True)
     check(out, reference(A, B, k.spec, C0=C0), 300)
+
+
+def test_workspace_is_reused_and_checked(rng):
+    k = kernel("default-2t-fused")
+    ws = np.full(packed_b_size(70, 90, k.params.nr), np.nan, dtype=np.float32)
+    for M, N, K in [(33, 90, 70), (5, 17, 3)]:       # the second call reuses a dirty, larger workspace
+        A, B, bias, residual = operands(rng, M, N, K)
+        check(k(A, B, bias=bias, residual=residual, workspace=ws), reference(A, B, k.spec, bias, residual), K)
+    with pytest.raises(ShapeError, match="workspace"):
+        k(A, B, bias=bias, residual=residual, workspace=ws[:10])
 
 
 def test_empty_k_gives_epilogue_of_zero(rng):

@@ -15,9 +15,8 @@ import tensorforge  # noqa: E402
 import tensorforge.models as zoo  # noqa: E402
 from tensorforge.errors import TensorforgeError, UnsupportedOpError  # noqa: E402
 from tensorforge.frontends.torch import import_torch, tensorforge_backend  # noqa: E402
-from tensorforge.ir.types import DType  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")   # torch.export internals
 
 SMALL = ["mlp_small", "resnet18_small", "resnet50_small", "mobilenet_v2_small", "bert_tiny", "gpt2_tiny"]
 RTOL = 1e-4
@@ -45,16 +44,22 @@ def eager(module, inputs):
         return module(*inputs)
 
 
+def compile_and_check(module, inputs):
+    """tensorforge.compile (native CPU target) and the imported graph in the reference
+    interpreter (compile leaves it unchanged) both match eager PyTorch."""
+    compiled = tensorforge.compile(module, inputs)
+    want = eager(module, inputs)
+    assert_matches(compiled(*inputs), want)
+    assert_matches(tensorforge.compile(compiled.module, target="interpreter")(*inputs), want)
+    return compiled, want
+
+
 # ---- the zoo through tensorforge.compile and through torch.compile -------------------------
 
 @pytest.mark.parametrize("name", SMALL)
 def test_zoo_model_compiles_and_matches_eager(name):
     module, inputs = zoo.get(name, batch=2)
-    compiled = tensorforge.compile(module, inputs)                     # native CPU target
-    want = eager(module, inputs)
-    assert_matches(compiled(*inputs), want)
-    # The imported graph itself, in the reference interpreter (compile leaves it unchanged).
-    assert_matches(tensorforge.compile(compiled.module, target="interpreter")(*inputs), want)
+    compiled, want = compile_and_check(module, inputs)
     # User inputs only (weights are constants), with their own types: int64 ids stay i64;
     # tuple outputs come out flattened in the model's order.
     func = compiled.module.main
@@ -173,9 +178,7 @@ OP_SUITES = {
 def test_many_ops_match_eager(suite):
     make, make_inputs = OP_SUITES[suite]
     torch.manual_seed(0)
-    module, inputs = make().eval(), make_inputs()
-    compiled = tensorforge.compile(module, inputs, target="interpreter")
-    assert_matches(compiled(*inputs), eager(module, inputs))
+    compile_and_check(make().eval(), make_inputs())
 
 
 def test_every_handler_names_a_real_aten_overload():
@@ -196,10 +199,9 @@ def test_sdpa_is_kept_as_one_attention_op():
     mask = torch.rand(6, 6) > 0.3
     mask[:, 0] = True
     inputs = (q, k, v, mask)
-    module_op = import_torch(Sdpa(), inputs)
-    names = [op.name for op in module_op.main.body]
+    compiled, _ = compile_and_check(Sdpa(), inputs)
+    names = [op.name for op in compiled.module.main.body]
     assert names.count("graph.attention") == 1 and "graph.softmax" not in names
-    assert_matches(tensorforge.compile(module_op, target="interpreter")(*inputs), eager(Sdpa(), inputs))
 
 
 def test_unsupported_op_names_the_aten_op_node_and_source_line():
@@ -241,9 +243,7 @@ def _hf_models():
 
 @pytest.mark.parametrize("which", ["bert", "gpt2"])
 def test_transformers_model_compiles_and_matches(which):
-    module, inputs = _hf_models()[which]
-    compiled = tensorforge.compile(module, inputs)
-    assert_matches(compiled(*inputs), eager(module, inputs))
+    compile_and_check(*_hf_models()[which])
 
 
 @pytest.mark.parametrize("which", ["bert", "gpt2"])

@@ -110,7 +110,7 @@ def test_greedy_worklist_is_linear_on_long_chains():
     elapsed = time.perf_counter() - start
     assert ops(m) == ["func.return"] and stats.fired["cancel-neg"] == 10000
     assert stats.iterations == 2
-    assert elapsed < 5.0, f"20k-op chain took {elapsed:.2f}s"
+    assert elapsed < 10.0, f"20k-op chain took {elapsed:.2f}s"     # ~0.6 s alone; slack for loaded CI
 
 
 class SwapAdd(Pattern):

@@ -186,7 +186,7 @@ def test_cse_and_dce_scale_linearly():
     m, f, g = fn((8,))
     x = f.args[0]
     vals = []
-    for i in range(5000):                       # 4 ops per step, half of them duplicates
+    for i in range(5000):                       # 5 ops per step; 150 distinct in all
         a = g.mul(x, g.constant(np.float32(i % 50)))
         b = g.mul(g.constant(np.float32(i % 50)), x)
         vals.append(g.add(a, b))
@@ -198,4 +198,4 @@ def test_cse_and_dce_scale_linearly():
     assert merged == 5000 * 5 - 3 * 50
     assert erased == 3 * 50 - 3
     assert names(m.main.body) == ["graph.constant", "graph.mul", "graph.add", "func.return"]
-    assert elapsed < 3.0, f"cse+dce of 25k ops took {elapsed:.2f}s"
+    assert elapsed < 10.0, f"cse+dce of 25k ops took {elapsed:.2f}s"   # ~0.5 s alone; slack for loaded CI

@@ -23,7 +23,7 @@ def test_lowering_tags_loops_by_compute_and_axis():
     assert loops(s)["0.2"]["reduction"] and not loops(s)["0.1"]["reduction"]
     sm = Schedule(lowered(softmax(3, 5)))
     assert sm.loop_tags() == ["0.0", "0.1", "1.0", "1.1", "2.0", "2.1"]
-    assert sm.buffer("t", "0.buf").type.shape == (3,) and sm.buffer("t", "out0").type.shape == (3, 5)
+    assert sm.buffer("0.buf").type.shape == (3,) and sm.buffer("out0").type.shape == (3, 5)
 
 
 @pytest.mark.parametrize("loop,factor", [("0.0", 4), ("0.1", 5), ("0.2", 3), ("0.1", 17), ("0.0", 20), ("0.2", 1)])
@@ -93,7 +93,7 @@ def test_cache_write_register_tile_with_guards():
         s.unroll(ii, 4)
         s.parallel(io)
     s = scheduled(MM, micro)
-    assert s.buffer("t", "0.cw").type.shape == (4, 8)
+    assert s.buffer("0.cw").type.shape == (4, 8)
 
 
 def test_cache_write_at_function_level_reduction_outermost():
@@ -109,19 +109,19 @@ def test_cache_read_tiles_and_packed_layouts():
         jo, ji = s.split("0.1", 8)
         s.reorder(jo, "0.2")                       # i, jo, k, ji: B's panel is k x 8
         name = s.cache_read("in1", jo)
-        assert s.buffer("t", name).type.shape == (11, 8)
+        assert s.buffer(name).type.shape == (11, 8)
         s.cache_read("in0", "0.0", (0,))           # row i of A: one dimension
     scheduled(MM, pack)
     s = scheduled(MM, lambda s: s.cache_read("in1", None, (1, 0)))   # whole B, transposed
-    assert s.buffer("t", "in1@root").type.shape == (17, 11)
+    assert s.buffer("in1@root").type.shape == (17, 11)
     s = scheduled(MM, lambda s: (s.split("0.0", 4), s.cache_read("in0", "0.0.o", (1, 0))))
-    assert s.buffer("t", "in0@0.0.o").type.shape == (11, 4)
+    assert s.buffer("in0@0.0.o").type.shape == (11, 4)
 
 
 def test_cache_read_of_padded_reads_copies_the_halo():
     k = conv1d(23, 5)
     s = scheduled(k, lambda s: (s.split("0.0", 8), s.cache_read("in0", "0.0.o")))
-    assert s.buffer("t", "in0@0.0.o").type.shape == (8 + 4,)
+    assert s.buffer("in0@0.0.o").type.shape == (8 + 4,)
     scheduled(k, lambda s: s.cache_read("in0", "0.0"))
 
 
@@ -132,7 +132,7 @@ def test_compute_at_softmax_rows_then_parallel():
         s.parallel("2.0")
         s.vectorize("2.1")
     s = scheduled(softmax(6, 33), rows)
-    assert s.buffer("t", "0.buf").type.shape == () and s.buffer("t", "1.buf").type.shape == ()
+    assert s.buffer("0.buf").type.shape == () and s.buffer("1.buf").type.shape == ()
     assert [op.name for op in s.fn.regions[0].blocks[0]] == ["loop.for", "loop.return"]
 
 
@@ -145,9 +145,9 @@ def test_compute_at_two_stage_and_split_consumer_needs_guard():
 def test_compute_at_elementwise_chain_point_and_row():
     k = elementwise_chain(6, 10)
     s = scheduled(k, lambda s: (s.compute_at("1", "2.1"), s.compute_at("0", "2.1")))
-    assert s.buffer("t", "0.buf").type.shape == ()
+    assert s.buffer("0.buf").type.shape == ()
     s = scheduled(k, lambda s: (s.compute_at("1", "2.0"), s.compute_at("0", "2.0"), s.parallel("2.0")))
-    assert s.buffer("t", "1.buf").type.shape == (10,)
+    assert s.buffer("1.buf").type.shape == (10,)
 
 
 def test_compute_inline_elementwise_chain():
@@ -183,3 +183,13 @@ def test_matmul_256_fast_schedule_numerics():
     xs = inputs_for(k)
     got = build(s.fn)(*xs)[0]
     np.testing.assert_allclose(got, xs[0].astype(np.float64) @ xs[1], rtol=1e-4, atol=1e-4)
+
+
+def test_heap_buffer_placed_in_a_loop_is_freed_every_iteration():
+    k = elementwise_chain(3, 20000)                     # a row of t1 is 80 KB: heap, not stack
+    s = scheduled(k, lambda s: (s.compute_at("1", "2.0"), s.parallel("2.0")))
+    lines = c_source(s.fn).splitlines()
+    alloc = next(i for i, l in enumerate(lines) if "aligned_alloc(64, (80000" in l)
+    free = next(i for i, l in enumerate(lines) if "free(" in l)
+    indent = lambda l: len(l) - len(l.lstrip())
+    assert free > alloc and indent(lines[free]) == indent(lines[alloc]) > 2   # freed in the loop body

@@ -79,7 +79,8 @@ def test_replay_names_the_step_that_does_not_apply():
         replay(lowered(matmul(4, 4, 4)), Trace([Step("swizzle", ("0.0",))]))
 
 
-@pytest.mark.parametrize("text", ["not json", "[]", '{"version": 2, "steps": []}', '{"version": 1, "steps": [["split"]]}'])
+@pytest.mark.parametrize("text", ["not json", "[]", '{"version": 2, "steps": []}',
+                                  '{"version": 1, "steps": [["split"]]}'])
 def test_malformed_trace_json(text):
     with pytest.raises(ScheduleError):
         Trace.from_json(text)

@@ -2,9 +2,9 @@
 
 Every SSA value becomes a ``const`` local (gcc's SSA makes that free), buffers are flat pointers
 indexed row-major, loop kinds become OpenMP/GCC pragmas (a vectorized reduction loop gets the
-``reduction(...)`` clause of the scalar accumulators it updates), ``loop.if`` becomes ``if``.  Scalar ops map to C through one table;
-transcendental functions use libm names so that ``-ffast-math`` with glibc's vector math library
-vectorizes them.
+``reduction(...)`` clause of the scalar accumulators it updates), ``loop.if`` becomes ``if``.
+Scalar ops map to C through one table; transcendental functions use libm names so that
+``-ffast-math`` with glibc's vector math library vectorizes them.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ..target import Target
-from .microkernels import GemmParams, GemmSpec, generate_gemm, pack_b, signatures
+from .microkernels import GemmParams, GemmSpec, generate_gemm, pack_b, packed_b_size, signatures
 from .toolchain import CompiledLibrary, compile_c
 
 _CTYPES = {"long": ctypes.c_long, "int": ctypes.c_int}
@@ -90,14 +90,22 @@ class GemmKernel:
 
     # -- calls ----------------------------------------------------------------------------------
 
-    def __call__(self, A, B, C: np.ndarray | None = None, accumulate: bool = False, **epilogue_args) -> np.ndarray:
-        """GEMM with B packed on the fly (B is [K, N], or [N, K] when the spec says trans_b)."""
+    def __call__(self, A, B, C: np.ndarray | None = None, accumulate: bool = False,
+                 workspace: np.ndarray | None = None, **epilogue_args) -> np.ndarray:
+        """GEMM with B packed on the fly (B is [K, N], or [N, K] when the spec says trans_b).
+        ``workspace`` (float32, at least ``packed_b_size`` values) is reused for the packed B;
+        without one the kernel allocates and frees it in every call."""
         A, B = _matrix(A, "A"), _matrix(B, "B")
         K_b, N = (B.shape[1], B.shape[0]) if self.spec.trans_b else B.shape
         M, N, K = self._dims(A, K_b, N)
         C = self._output(C, M, N, accumulate)
+        if workspace is not None and (workspace.dtype != np.float32 or not workspace.flags.c_contiguous
+                                      or workspace.size < packed_b_size(K, N, self.params.nr)):
+            raise ShapeError(f"gemm {self.name}: workspace must be a contiguous float32 array of at least "
+                             f"{packed_b_size(K, N, self.params.nr)} values")
         extra, keep = self._epilogue_args(M, N, epilogue_args)
-        self._full(M, N, K, _ptr(A), A.shape[1], _ptr(B), B.shape[1], _ptr(C), N, int(accumulate), *extra, None)
+        self._full(M, N, K, _ptr(A), A.shape[1], _ptr(B), B.shape[1], _ptr(C), N, int(accumulate), *extra,
+                   _ptr(workspace))
         del keep
         return C
 

@@ -42,12 +42,13 @@ class GemmParams:
     """The knobs of a generated GEMM.
 
     mr, nr: register tile (nr a multiple of the vector width); kc: K block; mc, nc: M and N
-    blocks (multiples of mr and nr); unroll: k-loop unroll of the micro-kernel; threads: OpenMP
-    threads (1 emits no OpenMP); pack_a: copy A into mr-row panels per block; loop_order: which
-    micro-tile loop is inner ("jr_ir": rows inner, a B micro-panel stays in L1; "ir_jr": columns
-    inner, an A micro-panel stays in L1); schedule: "static" gives each thread one even, contiguous
-    share of the M tiles (the N panels when M is short); "dynamic" hands out (mc x nc) blocks on
-    demand, which costs some B reuse but keeps going when another tenant takes a core.
+    blocks (multiples of mr and nr); unroll: how far the compiler unrolls the micro-kernel's k
+    loop (a pragma: see the prelude); threads: OpenMP threads (1 emits no OpenMP); pack_a: copy A
+    into mr-row panels per block; loop_order: which micro-tile loop is inner ("jr_ir": rows
+    inner, a B micro-panel stays in L1; "ir_jr": columns inner, an A micro-panel stays in L1);
+    schedule: "static" gives each thread one even, contiguous share of the M tiles (the N panels
+    when M is short); "dynamic" hands out (mc x nc) blocks on demand, which costs some B reuse
+    but keeps going when another tenant takes a core.
     """
 
     mr: int = 6
@@ -100,10 +101,10 @@ class GemmParams:
         mr, nr = knobs["mr"], knobs["nr"]
         if "kc" in overrides:
             kc = overrides["kc"]
-        elif knobs["loop_order"] == "jr_ir":
-            kc = _round_down(target.l1d // 2 // (nr * 4), 8)
-        else:
-            kc = 256
+        elif knobs["loop_order"] == "jr_ir":     # the B micro-panel in half of L1, but not too short
+            kc = max(128, _round_down(target.l1d // 2 // (nr * 4), 8))
+        else:   # the A micro-panel in half of L1; past 256 longer K blocks measured no faster
+            kc = min(256, _round_down(target.l1d // 2 // (mr * 4), 8))
         mc = overrides.get("mc") or _round_down(target.l2 // 4 // (kc * 4), mr)
         if knobs["loop_order"] == "ir_jr":
             nc = overrides.get("nc") or _round_down(target.l2 // 2 // (kc * 4), nr)
@@ -254,7 +255,7 @@ class _GemmWriter:
             self.epilogue_function(),
         ]
         parts += [self.micro_kernel(mr) for mr in range(p.mr, 0, -1)]
-        parts += [self.pack_a(), self.block_function(), self.prepacked_entry(), self.pack_b_entry(), self.full_entry()]
+        parts += [self.pack_a(), self.block_function(), self.share_function(), self.pack_b_share(), self.entries()]
         return "\n".join(x for x in parts if x)
 
     @property
@@ -407,61 +408,57 @@ static void {self.name}_block(long m0, long m1, long n0, long n1, long K, const 
 }}
 """
 
-    def epi_init(self) -> str:
-        values = ", ".join(p.name for p in self.epi_params) or "0"
-        return f"  const {self.name}_epi_t epi = {{ {values} }};\n"
-
-    def prepacked_entry(self) -> str:
+    def team_size(self) -> str:
+        """C statements setting ``nth``: no more threads than there are blocks of work."""
         p = self.p
-        sig = ", ".join(signatures(self.spec, self.name)[f"{self.name}_prepacked"])
+        if p.schedule == "dynamic":
+            units = f"((M + {p.mc - 1}) / {p.mc}) * ((N + {p.nc - 1}) / {p.nc})"
+        else:
+            units = f"((M + {p.mr - 1}) / {p.mr}) * ((N + {p.nr - 1}) / {p.nr})"
+        return f"  const long units = {units};\n  const int nth = units < {p.threads} ? (int)units : {p.threads};\n"
+
+    def share_function(self) -> str:
+        """The part of C that the calling thread computes; every thread of the team calls it (one
+        thread without OpenMP). Static: one even, contiguous range of M tiles (N panels when M is
+        short). Dynamic: (mc x nc) blocks from an orphaned ``omp for``."""
+        p, name = self.p, self.name
         # Sized to the problem, not to mc x kc: small GEMMs then stay clear of mmap-sized mallocs.
-        abuf_alloc = (f"    float *abuf = tf_alloc(tf_min({p.mc}, (M + {p.mr - 1}) / {p.mr} * {p.mr}) * tf_min({p.kc}, K));\n"
-                      if p.pack_a else "    float *abuf = NULL;\n")
-        abuf_free = "    free(abuf);\n" if p.pack_a else ""
-        work = (f"{abuf_alloc}    {self.name}_block(m0, m1, n0, n1, K, A, lda, Bp, bstride, C, ldc, accumulate, &epi, abuf);\n"
-                f"{abuf_free}")
+        alloc = (f"  float *abuf = tf_alloc(tf_min({p.mc}, (M + {p.mr - 1}) / {p.mr} * {p.mr}) * tf_min({p.kc}, K));\n"
+                 if p.pack_a else "  float *abuf = NULL;\n")
+        release = "  free(abuf);\n" if p.pack_a else ""
+        call = f"{name}_block(m0, m1, n0, n1, K, A, lda, Bp, K * {p.nr}, C, ldc, accumulate, e, abuf);"
         if p.threads == 1:
-            body = f"  {{\n    const long m0 = 0, m1 = M, n0 = 0, n1 = N;\n{work}  }}\n"
+            body = f"  const long m0 = 0, m1 = M, n0 = 0, n1 = N;\n  {call}\n"
         elif p.schedule == "dynamic":
             body = f"""  const long mb = (M + {p.mc - 1}) / {p.mc}, nb = (N + {p.nc - 1}) / {p.nc};
-  int nth = {p.threads};
-  if (mb * nb < nth) nth = (int)(mb * nb);
-  #pragma omp parallel num_threads(nth)
-  {{
-{abuf_alloc}    #pragma omp for schedule(dynamic, 1) collapse(2) nowait
-    for (long ib = 0; ib < mb; ib++)
-      for (long jb = 0; jb < nb; jb++)
-        {self.name}_block(ib * {p.mc}, tf_min((ib + 1) * {p.mc}, M), jb * {p.nc}, tf_min((jb + 1) * {p.nc}, N),
-                          K, A, lda, Bp, bstride, C, ldc, accumulate, &epi, abuf);
-{abuf_free}  }}
+  #pragma omp for schedule(dynamic, 1) collapse(2) nowait
+  for (long ib = 0; ib < mb; ib++)
+    for (long jb = 0; jb < nb; jb++) {{
+      const long m0 = ib * {p.mc}, m1 = tf_min(m0 + {p.mc}, M), n0 = jb * {p.nc}, n1 = tf_min(n0 + {p.nc}, N);
+      {call}
+    }}
 """
         else:
             body = f"""  const long mt = (M + {p.mr - 1}) / {p.mr}, nt = (N + {p.nr - 1}) / {p.nr};
-  int nth = {p.threads};
-  if (mt * nt < nth) nth = (int)(mt * nt > 0 ? mt * nt : 1);
-  #pragma omp parallel num_threads(nth)
-  {{
-    const long t = omp_get_thread_num(), T = omp_get_num_threads();
-    long m0 = 0, m1 = M, n0 = 0, n1 = N;
-    if (mt >= T) {{  /* even static split of the M tiles */
-      m0 = mt * t / T * {p.mr}; m1 = tf_min(mt * (t + 1) / T * {p.mr}, M);
-    }} else {{       /* too few rows: split the N panels */
-      n0 = nt * t / T * {p.nr}; n1 = tf_min(nt * (t + 1) / T * {p.nr}, N);
-    }}
-    if (m0 < m1 && n0 < n1) {{
-{work}    }}
+  const long t = omp_get_thread_num(), T = omp_get_num_threads();
+  long m0 = 0, m1 = M, n0 = 0, n1 = N;
+  if (mt >= T) {{  /* even static split of the M tiles */
+    m0 = mt * t / T * {p.mr}; m1 = tf_min(mt * (t + 1) / T * {p.mr}, M);
+  }} else {{       /* too few rows: split the N panels */
+    n0 = nt * t / T * {p.nr}; n1 = tf_min(nt * (t + 1) / T * {p.nr}, N);
   }}
+  if (m0 < m1 && n0 < n1) {call}
 """
         return f"""
-void {self.name}_prepacked({sig}) {{
-  if (M <= 0 || N <= 0) return;
-  const long bstride = K * {p.nr};
-{self.epi_init()}{body}}}
+static void {name}_share(long M, long N, long K, const float *A, long lda, const float *Bp, float *C, long ldc,
+    int accumulate, const {name}_epi_t *e) {{
+{alloc}{body}{release}}}
 """
 
-    def pack_b_entry(self) -> str:
+    def pack_b_share(self) -> str:
+        """Packs B's panels; inside a parallel region the team splits them (orphaned ``omp for``,
+        whose closing barrier also makes the packed B visible to every thread)."""
         nr = self.p.nr
-        sig = ", ".join(signatures(self.spec, self.name)[f"{self.name}_pack_b"])
         if self.spec.trans_b:   # B stored [N, K]: read each column's K values contiguously
             inner = f"""    for (long jj = 0; jj < {nr}; jj++) {{
       const long col = q * {nr} + jj;
@@ -474,30 +471,48 @@ void {self.name}_prepacked({sig}) {{
       const float *src = B + k * ldb + q * {nr};
       for (long jj = 0; jj < {nr}; jj++) dst[k * {nr} + jj] = jj < cols ? src[jj] : 0.0f;
     }}"""
-        pragma = "  #pragma omp parallel for schedule(static)" if self.p.threads > 1 else ""
+        pragma = "  #pragma omp for schedule(static)\n" if self.p.threads > 1 else ""
         return f"""
-void {self.name}_pack_b({sig}) {{
+static void {self.name}_pack_b_share(long N, long K, const float *B, long ldb, float *Bp) {{
   const long panels = (N + {nr - 1}) / {nr};
-{pragma}
-  for (long q = 0; q < panels; q++) {{
+{pragma}  for (long q = 0; q < panels; q++) {{
     float *dst = Bp + q * K * {nr};
 {inner}
   }}
 }}
 """
 
-    def full_entry(self) -> str:
-        nr = self.p.nr
-        sig = ", ".join(signatures(self.spec, self.name)[self.name])
-        args = ", ".join(["M", "N", "K", "A", "lda", "Bp", "C", "ldc", "accumulate", *(p.name for p in self.epi_params)])
+    def parallel(self, statements: str) -> str:
+        """``statements`` run by a team of ``nth`` threads (or directly without OpenMP)."""
+        if self.p.threads == 1:
+            return f"  {{\n{statements}  }}\n"
+        return f"{self.team_size()}  #pragma omp parallel num_threads(nth)\n  {{\n{statements}  }}\n"
+
+    def entries(self) -> str:
+        p, name = self.p, self.name
+        sigs = {k: ", ".join(v) for k, v in signatures(self.spec, name).items()}
+        epi_values = ", ".join(q.name for q in self.epi_params) or "0"
+        epi = f"  const {name}_epi_t epi = {{ {epi_values} }};\n"
+        share = f"    {name}_share(M, N, K, A, lda, Bp, C, ldc, accumulate, &epi);\n"
+        pack = f"    {name}_pack_b_share(N, K, B, ldb, Bp);\n"
+        pack_team = (f"  const long panels = (N + {p.nr - 1}) / {p.nr};\n"
+                     f"  const int nth = panels < {p.threads} ? (int)panels : {p.threads};\n"
+                     f"  #pragma omp parallel num_threads(nth)\n  {pack.strip()}\n" if p.threads > 1
+                     else f"  {pack.strip()}\n")
         return f"""
-/* Packs B into `workspace` (packed_b_size floats, or NULL to allocate) and runs the prepacked GEMM. */
-void {self.name}({sig}) {{
+void {name}_prepacked({sigs[f"{name}_prepacked"]}) {{
   if (M <= 0 || N <= 0) return;
-  const long size = (N + {nr - 1}) / {nr} * K * {nr};
-  float *Bp = workspace ? workspace : tf_alloc(size);
-  {self.name}_pack_b(N, K, B, ldb, Bp);
-  {self.name}_prepacked({args});
-  if (!workspace) free(Bp);
+{epi}{self.parallel(share)}}}
+
+void {name}_pack_b({sigs[f"{name}_pack_b"]}) {{
+  if (N <= 0) return;
+{pack_team}}}
+
+/* Packs B into `workspace` (packed_b_size floats, or NULL to allocate) and multiplies, in one
+   parallel region: the packing loop's barrier is the only synchronisation. */
+void {name}({sigs[name]}) {{
+  if (M <= 0 || N <= 0) return;
+  float *Bp = workspace ? workspace : tf_alloc((N + {p.nr - 1}) / {p.nr} * K * {p.nr});
+{epi}{self.parallel(pack + share)}  if (!workspace) free(Bp);
 }}
 """

@@ -12,8 +12,6 @@ outer scope are visible in nested regions but not the other way round, and each 
 """
 from __future__ import annotations
 
-from collections import ChainMap
-
 import numpy as np
 
 from ...ir.attributes import Dense, attr_key
@@ -33,17 +31,42 @@ def _key(op: Operation) -> tuple:
 _SAMPLES = 16
 
 
+class _Scope:
+    """Values visible at a point: this region's table, then the enclosing ones."""
+
+    __slots__ = ("table", "parent")
+
+    def __init__(self, parent: "_Scope | None" = None):
+        self.table: dict = {}
+        self.parent = parent
+
+    def get(self, key, default=None):
+        scope = self
+        while scope is not None:
+            found = scope.table.get(key)
+            if found is not None:
+                return found
+            scope = scope.parent
+        return default
+
+
 def _constant_key(op: Operation, dense: Dense) -> tuple:
+    """Type plus sampled elements; for small constants the sample is all of the data."""
     arr = dense.array
-    idx = np.linspace(0, arr.size - 1, num=min(arr.size, _SAMPLES), dtype=np.int64)
-    sample = np.ascontiguousarray(arr.reshape(-1)[idx]).tobytes() if arr.size else b""
+    if arr.size <= _SAMPLES:
+        data = arr.tobytes()
+    else:
+        flat = arr.reshape(-1)
+        data = flat[:: flat.size // _SAMPLES][:_SAMPLES].tobytes() + flat[-1:].tobytes()
     others = tuple(sorted((k, attr_key(v)) for k, v in op.attributes.items() if k != "value"))
-    return ("constant", op.name, dense.type, sample, others)
+    return ("constant", op.name, dense.type, data, others)
 
 
 def _same_bits(a: Dense, b: Dense) -> bool:
-    return a is b or np.array_equal(np.ascontiguousarray(a.array).view(np.uint8),
-                                    np.ascontiguousarray(b.array).view(np.uint8))
+    if a is b or a.array.size <= _SAMPLES:      # small: the key held every byte
+        return True
+    return np.array_equal(np.ascontiguousarray(a.array).view(np.uint8),
+                          np.ascontiguousarray(b.array).view(np.uint8))
 
 
 def _merge(op: Operation, first: Operation) -> None:
@@ -54,38 +77,37 @@ def _merge(op: Operation, first: Operation) -> None:
     op.erase()
 
 
-def _cse_constant(op: Operation, dense: Dense, table: ChainMap) -> bool:
+def _cse_constant(op: Operation, dense: Dense, scope: _Scope) -> bool:
     """Merges ``op`` into an earlier constant with the same bits; True if it did."""
     key = _constant_key(op, dense)
-    seen = table.get(key, [])
+    seen = scope.get(key, ())
     for first in seen:
         if _same_bits(first.attributes["value"], dense):
             _merge(op, first)
             return True
-    table[key] = [*seen, op]          # a new list: inner scopes never add to outer ones
+    scope.table[key] = [*seen, op]    # a new list: inner scopes never add to outer ones
     return False
 
 
-def _cse_block(block: Block, table: ChainMap) -> int:
+def _cse_block(block: Block, scope: _Scope) -> int:
     merged = 0
     for op in block:
         if op.regions:
             for region in op.regions:
                 for inner in region.blocks:
-                    scope = ChainMap() if op.has_trait(IS_SYMBOL) else table.new_child()
-                    merged += _cse_block(inner, scope)
+                    merged += _cse_block(inner, _Scope(None if op.has_trait(IS_SYMBOL) else scope))
             continue
         d = op.opdef
         if d is None or PURE not in d.traits or TERMINATOR in d.traits:
             continue
         dense = op.attributes.get("value")
         if CONSTANT_LIKE in d.traits and isinstance(dense, Dense):
-            merged += _cse_constant(op, dense, table)
+            merged += _cse_constant(op, dense, scope)
             continue
         key = _key(op)
-        first = table.get(key)
+        first = scope.get(key)
         if first is None:
-            table[key] = op
+            scope.table[key] = op
             continue
         _merge(op, first)
         merged += 1
@@ -94,7 +116,7 @@ def _cse_block(block: Block, table: ChainMap) -> int:
 
 def eliminate_common_subexpressions(root: Operation) -> int:
     """Merges duplicate pure ops under ``root``; returns how many were removed."""
-    return sum(_cse_block(block, ChainMap()) for region in root.regions for block in region.blocks)
+    return sum(_cse_block(block, _Scope()) for region in root.regions for block in region.blocks)
 
 
 @register_pass
