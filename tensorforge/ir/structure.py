@@ -122,8 +122,15 @@ def _attrs_diff(x: dict[str, Any], y: dict[str, Any]) -> str | None:
         return f"attribute names differ (only left: {only_x}, only right: {only_y})"
     for key in x:
         if not attr_equal(x[key], y[key]):
-            return f"attribute '{key}': {_short(x[key])} vs {_short(y[key])}"
+            return f"attribute '{key}': {_pair(x[key], y[key])}"
     return None
+
+
+def _pair(x: Any, y: Any) -> str:
+    a, b = _short(x), _short(y)
+    if a == b and isinstance(x, float):       # NaN payloads, -0.0 tricks: show the bits
+        a, b = (f"{t} (bits {_float_bits(v)[::-1].hex()})" for t, v in ((a, x), (b, y)))
+    return f"{a} vs {b}"
 
 
 def _short(v: Any) -> str:

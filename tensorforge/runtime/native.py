@@ -1,68 +1,252 @@
 """Calls a compiled model library: one native call per inference.
 
-All pointers that do not change between runs (arena, weights, output buffers when reused) are
-set up once; a call only writes the input and output addresses into two preallocated pointer
-arrays, so the Python overhead is a few microseconds.
+Everything that does not change between runs (arena, weights, the two pointer arrays handed to
+``tf_run``) is set up once.  A call checks each input against the model's signature, writes its
+address into the preallocated input pointer array, allocates (or takes) the outputs and makes
+one ctypes call; the GIL is released while the kernels run.  NumPy arrays and torch tensors are
+both accepted without copies when they already have the right dtype, shape and layout; torch in
+gives torch out (sharing memory with the NumPy result).
+
+A model object is not re-entrant: its arena holds the intermediates of the run in progress, so
+two threads must not call the same model at once.
 """
 from __future__ import annotations
 
 import ctypes
-from typing import Sequence
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..errors import TensorforgeError
-from ..ir.types import TensorType
+from .buffers import aligned_empty, is_aligned
+from .signature import TensorSpec
 
-_VOIDP_ARRAY = ctypes.c_void_p
+# The C ABI of a model library (codegen/c/model.py emits it).
+ENTRY = "tf_run"                  # void tf_run(void* const* in, void* const* out, char* arena, const char* w)
+SET_THREADS = "tf_set_num_threads"
+GET_THREADS = "tf_get_num_threads"
+
+_from_buffer = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
+_ndarray = np.ndarray
+
+_libs_lock = threading.Lock()
+_libs: dict[str, ctypes.CDLL] = {}
+# Threads last set in each loaded library (by dlopen handle). Two models built from the same C
+# share one library and so one setting; each call re-applies its own when they differ.
+_lib_threads: dict[int, int] = {}
 
 
-def _aligned_empty(nbytes: int, align: int = 64) -> np.ndarray:
-    raw = np.empty(nbytes + align, dtype=np.uint8)
-    off = (-raw.ctypes.data) % align
-    return raw[off:off + nbytes]
+def default_threads() -> int:
+    """All cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def load_library(path: str | os.PathLike) -> ctypes.CDLL:
+    """dlopen ``path`` once per process."""
+    key = os.path.realpath(path)
+    with _libs_lock:
+        lib = _libs.get(key)
+        if lib is None:
+            try:
+                lib = ctypes.CDLL(key)
+            except OSError as exc:
+                raise TensorforgeError(f"cannot load the model library {path}: {exc}") from exc
+            _libs[key] = lib
+    return lib
+
+
+def _address(x: np.ndarray) -> int:
+    """Data address of a C-contiguous array: the buffer protocol is ~5x faster than ``x.ctypes``."""
+    try:
+        return _addressof(_from_buffer(x))
+    except (TypeError, ValueError):       # read-only or empty
+        return x.ctypes.data
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def _is_torch_tensor(x: Any) -> bool:
+    torch = _torch()
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
 class NativeModel:
-    """Owns the loaded library, the arena and the weights of one compiled model."""
+    """Owns the loaded library, the arena and the weights of one compiled model.
 
-    def __init__(self, lib: ctypes.CDLL, entry: str, input_types: Sequence[TensorType],
-                 output_types: Sequence[TensorType], weights: np.ndarray, arena_bytes: int):
+    ``library_path``/``source``/``build`` say where the code came from; ``save`` writes them
+    into an artifact (runtime/artifact.py).
+    """
+
+    def __init__(self, lib: ctypes.CDLL, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec],
+                 weights: np.ndarray, arena_bytes: int, threads: int | None = None,
+                 library_path: Path | None = None, source: str | None = None,
+                 build: dict[str, Any] | None = None):
         self.lib = lib
-        self.fn = getattr(lib, entry)
-        self.fn.restype = None
-        self.fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        self.input_types = list(input_types)
-        self.output_types = list(output_types)
-        self.weights = _aligned_empty(max(len(weights), 64))
-        self.weights[:len(weights)] = weights
-        self.arena = _aligned_empty(max(arena_bytes, 64))
-        self._in_ptrs = (ctypes.c_void_p * max(len(self.input_types), 1))()
-        self._out_ptrs = (ctypes.c_void_p * max(len(self.output_types), 1))()
-        self._np_dtypes = [t.dtype.np for t in self.input_types]
-        self._shapes = [tuple(t.shape) for t in self.input_types]
-        self._out_specs = [(tuple(t.shape), t.dtype.np) for t in self.output_types]
-        self._arena_ptr = self.arena.ctypes.data
-        self._weights_ptr = self.weights.ctypes.data
-        self._in_addr = ctypes.addressof(self._in_ptrs)
-        self._out_addr = ctypes.addressof(self._out_ptrs)
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.library_path = library_path
+        self.source = source
+        self.build = dict(build or {})        # target record, digest, origin ("compiled", "artifact", ...)
+        self.arena_bytes = int(arena_bytes)
+        self.fn = self._function(ENTRY, [ctypes.c_void_p] * 4, None)
+        self._set_threads = self._function(SET_THREADS, [ctypes.c_int], None)
+        self._get_threads = self._function(GET_THREADS, [], ctypes.c_int)
+        if weights.dtype != np.uint8 or weights.ndim != 1 or not is_aligned(weights):
+            blob = aligned_empty(max(weights.nbytes, 64))
+            blob[:weights.nbytes] = np.ascontiguousarray(weights).reshape(-1).view(np.uint8)
+            weights = blob
+        self.weights = weights
+        self.arena = aligned_empty(max(self.arena_bytes, 64))
+        self._in_ptrs = (ctypes.c_void_p * max(len(self.inputs), 1))()
+        self._out_ptrs = (ctypes.c_void_p * max(len(self.outputs), 1))()
+        self._call_args = (ctypes.addressof(self._in_ptrs), ctypes.addressof(self._out_ptrs),
+                           self.arena.ctypes.data, self.weights.ctypes.data)
+        self._n_in = len(self.inputs)
+        self._in_dtypes = [s.np_dtype for s in self.inputs]
+        self._in_shapes = [s.shape for s in self.inputs]
+        self._out_specs = [(s.shape, s.np_dtype) for s in self.outputs]
+        self._handle = lib._handle
+        self._threads = 0
+        self.set_threads(threads or default_threads())
 
-    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray] | None = None
-            ) -> list[np.ndarray]:
-        if len(inputs) != len(self.input_types):
-            raise TensorforgeError(f"the model takes {len(self.input_types)} inputs, got {len(inputs)}")
-        keep = []
+    def _function(self, name: str, argtypes: list, restype):
+        try:
+            fn = getattr(self.lib, name)
+        except AttributeError:
+            raise TensorforgeError(f"the model library {self.library_path} has no '{name}': it was not built "
+                                   f"by this tensorforge version; compile the model again") from None
+        fn.argtypes, fn.restype = argtypes, restype
+        return fn
+
+    # ---- threads ---------------------------------------------------------------------
+    @property
+    def threads(self) -> int:
+        return self._threads
+
+    def set_threads(self, n: int) -> None:
+        """Runs later calls on ``n`` OpenMP threads (``n`` >= 1)."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise TensorforgeError(f"threads must be a positive integer, got {n!r}")
+        self._threads = int(n)
+        self._apply_threads()
+
+    def _apply_threads(self) -> None:
+        self._set_threads(self._threads)
+        _lib_threads[self._handle] = self._threads
+
+    def library_threads(self) -> int:
+        """What the library will use on its next run (for tests and debugging)."""
+        return int(self._get_threads())
+
+    # ---- calls -----------------------------------------------------------------------
+    def __call__(self, *inputs):
+        outs = self.run(inputs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def run(self, inputs: Sequence[Any], out: Sequence[Any] | None = None) -> list:
+        """Runs the model on ``inputs`` (NumPy arrays or torch tensors, in signature order).
+
+        Returns a list of NumPy arrays, or of torch tensors when an input was a torch tensor.
+        With ``out`` (arrays or tensors of the outputs' shapes and dtypes), results are written
+        there and ``out`` is returned as a list, so a loop allocates nothing.
+        """
+        if len(inputs) != self._n_in:
+            names = ", ".join(s.name for s in self.inputs)
+            raise TensorforgeError(f"the model takes {self._n_in} input(s) ({names}), got {len(inputs)}")
+        ptrs = self._in_ptrs
+        dtypes, shapes = self._in_dtypes, self._in_shapes
+        held = None               # converted inputs that must stay alive during the call
+        as_torch = False
         for i, x in enumerate(inputs):
-            dt, shape = self._np_dtypes[i], self._shapes[i]
-            if type(x) is not np.ndarray or x.dtype != dt or not x.flags.c_contiguous:
-                x = np.ascontiguousarray(x, dtype=dt)
-            if x.shape != shape:
-                raise TensorforgeError(f"input #{i} has shape {x.shape}, the model was compiled for {shape}")
-            keep.append(x)
-            self._in_ptrs[i] = x.ctypes.data
-        if outputs is None:
-            outputs = [np.empty(s, d) for s, d in self._out_specs]
-        for j, o in enumerate(outputs):
-            self._out_ptrs[j] = o.ctypes.data
-        self.fn(self._in_addr, self._out_addr, self._arena_ptr, self._weights_ptr)
-        return list(outputs)
+            if type(x) is _ndarray and x.dtype == dtypes[i] and x.shape == shapes[i] and x.flags.c_contiguous:
+                ptrs[i] = _address(x)
+                continue
+            ptr, keep, is_torch = self._slow_input(i, x)
+            ptrs[i] = ptr
+            as_torch |= is_torch
+            if held is None:
+                held = []
+            held.append(keep)
+        if out is None:
+            outs = [np.empty(s, d) for s, d in self._out_specs]
+            optrs = self._out_ptrs
+            for j, o in enumerate(outs):
+                optrs[j] = _address(o)
+        else:
+            outs = self._set_outputs(out)
+        if _lib_threads.get(self._handle) != self._threads:
+            self._apply_threads()
+        self.fn(*self._call_args)
+        if as_torch and out is None:
+            from_numpy = _torch().from_numpy
+            return [from_numpy(o) for o in outs]
+        return outs
+
+    def _slow_input(self, i: int, x: Any) -> tuple[int, Any, bool]:
+        """(address, object to keep alive, is torch) for anything but an exact NumPy match."""
+        spec = self.inputs[i]
+        if _is_torch_tensor(x):
+            return self._torch_address(spec, x, f"input #{i} {spec.describe()}") + (True,)
+        if isinstance(x, _ndarray):
+            if x.dtype != spec.np_dtype:
+                raise TensorforgeError(f"input #{i} {spec.describe()}: got dtype {x.dtype}; "
+                                       f"convert it with .astype(np.{spec.np_dtype})")
+        else:
+            try:
+                x = np.asarray(x, dtype=spec.np_dtype)
+            except (TypeError, ValueError) as exc:
+                raise TensorforgeError(f"input #{i} {spec.describe()}: cannot convert a "
+                                       f"{type(x).__name__} to an array ({exc})") from None
+        if x.shape != spec.shape:
+            raise TensorforgeError(f"input #{i} {spec.describe()}: got shape {list(x.shape)}; "
+                                   f"the model was compiled for {list(spec.shape)}")
+        x = np.ascontiguousarray(x)
+        return _address(x), x, False
+
+    def _torch_address(self, spec: TensorSpec, t, what: str) -> tuple[int, Any]:
+        torch = _torch()
+        want = _TORCH_DTYPES.get(spec.dtype)
+        if want is not None and t.dtype != getattr(torch, want):
+            raise TensorforgeError(f"{what}: got {t.dtype}; convert it with .to(torch.{want})")
+        if t.device.type != "cpu":
+            raise TensorforgeError(f"{what}: the tensor is on {t.device}; move it with .cpu()")
+        if tuple(t.shape) != spec.shape:
+            raise TensorforgeError(f"{what}: got shape {list(t.shape)}; the model was compiled for "
+                                   f"{list(spec.shape)}")
+        if not t.is_contiguous():
+            t = t.contiguous()
+        return t.data_ptr(), t
+
+    def _set_outputs(self, out: Sequence[Any]) -> list:
+        if len(out) != len(self.outputs):
+            raise TensorforgeError(f"out= needs {len(self.outputs)} array(s), got {len(out)}")
+        optrs = self._out_ptrs
+        for j, o in enumerate(out):
+            spec = self.outputs[j]
+            what = f"out[{j}] for output {spec.describe()}"
+            if _is_torch_tensor(o):
+                ptr, kept = self._torch_address(spec, o, what)
+                if kept is not o:
+                    raise TensorforgeError(f"{what}: must be contiguous")
+                optrs[j] = ptr
+                continue
+            if not isinstance(o, _ndarray) or o.dtype != spec.np_dtype or o.shape != spec.shape:
+                got = f"{o.dtype}{list(o.shape)}" if isinstance(o, _ndarray) else type(o).__name__
+                raise TensorforgeError(f"{what}: got {got}; pass np.empty({spec.shape}, np.{spec.np_dtype})")
+            if not (o.flags.c_contiguous and o.flags.writeable):
+                raise TensorforgeError(f"{what}: must be a writeable C-contiguous array")
+            optrs[j] = _address(o)
+        return list(out)
+
+
+_TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i8": "int8",
+                 "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8", "bool": "bool"}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 import pytest
@@ -77,6 +78,9 @@ def test_float_attributes_compare_bit_for_bit():
     assert not attr_equal(1, 1.0) and not attr_equal(True, 1) and not attr_equal((1,), (1.0,))
     assert attr_equal((1, "N", (2.5,)), (1, "N", (2.5,)))
     assert a_hash(alpha=-0.0) != a_hash(alpha=0.0)
+    nan2 = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]
+    assert "nan (bits 7ff8000000000000) vs nan (bits 7ff8000000000001)" in structural_diff(
+        build(alpha=math.nan), build(alpha=nan2))
     assert a_hash(alpha=math.nan) == a_hash(alpha=math.nan)
 
 

@@ -3,7 +3,12 @@
 ``tf_run(inputs, outputs, arena, weights)`` calls the kernels in program order with pointers
 into the caller's buffers: model inputs, model outputs (results are written in place), one
 arena for intermediates (offsets from the memory plan) and one weight blob.  Identical kernels
-(same loop nest) are emitted once.
+are emitted once: kernels are keyed by their structural hash before lowering, so a model with
+twelve identical layers lowers, schedules and prints each distinct kernel only once.
+
+The library also exports ``tf_set_num_threads(n)`` / ``tf_get_num_threads()``.  The count is
+kept in the library and applied by ``tf_run`` on entry, because OpenMP's thread count is a
+per-calling-thread setting that other libraries (or other models) in the process may change.
 """
 from __future__ import annotations
 
@@ -15,12 +20,36 @@ import numpy as np
 from ...errors import CompileError
 from ...ir.builtin import FuncOp
 from ...ir.core import Operation, Value
+from ...ir.structure import structural_hash
 from ...ir.types import TensorType
 from ...passes.lower.structured_to_loop import lower_kernel
 from ...passes.memory.plan import ALIGN, MemoryPlan, plan_memory
+from ...runtime.buffers import aligned_empty
+from ...runtime.native import ENTRY, GET_THREADS, SET_THREADS
 from .emit_loop import PRELUDE, FunctionEmitter, c_type
 
-ENTRY = "tf_run"
+KERNEL_NAME = "KERNEL_NAME"      # placeholder for the C function name in emitted kernel text
+
+Schedule = Callable[[Operation], None]
+
+_THREADS_C = f"""#ifdef _OPENMP
+#include <omp.h>
+#endif
+static int tf_threads = 0;   /* 0: OpenMP's default */
+void {SET_THREADS}(int n) {{ tf_threads = n > 0 ? n : 0; }}
+int {GET_THREADS}(void) {{
+#ifdef _OPENMP
+  return tf_threads > 0 ? tf_threads : omp_get_max_threads();
+#else
+  return 1;
+#endif
+}}
+"""
+
+_ENTRY_PROLOGUE = """#ifdef _OPENMP
+  if (tf_threads > 0) omp_set_num_threads(tf_threads);
+#endif
+"""
 
 
 @dataclass
@@ -29,36 +58,81 @@ class ModelLayout:
 
     input_types: list[TensorType]
     output_types: list[TensorType]
-    weights: np.ndarray                       # uint8 blob, 64-byte aligned entries
+    weights: np.ndarray                       # uint8 blob, 64-byte aligned, entries 64-byte aligned
     arena_bytes: int
     plan: MemoryPlan
     kernel_names: list[str] = field(default_factory=list)
     unique_kernels: int = 0
 
 
-def _weight_blob(func: FuncOp) -> tuple[np.ndarray, dict[int, int]]:
+def _aligned(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def weight_blob(func: FuncOp) -> tuple[np.ndarray, dict[int, int]]:
+    """All used constants of ``func`` in one aligned blob, and id(value) -> byte offset.
+
+    Each array is copied once, straight into its slot: joining ``tobytes()`` chunks would copy
+    every weight three times, which dominated compile time for BERT-sized models.
+    """
     offsets: dict[int, int] = {}
-    chunks: list[bytes] = []
+    entries: list[tuple[int, np.ndarray]] = []
     pos = 0
     for op in func.body:
         if op.name != "graph.constant" or not op.results[0].uses:
             continue
-        arr = np.ascontiguousarray(op.attributes["value"].array)
+        arr = op.attributes["value"].array
         offsets[id(op.results[0])] = pos
-        data = arr.tobytes()
-        pad = (-len(data)) % ALIGN
-        chunks.append(data + b"\0" * pad)
-        pos += len(data) + pad
-    blob = np.frombuffer(b"".join(chunks), dtype=np.uint8).copy() if chunks else np.zeros(ALIGN, np.uint8)
+        entries.append((pos, arr))
+        pos += _aligned(arr.nbytes)
+    blob = aligned_empty(max(pos, ALIGN))
+    end = 0
+    for off, arr in entries:
+        blob[end:off] = 0
+        n = arr.nbytes
+        if n:
+            np.copyto(blob[off:off + n].view(arr.dtype).reshape(arr.shape), arr)
+        end = off + n
+    blob[end:] = 0
     return blob, offsets
 
 
-def generate_model_c(func: FuncOp, schedule: Callable[[Operation], None] | None = None
-                     ) -> tuple[str, ModelLayout]:
-    """C source and layout for ``func`` (which holds only constants, kernels and the return)."""
+def kernel_key(op: Operation) -> str:
+    """What decides a kernel's C text: its structure and operand types (not which tensors it reads).
+
+    A kernel path that emits different code depending on *which* operand it gets (e.g. weights
+    pre-packed at compile time) must add that to the key.
+    """
+    return structural_hash(op)
+
+
+def emit_kernel(op: Operation, schedule: Schedule | None) -> str:
+    """The C text of one ``structured.kernel`` as a static function named ``KERNEL_NAME``.
+
+    Its parameters are the kernel's operands (const pointers) then its results, in order. This
+    is the one place that decides how a kernel becomes C: specialised generators (GEMM/conv
+    micro-kernels) go here, before the generic lowering to a scheduled loop nest.
+    """
+    loop_fn = lower_kernel(op)
+    if schedule is not None:
+        schedule(loop_fn)
+    return FunctionEmitter(loop_fn, KERNEL_NAME).emit()
+
+
+def _c_name(op: Operation, index: int) -> str:
+    base = "".join(ch if ch.isalnum() else "_" for ch in op.attributes.get("sym_name", "k"))
+    return f"k{index}_{base}"
+
+
+def _check_lowered(func: FuncOp) -> None:
     for op in func.body:
         if op.name not in ("graph.constant", "structured.kernel", "func.return"):
             raise CompileError(f"'{op.name}'{op.location_str()} was not lowered to a kernel")
+
+
+def generate_model_c(func: FuncOp, schedule: Schedule | None = None) -> tuple[str, ModelLayout]:
+    """C source and layout for ``func`` (which holds only constants, kernels and the return)."""
+    _check_lowered(func)
     outputs = func.outputs
     out_index: dict[int, int] = {}
     for j, v in enumerate(outputs):
@@ -66,7 +140,7 @@ def generate_model_c(func: FuncOp, schedule: Callable[[Operation], None] | None 
             out_index[id(v)] = j
     plan = plan_memory(func, lambda v: v.op is not None and v.op.name == "structured.kernel"
                        and id(v) not in out_index)
-    blob, w_off = _weight_blob(func)
+    blob, w_off = weight_blob(func)
     in_index = {id(a): i for i, a in enumerate(func.args)}
 
     def pointer(v: Value) -> str:
@@ -80,20 +154,23 @@ def generate_model_c(func: FuncOp, schedule: Callable[[Operation], None] | None 
         return f"(({ct}*)(arena + {plan.offset(v)}))"
 
     functions: list[str] = []
-    bodies: dict[str, str] = {}
+    by_key: dict[str, str] = {}      # kernel_key -> C name
+    by_text: dict[str, str] = {}     # emitted text -> C name (different structure, same code)
     calls: list[str] = []
     names: list[str] = []
-    for k, op in enumerate(o for o in func.body if o.name == "structured.kernel"):
-        loop_fn = lower_kernel(op)
-        if schedule is not None:
-            schedule(loop_fn)
-        text = FunctionEmitter(loop_fn, "KERNEL_NAME").emit()
-        cname = bodies.get(text)
+    for op in func.body:
+        if op.name != "structured.kernel":
+            continue
+        key = kernel_key(op)
+        cname = by_key.get(key)
         if cname is None:
-            base = "".join(ch if ch.isalnum() else "_" for ch in op.attributes.get("sym_name", "k"))
-            cname = f"k{len(bodies)}_{base}"
-            bodies[text] = cname
-            functions.append(text.replace("KERNEL_NAME", cname, 1))
+            text = emit_kernel(op, schedule)
+            cname = by_text.get(text)
+            if cname is None:
+                cname = _c_name(op, len(by_text))
+                by_text[text] = cname
+                functions.append(text.replace(KERNEL_NAME, cname, 1))
+            by_key[key] = cname
         args = [pointer(v) for v in op.operands] + [pointer(r) for r in op.results]
         calls.append(f"  {cname}({', '.join(args)});")
         names.append(cname)
@@ -101,8 +178,8 @@ def generate_model_c(func: FuncOp, schedule: Callable[[Operation], None] | None 
         if out_index.get(id(v)) != j:
             calls.append(f"  memcpy(outputs[{j}], {pointer(v)}, {v.type.nbytes});")
     entry = (f"void {ENTRY}(void* const* inputs, void* const* outputs, char* arena, const char* weights) {{\n"
-             + "\n".join(calls) + "\n}\n")
-    src = PRELUDE + "\n".join(functions) + "\n" + entry
+             + _ENTRY_PROLOGUE + "\n".join(calls) + "\n}\n")
+    src = PRELUDE + _THREADS_C + "\n".join(functions) + "\n" + entry
     layout = ModelLayout([a.type for a in func.args], [v.type for v in outputs], blob,
-                         plan.arena_bytes, plan, names, len(bodies))
+                         plan.arena_bytes, plan, names, len(by_text))
     return src, layout
