@@ -4,7 +4,7 @@
     cm = tensorforge.compile(model, example_inputs)   # torch.nn.Module, onnx.ModelProto or .onnx path
     out = cm(*inputs)
 """
-from .api import CompiledModel, compile, import_model
+from .api import CompiledModel, compile, import_model, load
 from .errors import TensorforgeError
 
 __version__ = "0.1.0"
@@ -16,4 +16,4 @@ except ImportError:
 else:
     _register_torch_backend()
 
-__all__ = ["CompiledModel", "TensorforgeError", "compile", "import_model", "__version__"]
+__all__ = ["CompiledModel", "TensorforgeError", "compile", "import_model", "load", "__version__"]

@@ -51,23 +51,29 @@ def import_model(model: Any, example_inputs: Sequence | None = None) -> ModuleOp
 class CompiledModel:
     """A compiled model: call it with arrays (NumPy or torch) in the order of the model's inputs.
 
-    ``module`` is the optimised graph-level module (kept for inspection and the interpreter);
-    ``native`` is the loaded library when the target is native code.
+    ``module`` is the optimised graph-level module (kept for inspection and the interpreter; None
+    for a model loaded from an artifact); ``native`` is the loaded library when the target is
+    native code.
     """
 
-    def __init__(self, module: ModuleOp, target: str = "interpreter", native=None, source: str | None = None):
+    def __init__(self, module: ModuleOp | None, target: str = "interpreter", native=None,
+                 source: str | None = None):
         self.module = module
         self.target = target
-        self.func = module.main
+        self.func = module.main if module is not None else None
         self.native = native
         self.source = source
 
     @property
     def input_types(self):
+        if self.func is None:
+            return [s.tensor_type for s in self.native.inputs]
         return [a.type for a in self.func.args]
 
     @property
     def output_types(self):
+        if self.func is None:
+            return [s.tensor_type for s in self.native.outputs]
         return [v.type for v in self.func.outputs]
 
     def run_numpy(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -75,7 +81,19 @@ class CompiledModel:
             return self.native.run(inputs)
         return run_function(self.func, inputs)
 
+    def run(self, *inputs, out: Sequence | None = None) -> list:
+        """Like calling the model, but always returns a list, and with ``out=`` writes the results
+        into the given arrays (native targets), so a serving loop allocates nothing."""
+        if self.native is not None:
+            return self.native.run(inputs, out)
+        if out is not None:
+            raise TensorforgeError("out= needs a native target (target='cpu')")
+        result = self(*inputs)
+        return list(result) if isinstance(result, tuple) else [result]
+
     def __call__(self, *inputs):
+        if self.native is not None:
+            return self.native(*inputs)
         torch_mod = None
         arrays = []
         for x in inputs:
@@ -89,13 +107,33 @@ class CompiledModel:
             outs = [torch_mod.from_numpy(np.ascontiguousarray(o)) for o in outs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    @property
+    def threads(self) -> int:
+        return self._native_only("threads").threads
+
+    def set_threads(self, n: int) -> None:
+        """Runs later calls on ``n`` threads (the default is all cores)."""
+        self._native_only("set_threads").set_threads(n)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes a ``.tfm`` artifact that ``tensorforge.load`` runs without torch or onnx."""
+        from .runtime.artifact import save
+        save(self._native_only("save"), path)
+
+    def _native_only(self, what: str):
+        if self.native is None:
+            raise TensorforgeError(f"{what} needs a native target; this model runs in the "
+                                   f"{self.target} (compile with target='cpu')")
+        return self.native
+
 
 def compile(model: Any, example_inputs: Sequence | None = None, target: str = "cpu",
-            **options: Any) -> CompiledModel:
+            threads: int | None = None, **options: Any) -> CompiledModel:
     """Imports, checks and compiles ``model``.
 
     ``target="cpu"`` (the default) generates C for the host and loads it; ``"interpreter"`` runs
-    the verified graph in the NumPy reference interpreter.
+    the verified graph in the NumPy reference interpreter.  ``threads`` is how many threads
+    the native model runs on (default: all cores; change it later with ``set_threads``).
     """
     if target not in TARGETS:
         raise TensorforgeError(f"unknown target '{target}' (choose from {', '.join(TARGETS)})")
@@ -104,5 +142,16 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
     if target == "interpreter":
         return CompiledModel(module, target="interpreter")
     from .codegen.c.build import build_native
-    native, source = build_native(module, **options)
+    native, source = build_native(module, threads=threads, **options)
     return CompiledModel(module, target=target, native=native, source=source)
+
+
+def load(path: str | os.PathLike, threads: int | None = None) -> CompiledModel:
+    """A model saved with ``CompiledModel.save``; needs neither torch nor onnx.
+
+    If the saved library was built for another target, its saved C is compiled for this
+    machine when a C compiler is present, else a ``TensorforgeError`` says what differs.
+    """
+    from .runtime.artifact import load as load_artifact
+    native = load_artifact(path, threads=threads)
+    return CompiledModel(None, target="cpu", native=native, source=native.source)

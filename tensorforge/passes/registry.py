@@ -19,6 +19,9 @@ _LAZY: dict[str, str] = {
     "fold": "tensorforge.passes.graph.simplify",
     "dce": "tensorforge.passes.graph.dce",
     "cse": "tensorforge.passes.graph.cse",
+    "simplify-extra": "tensorforge.passes.graph.rules_extra", "shape-prop": "tensorforge.passes.graph.shape_prop",
+    "fold-inference": "tensorforge.passes.graph.fold_inference", "layout": "tensorforge.passes.graph.layout",
+    "reorder": "tensorforge.passes.graph.reorder",
 }
 
 

@@ -1,56 +1,204 @@
 """The schedule every kernel gets without tuning.
 
-For each top-level loop nest: the outermost parallel loop with enough iterations runs across
-threads (OpenMP, even static split) and the innermost loop that writes distinct elements is
-vectorized.  Reduction loops stay serial; gcc vectorizes them itself under -ffast-math.
+Three passes over a freshly lowered ``loop.func``, each made of schedule primitives, so the
+result is an ordinary, replayable trace (an auto-tuner may start from it):
+
+1. **inline** cheap injective producers into their readers (``compute_inline``) when recomputing
+   them costs less than writing and re-reading their buffer (a cast before a sum, a mean read by
+   the variance and the normalisation, reshapes and transposes in a fused chain);
+2. **attach** the remaining producers (row statistics of softmax and the norms, window sums of an
+   average pool) to the outer loop of their one consumer (``compute_at``), so that each row is
+   produced and consumed while it is in cache; an attachment that would recompute a producer, or
+   leave the threads nothing to share, is skipped;
+3. **nest rules** (``rules.py``) for every top-level nest: vectorize the loop that walks memory
+   contiguously (a reduction loop with an OpenMP reduction clause, or the output's contiguous loop
+   under a ``cache_write`` with the reductions moved outside it), tile transposes, and run the
+   outer loops on threads (fused to a few iterations per thread, even static split).
+
+Dense contractions (matmul, batch matmul, dense convolution: see ``rules.is_contraction``) take no
+part in 1 and 2 and go to ``contraction_schedule``, the hook a micro-kernel path replaces; by
+default it applies the same nest rule, which for a matmul is i-k-j with a row accumulator.
 """
 from __future__ import annotations
 
-from ..ir.core import Operation
+import math
+from typing import Callable
+
+from ..ir.core import Operation, Value
+from .analysis import (ALLOC, FOR, LOAD, accesses, body, enclosing_loops, extent, find_tagged, indices, iv, iv_deps,
+                       perfect_chain, tag, top_level, walk_ops)
+from .primitives import Schedule
+from .rules import PARALLEL_MIN_WORK, Context, analyze, attempt, compute_of, is_contraction, schedule_nest
+
+ContractionHook = Callable[[Schedule, str, Context], None]
+
+# Cost, in simple-operation units, of writing an element to a buffer and reading it back.
+MEMORY_ROUND_TRIP = 4.0
+_EXPENSIVE = {"exp": 8, "log": 8, "tanh": 10, "erf": 10, "pow": 12, "sin": 8, "cos": 8, "sigmoid": 9,
+              "silu": 9, "gelu": 12, "softplus": 12, "elu": 9, "div": 3, "sqrt": 3, "rsqrt": 4,
+              "reciprocal": 3, "mod": 3, "floordiv": 3, "fmod": 6}
 
 
-def _loops_in(block) -> list[Operation]:
-    return [op for op in block if op.name == "loop.for"]
-
-
-def _perfect_chain(loop: Operation) -> list[Operation]:
-    """The loop and the loops nested directly in it while each body holds exactly one loop and no other op."""
-    chain = [loop]
-    while True:
-        body = chain[-1].regions[0].blocks[0]
-        ops = body.ops
-        if len(ops) == 1 and ops[0].name == "loop.for":
-            chain.append(ops[0])
+def default_schedule(fn: Operation, target=None, *, contraction: ContractionHook | None = None,
+                     check: bool = False) -> Schedule:
+    """Schedules ``fn`` (a loop.func, changed in place) for ``target``: a ``codegen.target.Target``,
+    a thread count, or None for this host.  Returns the Schedule (its ``trace`` replays the result)."""
+    ctx = Context.of(target)
+    s = Schedule(fn, check=check)
+    hook = contraction or contraction_schedule
+    contractions = {n.compute for n in (analyze(r) for r in _top_loops(s)) if is_contraction(n)}
+    inline_producers(s, contractions)
+    attach_producers(s, ctx, contractions)
+    for root in _top_loops(s):
+        if root.parent is None:
+            continue
+        c = compute_of(root)
+        if c in contractions:
+            hook(s, c, ctx)
+            contractions.discard(c)
         else:
-            return chain
+            schedule_nest(s, root, ctx, top=True)
+    return s
 
 
-def _extent(loop: Operation) -> int:
-    a = loop.attributes
-    return max(0, -(-(a["ub"] - a["lb"]) // a["step"]))
+def contraction_schedule(s: Schedule, compute: str, ctx: Context) -> None:
+    """The default for a dense contraction: the generic nest rule (for a matmul: i-k-j with a
+    ``cache_write`` row, j vectorized, i on threads).  A micro-kernel path replaces this hook."""
+    for root in _top_loops(s):
+        if compute_of(root) == compute:
+            schedule_nest(s, root, ctx, top=True)
+            return
 
 
-def _innermost_loops(loop: Operation):
-    body = loop.regions[0].blocks[0]
-    inner = _loops_in(body)
-    if not inner:
-        yield loop
-    for child in inner:
-        yield from _innermost_loops(child)
+def _top_loops(s: Schedule) -> list[Operation]:
+    return [op for op in body(s.fn) if op.name == FOR]
 
 
-def default_schedule(fn: Operation, threads: int = 2) -> None:
-    """Annotates ``fn`` (a loop.func) in place."""
-    body = fn.regions[0].blocks[0]
-    for nest in _loops_in(body):
-        chain = [l for l in _perfect_chain(nest) if not l.attributes.get("reduction")]
-        if chain:
-            pick = next((l for l in chain if _extent(l) >= threads), None)
-            if pick is not None and _extent(pick) >= 2:
-                pick.attributes["kind"] = "parallel"
-        for inner in _innermost_loops(nest):
-            if inner.attributes.get("reduction") or inner.attributes["kind"] == "parallel":
-                continue
-            has_alloc = any(op.name == "loop.alloc" for op in inner.regions[0].blocks[0])
-            if not has_alloc and _extent(inner) >= 4:
-                inner.attributes["kind"] = "vectorize"
+def _intermediates(s: Schedule) -> list[str]:
+    """Computes whose result lives in a kernel-local buffer, in program order."""
+    return [tag(op)[:-4] for op in body(s.fn) if op.name == ALLOC and (tag(op) or "").endswith(".buf")]
+
+
+# ---- 1. inline ----------------------------------------------------------------------------------
+def inline_producers(s: Schedule, skip: set[str]) -> None:
+    """Inlines each injective intermediate whose recomputation is cheaper than its buffer (last
+    first, so a producer's cost is judged on the readers it finally has)."""
+    for c in reversed(_intermediates(s)):
+        if c in skip:
+            continue
+        buf = s.buffer(f"{c}.buf")
+        loads, stores = accesses(s.fn, buf)
+        if len(stores) != 1 or not loads:
+            continue
+        nest = top_level(stores[0])
+        if nest.name != FOR or any(l.attributes.get("reduction") for l in walk_ops(nest, FOR)):
+            continue
+        cost = expression_cost(stores[0].parent, stores[0])
+        runs = sum(executions(ld) for ld in loads)
+        if runs * cost <= buf.type.num_elements * (cost + MEMORY_ROUND_TRIP):
+            attempt(s.compute_inline, c)
+
+
+def expression_cost(block, store: Operation) -> float:
+    """Simple-operation units of the statement ``store`` and the ops before it in ``block``."""
+    total = 0.0
+    for op in block:
+        if op is store:
+            break
+        if op.name == LOAD:
+            total += 1
+        elif op.name.startswith("scalar.") and op.name != "scalar.const":
+            total += _EXPENSIVE.get(op.name.split(".", 1)[1], 1)
+    return max(total, 1.0)
+
+
+def executions(load: Operation) -> int:
+    """How often a load runs, counting only loops down to the deepest one its index depends on
+    (the compiler hoists it out of the loops inside that)."""
+    deps = frozenset().union(*(iv_deps(i) for i in indices(load))) if indices(load) else frozenset()
+    loops = enclosing_loops(load)
+    deepest = max((k for k, l in enumerate(loops) if id(iv(l)) in deps), default=-1)
+    return math.prod(extent(l) for l in loops[:deepest + 1])
+
+
+# ---- 2. attach ----------------------------------------------------------------------------------
+def attach_producers(s: Schedule, ctx: Context, skip: set[str]) -> None:
+    """``compute_at`` of each intermediate into the deepest outer loop of its single consumer nest
+    that fixes (part of) its index without recomputation, last producer first."""
+    for c in reversed(_intermediates(s)):
+        if c in skip:
+            continue
+        alloc = find_tagged(s.fn, ALLOC, f"{c}.buf")
+        if alloc is None or alloc.parent is not body(s.fn):
+            continue
+        buf = alloc.results[0]
+        loads, stores = accesses(s.fn, buf)
+        if not loads or len(stores) != 1:
+            continue
+        readers = {id(top_level(ld)): top_level(ld) for ld in loads}
+        if len(readers) != 1:
+            continue
+        (consumer,) = readers.values()
+        if consumer.name != FOR or compute_of(consumer) in skip:
+            continue
+        for loop in reversed(attach_candidates(buf, loads, stores[0], consumer, ctx)):
+            if attempt(s.compute_at, c, tag(loop)):
+                break
+
+
+def attach_candidates(buf: Value, loads: list[Operation], store: Operation, consumer: Operation,
+                      ctx: Context) -> list[Operation]:
+    """Loops of the consumer, outermost first, where ``compute_at`` computes each producer element
+    once: every loop down to it fixes a leading index of the buffer, and the producer has plain
+    loops over those dimensions.  Innermost loops are left out (they get vectorized), and so are
+    loops with fewer iterations than threads when the consumer is worth running on threads."""
+    common = enclosing_loops(loads[0])
+    for ld in loads[1:]:
+        mine = enclosing_loops(ld)
+        k = 0
+        while k < min(len(common), len(mine)) and common[k] is mine[k]:
+            k += 1
+        common = common[:k]
+    shape = buf.type.shape
+    k_p = _plain_leading_loops(store, shape)
+    work = analyze(consumer).work() + analyze(top_level(store)).work()
+    busy = ctx.threads > 1 and work >= PARALLEL_MIN_WORK
+    out, runs, outer = [], 1, set()
+    for loop in common:
+        if loop.attributes.get("reduction") or loop.attributes["kind"] != "serial":
+            break
+        if not any(op.name == FOR for op in walk_ops(loop)):
+            break
+        outer.add(id(iv(loop)))
+        runs *= extent(loop)
+        k_c = _fixed_leading_dims(loads, outer)
+        k = min(k_c, k_p)
+        if k == 0 or runs > math.prod(shape[:k]):
+            break
+        if not busy or runs >= ctx.threads:
+            out.append(loop)
+    return out
+
+
+def _fixed_leading_dims(loads: list[Operation], outer: set[int]) -> int:
+    k = 0
+    rank = len(indices(loads[0]))
+    while k < rank:
+        if not all(iv_deps(indices(ld)[k]) <= outer for ld in loads):
+            break
+        k += 1
+    return k
+
+
+def _plain_leading_loops(store: Operation, shape) -> int:
+    """How many leading dimensions of the producer's buffer its nest writes with one plain loop each."""
+    nest = top_level(store)
+    if nest.name != FOR:
+        return 0
+    chain = perfect_chain(nest)
+    w = indices(store)
+    k = 0
+    while (k < min(len(chain), len(shape)) and w[k] is iv(chain[k]) and extent(chain[k]) == shape[k]
+           and not chain[k].attributes.get("reduction")):
+        k += 1
+    return k

@@ -6,7 +6,7 @@ from ...passes.lower.graph_to_kernels import lower_function
 from ...runtime.native import NativeModel
 from ...runtime.signature import specs_from_values
 from ...schedule.default import default_schedule
-from ..target import Target, compiler_version
+from ..target import KNOWN_FEATURES, Target, compiler_version
 from .model import generate_model_c
 from .toolchain import compile_c
 
@@ -14,7 +14,7 @@ from .toolchain import compile_c
 def target_record(target: Target) -> dict:
     """What an artifact records about the target its library was built for (see runtime/artifact.py)."""
     return {"key": target.key(), "arch": target.arch, "march": target.march,
-            "features": sorted(target.features), "cores": target.cores,
+            "features": sorted(target.features & KNOWN_FEATURES), "cores": target.cores,
             "cc": target.cc, "compiler": compiler_version(target.cc), "flags": list(target.compile_flags)}
 
 

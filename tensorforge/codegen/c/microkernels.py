@@ -275,10 +275,9 @@ class _GemmWriter:
                 f"  (void)i; (void)j; (void)nv;\n{unpack}{bodies}  return x;\n}}\n")
 
     def a_elem(self, r: int) -> str:
-        """The A value of tile row r at the current k (``a`` points at row 0, column k)."""
-        if self.p.pack_a:
-            return f"a[{r}]"
-        return f"a[{r} * lda]" if not self.spec.trans_a else f"a[{r}]"
+        """The A value of tile row r at the current k (``a`` points at row 0, column k): rows are
+        adjacent in a packed panel and in A^T, lda apart in A itself."""
+        return f"a[{r}]" if self.p.pack_a or self.spec.trans_a else f"a[{r} * lda]"
 
     def a_step(self) -> str:
         """How far ``a`` advances per k."""

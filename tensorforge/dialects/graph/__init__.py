@@ -3,4 +3,4 @@
 Importing this package registers every op; one module per op family.
 """
 from . import (attention, constant, conv, elementwise, index, linalg, norm, pool,  # noqa: F401
-               reduce, shape)
+               reduce, shape, layout)

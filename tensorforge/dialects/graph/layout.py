@@ -1,0 +1,254 @@
+"""Blocked data layouts: ``layout_transform`` and the ops that work on blocked tensors.
+
+CPU convolutions run fastest when the channels are split into blocks of the vector width and
+the block is the innermost dim: NCHW[x]c, shape ``(N, C/x, *spatial, x)``, so that one vector
+holds ``x`` channels of one pixel.  Weights go with it as OIHW[i]i[o]o, shape
+``(O/o, I/i, *kernel, i, o)``.  ("HW" stands for however many spatial dims there are.)
+
+- ``layout_transform(x) {src, dst}`` converts between a plain layout and its blocked form:
+  ``NCHW <-> NCHW{x}c`` for activations, ``OIHW <-> OIHW{i}i{o}o`` for conv weights.  On a
+  constant it folds, so weights are packed once at compile time.
+- ``conv_nchwc(x, w, b?)``: a conv (groups 1) with x in NCHW[i]c, w in OIHW[i]i[o]o, b per
+  output channel (O,), result in NCHW[o]c.
+- ``max_pool_nchwc``, ``avg_pool_nchwc``, ``global_avg_pool_nchwc``, ``global_max_pool_nchwc``:
+  the pools of ``pool.py`` (same attributes) on NCHW[x]c, result in the same layout.
+
+Elementwise ops and channel concat need no blocked variant: they work on the blocked tensor
+as they are (concat along axis 1 joins channel blocks when every part is whole blocks).
+
+Reference semantics unpack, run the plain op and pack again, so a blocked graph computes
+exactly what the plain one does.  The native lowering of these ops does not exist yet; the
+``layout`` pass that produces them is off in the default pipeline.
+"""
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+import numpy as np
+
+from ...ir.opdef import PURE, Attr, Cost, FusionKind, OpDef, expect, lookup, register
+from ...ir.types import Dim, TensorType
+from .base import io_bytes, tensor_types
+
+_ACT = re.compile(r"^NCHW(\d+)c$")
+_WEIGHT = re.compile(r"^OIHW(\d+)i(\d+)o$")
+PLAIN_ACT, PLAIN_WEIGHT = "NCHW", "OIHW"
+
+
+def nchwc(block: int) -> str:
+    return f"NCHW{block}c"
+
+
+def oihwio(block_in: int, block_out: int) -> str:
+    return f"OIHW{block_in}i{block_out}o"
+
+
+def parse_layout(layout: str) -> tuple[str, tuple[int, ...]]:
+    """("NCHW", ()) / ("NCHWc", (x,)) / ("OIHW", ()) / ("OIHWio", (i, o)); a ShapeError otherwise."""
+    if layout in (PLAIN_ACT, PLAIN_WEIGHT):
+        return layout, ()
+    m = _ACT.match(layout)
+    if m:
+        return "NCHWc", (int(m.group(1)),)
+    m = _WEIGHT.match(layout)
+    if m:
+        return "OIHWio", (int(m.group(1)), int(m.group(2)))
+    expect(False, f"unknown layout '{layout}' (NCHW, NCHW<x>c, OIHW or OIHW<i>i<o>o)")
+    raise AssertionError
+
+
+def _divide(d: Dim, block: int, what: str) -> int:
+    expect(block >= 1, f"block size {block} must be >= 1")
+    expect(isinstance(d, int) and d % block == 0, f"{what} = {d} is not a static multiple of the block {block}")
+    return d // block
+
+
+# ---- shapes -------------------------------------------------------------------------------
+def packed_act_shape(shape: Sequence[Dim], block: int) -> tuple[Dim, ...]:
+    """(N, C, *S) -> (N, C/x, *S, x)."""
+    expect(len(shape) >= 3, f"NCHW needs (N, C, *spatial), got shape {tuple(shape)}")
+    return (shape[0], _divide(shape[1], block, "channels (dim 1)")) + tuple(shape[2:]) + (block,)
+
+
+def unpacked_act_shape(shape: Sequence[Dim]) -> tuple[Dim, ...]:
+    """(N, C/x, *S, x) -> (N, C, *S)."""
+    expect(len(shape) >= 4, f"NCHW<x>c needs (N, C/x, *spatial, x), got shape {tuple(shape)}")
+    cb, x = shape[1], shape[-1]
+    expect(isinstance(cb, int) and isinstance(x, int), f"channel dims of {tuple(shape)} must be static")
+    return (shape[0], cb * x) + tuple(shape[2:-1])
+
+
+def packed_weight_shape(shape: Sequence[Dim], bi: int, bo: int) -> tuple[Dim, ...]:
+    """(O, I, *K) -> (O/o, I/i, *K, i, o)."""
+    expect(len(shape) >= 3, f"OIHW needs (O, I, *kernel), got shape {tuple(shape)}")
+    return (_divide(shape[0], bo, "output channels (dim 0)"), _divide(shape[1], bi, "input channels (dim 1)")) \
+        + tuple(shape[2:]) + (bi, bo)
+
+
+def unpacked_weight_shape(shape: Sequence[Dim]) -> tuple[Dim, ...]:
+    """(O/o, I/i, *K, i, o) -> (O, I, *K)."""
+    expect(len(shape) >= 5, f"OIHW<i>i<o>o needs (O/o, I/i, *kernel, i, o), got shape {tuple(shape)}")
+    expect(all(isinstance(d, int) for d in shape), f"a packed weight must be static, got shape {tuple(shape)}")
+    return (shape[0] * shape[-1], shape[1] * shape[-2]) + tuple(shape[2:-2])
+
+
+# ---- arrays -------------------------------------------------------------------------------
+def pack_act(x: np.ndarray, block: int) -> np.ndarray:
+    n, c = x.shape[:2]
+    s = x.shape[2:]
+    y = x.reshape((n, c // block, block) + s)
+    return np.ascontiguousarray(np.moveaxis(y, 2, -1))
+
+
+def unpack_act(y: np.ndarray) -> np.ndarray:
+    n, cb, x = y.shape[0], y.shape[1], y.shape[-1]
+    return np.ascontiguousarray(np.moveaxis(y, -1, 2)).reshape((n, cb * x) + y.shape[2:-1])
+
+
+def pack_weight(w: np.ndarray, bi: int, bo: int) -> np.ndarray:
+    o, i = w.shape[:2]
+    k = w.shape[2:]
+    y = w.reshape((o // bo, bo, i // bi, bi) + k)             # (Ob, o, Ib, i, *K)
+    nk = len(k)
+    order = (0, 2) + tuple(range(4, 4 + nk)) + (3, 1)
+    return np.ascontiguousarray(y.transpose(order))
+
+
+def unpack_weight(y: np.ndarray) -> np.ndarray:
+    nk = y.ndim - 4
+    order = (0, y.ndim - 1, 1, y.ndim - 2) + tuple(range(2, 2 + nk))   # (Ob, o, Ib, i, *K)
+    ob, ib, bi, bo = y.shape[0], y.shape[1], y.shape[-2], y.shape[-1]
+    return np.ascontiguousarray(y.transpose(order)).reshape((ob * bo, ib * bi) + y.shape[2:-2])
+
+
+# ---- ops ----------------------------------------------------------------------------------
+@register
+class LayoutTransform(OpDef):
+    """Converts between a plain layout and its blocked form (see the module docstring)."""
+
+    name = "graph.layout_transform"
+    operands = ("x",)
+    attrs = {"src": Attr("str"), "dst": Attr("str")}
+    traits = frozenset({PURE})
+    fusion = FusionKind.INJECTIVE
+
+    @staticmethod
+    def kinds(attrs) -> tuple[tuple[str, tuple[int, ...]], tuple[str, tuple[int, ...]]]:
+        src, dst = parse_layout(attrs["src"]), parse_layout(attrs["dst"])
+        pairs = {("NCHW", "NCHWc"), ("NCHWc", "NCHW"), ("OIHW", "OIHWio"), ("OIHWio", "OIHW")}
+        expect((src[0], dst[0]) in pairs, f"cannot convert {attrs['src']} to {attrs['dst']}: one side must be "
+                                          f"the plain form of the other's blocked layout")
+        return src, dst
+
+    def infer(self, types, attrs):
+        (x,) = tensor_types(types, self.name)
+        (skind, sblock), (dkind, dblock) = self.kinds(attrs)
+        if dkind == "NCHWc":
+            shape = packed_act_shape(x.shape, dblock[0])
+        elif dkind == "OIHWio":
+            shape = packed_weight_shape(x.shape, *dblock)
+        elif skind == "NCHWc":
+            expect(x.rank >= 4 and x.shape[-1] == sblock[0], f"src {attrs['src']} needs a last dim of "
+                                                             f"{sblock[0]}, got shape {x.shape}")
+            shape = unpacked_act_shape(x.shape)
+        else:
+            expect(x.rank >= 5 and tuple(x.shape[-2:]) == sblock, f"src {attrs['src']} needs last dims "
+                                                                  f"{sblock}, got shape {x.shape}")
+            shape = unpacked_weight_shape(x.shape)
+        return [x.with_shape(shape)]
+
+    def compute(self, x, src, dst):
+        (skind, _), (dkind, dblock) = self.kinds({"src": src, "dst": dst})
+        if dkind == "NCHWc":
+            return pack_act(x, dblock[0])
+        if dkind == "OIHWio":
+            return pack_weight(x, *dblock)
+        return unpack_act(x) if skind == "NCHWc" else unpack_weight(x)
+
+    def cost(self, operand_types, result_types, attrs):
+        return Cost(0.0, io_bytes(operand_types, result_types))
+
+
+def _act_block(t: TensorType, what: str) -> int:
+    expect(t.rank >= 4 and isinstance(t.shape[-1], int), f"{what} must be NCHW<x>c (N, C/x, *spatial, x), "
+                                                         f"got shape {t.shape}")
+    return t.shape[-1]
+
+
+@register
+class ConvNCHWc(OpDef):
+    """Conv (groups 1) on blocked tensors: x NCHW[i]c, w OIHW[i]i[o]o, b (O,) -> NCHW[o]c."""
+
+    name = "graph.conv_nchwc"
+    operands = ("x", "w", "b?")
+    attrs = {"strides": Attr("ints", (), "per spatial axis; () = all 1"),
+             "pads": Attr("ints", (), "(begin..., end...); () = all 0"),
+             "dilations": Attr("ints", (), "per spatial axis; () = all 1")}
+    traits = frozenset({PURE})
+    fusion = FusionKind.OUT_ELEMENTWISE_FUSABLE
+
+    def plain_types(self, types) -> tuple[list[TensorType], int]:
+        tt = tensor_types(types, self.name)
+        x, w = tt[0], tt[1]
+        bi = _act_block(x, "x")
+        expect(w.rank == x.rank + 1, f"w must be OIHW<i>i<o>o of rank {x.rank + 1}, got shape {w.shape}")
+        expect(w.shape[-2] == bi, f"w's input block (dim {w.rank - 2}) = {w.shape[-2]} must equal x's block {bi}")
+        plain = [x.with_shape(unpacked_act_shape(x.shape)), w.with_shape(unpacked_weight_shape(w.shape))]
+        return plain + tt[2:], w.shape[-1]
+
+    def infer(self, types, attrs):
+        plain, bo = self.plain_types(types)
+        (out,) = lookup("graph.conv").infer(plain, dict(attrs, groups=1))
+        return [out.with_shape(packed_act_shape(out.shape, bo))]
+
+    @staticmethod
+    def compute(x, w, b=None, strides=(), pads=(), dilations=()):
+        y = lookup("graph.conv").compute(unpack_act(x), unpack_weight(w), b, strides, pads, dilations, 1)
+        return pack_act(y, w.shape[-1])
+
+    def cost(self, operand_types, result_types, attrs):
+        plain, _ = self.plain_types(operand_types)
+        (out,) = lookup("graph.conv").infer(plain, dict(attrs, groups=1))
+        return lookup("graph.conv").cost(plain, [out], dict(attrs, groups=1))
+
+
+class BlockedPool(OpDef):
+    """A pool of ``pool.py`` on NCHW[x]c: same attributes, result in the same layout."""
+
+    operands = ("x",)
+    traits = frozenset({PURE})
+    fusion = FusionKind.REDUCTION
+    base = ""
+
+    def infer(self, types, attrs):
+        (x,) = tensor_types(types, self.name)
+        block = _act_block(x, "x")
+        (out,) = lookup(self.base).infer([x.with_shape(unpacked_act_shape(x.shape))], attrs)
+        return [out.with_shape(packed_act_shape(out.shape, block))]
+
+    def compute(self, x, **attrs):
+        return pack_act(lookup(self.base).compute(unpack_act(x), **attrs), x.shape[-1])
+
+    def cost(self, operand_types, result_types, attrs):
+        plain_in = [t.with_shape(unpacked_act_shape(t.shape)) for t in operand_types]
+        plain_out = [t.with_shape(unpacked_act_shape(t.shape)) for t in result_types]
+        return lookup(self.base).cost(plain_in, plain_out, attrs)
+
+
+def _blocked_pool(base: str) -> type[BlockedPool]:
+    d = lookup(base)
+    cls = type(d.name.split(".")[1].title().replace("_", "") + "NCHWc", (BlockedPool,), {
+        "name": f"{base}_nchwc", "base": base, "attrs": dict(d.attrs), "__module__": __name__,
+        "doc": f"``{base}`` on NCHW<x>c.",
+    })
+    return register(cls)
+
+
+BLOCKED_POOLS = {base: _blocked_pool(base).name for base in
+                 ("graph.max_pool", "graph.avg_pool", "graph.global_avg_pool", "graph.global_max_pool")}
+"""Plain pool op name -> its NCHW[x]c variant."""
+
+__all__ = ["BLOCKED_POOLS", "ConvNCHWc", "LayoutTransform", "nchwc", "oihwio", "pack_act", "pack_weight",
+           "packed_act_shape", "packed_weight_shape", "parse_layout", "unpack_act", "unpack_weight",
+           "unpacked_act_shape", "unpacked_weight_shape"]

@@ -1,0 +1,261 @@
+"""Layout optimisation (``layout``): blocked NCHW[x]c convolutions, with the conversions cancelled.
+
+Each eligible ``graph.conv`` (groups 1, static shapes, constant weights, output channels a
+multiple of the block) becomes
+
+    to_plain(conv_nchwc(to_blocked(x), pack(w), b))
+
+where the block is the target's vector width (``Target.host().vector_width`` unless the
+``block`` option says otherwise: 16 fp32 lanes on AVX-512).  ``pack(w)`` is a
+``layout_transform`` of a constant, which folding turns into a packed constant once, at
+compile time.  The input block is the vector width too when the input channels allow it,
+otherwise all the channels (RGB input: NCHW3c) or their largest common divisor with it.
+
+Then the conversions move out of the way: a ``to_plain`` sinks below every op that works on
+the blocked tensor as it is (elementwise ops, including residual adds whose operands are
+both blocked and per-channel constants, which are packed; pools, through their ``_nchwc``
+variants; channel concat), and ``to_blocked(to_plain(y))`` cancels to ``y``.  Between two
+convs nothing is converted; conversions remain only where data enters or leaves the blocked
+region (the input, a reshape or GEMM at the end).
+
+Numerics are unchanged (the blocked ops' references unpack, compute and pack).  The pass is
+off in the default pipeline until the native lowering of the blocked ops exists.
+"""
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import numpy as np
+
+from ...dialects.graph.layout import (BLOCKED_POOLS, PLAIN_ACT, PLAIN_WEIGHT, nchwc, oihwio, pack_act,
+                                      packed_act_shape, parse_layout)
+from ...errors import TensorforgeError
+from ...ir.attributes import Dense
+from ...ir.core import Operation, Value
+from ...ir.opdef import ELEMENTWISE, lookup
+from ...ir.pass_manager import Option
+from ...ir.rewrite import (DEFAULT_FOLD_LIMIT, Pattern, PatternRewriter, RewriteStats, apply_patterns_greedily,
+                           constant_value)
+from ...ir.types import TensorType
+from ..registry import register_pass
+from .simplify import _GreedyPass
+
+TRANSFORM = "graph.layout_transform"
+
+
+def host_block() -> int:
+    """fp32 lanes of the host's widest vector registers (16 with AVX-512)."""
+    from ...codegen.target import Target
+    return Target.host().vector_width
+
+
+def input_block(channels: int, block: int) -> int:
+    """The block for a conv's input channels: ``block`` if it divides them, else all of them
+    when there are fewer, else their largest common divisor."""
+    if channels % block == 0:
+        return block
+    return channels if channels < block else math.gcd(channels, block)
+
+
+def blocked_source(v: Value) -> tuple[Value, int] | None:
+    """(y, x) when ``v = layout_transform(y) {src = NCHW<x>c, dst = NCHW}``."""
+    op = v.op
+    if op is None or op.name != TRANSFORM or op.attributes["dst"] != PLAIN_ACT:
+        return None
+    kind, block = parse_layout(op.attributes["src"])
+    return (op.operands[0], block[0]) if kind == "NCHWc" else None
+
+
+def _transform(rewriter: PatternRewriter, v: Value, src: str, dst: str) -> Value:
+    return rewriter.create(TRANSFORM, [v], {"src": src, "dst": dst}).results[0]
+
+
+def _infer(name: str, operands: list, attrs: dict) -> TensorType | None:
+    d = lookup(name)
+    try:
+        types = d.infer([o.type for o in operands], d.normalize_attrs(dict(attrs)))
+    except TensorforgeError:
+        return None
+    return types[0] if len(types) == 1 else None
+
+
+class ConvToNCHWc(Pattern):
+    """A conv becomes ``to_plain(conv_nchwc(to_blocked(x), pack(w), b))``."""
+
+    name = "conv-to-nchwc"
+    root = ("graph.conv",)
+
+    def __init__(self, block: int):
+        super().__init__()
+        self.block = block
+
+    def match_and_rewrite(self, op, rewriter):
+        x, w = op.operands[0], op.operands[1]
+        y = op.results[0].type
+        if op.attributes.get("groups", 1) != 1 or not (x.type.is_static and y.is_static):
+            return False
+        if not x.type.dtype.is_float or constant_value(w) is None:
+            return False
+        out_ch, in_ch = y.shape[1], x.type.shape[1]
+        if out_ch % self.block:
+            return False
+        bi, bo = input_block(in_ch, self.block), self.block
+        xb = _transform(rewriter, x, PLAIN_ACT, nchwc(bi))
+        wb = _transform(rewriter, w, PLAIN_WEIGHT, oihwio(bi, bo))
+        attrs = {k: v for k, v in op.attributes.items() if k != "groups"}
+        yb = rewriter.create("graph.conv_nchwc", [xb, wb] + list(op.operands[2:]), attrs).results[0]
+        rewriter.replace_op(op, [_transform(rewriter, yb, nchwc(bo), PLAIN_ACT)])
+        return True
+
+
+class CancelLayout(Pattern):
+    """``layout_transform(layout_transform(y, A -> B), B -> A)`` is ``y``."""
+
+    name = "cancel-layout"
+    root = (TRANSFORM,)
+
+    def match_and_rewrite(self, op, rewriter):
+        inner = op.operands[0].op
+        if inner is None or inner.name != TRANSFORM:
+            return False
+        if (inner.attributes["src"], inner.attributes["dst"]) != (op.attributes["dst"], op.attributes["src"]):
+            return False
+        rewriter.replace_op(op, [inner.operands[0]])
+        return True
+
+
+def packed_constant(c: np.ndarray, rank: int, channels: int, block: int) -> np.ndarray | None:
+    """A constant operand of an elementwise op on (N, C, *S), rearranged for (N, C/x, *S, x).
+
+    ``c`` is aligned to ``rank`` (leading 1s); a channel dim of 1 broadcasts over blocks and
+    lanes, a full one is packed.  A 0-d constant needs nothing (None means "not packable").
+    """
+    if c.ndim > rank:
+        return None
+    aligned = np.asarray(c).reshape((1,) * (rank - c.ndim) + c.shape)
+    if aligned.shape[1] == 1:
+        return aligned.reshape(aligned.shape + (1,))
+    if aligned.shape[1] != channels:
+        return None
+    return pack_act(aligned, block)
+
+
+class SinkElementwise(Pattern):
+    """``f(to_plain(a), to_plain(b) | constant, ...)`` becomes ``to_plain(f(a, b', ...))``."""
+
+    name = "sink-elementwise"
+
+    def match_and_rewrite(self, op, rewriter):
+        d = op.opdef
+        if d is None or ELEMENTWISE not in d.traits or op.regions or len(op.results) != 1:
+            return False
+        out = op.results[0].type
+        sources = [blocked_source(v) for v in op.operands]
+        blocks = {s[1] for s in sources if s is not None}
+        if len(blocks) != 1 or not out.is_static:
+            return False
+        (block,) = blocks
+        operands: list = []
+        for v, src in zip(op.operands, sources):
+            if src is not None:
+                if v.type.shape != out.shape:
+                    return False
+                operands.append(src[0])
+                continue
+            c = constant_value(v)
+            if c is None:
+                return False
+            if c.ndim == 0:
+                operands.append(v)
+                continue
+            packed = packed_constant(c, out.rank, out.shape[1], block)
+            if packed is None:
+                return False
+            operands.append(Dense(packed, v.type.dtype))
+        typed = [o if isinstance(o, Value) else _Typed(o) for o in operands]
+        if _infer(op.name, typed, op.attributes) != out.with_shape(packed_act_shape(out.shape, block)):
+            return False
+        values = [o if isinstance(o, Value) else rewriter.constant(o) for o in operands]
+        new = rewriter.create(op.name, values, op.attributes).results[0]
+        rewriter.replace_op(op, [_transform(rewriter, new, nchwc(block), PLAIN_ACT)])
+        return True
+
+
+class _Typed:
+    """A not-yet-built constant seen by type inference."""
+
+    __slots__ = ("type",)
+
+    def __init__(self, dense: Dense):
+        self.type = dense.type
+
+
+class SinkPool(Pattern):
+    """``pool(to_plain(y))`` becomes ``to_plain(pool_nchwc(y))``."""
+
+    name = "sink-pool"
+    root = tuple(BLOCKED_POOLS)
+
+    def match_and_rewrite(self, op, rewriter):
+        src = blocked_source(op.operands[0])
+        if src is None:
+            return False
+        y, block = src
+        blocked = BLOCKED_POOLS[op.name]
+        if _infer(blocked, [y], op.attributes) is None:
+            return False
+        new = rewriter.create(blocked, [y], op.attributes).results[0]
+        rewriter.replace_op(op, [_transform(rewriter, new, nchwc(block), PLAIN_ACT)])
+        return True
+
+
+class SinkConcat(Pattern):
+    """A channel concat of ``to_plain`` values with one block becomes a concat of the blocked ones."""
+
+    name = "sink-concat"
+    root = ("graph.concat",)
+
+    def match_and_rewrite(self, op, rewriter):
+        rank = op.results[0].type.rank
+        if rank < 3 or op.attributes["axis"] % rank != 1:
+            return False
+        sources = [blocked_source(v) for v in op.operands]
+        if any(s is None for s in sources) or len({s[1] for s in sources}) != 1:
+            return False
+        block = sources[0][1]
+        new = rewriter.create("graph.concat", [s[0] for s in sources], {"axis": 1}).results[0]
+        rewriter.replace_op(op, [_transform(rewriter, new, nchwc(block), PLAIN_ACT)])
+        return True
+
+
+def layout_patterns(block: int) -> list[Pattern]:
+    return [ConvToNCHWc(block), CancelLayout(), SinkElementwise(), SinkPool(), SinkConcat()]
+
+
+def optimize_layout(root: Operation, *, block: int | None = None, fold_limit: int = DEFAULT_FOLD_LIMIT,
+                    max_iterations: int = 10) -> RewriteStats:
+    """Blocked convs with the conversions between them cancelled, weights packed by folding."""
+    block = block or host_block()
+    return apply_patterns_greedily(root, layout_patterns(block), fold=True, fold_limit=fold_limit,
+                                   max_iterations=max_iterations)
+
+
+@register_pass
+class LayoutPass(_GreedyPass):
+    name = "layout"
+    summary = "blocked NCHW[x]c convs (x = vector width), pre-packed weights, conversions cancelled"
+    options: ClassVar[dict[str, Option]] = {
+        "block": Option(0, "channel block; 0: the host's fp32 vector width"),
+        "limit": Option(DEFAULT_FOLD_LIMIT, "largest folded result (elements) allowed to grow the IR"),
+        "max_iterations": Option(10, "greedy driver iterations before giving up"),
+    }
+
+    def run(self, module):
+        return self._finish(optimize_layout(module, block=self.block or None, fold_limit=self.limit,
+                                            max_iterations=self.max_iterations))
+
+
+__all__ = ["CancelLayout", "ConvToNCHWc", "LayoutPass", "SinkConcat", "SinkElementwise", "SinkPool",
+           "blocked_source", "host_block", "input_block", "layout_patterns", "optimize_layout",
+           "packed_constant"]

@@ -1,0 +1,80 @@
+"""The default graph-optimisation pipeline, in the order the design names.
+
+    fold -> shape-prop -> dce -> cse -> simplify-extra -> fold-inference -> cse -> dce
+         -> (fusion, later) -> [layout -> dce] -> reorder
+
+- ``fold`` / ``shape-prop``: constants, shape arithmetic and splats (ConstantOfShape) become
+  constants; ``dce`` drops what they leave behind, ``cse`` merges duplicates (equal weights too).
+- ``simplify-extra``: algebraic simplification (simplify's rules plus ``EXTRA_RULES``).
+- ``fold-inference``: BatchNorm, bias adds and scales into conv/GEMM weights.
+- ``layout``: blocked NCHW[x]c convolutions for the target's vector width.  **Off by default**:
+  the native lowering of the blocked ops does not exist yet; ``layout=True`` turns it on
+  (the interpreter runs the result).
+- ``reorder``: a topological order with a lower peak of live memory (``reorder="siblings"``
+  instead puts horizontal-fusion candidates next to each other; None leaves the order alone).
+
+``tensorforge.compile`` runs ``default_pipeline(target)`` on the imported module (``passes=``
+overrides it); ``tensorforge explain MODEL --passes`` prints what each pass did.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import PassError
+from ..ir.builtin import ModuleOp
+from ..ir.pass_manager import PassManager, PassReport
+
+CLEANUP = ("fold", "shape-prop", "dce", "cse")
+OPTIMIZE = ("simplify-extra", "fold-inference", "cse", "dce")
+
+
+def vector_block(target: Any = None) -> int:
+    """fp32 lanes per vector of ``target`` (a ``Target``, or "cpu"/"interpreter"/None: the host)."""
+    width = getattr(target, "vector_width", None)
+    if width:
+        return int(width)
+    from ..codegen.target import Target
+    return Target.host().vector_width
+
+
+def default_pipeline_text(target: Any = None, *, layout: bool = False, reorder: str | None = "memory") -> str:
+    """The textual pipeline ``default_pipeline`` parses."""
+    passes = list(CLEANUP + OPTIMIZE)
+    # Fusion goes here once it exists (after simplification, before layout and reordering).
+    if layout:
+        passes += [f"layout{{block={vector_block(target)}}}", "dce"]
+    if reorder:
+        passes.append(f"reorder{{goal={reorder}}}")
+    return ",".join(passes)
+
+
+def default_pipeline(target: Any = None, *, layout: bool = False, reorder: str | None = "memory",
+                     verify_each: bool = False) -> PassManager:
+    """The graph-level optimisation pipeline for ``target`` as a ``PassManager``."""
+    return PassManager.parse(default_pipeline_text(target, layout=layout, reorder=reorder),
+                             verify_each=verify_each)
+
+
+def resolve_pipeline(passes: Any, target: Any = None) -> PassManager | None:
+    """``passes`` as ``compile`` takes it: None for the default pipeline, a pipeline string, a
+    ``PassManager``, or False / "" for none."""
+    if passes is None:
+        return default_pipeline(target)
+    if passes is False or passes == "":
+        return None
+    if isinstance(passes, PassManager):
+        return passes
+    if isinstance(passes, str):
+        return PassManager.parse(passes)
+    raise PassError(f"passes= takes a pipeline string, a PassManager, None (the default pipeline) or "
+                    f"False (no optimisation), not {type(passes).__name__}")
+
+
+def optimize(module: ModuleOp, target: Any = None, passes: Any = None) -> PassReport | None:
+    """Runs the pipeline ``passes`` selects on ``module`` in place; its report, or None if none ran."""
+    pm = resolve_pipeline(passes, target)
+    return None if pm is None else pm.run(module)
+
+
+__all__ = ["CLEANUP", "OPTIMIZE", "default_pipeline", "default_pipeline_text", "optimize", "resolve_pipeline",
+           "vector_block"]

@@ -1,0 +1,454 @@
+"""Per-nest schedule rules: what a loop nest is, and which primitives make it fast without tuning.
+
+A kernel's loop.func holds one nest per compute (see ``structured_to_loop``): leading parallel
+loops (the *spine*), then either a leaf statement (an elementwise nest), or a rank-0 accumulator
+with reduction loops below it (a reduction), or, once producers were moved into it with
+``compute_at``, several sub-nests (a *composite* nest: its spine runs over rows, each row runs
+the sub-nests in turn).
+
+The rules choose the innermost, vectorized loop by how memory is walked: every load and store
+of the nest is scored per candidate loop (contiguous +2, invariant +1, small stride 0, large
+stride or data-dependent index -2), weighted by how much of a vector the loop's extent fills.
+The last spine loop is always a candidate (the output is contiguous in it); so is every
+reduction loop.  A reduction whose best loop is a reduction loop keeps its nest and vectorizes
+that loop with an OpenMP reduction clause (rows: softmax, layer_norm, sums over the last axis,
+dot products); one whose best loop is the output's contiguous loop gets ``cache_write`` and its
+reduction loops moved outside that loop (columns, pooling windows, depthwise convolution, i-k-j
+matmul), so the vectorized loop updates a row of accumulators.  Transposes are tiled so that
+reads and writes both stay within a few cache lines.  Threads go to the outer spine: leading
+loops are fused until there are a few iterations per thread, and a lone spine loop is split.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..errors import ScheduleError
+from ..ir.core import Operation
+from .analysis import (ALLOC, FOR, LOAD, STORE, affine, body, buffer_of, extent, indices, iv, iv_deps, perfect_chain,
+                       tag, walk_ops)
+from .primitives import Schedule
+
+# Work (innermost iterations) below which a nest runs on one thread: an OpenMP fork/join costs a
+# few microseconds, about what one core needs for this many simple element operations.
+PARALLEL_MIN_WORK = 1 << 15
+# Iterations per thread wanted from the fused outer loops (static split: the imbalance is at most
+# one iteration, so a few per thread keep it small).
+ITERATIONS_PER_THREAD = 4
+# A row of accumulators (``cache_write`` of an outer-axis reduction) longer than this many elements
+# is split so that the row stays in L1.
+ROW_MAX_ELEMENTS = 2048
+# Side of the square tiles of a transpose: 16 x 4 bytes is one cache line, one AVX-512 vector.
+TRANSPOSE_TILE = 16
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the rules need to know about the machine."""
+
+    threads: int = 1
+    lanes: int = 8                  # f32 elements per vector register
+
+    @staticmethod
+    def of(target) -> "Context":
+        """From a ``codegen.target.Target``, a thread count, or None (the host)."""
+        if target is None:
+            from ..codegen.target import Target
+            target = Target.host()
+        if isinstance(target, int):
+            from ..codegen.target import Target
+            return Context(threads=max(1, target), lanes=Target.host().vector_width)
+        return Context(threads=max(1, target.cores), lanes=max(1, target.vector_width))
+
+
+# ---- memory access analysis --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Access:
+    """One load or store: the element stride of its flat address per loop (by id of the loop's iv),
+    and the loops it depends on through something that is not affine (floordiv, mod, a load)."""
+
+    op: Operation
+    strides: dict[int, int]
+    irregular: frozenset[int]
+
+    @staticmethod
+    def of(op: Operation) -> "Access":
+        shape = buffer_of(op).type.shape
+        row = [1] * len(shape)
+        for d in range(len(shape) - 2, -1, -1):
+            row[d] = row[d + 1] * shape[d + 1]
+        strides: dict[int, int] = {}
+        irregular: set[int] = set()
+        for d, v in enumerate(indices(op)):
+            form = affine(v)
+            if form is None:
+                irregular |= iv_deps(v)
+                continue
+            for k, c in form.terms:
+                strides[k] = strides.get(k, 0) + c * row[d]
+        return Access(op, strides, frozenset(irregular))
+
+    def score(self, loop: Operation) -> float:
+        """How well a vector along ``loop`` handles this access."""
+        k = id(iv(loop))
+        if k in self.irregular:
+            return -2.0
+        s = abs(self.strides.get(k, 0))
+        if s == 0:
+            return 1.0
+        if s == 1:
+            return 2.0
+        return 0.0 if s <= 4 else -2.0
+
+    def contiguous_in(self, loop: Operation) -> bool:
+        k = id(iv(loop))
+        return k not in self.irregular and abs(self.strides.get(k, 0)) == 1
+
+
+def memory_accesses(root: Operation) -> list[Access]:
+    """Loads and stores under ``root`` of buffers that live in memory (rank-0 buffers are registers)."""
+    return [Access.of(op) for op in walk_ops(root) if op.name in (LOAD, STORE) and buffer_of(op).type.rank > 0]
+
+
+def vector_score(accesses: Sequence[Access], loop: Operation, lanes: int) -> float:
+    """Sum of access scores, scaled by how much of a vector the loop's extent fills."""
+    fill = min(extent(loop), lanes) / lanes
+    return sum(a.score(loop) for a in accesses) * fill
+
+
+# ---- nests --------------------------------------------------------------------------------------
+ELEMENTWISE, REDUCTION, COMPOSITE = "elementwise", "reduction", "composite"
+
+
+@dataclass
+class Nest:
+    """The loops of one compute (or, for a composite nest, of a row loop and what it holds)."""
+
+    compute: str
+    root: Operation                           # the nest's first loop, in the block that holds it
+    spine: list[Operation]                    # leading non-reduction loops of the perfect chain
+    kind: str
+    acc: Operation | None = None              # the reduction's rank-0 accumulator
+    reduction: list[Operation] = field(default_factory=list)
+    children: list[Operation] = field(default_factory=list)   # a composite nest's sub-nest roots
+
+    @property
+    def tags(self) -> list[str]:
+        return [tag(l) for l in self.spine]
+
+    @property
+    def combiner(self) -> str | None:
+        """add/mul/max/min of the accumulator update, or None."""
+        if self.acc is None or not self.reduction:
+            return None
+        for st in walk_ops(self.reduction[-1], STORE):
+            if st.operands[1] is self.acc.results[0] and st.operands[0].op is not None:
+                return st.operands[0].op.name.split(".", 1)[1]
+        return None
+
+    def work(self) -> int:
+        """Innermost iterations of the whole nest (statements executed, roughly)."""
+        total = 0
+        for st in walk_ops(self.root, STORE) if self.root.name == FOR else ():
+            n = 1
+            cur = st.parent_op
+            while cur is not None and cur is not self.root.parent_op:
+                if cur.name == FOR:
+                    n *= extent(cur)
+                cur = cur.parent_op
+            total += n
+        return total
+
+
+def compute_of(loop: Operation) -> str:
+    """The compute a loop belongs to: the first component of its tag (``"3.1.o"`` -> ``"3"``)."""
+    return (tag(loop) or "").split(".", 1)[0]
+
+
+def analyze(root: Operation) -> Nest:
+    """Classifies the nest rooted at loop ``root``."""
+    c = compute_of(root)
+    if root.attributes.get("reduction"):
+        acc = _acc_before(root, c)
+        return Nest(c, root, [], REDUCTION, acc, _reduction_chain(root))
+    spine = []
+    for l in perfect_chain(root):
+        if l.attributes.get("reduction"):
+            break
+        spine.append(l)
+    blk = body(spine[-1])
+    loops = [op for op in blk if op.name == FOR]
+    acc = next((op for op in blk if op.name == ALLOC and tag(op) == f"{c}.acc"), None)
+    if not loops:
+        return Nest(c, root, spine, ELEMENTWISE)
+    if acc is not None and len(loops) == 1 and loops[0].attributes.get("reduction"):
+        return Nest(c, root, spine, REDUCTION, acc, _reduction_chain(loops[0]))
+    return Nest(c, root, spine, COMPOSITE, children=loops)
+
+
+def _acc_before(loop: Operation, compute: str) -> Operation | None:
+    for op in loop.parent:
+        if op.name == ALLOC and tag(op) == f"{compute}.acc":
+            return op
+    return None
+
+
+def _reduction_chain(loop: Operation) -> list[Operation]:
+    out = []
+    for l in perfect_chain(loop):
+        if not l.attributes.get("reduction"):
+            break
+        out.append(l)
+    return out
+
+
+def is_contraction(nest: Nest, min_extent: int = 8, min_work: int = 1 << 15) -> bool:
+    """A dense contraction (matmul, batch matmul, dense conv): an add-reduction of a product of two
+    loads, over at least two parallel and one reduction loop with large extents, where each operand
+    is reused across some parallel loop (it does not depend on it).  Depthwise convolutions and
+    pooling are not: their data operand depends on every parallel loop."""
+    if nest.kind != REDUCTION or nest.combiner != "add" or len(nest.spine) < 2:
+        return False
+    big = [l for l in nest.spine if extent(l) >= min_extent]
+    if len(big) < 2 or math.prod(extent(l) for l in nest.reduction) < min_extent or nest.work() < min_work:
+        return False
+    update = next((st for st in walk_ops(nest.reduction[-1], STORE) if st.operands[1] is nest.acc.results[0]), None)
+    comb = update.operands[0].op if update is not None else None
+    if comb is None:
+        return False
+    term = next((o for o in comb.operands if not (o.op is not None and o.op.name == LOAD
+                                                  and o.op.operands[0] is nest.acc.results[0])), None)
+    if term is None or term.op is None or term.op.name != "scalar.mul":
+        return False
+    loads = [_through_casts(o) for o in term.op.operands]
+    if any(ld is None for ld in loads):
+        return False
+    for ld in loads:
+        deps = frozenset().union(*(iv_deps(i) for i in indices(ld)))
+        if all(id(iv(l)) in deps for l in big):
+            return False
+    return True
+
+
+def _through_casts(v) -> Operation | None:
+    while v.op is not None and v.op.name == "scalar.cast":
+        v = v.op.operands[0]
+    return v.op if v.op is not None and v.op.name == LOAD else None
+
+
+# ---- rules --------------------------------------------------------------------------------------
+@dataclass
+class Plan:
+    """What a rule leaves for the caller: the loop that must stay innermost (nothing at or below it
+    runs on threads), how much work the nest holds, and the loops to mark ``vectorize`` last."""
+
+    inner: str | None
+    work: int
+    vectorize: list[str] = field(default_factory=list)
+
+
+def schedule_nest(s: Schedule, root: Operation, ctx: Context, top: bool) -> None:
+    """Schedules the nest rooted at ``root``; ``top``: it is a top-level nest, so it may take threads."""
+    nest = analyze(root)
+    block = root.parent
+    if nest.kind == COMPOSITE:
+        plan = Plan(None, nest.work())
+        for child in list(nest.children):
+            schedule_nest(s, child, ctx, top=False)
+    elif nest.kind == ELEMENTWISE:
+        plan = elementwise_rule(s, nest, ctx, top)
+    else:
+        plan = reduction_rule(s, nest, ctx, top)
+    if top:
+        parallelize(s, _root_in(block, root), plan, ctx)
+    for t in plan.vectorize:
+        attempt(s.vectorize, t)
+
+
+def elementwise_rule(s: Schedule, nest: Nest, ctx: Context, top: bool) -> Plan:
+    """Vectorize the output's contiguous (last) loop; tile a transpose; split a lone loop for threads."""
+    work = nest.work()
+    v = nest.spine[-1]
+    accesses = memory_accesses(v)
+    tiled = _tile_transpose(s, nest, v, accesses, ctx)
+    if tiled is not None:
+        return Plan(tiled[0], work, [tiled[1]])
+    vt = tag(v)
+    if top:
+        vt = _split_for_threads(s, nest, vt, work, ctx) or vt
+    return Plan(vt, work, [vt] if extent(s.loop(vt)) >= 4 else [])
+
+
+def _tile_transpose(s: Schedule, nest: Nest, v: Operation, accesses: list[Access], ctx: Context):
+    """For loads that are strided along the output's contiguous loop ``v`` but contiguous along
+    another spine loop ``u``: bring ``u`` next to ``v`` and tile both, so a tile's reads and writes
+    each touch ``TRANSPOSE_TILE`` cache lines.  Returns (first inner loop, loop to vectorize)."""
+    strided = [a for a in accesses if a.op.name == LOAD and a.score(v) < 0]
+    if not strided:
+        return None
+    best = None
+    for u in nest.spine[:-1]:
+        if extent(u) >= TRANSPOSE_TILE // 2 and any(a.contiguous_in(u) for a in strided):
+            best = u
+    if best is None or extent(v) < TRANSPOSE_TILE // 2:
+        return None
+    ut, vt = tag(best), tag(v)
+    tags = nest.tags
+    i, j = tags.index(ut), tags.index(vt)
+    try:
+        if j - i > 1:
+            s.reorder(*tags[i + 1:j], ut)    # u moves down next to v
+        f = TRANSPOSE_TILE
+        _, _, ui, vi = s.tile(ut, vt, _tile_factor(extent(best), f), _tile_factor(extent(v), f))
+    except ScheduleError:
+        return None
+    return ui, vi
+
+
+def _tile_factor(n: int, f: int) -> int:
+    """``f``, or a nearby factor that divides ``n`` (no guards), or ``n`` itself when it is small."""
+    if n <= f:
+        return n
+    for g in (f, 2 * f, f // 2):
+        if n % g == 0:
+            return g
+    return f
+
+
+def reduction_rule(s: Schedule, nest: Nest, ctx: Context, top: bool) -> Plan:
+    """Inner strategy (vectorized reduction loop) or outer strategy (cache_write, reduction loops
+    outside the vectorized output loop), whichever walks memory better."""
+    work = nest.work()
+    leaf = nest.reduction[-1]
+    accesses = memory_accesses(leaf) + [Access.of(op) for op in body(nest.spine[-1]) if op.name == STORE
+                                        and buffer_of(op).type.rank > 0] if nest.spine else memory_accesses(leaf)
+    best_r = max(nest.reduction, key=lambda l: vector_score(accesses, l, ctx.lanes))
+    r_score = vector_score(accesses, best_r, ctx.lanes)
+    p_score = vector_score(accesses, nest.spine[-1], ctx.lanes) if nest.spine else -math.inf
+    if p_score > r_score:
+        plan = _outer_strategy(s, nest, ctx, top, work)
+        if plan is not None:
+            return plan
+    return _inner_strategy(s, nest, best_r, work)
+
+
+def _inner_strategy(s: Schedule, nest: Nest, r: Operation, work: int) -> Plan:
+    rt = tag(r)
+    tags = [tag(l) for l in nest.reduction]
+    if tags[-1] != rt:
+        attempt(s.reorder, *[t for t in tags if t != rt], rt)
+    return Plan(None, work, [rt] if extent(r) >= 4 else [])
+
+
+def _outer_strategy(s: Schedule, nest: Nest, ctx: Context, top: bool, work: int) -> Plan | None:
+    v = nest.spine[-1]
+    vt = tag(v)
+    if top:
+        vt = _split_for_threads(s, nest, vt, work, ctx, row_max=ROW_MAX_ELEMENTS) or vt
+    elif extent(v) > ROW_MAX_ELEMENTS:
+        vt = _split(s, vt, _divisor_near(extent(v), ROW_MAX_ELEMENTS, ctx.lanes)) or vt
+    v = s.loop(vt)
+    at = v.parent_op if v.parent_op is not None and v.parent_op.name == FOR else None
+    r_tags = [tag(l) for l in nest.reduction]
+    at_tag = None if at is None else tag(at)
+    trial = s.fork()                             # both moves or neither
+    try:
+        trial.cache_write(nest.compute, at_tag)
+        trial.reorder(*r_tags, vt)               # reductions take the outer places, v the innermost
+    except ScheduleError:
+        return None
+    s.cache_write(nest.compute, at_tag)
+    s.reorder(*r_tags, vt)
+    return Plan(vt, work, [vt, f"{vt}.init", f"{vt}.wb"])
+
+
+def _split_for_threads(s: Schedule, nest: Nest, vt: str, work: int, ctx: Context,
+                       row_max: int | None = None) -> str | None:
+    """Splits the innermost spine loop when the loops outside it give the threads too little to do
+    (or, with ``row_max``, when it is longer than that); returns the inner loop's tag."""
+    n = extent(s.loop(vt))
+    outer = math.prod(extent(l) for l in nest.spine[:-1])
+    want_threads = ctx.threads > 1 and work >= PARALLEL_MIN_WORK and outer < ctx.threads * ITERATIONS_PER_THREAD
+    if want_threads:
+        pieces = -(-ctx.threads * ITERATIONS_PER_THREAD // outer)
+        chunk = max(ctx.lanes, n // pieces)
+        if row_max is not None:
+            chunk = min(chunk, row_max)
+    elif row_max is not None and n > row_max:
+        chunk = row_max
+    else:
+        return None
+    if chunk >= n:
+        return None
+    return _split(s, vt, _divisor_near(n, chunk, ctx.lanes))
+
+
+def _split(s: Schedule, t: str, factor: int) -> str | None:
+    if factor <= 1 or factor >= extent(s.loop(t)):
+        return None
+    try:
+        return s.split(t, factor)[1]
+    except ScheduleError:
+        return None
+
+
+def _divisor_near(n: int, want: int, lanes: int) -> int:
+    """A factor for splitting ``n`` near ``want`` (not above it, when possible): a divisor that is a
+    multiple of the vector length if there is one (no guard, no remainder loop), else any divisor of
+    at least a vector, else ``want`` rounded to whole vectors (a guarded remainder)."""
+    want = max(1, min(want, n))
+    divisors = [d for d in range(1, want + 1) if n % d == 0]
+    for ok in (lambda d: d % lanes == 0, lambda d: d >= lanes):
+        good = [d for d in divisors if ok(d) and d * 2 >= want]
+        if good:
+            return max(good)
+    return max(lanes, want // lanes * lanes)
+
+
+# ---- threads ------------------------------------------------------------------------------------
+def parallelize(s: Schedule, root: Operation, plan: Plan, ctx: Context) -> str | None:
+    """Fuses the leading spine loops of a top-level nest until they give every thread a few
+    iterations, and runs the fused loop on threads; returns its tag (None: the nest stays serial)."""
+    if ctx.threads <= 1 or plan.work < PARALLEL_MIN_WORK or root.name != FOR:
+        return None
+    chain = []
+    for l in perfect_chain(root):
+        if l.attributes.get("reduction") or tag(l) == plan.inner or l.attributes["kind"] != "serial":
+            break
+        chain.append(l)
+    if not chain:
+        return None
+    want = ctx.threads * ITERATIONS_PER_THREAD
+    picked, total = [], 1
+    for l in chain:
+        picked.append(tag(l))
+        total *= extent(l)
+        if total >= want:
+            break
+    if total < 2:
+        return None
+    t = picked[0]
+    for nxt in picked[1:]:
+        try:
+            t = s.fuse(t, nxt)
+        except ScheduleError:
+            break
+    return t if attempt(s.parallel, t) else None
+
+
+def _root_in(block, old_root: Operation) -> Operation:
+    """The nest's outermost loop after rules ran (a split or tile may have put a new loop above it)."""
+    cur = old_root
+    while cur.parent is not block and cur.parent_op is not None:
+        cur = cur.parent_op
+    return cur
+
+
+def attempt(prim, *args) -> bool:
+    """Applies a primitive if it is legal; a rejected one leaves the function as it was."""
+    try:
+        prim(*args)
+        return True
+    except ScheduleError:
+        return False
