@@ -666,14 +666,20 @@ class _Parser:
         vals, hexes = [], []
         for k, (tok, p) in enumerate(flat):
             if tok.startswith("0x"):
-                hexes.append((k, int(tok, 16)))
+                hexes.append((k, _float_bits(tok, dtype, self, p)))
                 vals.append(0.0)
             else:
                 try:
                     vals.append(float(tok))
                 except ValueError:
                     raise self.fail(f"'{tok}' is not a valid {dtype} value", p) from None
-        arr = np.array(vals, dtype=np.float64).astype(dtype.np)
+        wide = np.array(vals, dtype=np.float64)
+        with np.errstate(over="ignore"):
+            arr = wide.astype(dtype.np)
+        overflow = np.flatnonzero(np.isinf(arr) & np.isfinite(wide))
+        if overflow.size:
+            tok, p = flat[overflow[0]]
+            raise self.fail(f"'{tok}' is out of range for {dtype}", p)
         if hexes:
             idx = [k for k, _ in hexes]
             arr[idx] = float_from_bits(np.array([b for _, b in hexes], dtype=np.uint64), dtype)
@@ -724,9 +730,9 @@ def _number(tok: str, t: Type | None, parser: _Parser, pos: int) -> int | float:
     if t is not None and not isinstance(t, (ScalarType, IndexType)):
         raise parser.fail(f"a number needs a scalar type, got {t}", pos)
     if tok.startswith("0x"):
-        bits = int(tok, 16)
         if not is_float_type:
-            return bits
+            return int(tok, 16)
+        bits = _float_bits(tok, t.dtype, parser, pos)
         if t.dtype is DType.f64:
             return f64_from_bits(bits)
         return float(float_from_bits(np.array([bits], dtype=np.uint64), t.dtype)[0])
@@ -742,8 +748,21 @@ def _number(tok: str, t: Type | None, parser: _Parser, pos: int) -> int | float:
     except ValueError:
         raise parser.fail(f"bad number '{tok}'", pos) from None
     if is_float_type and t.dtype is not DType.f64:
-        value = float(np.array(value, dtype=t.dtype.np))
+        with np.errstate(over="ignore"):
+            narrow = float(np.array(value, dtype=t.dtype.np))
+        if math.isinf(narrow) and math.isfinite(value):
+            raise parser.fail(f"'{tok}' is out of range for {t}", pos)
+        value = narrow
     return value
+
+
+def _float_bits(tok: str, dtype: DType, parser: _Parser, pos: int) -> int:
+    """A hex float literal: the IEEE bit pattern, which must fit the type's width."""
+    bits = int(tok, 16)
+    width = 16 if dtype is DType.bf16 else 8 * dtype.itemsize
+    if bits >> width:
+        raise parser.fail(f"hex float literal {tok} does not fit {dtype} ({width} bits)", pos)
+    return bits
 
 
 def _unquote(tok: str, parser: _Parser, pos: int) -> str:

@@ -39,6 +39,9 @@ ITERATIONS_PER_THREAD = 4
 # A row of accumulators (``cache_write`` of an outer-axis reduction) longer than this many elements
 # is split so that the row stays in L1.
 ROW_MAX_ELEMENTS = 2048
+# A vectorized reduction loop ends in a horizontal reduction through memory (a store-forwarding
+# stall): worth it from this many vectors per loop run; shorter ones are left to the compiler.
+SIMD_REDUCTION_MIN_VECTORS = 8
 # Side of the square tiles of a transpose: 16 x 4 bytes is one cache line, one AVX-512 vector.
 TRANSPOSE_TILE = 16
 
@@ -330,15 +333,15 @@ def reduction_rule(s: Schedule, nest: Nest, ctx: Context, top: bool) -> Plan:
         plan = _outer_strategy(s, nest, ctx, top, work)
         if plan is not None:
             return plan
-    return _inner_strategy(s, nest, best_r, work)
+    return _inner_strategy(s, nest, best_r, work, ctx)
 
 
-def _inner_strategy(s: Schedule, nest: Nest, r: Operation, work: int) -> Plan:
+def _inner_strategy(s: Schedule, nest: Nest, r: Operation, work: int, ctx: Context) -> Plan:
     rt = tag(r)
     tags = [tag(l) for l in nest.reduction]
     if tags[-1] != rt:
         attempt(s.reorder, *[t for t in tags if t != rt], rt)
-    return Plan(None, work, [rt] if extent(r) >= 4 else [])
+    return Plan(None, work, [rt] if extent(r) >= SIMD_REDUCTION_MIN_VECTORS * ctx.lanes else [])
 
 
 def _outer_strategy(s: Schedule, nest: Nest, ctx: Context, top: bool, work: int) -> Plan | None:

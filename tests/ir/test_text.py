@@ -533,3 +533,34 @@ def test_malformed_resource_trailer(trailer, fragment):
         parse_module(text + "\n" + trailer + "\n")
     msg = str(info.value)
     assert "\n" not in msg and re.match(r"<text>:\d+:\d+: ", msg) and fragment in msg, msg
+
+
+# ---- fuzzing: damaged text never escapes as anything but our errors ------------------------
+_FUZZ_TEXTS = [GOOD, print_module(region_module()), print_module(every_attribute_module()),
+               print_module(constants_module(np.random.default_rng(3)), inline_resources=True,
+                            large_elements=100)]
+_FUZZ_PIECES = list('%"(){}[]<>:,=#^0123456789abcdefx.-?\n ') + [
+    "->", "tensor<", "memref<", "dense<", "dense_resource<", "array<i64", "array<f64:", "0x", "{-#", "#-}",
+    "0xFFFFFFFFFFFFFFFFFFFF", "1e400", ' : f32', '"\\', "^bb1:", "%arg0", "%0#7"]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.sampled_from(range(len(_FUZZ_TEXTS))),
+       st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["cut", "insert", "copy"]), st.integers(1, 20),
+                          st.sampled_from(_FUZZ_PIECES), st.floats(0, 1)), min_size=1, max_size=3))
+def test_damaged_text_gives_only_parse_or_verification_errors(which, edits):
+    text = _FUZZ_TEXTS[which]
+    for where, how, n, piece, src in edits:
+        p = int(where * len(text))
+        if how == "cut":
+            text = text[:p] + text[p + n:]
+        elif how == "insert":
+            text = text[:p] + piece + text[p:]
+        else:
+            q = int(src * len(text))
+            text = text[:p] + text[q:q + n] + text[p:]
+    try:
+        parse_module(text)
+    except (ParseError, VerificationError) as e:
+        msg = str(e)
+        assert "\n" not in msg and re.match(r"<text>:\d+:\d+: ", msg), msg

@@ -5,8 +5,9 @@ result types) is equal.  Constants merge by content, bit for bit (``-0.0`` is no
 are keyed by their type and a few sampled elements rather than a hash of all their data: a
 model's weights are most of its bytes and nearly all of them are unique, so only constants
 that already agree on type and sample are compared in full.  Operands of commutative ops are
-keyed as an unordered pair.  The
-first op in program order survives (it dominates the others in its scope); values of an
+keyed as an unordered pair.
+
+The first op in program order survives (it dominates the others in its scope); values of an
 outer scope are visible in nested regions but not the other way round, and each function
 (``IS_SYMBOL``) starts an empty table.
 """
