@@ -2,6 +2,7 @@
 
     tensorforge zoo                 list the built-in models
     tensorforge demo [MODEL ...]    compile zoo models, check them against PyTorch, time both
+    tensorforge explain MODEL [--passes]   what the graph optimiser does to a model
 """
 from __future__ import annotations
 
@@ -81,6 +82,52 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _explain_load(model: str, batch: int | None):
+    """A zoo name or an .onnx path, imported into the graph dialect."""
+    import os
+    if model.endswith(".onnx") or os.path.isfile(model):
+        from .frontends.onnx import import_onnx
+        return import_onnx(model)
+    from . import models
+    from .frontends.torch import import_torch
+    module, inputs = models.get(model, batch)
+    return import_torch(module, inputs)
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    """Op counts, weights and peak planned memory of MODEL before and after the graph pipeline
+    (after every pass with --passes)."""
+    from .passes.pipeline import ModuleStats, default_pipeline, trace_pipeline
+    from .ir.pass_manager import PassManager
+
+    t0 = time.perf_counter()
+    module = _explain_load(args.model, args.batch)
+    load_s = time.perf_counter() - t0
+    pm = PassManager.parse(args.pipeline) if args.pipeline else default_pipeline(layout=args.layout)
+    before, rows = trace_pipeline(module, pm)
+    after = rows[-1].after if rows else before
+    mib = 1 << 20
+    print(f"model     {args.model} (imported in {load_s:.2f} s)")
+    print(f"pipeline  {pm.pipeline}")
+    head = f"{'pass':<24} {'ms':>9} {'ops':>6} {'consts':>6} {'weights MiB':>11} {'peak MiB':>9}  changed"
+    print(head)
+    print("-" * len(head))
+
+    def line(name: str, ms: str, st: ModuleStats, changed: str) -> None:
+        print(f"{name:<24} {ms:>9} {st.ops:>6} {st.constants:>6} {st.weight_bytes / mib:>11.2f} "
+              f"{st.peak_bytes / mib:>9.3f}  {changed}")
+    line("(imported)", "", before, "")
+    for r in rows if args.passes else []:
+        line(r.name, f"{r.seconds * 1e3:.1f}", r.after, "yes" if r.changed else "no")
+    line("(optimised)", f"{sum(r.seconds for r in rows) * 1e3:.1f}", after, "")
+    print()
+    print(f"{'op':<28} {'before':>7} {'after':>7}")
+    for name in sorted(set(before.histogram) | set(after.histogram),
+                       key=lambda n: (-before.histogram[n] - after.histogram[n], n)):
+        print(f"{name:<28} {before.histogram[name]:>7} {after.histogram[name]:>7}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tensorforge", description="A deep-learning compiler.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -91,6 +138,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--repeats", type=int, default=10)
     d.add_argument("--threads", type=int, default=2)
     d.set_defaults(fn=_cmd_demo)
+    e = sub.add_parser("explain", help="op counts and peak memory before/after the graph optimiser")
+    e.add_argument("model", help="a zoo model name (tensorforge zoo) or a path to an .onnx file")
+    e.add_argument("--passes", action="store_true", help="a row after every pass of the pipeline")
+    e.add_argument("--pipeline", default=None, help="a pipeline to run instead of the default one")
+    e.add_argument("--layout", action="store_true", help="include the (experimental) layout pass")
+    e.add_argument("--batch", type=int, default=None, help="batch size for zoo models")
+    e.set_defaults(fn=_cmd_explain)
     return p
 
 

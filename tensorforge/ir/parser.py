@@ -25,7 +25,8 @@ from .builder import make_op
 from .builtin import FunctionType, ModuleOp
 from .core import Block, Operation, Region, Value
 from .opdef import lookup
-from .printer import (array_from_bytes, f64_from_bits, float_from_bits, is_isolated, print_module)
+from .printer import (ARG_NAMES, RESULT_NAMES, array_from_bytes, f64_from_bits, float_from_bits, is_isolated,
+                      print_module)
 from .types import BufferType, DType, IndexType, ScalarType, TensorType, Type
 from .verifier import verify as verify_module
 
@@ -356,17 +357,36 @@ class _Parser:
             raise self.fail(f"'{name}' defines {len(out_types)} results but {n_names} are named", start)
         if opdef.op_class is not None and (len(regions) != 1 or len(regions[0].blocks) != 1):
             raise self.fail(f"'{name}' needs exactly one region with one block", start)
+        names = {k: attrs.pop(k) for k in (ARG_NAMES, RESULT_NAMES) if k in attrs} if name == "func.func" else {}
         attrs = _fix_attr_kinds(opdef, attrs)
         try:
             op = make_op(name, [v for v, _ in operands], attrs, out_types, regions, loc=loc)
         except TensorforgeError as e:
             msg = str(e)
             raise self.fail(msg if msg.startswith(f"'{name}'") else f"'{name}': {msg}", start) from None
+        if names:
+            self.apply_names(op, names, start)
         k = 0
         for rname, count, p in groups:
             self.define(rname, op.results[k:k + count], p)
             k += count
         return op
+
+    def apply_names(self, func: Operation, names: dict[str, Any], pos: int) -> None:
+        """``tf.arg_names`` / ``tf.result_names`` (see ``printer.function_name_attrs``) -> name hints."""
+        block = func.regions[0].blocks[0]
+        ret = block.last if block.last is not None and block.last.name == "func.return" else None
+        for key, values in ((ARG_NAMES, block.args), (RESULT_NAMES, ret.operands if ret else [])):
+            given = names.get(key)
+            if given is None:
+                continue
+            if not isinstance(given, tuple) or len(given) != len(values) or \
+                    not all(isinstance(n, str) for n in given):
+                raise self.fail(f"'{key}' must list one name (a string, \"\" for none) per "
+                                f"{'argument' if key == ARG_NAMES else 'returned value'} ({len(values)})", pos)
+            for v, n in zip(values, given):
+                if n:
+                    v.name_hint = n
 
     def region(self) -> Region:
         self.expect("{", "'{' to open a region")

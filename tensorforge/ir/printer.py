@@ -6,6 +6,12 @@ Attributes use MLIR attribute syntax; constants larger than ``large_elements`` p
 ``dense_resource`` handles whose data goes to a side table (or MLIR's file-level resource
 trailer), so a ResNet-sized module prints as a few kilobytes of readable text.
 
+Choices that keep ``parse(print(m))`` exact: floats print as their shortest round-tripping
+decimal (IEEE bits in hex for inf/NaN), splats must be bit-identical, ``f32`` as an attribute
+reads back as a ``DType`` (a ``ScalarType`` only where the op declares a ``type`` attribute),
+and a function's argument/result name hints ride in ``tf.arg_names``/``tf.result_names``.
+Other value names are not kept: values print as ``%0``, ``%1``... and ``%arg0``...
+
 This module also owns the small encoding helpers the parser reads back (float literals,
 string escapes, resource blobs, value scoping), so the two sides cannot drift apart.
 """
@@ -27,6 +33,7 @@ LITERAL_MAX = 16            # constants up to this many elements print as litera
 IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")
 _PLAIN_STR = re.compile(r"[ !#-\[\]-~]*\Z")       # printable ASCII without '"' and '\'
 _ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x0A: "\\n", 0x09: "\\t"}
+ARG_NAMES, RESULT_NAMES = "tf.arg_names", "tf.result_names"
 _MLIR_ISOLATED = frozenset({"builtin.module", "func.func"})
 _BITS = {DType.f16: (np.uint16, "%04X"), DType.bf16: (np.uint16, "%04X"),
          DType.f32: (np.uint32, "%08X"), DType.f64: (np.uint64, "%016X")}
@@ -40,6 +47,26 @@ def is_isolated(op_name: str) -> bool:
     the regions of our (unregistered) ops as nested scopes, where reusing a name is an error.
     """
     return op_name in _MLIR_ISOLATED
+
+
+def function_name_attrs(op: Operation) -> dict[str, tuple[str, ...]]:
+    """A function's argument and result name hints as (discardable) attributes of its text.
+
+    The runtime names a compiled model's inputs and outputs after these hints, so they must
+    survive a trip through text; the parser turns the attributes back into hints.
+    """
+    if op.name != "func.func" or not op.regions or not op.regions[0].blocks:
+        return {}
+    block = op.regions[0].blocks[0]
+    out = {}
+    args = tuple(a.name_hint or "" for a in block.args)
+    if any(args):
+        out[ARG_NAMES] = args
+    if block.last is not None and block.last.name == "func.return":
+        results = tuple(v.name_hint or "" for v in block.last.operands)
+        if any(results):
+            out[RESULT_NAMES] = results
+    return out
 
 
 def fix_float_literal(text: str) -> str:
@@ -184,8 +211,11 @@ class _Printer:
                     self.block(block, k, many, depth, inner)
                 out.append("  " * depth + "}")
             out.append(")")
-        if op.attributes:
-            out.append(" {" + ", ".join(self.attr_entry(k, v) for k, v in op.attributes.items()) + "}")
+        attrs = op.attributes
+        if op.name == "func.func":
+            attrs = {**function_name_attrs(op), **attrs}
+        if attrs:
+            out.append(" {" + ", ".join(self.attr_entry(k, v) for k, v in attrs.items()) + "}")
         out.append(" : (" + ", ".join(self.type(v.type) for v in op.operands) + ") -> ")
         if len(results) == 1:
             out.append(self.type(results[0].type))

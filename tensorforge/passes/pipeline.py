@@ -1,10 +1,12 @@
 """The default graph-optimisation pipeline, in the order the design names.
 
-    fold -> shape-prop -> dce -> cse -> simplify-extra -> fold-inference -> cse -> dce
-         -> (fusion, later) -> [layout -> dce] -> reorder
+    const-fold -> shape-prop -> dce -> cse -> simplify-extra -> fold-inference -> cse -> dce
+               -> (fusion, later) -> [layout -> dce] -> reorder
 
-- ``fold`` / ``shape-prop``: constants, shape arithmetic and splats (ConstantOfShape) become
-  constants; ``dce`` drops what they leave behind, ``cse`` merges duplicates (equal weights too).
+- ``const-fold`` / ``shape-prop``: constants, shape arithmetic and splats (ConstantOfShape)
+  become constants; ``const-fold`` is ``fold`` with a guard that never lets folding grow the
+  model by more than its limit (``fold`` would duplicate a weight that stays in use, such as
+  GPT-2's tied embedding); ``dce`` drops what they leave behind, ``cse`` merges duplicates.
 - ``simplify-extra``: algebraic simplification (simplify's rules plus ``EXTRA_RULES``).
 - ``fold-inference``: BatchNorm, bias adds and scales into conv/GEMM weights.
 - ``layout``: blocked NCHW[x]c convolutions for the target's vector width.  **Off by default**:
@@ -18,13 +20,15 @@ overrides it); ``tensorforge explain MODEL --passes`` prints what each pass did.
 """
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import PassError
 from ..ir.builtin import ModuleOp
 from ..ir.pass_manager import PassManager, PassReport
 
-CLEANUP = ("fold", "shape-prop", "dce", "cse")
+CLEANUP = ("const-fold", "shape-prop", "dce", "cse")
 OPTIMIZE = ("simplify-extra", "fold-inference", "cse", "dce")
 
 
@@ -76,5 +80,52 @@ def optimize(module: ModuleOp, target: Any = None, passes: Any = None) -> PassRe
     return None if pm is None else pm.run(module)
 
 
-__all__ = ["CLEANUP", "OPTIMIZE", "default_pipeline", "default_pipeline_text", "optimize", "resolve_pipeline",
-           "vector_block"]
+# ---- per-pass statistics (``tensorforge explain --passes``) -----------------------------------
+@dataclass
+class ModuleStats:
+    """What a module looks like between passes."""
+
+    ops: int                     # graph ops other than constants
+    constants: int
+    weight_bytes: int            # bytes held by constants
+    peak_bytes: int              # peak_live_bytes summed over functions
+    histogram: Counter
+
+    @staticmethod
+    def of(module: ModuleOp) -> "ModuleStats":
+        from .memory.plan import peak_live_bytes
+        hist: Counter = Counter()
+        consts = weight = 0
+        for op in module.walk():
+            if op.name == "graph.constant":
+                consts += 1
+                weight += op.attributes["value"].array.nbytes
+            elif op.dialect not in ("builtin", "func"):
+                hist[op.name] += 1
+        peak = sum(peak_live_bytes(f) for f in module.functions)
+        return ModuleStats(sum(hist.values()), consts, weight, peak, hist)
+
+
+@dataclass
+class PassTrace:
+    """One pass of a traced pipeline and the module after it."""
+
+    name: str
+    seconds: float
+    changed: bool
+    after: ModuleStats
+
+
+def trace_pipeline(module: ModuleOp, pm: PassManager) -> tuple[ModuleStats, list[PassTrace]]:
+    """Runs ``pm``'s passes one at a time on ``module``: its stats before, and after each pass."""
+    before = ModuleStats.of(module)
+    rows = []
+    for p in pm.passes:
+        single = PassManager([p], verify_each=pm.verify_each)
+        (record,) = single.run(module).records
+        rows.append(PassTrace(record.name, record.seconds, record.changed, ModuleStats.of(module)))
+    return before, rows
+
+
+__all__ = ["CLEANUP", "OPTIMIZE", "ModuleStats", "PassTrace", "default_pipeline", "default_pipeline_text",
+           "optimize", "resolve_pipeline", "trace_pipeline", "vector_block"]

@@ -21,7 +21,7 @@ _LAZY: dict[str, str] = {
     "cse": "tensorforge.passes.graph.cse",
     "simplify-extra": "tensorforge.passes.graph.rules_extra", "shape-prop": "tensorforge.passes.graph.shape_prop",
     "fold-inference": "tensorforge.passes.graph.fold_inference", "layout": "tensorforge.passes.graph.layout",
-    "reorder": "tensorforge.passes.graph.reorder",
+    "reorder": "tensorforge.passes.graph.reorder", "const-fold": "tensorforge.passes.graph.const_fold",
 }
 
 

@@ -161,7 +161,8 @@ def attach_candidates(buf: Value, loads: list[Operation], store: Operation, cons
         common = common[:k]
     shape = buf.type.shape
     k_p = _plain_leading_loops(store, shape)
-    work = analyze(consumer).work() + analyze(top_level(store)).work()
+    producer = top_level(store)
+    work = analyze(consumer).work() + (analyze(producer).work() if producer.name == FOR else 1)
     busy = ctx.threads > 1 and work >= PARALLEL_MIN_WORK
     out, runs, outer = [], 1, set()
     for loop in common:

@@ -7,8 +7,8 @@ with reduction loops below it (a reduction), or, once producers were moved into 
 the sub-nests in turn).
 
 The rules choose the innermost, vectorized loop by how memory is walked: every load and store
-of the nest is scored per candidate loop (contiguous +2, invariant +1, small stride 0, large
-stride or data-dependent index -2), weighted by how much of a vector the loop's extent fills.
+of the nest is scored per candidate loop (contiguous +2, invariant +1, small any other stride
+or a data-dependent index -2), weighted by how much of a vector the loop's extent fills.
 The last spine loop is always a candidate (the output is contiguous in it); so is every
 reduction loop.  A reduction whose best loop is a reduction loop keeps its nest and vectorizes
 that loop with an OpenMP reduction clause (rows: softmax, layer_norm, sums over the last axis,
@@ -42,8 +42,10 @@ ROW_MAX_ELEMENTS = 2048
 # A vectorized reduction loop ends in a horizontal reduction through memory (a store-forwarding
 # stall): worth it from this many vectors per loop run; shorter ones are left to the compiler.
 SIMD_REDUCTION_MIN_VECTORS = 8
-# Side of the square tiles of a transpose: 16 x 4 bytes is one cache line, one AVX-512 vector.
-TRANSPOSE_TILE = 16
+# Tiles of a transpose: a vector of the output's contiguous loop (one cache line of f32 on AVX-512)
+# by this many iterations of the loop the input is contiguous in (measured: 32 to 256 are alike,
+# a wider output side is slower).
+TRANSPOSE_TILE = 64
 
 
 @dataclass(frozen=True)
@@ -98,11 +100,7 @@ class Access:
         if k in self.irregular:
             return -2.0
         s = abs(self.strides.get(k, 0))
-        if s == 0:
-            return 1.0
-        if s == 1:
-            return 2.0
-        return 0.0 if s <= 4 else -2.0
+        return 1.0 if s == 0 else 2.0 if s == 1 else -2.0
 
     def contiguous_in(self, loop: Operation) -> bool:
         k = id(iv(loop))
@@ -285,16 +283,17 @@ def elementwise_rule(s: Schedule, nest: Nest, ctx: Context, top: bool) -> Plan:
 
 def _tile_transpose(s: Schedule, nest: Nest, v: Operation, accesses: list[Access], ctx: Context):
     """For loads that are strided along the output's contiguous loop ``v`` but contiguous along
-    another spine loop ``u``: bring ``u`` next to ``v`` and tile both, so a tile's reads and writes
-    each touch ``TRANSPOSE_TILE`` cache lines.  Returns (first inner loop, loop to vectorize)."""
+    another spine loop ``u``: bring ``u`` next to ``v`` and tile both (``TRANSPOSE_TILE`` x one vector),
+    so that a tile's reads and writes stay within a few dozen cache lines.  Returns (first inner loop,
+    loop to vectorize)."""
     strided = [a for a in accesses if a.op.name == LOAD and a.score(v) < 0]
     if not strided:
         return None
     best = None
     for u in nest.spine[:-1]:
-        if extent(u) >= TRANSPOSE_TILE // 2 and any(a.contiguous_in(u) for a in strided):
+        if extent(u) >= ctx.lanes // 2 and any(a.contiguous_in(u) for a in strided):
             best = u
-    if best is None or extent(v) < TRANSPOSE_TILE // 2:
+    if best is None or extent(v) < ctx.lanes // 2:
         return None
     ut, vt = tag(best), tag(v)
     tags = nest.tags
@@ -302,8 +301,8 @@ def _tile_transpose(s: Schedule, nest: Nest, v: Operation, accesses: list[Access
     try:
         if j - i > 1:
             s.reorder(*tags[i + 1:j], ut)    # u moves down next to v
-        f = TRANSPOSE_TILE
-        _, _, ui, vi = s.tile(ut, vt, _tile_factor(extent(best), f), _tile_factor(extent(v), f))
+        _, _, ui, vi = s.tile(ut, vt, _tile_factor(extent(best), TRANSPOSE_TILE),
+                              _tile_factor(extent(v), ctx.lanes))
     except ScheduleError:
         return None
     return ui, vi
@@ -321,15 +320,20 @@ def _tile_factor(n: int, f: int) -> int:
 
 def reduction_rule(s: Schedule, nest: Nest, ctx: Context, top: bool) -> Plan:
     """Inner strategy (vectorized reduction loop) or outer strategy (cache_write, reduction loops
-    outside the vectorized output loop), whichever walks memory better."""
+    outside the vectorized output loop), whichever walks memory better.  The outer strategy needs
+    every read to be contiguous or invariant along the output loop: strided reads (a window with a
+    stride) would be gathers, slower than the plain nest (measured on pooling and depthwise
+    convolution with stride 2)."""
     work = nest.work()
     leaf = nest.reduction[-1]
-    accesses = memory_accesses(leaf) + [Access.of(op) for op in body(nest.spine[-1]) if op.name == STORE
-                                        and buffer_of(op).type.rank > 0] if nest.spine else memory_accesses(leaf)
+    reads = memory_accesses(leaf)
+    accesses = reads + [Access.of(op) for op in body(nest.spine[-1]) if op.name == STORE
+                        and buffer_of(op).type.rank > 0] if nest.spine else reads
     best_r = max(nest.reduction, key=lambda l: vector_score(accesses, l, ctx.lanes))
     r_score = vector_score(accesses, best_r, ctx.lanes)
-    p_score = vector_score(accesses, nest.spine[-1], ctx.lanes) if nest.spine else -math.inf
-    if p_score > r_score:
+    v = nest.spine[-1] if nest.spine else None
+    p_score = vector_score(accesses, v, ctx.lanes) if v is not None else -math.inf
+    if p_score > r_score and all(a.score(v) > 0 for a in reads):
         plan = _outer_strategy(s, nest, ctx, top, work)
         if plan is not None:
             return plan

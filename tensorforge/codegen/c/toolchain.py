@@ -6,6 +6,12 @@ and the compiler version, and loaded from there. Files appear atomically (writte
 temporary name, then renamed), so processes compiling the same source at once each get a whole
 library and never a half-written one. ``stats`` counts hits, misses and compiler runs so callers
 and tests can prove that a warm compile ran no compiler.
+
+Compiling and linking are two compiler runs. With ``-ffast-math`` (or ``-Ofast``) on the *link*
+command, gcc links ``crtfastmath.o`` into the shared library, whose constructor turns on
+flush-to-zero and denormals-are-zero for the whole process as soon as the library is loaded:
+NumPy, torch and every other library in the process would then silently lose denormals. So the
+source is compiled with every flag (``-c``) and the object linked without the fast-math ones.
 """
 from __future__ import annotations
 
@@ -23,6 +29,11 @@ from ...errors import CompileError
 from ..target import Target, compiler_version
 
 _ERROR_LINES = 12
+# Bumped whenever the way a library is built changes, so that libraries built the old way (e.g.
+# linked with crtfastmath.o) are not taken from the cache.
+_RECIPE = "compile-then-link-v2"
+# Flags that make gcc link crtfastmath.o (which sets FTZ/DAZ process-wide on load).
+FAST_MATH_FLAGS = frozenset({"-ffast-math", "-Ofast", "-funsafe-math-optimizations"})
 _lock = threading.Lock()
 _loaded: dict[Path, ctypes.CDLL] = {}
 
@@ -73,7 +84,8 @@ def cache_dir() -> Path:
 def source_digest(source: str, target: Target, extra_flags: tuple[str, ...] = ()) -> str:
     """Hash of everything that decides the library's bytes."""
     h = hashlib.sha256()
-    for part in (source, target.cc, compiler_version(target.cc), " ".join(target.compile_flags), " ".join(extra_flags)):
+    for part in (source, target.cc, compiler_version(target.cc), " ".join(target.compile_flags), " ".join(extra_flags),
+                 _RECIPE):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -109,22 +121,46 @@ def _first_errors(stderr: str) -> str:
     return "\n".join((picked or lines)[:_ERROR_LINES])
 
 
-def _run_compiler(source_path: Path, out_path: Path, target: Target, extra_flags: tuple[str, ...], name: str) -> None:
-    fd, tmp_so = tempfile.mkstemp(dir=out_path.parent, prefix=out_path.name + ".", suffix=".tmp")
-    os.close(fd)
-    cmd = [*shlex.split(target.cc), *target.cflags, f"-march={target.march}", *extra_flags,
-           str(source_path), "-o", tmp_so, *target.ldflags]
+def compile_command(source_path: Path, object_path: Path, target: Target, extra_flags: tuple[str, ...] = ()) -> list[str]:
+    """The compiler run that turns the source into an object file (all code generation flags)."""
+    flags = [f for f in target.cflags if f != "-shared"]
+    return [*shlex.split(target.cc), *flags, f"-march={target.march}", *extra_flags, "-c", str(source_path),
+            "-o", str(object_path)]
+
+
+def link_command(object_path: Path, out_path: Path, target: Target) -> list[str]:
+    """The compiler run that links the object into a shared library, without the fast-math flags
+    (see the module docstring: they would link crtfastmath.o)."""
+    flags = [f for f in target.cflags if f not in FAST_MATH_FLAGS]
+    if "-shared" not in flags:
+        flags.append("-shared")
+    return [*shlex.split(target.cc), *flags, str(object_path), "-o", str(out_path), *target.ldflags]
+
+
+def _run(cmd: list[str], target: Target, name: str, source_path: Path, what: str) -> None:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as exc:
-        _unlink_quietly(tmp_so)
         raise CompileError(f"cannot run C compiler {target.cc!r} for kernel {name!r}: {exc}; install gcc or set $CC") from exc
     if proc.returncode != 0:
-        _unlink_quietly(tmp_so)
         raise CompileError(
-            f"C compilation of kernel {name!r} failed (exit {proc.returncode}); generated source kept at "
+            f"C {what} of kernel {name!r} failed (exit {proc.returncode}); generated source kept at "
             f"{source_path}\ncommand: {shlex.join(cmd)}\n{_first_errors(proc.stderr)}")
-    os.replace(tmp_so, out_path)
+
+
+def _run_compiler(source_path: Path, out_path: Path, target: Target, extra_flags: tuple[str, ...], name: str) -> None:
+    fd, tmp_so = tempfile.mkstemp(dir=out_path.parent, prefix=out_path.name + ".", suffix=".tmp")
+    os.close(fd)
+    tmp_o = tmp_so + ".o"
+    try:
+        _run(compile_command(source_path, Path(tmp_o), target, extra_flags), target, name, source_path, "compilation")
+        _run(link_command(Path(tmp_o), Path(tmp_so), target), target, name, source_path, "link")
+        os.replace(tmp_so, out_path)
+    except BaseException:
+        _unlink_quietly(tmp_so)
+        raise
+    finally:
+        _unlink_quietly(tmp_o)
 
 
 def _load(path: Path, source_path: Path, name: str) -> ctypes.CDLL:

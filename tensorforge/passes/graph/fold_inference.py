@@ -34,6 +34,7 @@ from ...ir.rewrite import (DEFAULT_FOLD_LIMIT, Pattern, PatternRewriter, Rewrite
 from ...ir.rules import rules_to_patterns
 from ...ir.types import TensorType, Type
 from ..registry import register_pass
+from .const_fold import with_folding
 from .rules_extra import AFFINE_RULES, CANONICAL_RULES
 from .simplify import SIMPLIFY_RULES, _GreedyPass
 
@@ -200,7 +201,8 @@ def _fold_into_gemm(rewriter: PatternRewriter, op: Operation, gemm: Operation, s
                     shift: np.ndarray | None) -> bool:
     """Replaces ``op`` (a scale of the columns and/or a shift of ``gemm``'s result) by a new gemm.
 
-    ``scale`` is a vector of N (needs a constant ``b``) or a scalar; ``shift`` broadcasts to (M, N).
+    ``scale`` is a vector of N (needs a constant ``b``) or a scalar (into ``b`` when it is constant,
+    else into ``alpha``); ``shift`` broadcasts to (M, N).
     """
     attrs = dict(gemm.attributes)
     a, b = gemm.operands[0], gemm.operands[1]
@@ -209,13 +211,13 @@ def _fold_into_gemm(rewriter: PatternRewriter, op: Operation, gemm: Operation, s
         return False
     beta = attrs.get("beta", 1.0)
     cc = None if c is None else np.asarray(c, np.float64) * beta
-    if scale is not None and scale.ndim == 0:
-        attrs["alpha"] = attrs.get("alpha", 1.0) * float(scale)
+    bw = constant_value(b)
+    if scale is not None and scale.ndim == 0 and bw is None:
+        attrs["alpha"] = attrs.get("alpha", 1.0) * float(scale)     # weights unknown: scale the product
     elif scale is not None:
-        bw = constant_value(b)
         if bw is None:
             return False
-        b = NewConst(_gemm_column_scale(gemm, bw, scale), b)
+        b = NewConst(np.asarray(bw, np.float64) * scale if scale.ndim == 0 else _gemm_column_scale(gemm, bw, scale), b)
     if scale is not None and cc is not None:
         cc = cc * scale
     if shift is not None:
@@ -392,9 +394,113 @@ def scale_into_matmul(op: Operation, rewriter: PatternRewriter) -> bool:
     return _replace_with(rewriter, op, "graph.matmul", [x, NewConst(scaled, w)], {})
 
 
+MOVEMENT = ("graph.reshape", "graph.transpose", "graph.squeeze", "graph.unsqueeze")
+"""Ops a scalar multiply commutes with: they only move elements."""
+
+
+def _through_movement(v: Value) -> tuple[Operation, list[Operation]] | None:
+    """(the op that produces ``v`` after single-use data movement, the movement ops in program
+    order), when every op on the way has one user."""
+    chain: list[Operation] = []
+    op = _single_user(v)
+    while op is not None and op.name in MOVEMENT:
+        chain.append(op)
+        op = _single_user(op.operands[0])
+    return None if op is None else (op, chain[::-1])
+
+
+def _has_constant_weights(op: Operation) -> bool:
+    if op.name == "graph.gemm":
+        return all(constant_value(v) is not None for v in op.operands[1:])
+    return op.name == "graph.matmul" and op.operands[1].type.rank == 2 and constant_value(op.operands[1]) is not None
+
+
+def _scaled_weights_op(rewriter: PatternRewriter, op: Operation, s: float) -> Value:
+    """A copy of gemm/matmul ``op`` whose constant weights (and gemm bias) are scaled by ``s``."""
+    operands: list[Value] = [op.operands[0]]
+    for v in op.operands[1:]:
+        operands.append(_const(rewriter, np.asarray(constant_value(v), np.float64) * s, v))
+    return rewriter.create(op.name, operands, op.attributes).results[0]
+
+
+def _rebuild(rewriter: PatternRewriter, v: Value, chain: Sequence[Operation]) -> Value:
+    for m in chain:
+        v = rewriter.create(m.name, [v], m.attributes).results[0]
+    return v
+
+
+@pattern("graph.mul", name="scale-through-matmul", benefit=2)
+def scale_through_matmul(op: Operation, rewriter: PatternRewriter) -> bool:
+    """``matmul(a, b) * s`` for a scalar ``s`` (reshapes and transposes allowed in between),
+    where ``a`` or ``b`` comes the same way from a gemm/matmul with constant weights: ``s`` goes
+    into those weights (attention's ``q k^T / sqrt(d)`` into the query projection)."""
+    for i in (0, 1):
+        c = constant_value(op.operands[1 - i])
+        x = op.operands[i]
+        if c is None or c.size != 1 or c.ndim > x.type.rank or not _float_like(x) or constant_value(x) is not None:
+            continue
+        found = _through_movement(x)
+        if found is None or found[0].name not in ("graph.matmul", "graph.batch_matmul"):
+            continue
+        mm_op, after = found
+        scale = float(np.asarray(c).reshape(()))
+        for side in (0, 1):
+            operand = _scaled_source(rewriter, mm_op.operands[side], scale)
+            if operand is None:
+                continue
+            operands = list(mm_op.operands)
+            operands[side] = operand
+            product = rewriter.create(mm_op.name, operands, mm_op.attributes).results[0]
+            rewriter.replace_op(op, [_rebuild(rewriter, product, after)])
+            return True
+    return False
+
+
+def _scaled_source(rewriter: PatternRewriter, v: Value, scale: float) -> Value | None:
+    """``v * scale`` rebuilt from a gemm/matmul with the scale in its constant weights, or None
+    (and nothing built) when ``v`` does not come from one.  ``v`` may be one piece of a
+    ``split`` of such a product along its columns (GPT-2's fused QKV projection): then only
+    that piece's columns are scaled and the other pieces are taken from the new split."""
+    source = _through_movement(v)
+    if source is None:
+        return None
+    producer, before = source
+    if _has_constant_weights(producer):
+        return _rebuild(rewriter, _scaled_weights_op(rewriter, producer, scale), before)
+    if producer.name != "graph.split":
+        return None
+    piece = before[0].operands[0] if before else v
+    upstream = _through_movement(producer.operands[0])
+    rank = producer.operands[0].type.rank
+    if upstream is None or not _has_constant_weights(upstream[0]) or producer.attributes["axis"] % rank != rank - 1:
+        return None
+    product, chain = upstream
+    columns = product.results[0].type.shape[-1]
+    if any(m.name == "graph.transpose" or m.results[0].type.shape[-1] != columns for m in chain):
+        return None           # the split axis must still be the product's columns
+    offsets = np.cumsum((0,) + tuple(producer.attributes["sizes"]))
+    col_scale = np.ones(columns)
+    col_scale[offsets[piece.index]:offsets[piece.index + 1]] = scale
+    operands: list[Value] = [product.operands[0]]
+    for i, w in enumerate(product.operands[1:], 1):
+        wv = np.asarray(constant_value(w), np.float64)
+        if i == 1 and product.name == "graph.gemm":
+            wv = _gemm_column_scale(product, wv, col_scale)
+        else:                 # matmul weights (K, N) and the gemm bias broadcast to (M, N): columns last
+            wv = wv * col_scale
+        operands.append(_const(rewriter, wv, w))
+    scaled = rewriter.create(product.name, operands, product.attributes).results[0]
+    new_split = rewriter.create("graph.split", [_rebuild(rewriter, scaled, chain)], producer.attributes)
+    for old, new in zip(producer.results, new_split.results):
+        if old is not piece:
+            rewriter.replace_all_uses_with(old, new)
+    return _rebuild(rewriter, new_split.results[piece.index], before)
+
+
 FOLD_PATTERNS: tuple[Pattern, ...] = (
     bn_into_conv, bn_into_gemm, bn_into_matmul, bn_decompose, bias_into_conv, scale_into_conv,
     input_scale_into_conv, bias_into_gemm, scale_into_gemm, bias_into_matmul, scale_into_matmul,
+    scale_through_matmul,
 )
 """The inference folds; the canonical-form and reassociation rules of ``rules_extra`` and the
 ``identity`` rule of simplify run with them (see ``fold_inference_patterns``)."""
@@ -411,7 +517,7 @@ def fold_inference_patterns() -> tuple[Pattern, ...]:
 def fold_inference(root: Operation, *, fold_limit: int = DEFAULT_FOLD_LIMIT,
                    max_iterations: int = 10) -> RewriteStats:
     """Folds BatchNorm, bias adds and scales under ``root`` into conv/GEMM/matmul weights."""
-    return apply_patterns_greedily(root, fold_inference_patterns(), fold=True, fold_limit=fold_limit,
+    return apply_patterns_greedily(root, with_folding(fold_inference_patterns(), fold_limit), fold=False,
                                    max_iterations=max_iterations)
 
 

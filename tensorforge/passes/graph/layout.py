@@ -39,6 +39,7 @@ from ...ir.rewrite import (DEFAULT_FOLD_LIMIT, Pattern, PatternRewriter, Rewrite
                            constant_value)
 from ...ir.types import TensorType
 from ..registry import register_pass
+from .const_fold import with_folding
 from .simplify import _GreedyPass
 
 TRANSFORM = "graph.layout_transform"
@@ -237,7 +238,7 @@ def optimize_layout(root: Operation, *, block: int | None = None, fold_limit: in
                     max_iterations: int = 10) -> RewriteStats:
     """Blocked convs with the conversions between them cancelled, weights packed by folding."""
     block = block or host_block()
-    return apply_patterns_greedily(root, layout_patterns(block), fold=True, fold_limit=fold_limit,
+    return apply_patterns_greedily(root, with_folding(layout_patterns(block), fold_limit), fold=False,
                                    max_iterations=max_iterations)
 
 

@@ -12,7 +12,8 @@
   (one product instead of two), by an ulp or so;
 - removals: idempotent ``relu``/``abs``, no-op ``slice``/``expand``/``tile``/``pad``, nested
   ``unsqueeze``, negations that cancel, integer cast chains;
-- ``pad-into-conv``: a zero ``pad`` of the spatial dims becomes the conv's own padding.
+- ``pad-into-conv``: a zero ``pad`` of the spatial dims becomes the conv's own padding;
+- a transposed matrix operand of ``gemm``/``matmul`` becomes the GEMM's ``trans_a``/``trans_b``.
 
 Every rule fires only when the replacement has exactly the matched value's type (see
 ``rules.py``).  ``simplify-extra`` runs ``SIMPLIFY_RULES`` and ``EXTRA_RULES`` together, with
@@ -29,6 +30,7 @@ from ...ir.rewrite import DEFAULT_FOLD_LIMIT, Pattern, RewriteStats, apply_patte
 from ...ir.rules import Rule, rule, rule_function, rules_to_patterns
 from ...ir.types import DType
 from ..registry import register_pass
+from .const_fold import with_folding
 from .simplify import SIMPLIFY_RULES, _GreedyPass
 
 
@@ -138,6 +140,33 @@ AFFINE_RULES: list[Rule] = [
 ]
 """Constant reassociation: scale/shift chains collapse to one ``mul`` and one ``add``."""
 
+@rule_function
+def as_matrix(shape: Sequence) -> tuple:
+    """(rows, columns) of a static shape flattened to 2-D along its last dim."""
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    return (rows, shape[-1])
+
+
+CONTRACTION_RULES: list[Rule] = [
+    rule("transpose-into-gemm-b", "gemm(a, transpose(b, perm=p), alpha=x, beta=y, trans_a=ta, trans_b=tb)",
+         "gemm(a, b, alpha=x, beta=y, trans_a=ta, trans_b=not tb)", where="p == (1, 0)"),
+    rule("transpose-into-gemm-b-bias", "gemm(a, transpose(b, perm=p), c, alpha=x, beta=y, trans_a=ta, trans_b=tb)",
+         "gemm(a, b, c, alpha=x, beta=y, trans_a=ta, trans_b=not tb)", where="p == (1, 0)"),
+    rule("transpose-into-gemm-a", "gemm(transpose(a, perm=p), b, alpha=x, beta=y, trans_a=ta, trans_b=tb)",
+         "gemm(a, b, alpha=x, beta=y, trans_a=not ta, trans_b=tb)", where="p == (1, 0)"),
+    rule("transpose-into-gemm-a-bias", "gemm(transpose(a, perm=p), b, c, alpha=x, beta=y, trans_a=ta, trans_b=tb)",
+         "gemm(a, b, c, alpha=x, beta=y, trans_a=not ta, trans_b=tb)", where="p == (1, 0)"),
+    rule("matmul-transposed-rhs", "matmul(x, transpose(w, perm=p))", "gemm(x, w, trans_b=True)",
+         where="p == (1, 0) and rank(x) == 2"),
+    rule("matmul-transposed-rhs-batched", "(t := matmul(x, transpose(w, perm=p)))",
+         "reshape(gemm(reshape(x, shape=as_matrix(shape(x))), w, trans_b=True), shape=shape(t))",
+         where="p == (1, 0) and rank(x) > 2 and is_static(x)"),
+]
+"""A transposed matrix operand of a GEMM is a flag, not a copy: what folding may not do for a
+weight that is shared (GPT-2's LM head reads the token embedding transposed)."""
+
 REMOVAL_RULES: list[Rule] = [
     rule("add-neg", "add(x, neg(y))", "sub(x, y)", where="not is_const(y)"),
     rule("neg-sub", "neg(sub(x, y))", "sub(y, x)"),
@@ -162,7 +191,7 @@ REMOVAL_RULES: list[Rule] = [
 ]
 """Ops that cancel or do nothing, and padding that a conv can do itself."""
 
-EXTRA_RULES: list[Rule] = CANONICAL_RULES + AFFINE_RULES + REMOVAL_RULES
+EXTRA_RULES: list[Rule] = CANONICAL_RULES + AFFINE_RULES + CONTRACTION_RULES + REMOVAL_RULES
 """Everything ``simplify-extra`` adds to ``SIMPLIFY_RULES``."""
 
 
@@ -173,9 +202,9 @@ def extra_patterns() -> tuple[Pattern, ...]:
 
 def simplify_extra(root: Operation, *, fold: bool = True, fold_limit: int = DEFAULT_FOLD_LIMIT,
                    max_iterations: int = 10) -> RewriteStats:
-    """``SIMPLIFY_RULES`` + ``EXTRA_RULES`` (and constant folding) under ``root`` to a fixpoint."""
-    return apply_patterns_greedily(root, extra_patterns(), fold=fold, fold_limit=fold_limit,
-                                   max_iterations=max_iterations)
+    """``SIMPLIFY_RULES`` + ``EXTRA_RULES`` (and guarded constant folding) under ``root`` to a fixpoint."""
+    patterns = with_folding(extra_patterns(), fold_limit) if fold else extra_patterns()
+    return apply_patterns_greedily(root, patterns, fold=False, max_iterations=max_iterations)
 
 
 @register_pass
@@ -193,5 +222,5 @@ class SimplifyExtraPass(_GreedyPass):
                                            max_iterations=self.max_iterations))
 
 
-__all__ = ["AFFINE_RULES", "CANONICAL_RULES", "EXTRA_RULES", "REMOVAL_RULES", "SimplifyExtraPass",
+__all__ = ["AFFINE_RULES", "CANONICAL_RULES", "CONTRACTION_RULES", "EXTRA_RULES", "REMOVAL_RULES", "SimplifyExtraPass",
            "extra_patterns", "simplify_extra"]

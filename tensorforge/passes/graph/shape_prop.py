@@ -35,6 +35,7 @@ from ...ir.rewrite import (DEFAULT_FOLD_LIMIT, Pattern, PatternRewriter, Rewrite
                            constant_value)
 from ...ir.types import DType, TensorType
 from ..registry import register_pass
+from .const_fold import with_folding
 from .simplify import _GreedyPass
 
 MAX_SHAPE_ELEMENTS = 64
@@ -273,8 +274,8 @@ def shape_prop_patterns(fold_limit: int = DEFAULT_FOLD_LIMIT) -> list[Pattern]:
 
 def propagate_shapes(root: Operation, *, fold_limit: int = DEFAULT_FOLD_LIMIT,
                      max_iterations: int = 10) -> RewriteStats:
-    """The three patterns above plus constant folding, to a fixpoint."""
-    return apply_patterns_greedily(root, shape_prop_patterns(fold_limit), fold=True, fold_limit=fold_limit,
+    """The three patterns above plus (guarded) constant folding, to a fixpoint."""
+    return apply_patterns_greedily(root, with_folding(shape_prop_patterns(fold_limit), fold_limit), fold=False,
                                    max_iterations=max_iterations)
 
 

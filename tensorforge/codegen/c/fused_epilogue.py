@@ -1,0 +1,193 @@
+"""Elementwise consumers of a contraction, in the same kernel, as a GEMM epilogue.
+
+After the contraction ``acc`` a kernel may hold a chain of elementwise computes over the same
+output domain (``acc + bias[o]``, then a ReLU, then ``+ residual``...).  Each reads the previous
+value of the chain at exactly its own index (and kernel inputs at affine indices), so the chain
+is a per-element expression of ``acc``: it becomes one ``Epilogue`` whose C body evaluates the
+scalar ops lane by lane on each finished output vector (a loop of constant trip count that the
+compiler vectorizes; transcendental functions go to the vector math library like in the loop
+path), so the result is stored once and never read back.
+
+Reads of kernel inputs become epilogue pointer parameters; their offset must be
+``i * cm + j * cn`` in the GEMM's row ``i`` and column ``j`` (plus a per-batch part that the
+caller adds to the pointer), which is what ``EpilogueRead`` records.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...dialects.structured.ops import ComputeView
+from ...ir.core import Operation, Value
+from ...ir.types import DType, IndexType
+from .contraction import Affine, AxisSpace, Roles, collapse, parse_index
+from .emit_loop import c_literal, c_type, scalar_expr
+from .epilogues import Epilogue, EpilogueParam
+
+
+@dataclass
+class EpilogueRead:
+    """A kernel input read by the epilogue at ``flat`` (over the contraction's virtual axes)."""
+
+    arg: int
+    flat: Affine
+    index: int             # position among the chain's reads (names the parameter)
+    cm: int = 0            # element stride per GEMM row
+    cn: int = 0            # element stride per GEMM column
+
+    @property
+    def param(self) -> str:
+        return f"ep{self.index}"
+
+
+@dataclass
+class EpilogueChain:
+    """The computes fused after a contraction, and the reads they need."""
+
+    computes: list[Operation]
+    reads: list[EpilogueRead]
+    _read_of: dict[int, EpilogueRead]       # id(structured.read op) -> its EpilogueRead
+
+    @property
+    def result(self) -> Value | None:
+        return self.computes[-1].results[0] if self.computes else None
+
+    def bind(self, roles: Roles) -> bool:
+        """Fixes each read's row and column strides for ``roles``; False when one is not strided."""
+        for r in self.reads:
+            cm, cn = collapse(r.flat, roles.m), collapse(r.flat, roles.n)
+            if cm is None or cn is None or any(r.flat.coeff(x.key) for x in roles.k):
+                return False
+            r.cm, r.cn = cm, cn
+        return True
+
+    def epilogue(self) -> Epilogue | None:
+        """The chain as one Epilogue (None for an empty chain)."""
+        if not self.computes:
+            return None
+        lines: list[str] = []
+        names: dict[int, str] = {}
+        counter = [0]
+
+        def fresh() -> str:
+            counter[0] += 1
+            return f"v{counter[0]}"
+
+        prev = "acc"
+        for comp in self.computes:
+            cv = ComputeView(comp)
+            for op in cv.body:
+                if op.name == "structured.yield":
+                    names[id(comp.results[0])] = names[id(op.operands[0])]
+                    prev = names[id(op.operands[0])]
+                    continue
+                res = op.results[0] if op.results else None
+                if res is None or isinstance(res.type, IndexType):
+                    continue
+                if op.name == "structured.read":
+                    rd = self._read_of.get(id(op))
+                    if rd is None:     # a read of the chain's previous value
+                        names[id(res)] = names.get(id(op.operands[0]), prev)
+                        continue
+                    expr = f"{rd.param}[{_offset(rd)}]"
+                elif op.name == "scalar.const":
+                    names[id(res)] = c_literal(op.attributes["value"], res.type)
+                    continue
+                else:
+                    expr = scalar_expr(op, [names[id(v)] for v in op.operands])
+                v = fresh()
+                names[id(res)] = v
+                lines.append(f"const {c_type(res.type)} {v} = {expr};")
+        body = " ".join(lines)
+        loop = (f"for (int l = 0; l < {{n}}; l++) {{ const float acc = tf_ein[l]; {body} "
+                f"tf_eout[l] = (float){prev}; }}")
+        text = ("float tf_ein[TF_VW], tf_eout[TF_VW] = {0}; tf_st(tf_ein, x);\n"
+                f"    if (nv == TF_VW) {{\n      _Pragma(\"omp simd\") {loop.format(n='TF_VW')}\n"
+                f"    }} else {{\n      {loop.format(n='nv')}\n    }}\n    x = tf_ld(tf_eout);")
+        params = tuple(EpilogueParam(r.param, "ptr", "tile") for r in self.reads)
+        return Epilogue("fused", text, params)
+
+
+def _offset(rd: EpilogueRead) -> str:
+    terms = []
+    if rd.cm:
+        terms.append(f"i * {rd.cm}" if rd.cm != 1 else "i")
+    if rd.cn:
+        terms.append(f"(j + l) * {rd.cn}" if rd.cn != 1 else "(j + l)")
+    return " + ".join(terms) or "0"
+
+
+def _identity_read(read: Operation, axes: list[Value]) -> bool:
+    return len(read.operands) - 1 == len(axes) and all(a is b for a, b in zip(read.operands[1:], axes))
+
+
+def match_chain(contraction: Operation, kernel: Operation, space: AxisSpace) -> EpilogueChain | None:
+    """The elementwise computes after ``contraction`` in ``kernel`` when they form a chain that ends
+    in the kernel's only result; None when the kernel holds anything else."""
+    body = kernel.regions[0].blocks[0]
+    args = {id(a): i for i, a in enumerate(body.args)}
+    computes = [o for o in body if o.name == "structured.compute"]
+    if not computes or computes[0] is not contraction:
+        return None
+    shape = tuple(contraction.results[0].type.shape)
+    par_axes = [a for a, k in enumerate(space.iterators) if k == "p"]
+    chain_values = {id(contraction.results[0])}
+    chain: list[Operation] = []
+    reads: dict[tuple, EpilogueRead] = {}
+    read_of: dict[int, EpilogueRead] = {}
+    for comp in computes[1:]:
+        cv = ComputeView(comp)
+        if (cv.combiner != "none" or tuple(cv.domain) != shape or comp.attributes["dtype"] is not DType.f32):
+            return None
+        axis_of = {id(a): par_axes[i] for i, a in enumerate(cv.axes)}
+        memo: dict = {}
+        touches_chain = False
+        for op in cv.body:
+            if op.name != "structured.read":
+                continue
+            src = op.operands[0]
+            if id(src) in chain_values:
+                if not _identity_read(op, cv.axes) or src is not (chain[-1].results[0] if chain else
+                                                                  contraction.results[0]):
+                    return None
+                touches_chain = True
+                continue
+            if id(src) not in args or op.attributes.get("pad") is not None or src.type.dtype is not DType.f32:
+                return None
+            flat = _flat(op, src.type.shape, axis_of, memo, space)
+            if flat is None:
+                return None
+            k = (args[id(src)], tuple(sorted(flat.terms.items())), flat.const)
+            rd = reads.setdefault(k, EpilogueRead(args[id(src)], flat, len(reads)))
+            read_of[id(op)] = rd
+        if not touches_chain:
+            return None
+        chain.append(comp)
+        chain_values.add(id(comp.results[0]))
+    result = chain[-1].results[0] if chain else contraction.results[0]
+    ret = body.last
+    if len(ret.operands) != 1 or ret.operands[0] is not result:
+        return None
+    # every value before the last is read only by the next compute of the chain
+    for v in [contraction.results[0]] + [c.results[0] for c in chain[:-1]]:
+        for user, _ in v.uses:
+            owner = user.parent_op
+            if owner not in chain:
+                return None
+    return EpilogueChain(chain, list(reads.values()), read_of)
+
+
+def _flat(read: Operation, shape: tuple[int, ...], axis_of: dict[int, int], memo: dict,
+          space: AxisSpace) -> Affine | None:
+    """The element offset of ``read`` over the contraction's virtual axes, or None."""
+    out, stride = Affine(), 1
+    dims = [parse_index(i, axis_of, memo) for i in read.operands[1:]]
+    for d in range(len(shape) - 1, -1, -1):
+        aff = dims[d]
+        if aff is None:
+            return None
+        for t in aff.terms:
+            if t[0] in ("div", "mod") and space.splits.get(t[1]) != t[2]:
+                return None
+        out = out.plus(space.normalize(aff).scaled(stride))
+        stride *= shape[d]
+    return out
