@@ -8,6 +8,9 @@ from .opdef import (COMMUTATIVE, CONSTANT_LIKE, ELEMENTWISE, PURE, SAME_SHAPE, T
                     Cost, FusionKind, OpDef, lookup, register, registered_ops)
 from .types import BufferType, DType, IndexType, ScalarType, TensorType, Type, tensor
 from .verifier import verify
+from .printer import print_module
+from .parser import load_module, parse_module, save_module
+from .structure import structural_diff, structural_hash, structurally_equal
 
 
 def Module() -> ModuleOp:
@@ -22,5 +25,6 @@ __all__ = [
     "DialectBuilder", "ELEMENTWISE", "FuncOp", "Function", "FunctionType", "FusionKind", "IndexType",
     "Module", "ModuleOp", "OpDef", "Operation", "PURE", "Region", "SAME_SHAPE", "ScalarType", "TERMINATOR",
     "TensorType", "Type", "Value", "interpret", "lookup", "make_op", "op_key", "register",
-    "registered_ops", "run_function", "tensor", "verify",
+    "registered_ops", "run_function", "tensor", "verify", "print_module", "parse_module", "save_module",
+    "load_module", "structural_diff", "structural_hash", "structurally_equal",
 ]
