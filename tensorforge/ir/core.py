@@ -374,3 +374,17 @@ def op_key(op: Operation) -> tuple:
     """
     attrs = tuple(sorted((k, attr_key(v)) for k, v in op.attributes.items()))
     return (op.name, tuple(id(v) for v in op.operands), attrs, tuple(r.type for r in op.results))
+
+
+class OpView:
+    """Base of typed read-only views over an op (``ComputeView``, ``ForView``, ...)."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op: Operation):
+        self.op = op
+
+    @property
+    def body(self) -> Block:
+        """The entry block of the op's first region."""
+        return self.op.regions[0].blocks[0]

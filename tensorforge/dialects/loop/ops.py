@@ -1,7 +1,7 @@
 """Op definitions of the loop dialect."""
 from __future__ import annotations
 
-from ...ir.core import Block, Operation, Value
+from ...ir.core import Block, Operation, OpView, Value
 from ...ir.opdef import TERMINATOR, Attr, OpDef, expect, register
 from ...ir.types import BufferType, DType, IndexType, ScalarType
 
@@ -104,15 +104,8 @@ class Return(OpDef):
     traits = frozenset({TERMINATOR})
 
 
-class ForView:
-    __slots__ = ("op",)
-
-    def __init__(self, op: Operation):
-        self.op = op
-
-    @property
-    def body(self) -> Block:
-        return self.op.regions[0].blocks[0]
+class ForView(OpView):
+    __slots__ = ()
 
     @property
     def iv(self) -> Value:

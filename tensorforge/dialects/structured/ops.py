@@ -5,7 +5,7 @@ import math
 from typing import Sequence
 
 from ...errors import ShapeError, VerificationError
-from ...ir.core import Block, Operation, Value
+from ...ir.core import Block, Operation, OpView, Value
 from ...ir.opdef import PURE, TERMINATOR, Attr, FusionKind, OpDef, expect, register
 from ...ir.types import DType, IndexType, ScalarType, TensorType
 from ..scalar import INDEX
@@ -109,13 +109,10 @@ class Return(OpDef):
     traits = frozenset({TERMINATOR})
 
 
-class ComputeView:
+class ComputeView(OpView):
     """Reads a ``structured.compute`` op: axes, body, yielded value."""
 
-    __slots__ = ("op",)
-
-    def __init__(self, op: Operation):
-        self.op = op
+    __slots__ = ()
 
     @property
     def domain(self) -> tuple[int, ...]:
@@ -128,10 +125,6 @@ class ComputeView:
     @property
     def combiner(self) -> str:
         return self.op.attributes["combiner"]
-
-    @property
-    def body(self) -> Block:
-        return self.op.regions[0].blocks[0]
 
     @property
     def axes(self) -> list[Value]:
@@ -153,17 +146,10 @@ class ComputeView:
         return [o for o in self.body if o.name == "structured.read"]
 
 
-class KernelView:
+class KernelView(OpView):
     """Reads a ``structured.kernel`` op."""
 
-    __slots__ = ("op",)
-
-    def __init__(self, op: Operation):
-        self.op = op
-
-    @property
-    def body(self) -> Block:
-        return self.op.regions[0].blocks[0]
+    __slots__ = ()
 
     @property
     def computes(self) -> list[ComputeView]:
