@@ -14,11 +14,14 @@ once, the output written once, divided by the time) or GFLOP/s, for:
 
 The ceiling is a plain copy of 64 MiB (``numpy``: one thread; ``torch``: ``copy_``, T threads).
 
-Each thread count runs in a fresh subprocess (OMP_NUM_THREADS is read once when OpenMP starts;
-torch gets ``set_num_threads``), kernels are scheduled for that many threads. The machine is shared
-and noisy: every number is the median over ``--rounds`` rounds, each round timing all variants of a
-kernel back to back (median of a few calls each); the ``noise`` column is the spread of the ``new``
-column over rounds ((p75 - p25) / median). Outputs of ``new`` are checked against torch.
+Kernels are scheduled for the host's cores, as ``tensorforge.compile`` does (the thread count is a
+run-time setting); each thread count runs in a fresh subprocess (OMP_NUM_THREADS is read once
+when OpenMP starts; torch gets ``set_num_threads``). The machine is shared
+and noisy: each round times all variants of a kernel back to back (in a rotating order, each after
+waiting up to 1 s for no more runnable tasks than we use), each as the fastest of a few calls (the call other tenants did not preempt); every number is the median of that over
+``--rounds`` rounds, and the ``noise`` column is the spread of the ``new`` column over rounds
+((p75 - p25) / median).  ``cpu`` repeats new/torch on CPU time (process CPU time / threads, median
+per round), which preemption does not inflate.  Outputs of ``new`` are checked against torch.
 """
 from __future__ import annotations
 
@@ -233,7 +236,11 @@ def _native(kernel, schedule, name: str):
 
 
 def _time(fn, clock, threads: int, budget: float = 0.02) -> tuple[float, float]:
-    """Median wall and CPU seconds per call over calls filling about ``budget`` seconds."""
+    """(fastest wall time, median CPU time / threads) per call over calls filling about ``budget`` s.
+
+    Other tenants preempt our threads at random; the fastest call of a round is the one they left
+    alone (with two threads, a preempted thread holds its partner at the barrier for a whole
+    scheduler tick, which a median would report as the kernel's speed)."""
     fn()
     t0 = time.perf_counter()
     fn()
@@ -245,17 +252,36 @@ def _time(fn, clock, threads: int, budget: float = 0.02) -> tuple[float, float]:
         fn()
         cpu.append((clock() - c) / threads)
         wall.append(time.perf_counter() - w)
-    return statistics.median(wall), statistics.median(cpu)
+    return min(wall), statistics.median(cpu)
+
+
+def _runnable() -> int:
+    """Runnable tasks on the machine now (the 4th field of /proc/loadavg, ours included)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _wait_for_quiet(threads: int, patience: float = 1.0) -> None:
+    """Waits (at most ``patience`` s) until no more tasks are runnable than we would use ourselves."""
+    end = time.perf_counter() + patience
+    while _runnable() > threads + 1 and time.perf_counter() < end:
+        time.sleep(0.01)
 
 
 def measure(threads: int, only: list[str], rounds: int) -> dict:
     import numpy as np
     import torch
+    from tensorforge.codegen.target import Target
     from tensorforge.schedule import default_schedule
     torch.set_num_threads(threads)
+    cores = Target.host().cores
     clock = time.thread_time if threads == 1 else time.process_time
     rng = np.random.default_rng(0)
     rows = []
+    load0 = os.getloadavg()[0]
     big = np.ones(16 << 20, np.float32)
     dst = np.empty_like(big)
     tb, tdst = torch.from_numpy(big), torch.from_numpy(dst)
@@ -271,9 +297,9 @@ def measure(threads: int, only: list[str], rounds: int) -> dict:
         xs = _inputs(case, rng)
         kernel = _structured(case, xs)
         t_compile = time.perf_counter()
-        bind_new, outs_new, src = _native(kernel, lambda fn: default_schedule(fn, threads), f"bench_{case.name}")
+        bind_new, outs_new, src = _native(kernel, lambda fn: default_schedule(fn, cores), f"bench_{case.name}")
         t_compile = time.perf_counter() - t_compile
-        bind_old, _, _ = _native(kernel, lambda fn: previous_default(fn, threads), f"bench_old_{case.name}")
+        bind_old, _, _ = _native(kernel, lambda fn: previous_default(fn, cores), f"bench_old_{case.name}")
         txs = [torch.from_numpy(x) for x in xs]
         variants = {"new": bind_new(xs), "old": bind_old(xs)}
         err = None
@@ -288,10 +314,11 @@ def measure(threads: int, only: list[str], rounds: int) -> dict:
             out = np.empty_like(outs_new[0])
             variants["numpy"] = lambda: case.numpy(xs, out)
         per: dict[str, list] = {k: [] for k in variants}
-        for _ in range(rounds):
-            for k, f in variants.items():
-                per[k].append(_time(f, clock, threads))
-                time.sleep(0.005)
+        names = list(variants)
+        for r in range(rounds):
+            for k in names[r % len(names):] + names[:r % len(names)]:     # a different order every round
+                _wait_for_quiet(threads)
+                per[k].append(_time(variants[k], clock, threads))
         nbytes = sum(x.nbytes for x in xs) + sum(o.nbytes for o in outs_new)
         work = case.flops or nbytes
         res = {}
@@ -303,7 +330,7 @@ def measure(threads: int, only: list[str], rounds: int) -> dict:
         q = statistics.quantiles(new_walls, n=4) if len(new_walls) >= 2 else [new_walls[0]] * 3
         rows.append({"name": case.name, "kind": case.kind, "unit": "GFLOP/s" if case.flops else "GB/s",
                      "res": res, "noise": (q[2] - q[0]) / q[1], "err": err, "compile_s": t_compile})
-    return {"threads": threads, "copy": copy, "rows": rows}
+    return {"threads": threads, "copy": copy, "rows": rows, "load": [load0, os.getloadavg()[0]]}
 
 
 def run_subprocess(threads: int, only: list[str], rounds: int) -> dict:
@@ -319,9 +346,9 @@ def run_subprocess(threads: int, only: list[str], rounds: int) -> dict:
 def report(run: dict) -> None:
     c = run["copy"]
     print(f"\n== {run['threads']} thread(s); copy ceiling: numpy {c['numpy']:.1f} GB/s (1 thread), "
-          f"torch copy_ {c['torch']:.1f} GB/s")
+          f"torch copy_ {c['torch']:.1f} GB/s; load average {run['load'][0]:.1f} at start, {run['load'][1]:.1f} at end")
     head = f"{'kernel':17s} {'kind':22s} {'unit':7s} {'new':>6s} {'old':>6s} {'torch':>6s} {'numpy':>6s} " \
-           f"{'new/old':>7s} {'new/torch':>9s} {'new ms':>7s} {'noise':>6s} {'err':>7s}"
+           f"{'new/old':>7s} {'new/torch':>9s} {'cpu':>5s} {'new ms':>7s} {'noise':>6s} {'err':>7s}"
     print(head)
     for r in run["rows"]:
         res = r["res"]
@@ -331,9 +358,10 @@ def report(run: dict) -> None:
 
         ratio_old = res["new"]["wall"] / res["old"]["wall"]
         ratio_t = f"{res['new']['wall'] / res['torch']['wall']:9.2f}" if "torch" in res else f"{'-':>9s}"
+        ratio_c = f"{res['new']['cpu'] / res['torch']['cpu']:5.2f}" if "torch" in res else f"{'-':>5s}"
         err = f"{r['err']:7.0e}" if r["err"] is not None else f"{'-':>7s}"
         print(f"{r['name']:17s} {r['kind']:22s} {r['unit']:7s} {col('new')} {col('old')} {col('torch')} "
-              f"{col('numpy')} {ratio_old:7.2f} {ratio_t} {res['new']['ms']:7.2f} {r['noise']:6.0%} {err}")
+              f"{col('numpy')} {ratio_old:7.2f} {ratio_t} {ratio_c} {res['new']['ms']:7.2f} {r['noise']:6.0%} {err}")
 
 
 def main() -> None:
@@ -349,8 +377,8 @@ def main() -> None:
         print(json.dumps(measure(spec["threads"], spec["only"], spec["rounds"])))
         return
     only = [s for s in args.only.split(",") if s]
-    print(f"median of {args.rounds} rounds; wall-clock throughput; noise = IQR/median of 'new' over rounds; "
-          f"err = max |new - torch| / max(1, max |torch|)")
+    print(f"median over {args.rounds} rounds of the fastest call per round (wall clock); cpu = new/torch on CPU "
+          f"time; noise = IQR/median of 'new' over rounds; err = max |new - torch| / max(1, max |torch|)")
     runs = []
     for t in args.threads:
         runs.append(run_subprocess(t, only, args.rounds))

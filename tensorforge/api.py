@@ -128,17 +128,26 @@ class CompiledModel:
 
 
 def compile(model: Any, example_inputs: Sequence | None = None, target: str = "cpu",
-            threads: int | None = None, **options: Any) -> CompiledModel:
-    """Imports, checks and compiles ``model``.
+            threads: int | None = None, passes: Any = None, **options: Any) -> CompiledModel:
+    """Imports, checks, optimises and compiles ``model``.
 
     ``target="cpu"`` (the default) generates C for the host and loads it; ``"interpreter"`` runs
     the verified graph in the NumPy reference interpreter.  ``threads`` is how many threads
     the native model runs on (default: all cores; change it later with ``set_threads``).
+    ``passes`` selects the graph optimisation: None for
+    ``tensorforge.passes.pipeline.default_pipeline(target)``, a pipeline string such as
+    ``"const-fold,dce"``, a ``PassManager``, or False for none.  A ``ModuleOp`` given as
+    ``model`` is copied, not changed.
     """
     if target not in TARGETS:
         raise TensorforgeError(f"unknown target '{target}' (choose from {', '.join(TARGETS)})")
     module = import_model(model, example_inputs)
     verify(module)
+    if passes is not False and passes != "":
+        from .passes.pipeline import optimize
+        module = module.clone() if module is model else module
+        optimize(module, target, passes)
+        verify(module)
     if target == "interpreter":
         return CompiledModel(module, target="interpreter")
     from .codegen.c.build import build_native

@@ -125,7 +125,25 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     for name in sorted(set(before.histogram) | set(after.histogram),
                        key=lambda n: (-before.histogram[n] - after.histogram[n], n)):
         print(f"{name:<28} {before.histogram[name]:>7} {after.histogram[name]:>7}")
+    if getattr(args, "fusion", False):
+        _explain_fusion(args, module)
     return 0
+
+
+def _explain_fusion(args: argparse.Namespace, module) -> None:
+    """``explain --fusion``: fuses the optimised module, prints the groups and every decision with
+    its reason, and writes a picture of the fused graph (Graphviz where ``dot`` exists)."""
+    import os
+    from .passes.fusion.explain import explain_fusion, write_picture
+
+    t0 = time.perf_counter()
+    report = explain_fusion(module, pipeline=args.fusion_pipeline)
+    print()
+    print(f"fusion    {args.fusion_pipeline} ({(time.perf_counter() - t0) * 1e3:.0f} ms)")
+    print(report.text())
+    stem = os.path.splitext(os.path.basename(args.model))[0]
+    out = write_picture(report.log, args.output or f"{stem}.fusion.svg", title=stem)
+    print(f"\npicture   {out}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,6 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--pipeline", default=None, help="a pipeline to run instead of the default one")
     e.add_argument("--layout", action="store_true", help="include the (experimental) layout pass")
     e.add_argument("--batch", type=int, default=None, help="batch size for zoo models")
+    e.add_argument("--fusion", action="store_true",
+                   help="also fuse the optimised graph: groups, every decision with its reason, a picture")
+    e.add_argument("--fusion-pipeline", default="fuse", help="fusion passes for --fusion (default: fuse)")
+    e.add_argument("--output", default=None,
+                   help="picture for --fusion (.svg/.png via Graphviz, .dot; default MODEL.fusion.svg)")
     e.set_defaults(fn=_cmd_explain)
     return p
 

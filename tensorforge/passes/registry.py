@@ -23,6 +23,10 @@ _LAZY: dict[str, str] = {
     "fold-inference": "tensorforge.passes.graph.fold_inference", "layout": "tensorforge.passes.graph.layout",
     "reorder": "tensorforge.passes.graph.reorder", "const-fold": "tensorforge.passes.graph.const_fold",
 }
+# Lowering to kernels and the fusion passes.
+_LAZY.update({"lower-structured": "tensorforge.passes.lower.graph_to_kernels",
+              **{n: "tensorforge.passes.fusion.passes"
+                 for n in ("fuse", "fuse-vertical", "fuse-horizontal", "fuse-reuse", "fuse-category")}})
 
 
 def register_pass(cls: type[Pass]) -> type[Pass]:

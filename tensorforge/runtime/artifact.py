@@ -193,8 +193,11 @@ def _extract_library(zf: zipfile.ZipFile, manifest: dict) -> Path:
     from ..codegen.c.toolchain import cache_dir
     folder = cache_dir() / "artifacts" / digest[:2]
     target = folder / f"model-{digest[:24]}.so"
-    if target.exists():
-        return target
+    try:
+        if target.read_bytes() == data:       # cheap next to the weights; catches a damaged cache file
+            return target
+    except OSError:
+        pass
     try:
         folder.mkdir(parents=True, exist_ok=True)
         return _write_atomically(folder, target, data)

@@ -7,8 +7,8 @@ one ctypes call; the GIL is released while the kernels run.  NumPy arrays and to
 both accepted without copies when they already have the right dtype, shape and layout; torch in
 gives torch out (sharing memory with the NumPy result).
 
-A model object is not re-entrant: its arena holds the intermediates of the run in progress, so
-two threads must not call the same model at once.
+A model's arena holds the intermediates of the run in progress, so calls of one model from
+several threads take turns (a lock); separate model objects run in parallel.
 """
 from __future__ import annotations
 
@@ -70,13 +70,20 @@ def _address(x: np.ndarray) -> int:
         return x.ctypes.data
 
 
+_torch_tensor: type | None = None     # torch.Tensor once torch is imported (for the fast path)
+
+
 def _torch():
     return sys.modules.get("torch")
 
 
 def _is_torch_tensor(x: Any) -> bool:
+    global _torch_tensor
     torch = _torch()
-    return torch is not None and isinstance(x, torch.Tensor)
+    if torch is None or not isinstance(x, torch.Tensor):
+        return False
+    _torch_tensor = torch.Tensor
+    return True
 
 
 class NativeModel:
@@ -108,13 +115,17 @@ class NativeModel:
         self.arena = aligned_empty(max(self.arena_bytes, 64))
         self._in_ptrs = (ctypes.c_void_p * max(len(self.inputs), 1))()
         self._out_ptrs = (ctypes.c_void_p * max(len(self.outputs), 1))()
-        self._call_args = (ctypes.addressof(self._in_ptrs), ctypes.addressof(self._out_ptrs),
-                           self.arena.ctypes.data, self.weights.ctypes.data)
+        # ctypes objects, not ints: ctypes passes them without a per-call conversion
+        self._call_args = tuple(ctypes.c_void_p(a) for a in (
+            ctypes.addressof(self._in_ptrs), ctypes.addressof(self._out_ptrs),
+            self.arena.ctypes.data, self.weights.ctypes.data))
         self._n_in = len(self.inputs)
         self._in_dtypes = [s.np_dtype for s in self.inputs]
         self._in_shapes = [s.shape for s in self.inputs]
         self._out_specs = [(s.shape, s.np_dtype) for s in self.outputs]
+        self._in_torch_dtypes: list = [None] * self._n_in     # filled on the first torch input
         self._handle = lib._handle
+        self._lock = threading.Lock()
         self._threads = 0
         self.set_threads(threads or default_threads())
 
@@ -162,14 +173,25 @@ class NativeModel:
         if len(inputs) != self._n_in:
             names = ", ".join(s.name for s in self.inputs)
             raise TensorforgeError(f"the model takes {self._n_in} input(s) ({names}), got {len(inputs)}")
+        with self._lock:
+            return self._run_locked(inputs, out)
+
+    def _run_locked(self, inputs: Sequence[Any], out: Sequence[Any] | None) -> list:
         ptrs = self._in_ptrs
-        dtypes, shapes = self._in_dtypes, self._in_shapes
+        dtypes, shapes, tdtypes = self._in_dtypes, self._in_shapes, self._in_torch_dtypes
         held = None               # converted inputs that must stay alive during the call
         as_torch = False
         for i, x in enumerate(inputs):
-            if type(x) is _ndarray and x.dtype == dtypes[i] and x.shape == shapes[i] and x.flags.c_contiguous:
-                ptrs[i] = _address(x)
-                continue
+            kind = type(x)
+            if kind is _ndarray:
+                if x.dtype == dtypes[i] and x.shape == shapes[i] and x.flags.c_contiguous:
+                    ptrs[i] = _address(x)
+                    continue
+            elif kind is _torch_tensor:
+                as_torch = True
+                if x.dtype is tdtypes[i] and x.is_cpu and x.shape == shapes[i] and x.is_contiguous():
+                    ptrs[i] = x.data_ptr()
+                    continue
             ptr, keep, is_torch = self._slow_input(i, x)
             ptrs[i] = ptr
             as_torch |= is_torch
@@ -195,6 +217,8 @@ class NativeModel:
         """(address, object to keep alive, is torch) for anything but an exact NumPy match."""
         spec = self.inputs[i]
         if _is_torch_tensor(x):
+            if self._in_torch_dtypes[i] is None:
+                self._in_torch_dtypes = [_torch_dtype(s) for s in self.inputs]
             return self._torch_address(spec, x, f"input #{i} {spec.describe()}") + (True,)
         if isinstance(x, _ndarray):
             if x.dtype != spec.np_dtype:
@@ -213,10 +237,9 @@ class NativeModel:
         return _address(x), x, False
 
     def _torch_address(self, spec: TensorSpec, t, what: str) -> tuple[int, Any]:
-        torch = _torch()
-        want = _TORCH_DTYPES.get(spec.dtype)
-        if want is not None and t.dtype != getattr(torch, want):
-            raise TensorforgeError(f"{what}: got {t.dtype}; convert it with .to(torch.{want})")
+        want = _torch_dtype(spec)
+        if t.dtype != want:
+            raise TensorforgeError(f"{what}: got {t.dtype}; convert it with .to({want})")
         if t.device.type != "cpu":
             raise TensorforgeError(f"{what}: the tensor is on {t.device}; move it with .cpu()")
         if tuple(t.shape) != spec.shape:
@@ -231,21 +254,35 @@ class NativeModel:
             raise TensorforgeError(f"out= needs {len(self.outputs)} array(s), got {len(out)}")
         optrs = self._out_ptrs
         for j, o in enumerate(out):
-            spec = self.outputs[j]
-            what = f"out[{j}] for output {spec.describe()}"
-            if _is_torch_tensor(o):
-                ptr, kept = self._torch_address(spec, o, what)
-                if kept is not o:
-                    raise TensorforgeError(f"{what}: must be contiguous")
-                optrs[j] = ptr
-                continue
-            if not isinstance(o, _ndarray) or o.dtype != spec.np_dtype or o.shape != spec.shape:
-                got = f"{o.dtype}{list(o.shape)}" if isinstance(o, _ndarray) else type(o).__name__
-                raise TensorforgeError(f"{what}: got {got}; pass np.empty({spec.shape}, np.{spec.np_dtype})")
-            if not (o.flags.c_contiguous and o.flags.writeable):
-                raise TensorforgeError(f"{what}: must be a writeable C-contiguous array")
-            optrs[j] = _address(o)
+            shape, dtype = self._out_specs[j]
+            if type(o) is _ndarray and o.dtype == dtype and o.shape == shape and o.flags.c_contiguous:
+                try:
+                    optrs[j] = _addressof(_from_buffer(o))     # fails on read-only (and empty) arrays
+                    continue
+                except (TypeError, ValueError):
+                    pass
+            optrs[j] = self._out_address(j, o)
         return list(out)
+
+    def _out_address(self, j: int, o: Any) -> int:
+        """The address of ``out[j]`` when it is not a plain writeable match, or a clear error."""
+        spec = self.outputs[j]
+        what = f"out[{j}] for output {spec.describe()}"
+        if _is_torch_tensor(o):
+            ptr, kept = self._torch_address(spec, o, what)
+            if kept is not o:
+                raise TensorforgeError(f"{what}: must be contiguous")
+            return ptr
+        if not isinstance(o, _ndarray) or o.dtype != spec.np_dtype or o.shape != spec.shape:
+            got = f"{o.dtype}{list(o.shape)}" if isinstance(o, _ndarray) else type(o).__name__
+            raise TensorforgeError(f"{what}: got {got}; pass np.empty({spec.shape}, np.{spec.np_dtype})")
+        if not (o.flags.c_contiguous and o.flags.writeable):
+            raise TensorforgeError(f"{what}: must be a writeable C-contiguous array")
+        return o.ctypes.data
+
+
+def _torch_dtype(spec: TensorSpec):
+    return getattr(_torch(), _TORCH_DTYPES[spec.dtype])
 
 
 _TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i8": "int8",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from ..errors import ScheduleError
 from ..ir.core import Operation, Value
 from .analysis import (ALLOC, FOR, LOAD, accesses, body, enclosing_loops, extent, find_tagged, indices, iv, iv_deps,
                        perfect_chain, tag, top_level, walk_ops)
@@ -42,7 +43,11 @@ _EXPENSIVE = {"exp": 8, "log": 8, "tanh": 10, "erf": 10, "pow": 12, "sin": 8, "c
 def default_schedule(fn: Operation, target=None, *, contraction: ContractionHook | None = None,
                      check: bool = False) -> Schedule:
     """Schedules ``fn`` (a loop.func, changed in place) for ``target``: a ``codegen.target.Target``,
-    a thread count, or None for this host.  Returns the Schedule (its ``trace`` replays the result)."""
+    a thread count, or None for this host.  Returns the Schedule (its ``trace`` replays the result).
+
+    ``contraction(s, compute, ctx)`` replaces ``contraction_schedule`` for dense contractions.
+    ``check``: verify after every primitive and raise when a rule's move is rejected (tests); without
+    it a rejected move leaves that nest as the rules had got it, which is always correct code."""
     ctx = Context.of(target)
     s = Schedule(fn, check=check)
     hook = contraction or contraction_schedule
@@ -53,11 +58,16 @@ def default_schedule(fn: Operation, target=None, *, contraction: ContractionHook
         if root.parent is None:
             continue
         c = compute_of(root)
-        if c in contractions:
-            hook(s, c, ctx)
-            contractions.discard(c)
-        else:
-            schedule_nest(s, root, ctx, top=True)
+        try:
+            if c in contractions:
+                contractions.discard(c)
+                hook(s, c, ctx)
+            else:
+                schedule_nest(s, root, ctx, top=True)
+        except ScheduleError:
+            if check:
+                raise
+            # a move the rules took for legal was not; primitives are atomic, so the nest stays correct
     return s
 
 

@@ -7,8 +7,8 @@ with reduction loops below it (a reduction), or, once producers were moved into 
 the sub-nests in turn).
 
 The rules choose the innermost, vectorized loop by how memory is walked: every load and store
-of the nest is scored per candidate loop (contiguous +2, invariant +1, small any other stride
-or a data-dependent index -2), weighted by how much of a vector the loop's extent fills.
+of the nest is scored per candidate loop (contiguous +2, invariant +1, any other stride or a
+data-dependent index -2), weighted by how much of a vector the loop's extent fills.
 The last spine loop is always a candidate (the output is contiguous in it); so is every
 reduction loop.  A reduction whose best loop is a reduction loop keeps its nest and vectorizes
 that loop with an OpenMP reduction clause (rows: softmax, layer_norm, sums over the last axis,
@@ -276,8 +276,9 @@ def elementwise_rule(s: Schedule, nest: Nest, ctx: Context, top: bool) -> Plan:
     if tiled is not None:
         return Plan(tiled[0], work, [tiled[1]])
     vt = tag(v)
-    if top:
-        vt = _split_for_threads(s, nest, vt, work, ctx) or vt
+    factor = split_factor(extent(v), math.prod(extent(l) for l in nest.spine[:-1]), work, ctx, top)
+    if factor:
+        vt = s.split(vt, factor)[1]
     return Plan(vt, work, [vt] if extent(s.loop(vt)) >= 4 else [])
 
 
@@ -349,68 +350,57 @@ def _inner_strategy(s: Schedule, nest: Nest, r: Operation, work: int, ctx: Conte
 
 
 def _outer_strategy(s: Schedule, nest: Nest, ctx: Context, top: bool, work: int) -> Plan | None:
-    v = nest.spine[-1]
-    vt = tag(v)
-    if top:
-        vt = _split_for_threads(s, nest, vt, work, ctx, row_max=ROW_MAX_ELEMENTS) or vt
-    elif extent(v) > ROW_MAX_ELEMENTS:
-        vt = _split(s, vt, _divisor_near(extent(v), ROW_MAX_ELEMENTS, ctx.lanes)) or vt
-    v = s.loop(vt)
-    at = v.parent_op if v.parent_op is not None and v.parent_op.name == FOR else None
+    vt = tag(nest.spine[-1])
+    outer = math.prod(extent(l) for l in nest.spine[:-1])
+    factor = split_factor(extent(nest.spine[-1]), outer, work, ctx, top, row_max=ROW_MAX_ELEMENTS, exact=True)
     r_tags = [tag(l) for l in nest.reduction]
-    at_tag = None if at is None else tag(at)
-    trial = s.fork()                             # both moves or neither
+
+    def apply(x: Schedule) -> str:
+        v = x.split(vt, factor)[1] if factor else vt
+        at = x.loop(v).parent_op
+        x.cache_write(nest.compute, tag(at) if at is not None and at.name == FOR else None)
+        x.reorder(*r_tags, v)                    # reductions take the outer places, v the innermost
+        return v
+
     try:
-        trial.cache_write(nest.compute, at_tag)
-        trial.reorder(*r_tags, vt)               # reductions take the outer places, v the innermost
+        apply(s.fork())                          # every move or none
     except ScheduleError:
         return None
-    s.cache_write(nest.compute, at_tag)
-    s.reorder(*r_tags, vt)
-    return Plan(vt, work, [vt, f"{vt}.init", f"{vt}.wb"])
+    v = apply(s)
+    return Plan(v, work, [v, f"{v}.init", f"{v}.wb"])
 
 
-def _split_for_threads(s: Schedule, nest: Nest, vt: str, work: int, ctx: Context,
-                       row_max: int | None = None) -> str | None:
-    """Splits the innermost spine loop when the loops outside it give the threads too little to do
-    (or, with ``row_max``, when it is longer than that); returns the inner loop's tag."""
-    n = extent(s.loop(vt))
-    outer = math.prod(extent(l) for l in nest.spine[:-1])
-    want_threads = ctx.threads > 1 and work >= PARALLEL_MIN_WORK and outer < ctx.threads * ITERATIONS_PER_THREAD
+def split_factor(n: int, outer: int, work: int, ctx: Context, top: bool, row_max: int | None = None,
+                 exact: bool = False) -> int | None:
+    """How to split an innermost spine loop of extent ``n`` below ``outer`` iterations of the loops
+    around it: into chunks that give the threads a few iterations each (a top-level nest with
+    enough work), and, with ``row_max``, no longer than that.  None: leave it.  ``exact``: only a
+    divisor of ``n`` (the nest cannot take a guard)."""
+    want_threads = (top and ctx.threads > 1 and work >= PARALLEL_MIN_WORK
+                    and outer < ctx.threads * ITERATIONS_PER_THREAD)
+    chunk = n
     if want_threads:
-        pieces = -(-ctx.threads * ITERATIONS_PER_THREAD // outer)
-        chunk = max(ctx.lanes, n // pieces)
-        if row_max is not None:
-            chunk = min(chunk, row_max)
-    elif row_max is not None and n > row_max:
-        chunk = row_max
-    else:
-        return None
+        chunk = max(ctx.lanes, n // -(-ctx.threads * ITERATIONS_PER_THREAD // outer))
+    if row_max is not None:
+        chunk = min(chunk, row_max)
     if chunk >= n:
         return None
-    return _split(s, vt, _divisor_near(n, chunk, ctx.lanes))
+    factor = _divisor_near(n, chunk, ctx.lanes, exact)
+    return factor if factor is not None and 1 < factor < n else None
 
 
-def _split(s: Schedule, t: str, factor: int) -> str | None:
-    if factor <= 1 or factor >= extent(s.loop(t)):
-        return None
-    try:
-        return s.split(t, factor)[1]
-    except ScheduleError:
-        return None
-
-
-def _divisor_near(n: int, want: int, lanes: int) -> int:
-    """A factor for splitting ``n`` near ``want`` (not above it, when possible): a divisor that is a
-    multiple of the vector length if there is one (no guard, no remainder loop), else any divisor of
-    at least a vector, else ``want`` rounded to whole vectors (a guarded remainder)."""
+def _divisor_near(n: int, want: int, lanes: int, exact: bool) -> int | None:
+    """A factor for splitting ``n`` near ``want`` (not above it): a divisor that is a multiple of the
+    vector length if one is within 8x of ``want`` (no guard, no remainder loop), else a divisor of at
+    least a vector within 2x, else (unless ``exact``) ``want`` rounded to whole vectors (guarded)."""
     want = max(1, min(want, n))
-    divisors = [d for d in range(1, want + 1) if n % d == 0]
-    for ok in (lambda d: d % lanes == 0, lambda d: d >= lanes):
-        good = [d for d in divisors if ok(d) and d * 2 >= want]
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    divisors = [d for d in sorted(set(small + [n // d for d in small])) if d <= want]
+    for ok in (lambda d: d % lanes == 0 and d * 8 >= want, lambda d: d >= lanes and d * 2 >= want):
+        good = [d for d in divisors if ok(d)]
         if good:
             return max(good)
-    return max(lanes, want // lanes * lanes)
+    return None if exact else max(lanes, want // lanes * lanes)
 
 
 # ---- threads ------------------------------------------------------------------------------------

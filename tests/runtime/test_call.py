@@ -102,3 +102,13 @@ def test_interpreter_models_cannot_be_saved_or_threaded(tmp_path):
         cm.save(tmp_path / "m.tfm")
     with pytest.raises(TensorforgeError, match="set_threads needs a native target"):
         cm.set_threads(1)
+
+
+def test_calls_from_several_threads_take_turns(small):
+    from concurrent.futures import ThreadPoolExecutor
+    cases = [models.inputs(seed) for seed in range(8)]
+    expected = [small(x, b)[1] for x, b in cases]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda i: small(*cases[i % 8])[1], range(64)))
+    for i, g in enumerate(got):
+        np.testing.assert_array_equal(g, expected[i % 8])

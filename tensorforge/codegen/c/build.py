@@ -8,6 +8,7 @@ from ...runtime.signature import specs_from_values
 from ...schedule.default import default_schedule
 from ..target import KNOWN_FEATURES, Target, compiler_version
 from .model import generate_model_c
+from .tensorize import Tensorizer
 from .toolchain import compile_c
 
 
@@ -31,8 +32,8 @@ def build_native(module: ModuleOp, target: Target | None = None, name: str = "mo
     outputs = specs_from_values(func.outputs, [v.type for v in func.outputs], "output")
     work = module.clone()
     lowered = work.main
-    lower_function(lowered)
-    src, layout = generate_model_c(lowered, lambda fn: default_schedule(fn, target.cores))
+    lower_function(lowered, target)
+    src, layout = generate_model_c(lowered, lambda fn: default_schedule(fn, target.cores), Tensorizer(target))
     lib = compile_c(src, target, name=name)
     build = {"target": target_record(target), "digest": lib.digest,
              "origin": "cache" if lib.cache_hit else "compiled",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from ...dialects.structured.ops import ComputeView
 from ...ir.core import Operation, Value
@@ -52,16 +53,20 @@ class Affine:
         return self.terms.get(key, 0)
 
 
-def parse_index(v: Value, axis_of: dict[int, int], memo: dict[int, Affine | None]) -> Affine | None:
-    """The affine form of an index value, or None when it is not (quasi-)affine in the axes."""
+def parse_index(v: Value, axis_of: dict[int, int], memo: dict[int, Affine | None],
+                extents: Sequence[int] = ()) -> Affine | None:
+    """The affine form of an index value, or None when it is not (quasi-)affine in the axes.
+
+    ``extents`` (per axis) lets ``floordiv``/``mod`` by q of an expression ``q*X + R`` whose rest R
+    always lies in [0, q) simplify to X and R (what reshapes fused into a read produce)."""
     key = id(v)
     if key in memo:
         return memo[key]
-    memo[key] = res = _parse(v, axis_of, memo)
+    memo[key] = res = _parse(v, axis_of, memo, extents)
     return res
 
 
-def _parse(v: Value, axis_of: dict[int, int], memo: dict) -> Affine | None:
+def _parse(v: Value, axis_of: dict[int, int], memo: dict, extents: Sequence[int]) -> Affine | None:
     if id(v) in axis_of:
         return Affine({(axis_of[id(v)], ""): 1})
     op = v.op
@@ -70,7 +75,7 @@ def _parse(v: Value, axis_of: dict[int, int], memo: dict) -> Affine | None:
     name = op.name
     if name == "scalar.const":
         return Affine({}, int(op.attributes["value"]))
-    args = [parse_index(o, axis_of, memo) for o in op.operands]
+    args = [parse_index(o, axis_of, memo, extents) for o in op.operands]
     if any(a is None for a in args):
         return None
     if name == "scalar.add":
@@ -84,14 +89,30 @@ def _parse(v: Value, axis_of: dict[int, int], memo: dict) -> Affine | None:
             return args[0].scaled(args[1].const)
         return None
     if name in ("scalar.floordiv", "scalar.mod"):
-        x, q = args
-        if q.terms or q.const <= 0 or x.const or len(x.terms) != 1:
-            return None
-        ((ax, c),) = x.terms.items()
-        if c != 1 or ax[1] != "":
-            return None
-        return Affine({("div" if name == "scalar.floordiv" else "mod", ax[0], q.const): 1})
+        return _divmod(args[0], args[1], name == "scalar.floordiv", extents)
     return None
+
+
+def _divmod(x: Affine, q: Affine, div: bool, extents: Sequence[int]) -> Affine | None:
+    """``x // q`` or ``x % q`` for ``x = q*X + R``: X and R when R always lies in [0, q); else, when
+    R is one axis ``a``, X + a // q and a % q (``a`` is then split into two virtual axes)."""
+    if q.terms or q.const <= 0 or any(t[1] != "" for t in x.terms):
+        return None
+    q = q.const
+    whole = Affine({t: c // q for t, c in x.terms.items() if c % q == 0})
+    rest = Affine({t: c for t, c in x.terms.items() if c % q}, x.const)
+    if extents:
+        lo = rest.const + sum(min(0, c * (extents[t[0]] - 1)) for t, c in rest.terms.items())
+        hi = rest.const + sum(max(0, c * (extents[t[0]] - 1)) for t, c in rest.terms.items())
+        if 0 <= lo and hi < q:
+            return whole if div else rest
+    if rest.const or len(rest.terms) != 1:
+        return None
+    ((ax, c),) = rest.terms.items()
+    if c != 1:
+        return None
+    part = Affine({("div" if div else "mod", ax[0], q): 1})
+    return whole.plus(part) if div else part
 
 
 @dataclass(frozen=True)
@@ -184,7 +205,7 @@ def read_access(read: Operation, args: dict[int, int], space: AxisSpace, axis_of
     src = read.operands[0]
     if id(src) not in args:
         return None
-    dims = [parse_index(i, axis_of, memo) for i in read.operands[1:]]
+    dims = [parse_index(i, axis_of, memo, space.domain) for i in read.operands[1:]]
     if any(d is None for d in dims) or not all(space.note(d) for d in dims):
         return None
     return Access(args[id(src)], tuple(src.type.shape), dims, read.attributes.get("pad"), src.type.dtype)

@@ -98,11 +98,11 @@ class EpilogueChain:
                 names[id(res)] = v
                 lines.append(f"const {c_type(res.type)} {v} = {expr};")
         body = " ".join(lines)
-        loop = (f"for (int l = 0; l < {{n}}; l++) {{ const float acc = tf_ein[l]; {body} "
+        loop = (f"for (int l = 0; l < NLANES; l++) {{ const float acc = tf_ein[l]; {body} "
                 f"tf_eout[l] = (float){prev}; }}")
         text = ("float tf_ein[TF_VW], tf_eout[TF_VW] = {0}; tf_st(tf_ein, x);\n"
-                f"    if (nv == TF_VW) {{\n      _Pragma(\"omp simd\") {loop.format(n='TF_VW')}\n"
-                f"    }} else {{\n      {loop.format(n='nv')}\n    }}\n    x = tf_ld(tf_eout);")
+                f"    if (nv >= TF_VW) {{\n      _Pragma(\"omp simd\") {loop.replace('NLANES', 'TF_VW')}\n"
+                f"    }} else {{\n      {loop.replace('NLANES', 'nv')}\n    }}\n    x = tf_ld(tf_eout);")
         params = tuple(EpilogueParam(r.param, "ptr", "tile") for r in self.reads)
         return Epilogue("fused", text, params)
 
@@ -116,10 +116,6 @@ def _offset(rd: EpilogueRead) -> str:
     return " + ".join(terms) or "0"
 
 
-def _identity_read(read: Operation, axes: list[Value]) -> bool:
-    return len(read.operands) - 1 == len(axes) and all(a is b for a, b in zip(read.operands[1:], axes))
-
-
 def match_chain(contraction: Operation, kernel: Operation, space: AxisSpace) -> EpilogueChain | None:
     """The elementwise computes after ``contraction`` in ``kernel`` when they form a chain that ends
     in the kernel's only result; None when the kernel holds anything else."""
@@ -128,26 +124,33 @@ def match_chain(contraction: Operation, kernel: Operation, space: AxisSpace) -> 
     computes = [o for o in body if o.name == "structured.compute"]
     if not computes or computes[0] is not contraction:
         return None
-    shape = tuple(contraction.results[0].type.shape)
     par_axes = [a for a, k in enumerate(space.iterators) if k == "p"]
+    big = [a for a in par_axes if space.domain[a] > 1]
+    extents = {x.key: x.extent for x in space.axes()}
+    out_flat = {k: c for k, c in space.output().terms.items() if extents[k] > 1}
     chain_values = {id(contraction.results[0])}
     chain: list[Operation] = []
     reads: dict[tuple, EpilogueRead] = {}
     read_of: dict[int, EpilogueRead] = {}
     for comp in computes[1:]:
         cv = ComputeView(comp)
-        if (cv.combiner != "none" or tuple(cv.domain) != shape or comp.attributes["dtype"] is not DType.f32):
+        # the same elements in the same order: equal extents once unit axes are dropped
+        mine = [i for i, e in enumerate(cv.domain) if e > 1]
+        if (cv.combiner != "none" or comp.attributes["dtype"] is not DType.f32
+                or [cv.domain[i] for i in mine] != [space.domain[a] for a in big]):
             return None
-        axis_of = {id(a): par_axes[i] for i, a in enumerate(cv.axes)}
-        memo: dict = {}
+        axis_of = {id(cv.axes[i]): a for i, a in zip(mine, big)}
+        memo: dict = {id(a): Affine() for i, a in enumerate(cv.axes) if cv.domain[i] == 1}
         touches_chain = False
         for op in cv.body:
             if op.name != "structured.read":
                 continue
             src = op.operands[0]
             if id(src) in chain_values:
-                if not _identity_read(op, cv.axes) or src is not (chain[-1].results[0] if chain else
-                                                                  contraction.results[0]):
+                prev = chain[-1].results[0] if chain else contraction.results[0]
+                flat = _flat(op, src.type.shape, axis_of, memo, space)
+                if (src is not prev or flat is None or flat.const
+                        or {k: c for k, c in flat.terms.items() if extents[k] > 1} != out_flat):
                     return None
                 touches_chain = True
                 continue
@@ -168,7 +171,7 @@ def match_chain(contraction: Operation, kernel: Operation, space: AxisSpace) -> 
     if len(ret.operands) != 1 or ret.operands[0] is not result:
         return None
     # every value before the last is read only by the next compute of the chain
-    for v in [contraction.results[0]] + [c.results[0] for c in chain[:-1]]:
+    for v in ([contraction.results[0]] + [c.results[0] for c in chain])[:-1]:
         for user, _ in v.uses:
             owner = user.parent_op
             if owner not in chain:
@@ -180,7 +183,7 @@ def _flat(read: Operation, shape: tuple[int, ...], axis_of: dict[int, int], memo
           space: AxisSpace) -> Affine | None:
     """The element offset of ``read`` over the contraction's virtual axes, or None."""
     out, stride = Affine(), 1
-    dims = [parse_index(i, axis_of, memo) for i in read.operands[1:]]
+    dims = [parse_index(i, axis_of, memo, space.domain) for i in read.operands[1:]]
     for d in range(len(shape) - 1, -1, -1):
         aff = dims[d]
         if aff is None:

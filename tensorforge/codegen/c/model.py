@@ -13,7 +13,7 @@ per-calling-thread setting that other libraries (or other models) in the process
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import AbstractSet, Callable, Sequence
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from ...passes.memory.plan import ALIGN, MemoryPlan, plan_memory
 from ...runtime.buffers import aligned_empty
 from ...runtime.native import ENTRY, GET_THREADS, SET_THREADS
 from .emit_loop import PRELUDE, FunctionEmitter, c_type
+from .tensorize import Prepared, Tensorizer
 
 KERNEL_NAME = "KERNEL_NAME"      # placeholder for the C function name in emitted kernel text
 
@@ -69,20 +70,22 @@ def _aligned(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def weight_blob(func: FuncOp) -> tuple[np.ndarray, dict[int, int]]:
+def weight_blob(func: FuncOp, extra: Sequence[np.ndarray] = (), skip: AbstractSet[int] = frozenset()
+                ) -> tuple[np.ndarray, dict[int, int]]:
     """All used constants of ``func`` in one aligned blob, and id(value) -> byte offset.
 
+    ``extra`` arrays (weights pre-packed by the tensorizer) follow, keyed by id(array);
+    constants in ``skip`` (id(value): every use reads a packed copy) are left out.
     Each array is copied once, straight into its slot: joining ``tobytes()`` chunks would copy
     every weight three times, which dominated compile time for BERT-sized models.
     """
     offsets: dict[int, int] = {}
     entries: list[tuple[int, np.ndarray]] = []
     pos = 0
-    for op in func.body:
-        if op.name != "graph.constant" or not op.results[0].uses:
-            continue
-        arr = op.attributes["value"].array
-        offsets[id(op.results[0])] = pos
+    arrays = [(id(op.results[0]), op.attributes["value"].array) for op in func.body
+              if op.name == "graph.constant" and op.results[0].uses and id(op.results[0]) not in skip]
+    for key, arr in arrays + [(id(a), a) for a in extra]:
+        offsets[key] = pos
         entries.append((pos, arr))
         pos += _aligned(arr.nbytes)
     blob = aligned_empty(max(pos, ALIGN))
@@ -106,13 +109,16 @@ def kernel_key(op: Operation) -> str:
     return structural_hash(op)
 
 
-def emit_kernel(op: Operation, schedule: Schedule | None) -> str:
+def emit_kernel(op: Operation, schedule: Schedule | None, tensorized: Prepared | None = None) -> str:
     """The C text of one ``structured.kernel`` as a static function named ``KERNEL_NAME``.
 
     Its parameters are the kernel's operands (const pointers) then its results, in order. This
-    is the one place that decides how a kernel becomes C: specialised generators (GEMM/conv
-    micro-kernels) go here, before the generic lowering to a scheduled loop nest.
+    is the one place that decides how a kernel becomes C: contractions that the tensorizer maps
+    onto GEMM micro-kernels first, else the generic lowering to a scheduled loop nest.
     """
+    text = tensorized.emit(op) if tensorized is not None else None
+    if text is not None:
+        return text
     loop_fn = lower_kernel(op)
     if schedule is not None:
         schedule(loop_fn)
@@ -130,8 +136,10 @@ def _check_lowered(func: FuncOp) -> None:
             raise CompileError(f"'{op.name}'{op.location_str()} was not lowered to a kernel")
 
 
-def generate_model_c(func: FuncOp, schedule: Schedule | None = None) -> tuple[str, ModelLayout]:
-    """C source and layout for ``func`` (which holds only constants, kernels and the return)."""
+def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
+                     tensorizer: Tensorizer | None = None) -> tuple[str, ModelLayout]:
+    """C source and layout for ``func`` (which holds only constants, kernels and the return);
+    with a ``tensorizer``, contractions run on GEMM micro-kernels (see ``tensorize.py``)."""
     _check_lowered(func)
     outputs = func.outputs
     out_index: dict[int, int] = {}
@@ -140,7 +148,8 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None) -> tuple[st
             out_index[id(v)] = j
     plan = plan_memory(func, lambda v: v.op is not None and v.op.name == "structured.kernel"
                        and id(v) not in out_index)
-    blob, w_off = weight_blob(func)
+    tz = tensorizer.prepare(func) if tensorizer is not None else None
+    blob, w_off = weight_blob(func, tz.weights, tz.replaced) if tz else weight_blob(func)
     in_index = {id(a): i for i, a in enumerate(func.args)}
 
     def pointer(v: Value) -> str:
@@ -161,17 +170,19 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None) -> tuple[st
     for op in func.body:
         if op.name != "structured.kernel":
             continue
-        key = kernel_key(op)
+        key = kernel_key(op) + (tz.key(op) if tz else "")
         cname = by_key.get(key)
         if cname is None:
-            text = emit_kernel(op, schedule)
+            text = emit_kernel(op, schedule, tz)
             cname = by_text.get(text)
             if cname is None:
                 cname = _c_name(op, len(by_text))
                 by_text[text] = cname
                 functions.append(text.replace(KERNEL_NAME, cname, 1))
             by_key[key] = cname
-        args = [pointer(v) for v in op.operands] + [pointer(r) for r in op.results]
+        packed = [tz.operand_weight(op, i) if tz else None for i in range(len(op.operands))]
+        args = [pointer(v) if w is None else f"((float*)(weights + {w_off[id(w)]}))"
+                for v, w in zip(op.operands, packed)] + [pointer(r) for r in op.results]
         calls.append(f"  {cname}({', '.join(args)});")
         names.append(cname)
     for j, v in enumerate(outputs):

@@ -448,6 +448,7 @@ def scale_through_matmul(op: Operation, rewriter: PatternRewriter) -> bool:
             operand = _scaled_source(rewriter, mm_op.operands[side], scale)
             if operand is None:
                 continue
+            rewriter.set_insertion_point_before(op)
             operands = list(mm_op.operands)
             operands[side] = operand
             product = rewriter.create(mm_op.name, operands, mm_op.attributes).results[0]
@@ -481,6 +482,8 @@ def _scaled_source(rewriter: PatternRewriter, v: Value, scale: float) -> Value |
     offsets = np.cumsum((0,) + tuple(producer.attributes["sizes"]))
     col_scale = np.ones(columns)
     col_scale[offsets[piece.index]:offsets[piece.index + 1]] = scale
+    # Built right after the old split: its other pieces have users that may come before the mul.
+    rewriter.set_insertion_point_after(producer)
     operands: list[Value] = [product.operands[0]]
     for i, w in enumerate(product.operands[1:], 1):
         wv = np.asarray(constant_value(w), np.float64)

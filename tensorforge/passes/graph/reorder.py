@@ -109,6 +109,16 @@ def simulated_peak(graph: _Graph, order: Sequence[int]) -> int:
     return peak
 
 
+def working_set_bound(func: FuncOp) -> int:
+    """The most bytes one op of ``func`` reads and writes at once (counted values only): no order
+    can have a lower peak, so a peak equal to it is optimal."""
+    best = 0
+    for op in func.body:
+        values = {id(v): v for v in list(op.operands) + list(op.results) if _counted(v)}
+        best = max(best, sum(v.type.nbytes for v in values.values()))
+    return best
+
+
 def _list_schedule(graph: _Graph, pick: Callable[[list[int], list[int]], int]) -> list[int]:
     """A topological order: ``pick(ready, order_so_far)`` chooses the next op among the ready ones.
 
@@ -271,4 +281,4 @@ class ReorderPass(Pass):
 
 
 __all__ = ["GOALS", "ReorderPass", "ReorderResult", "adjacent_siblings", "memory_order", "reorder_function",
-           "siblings_order", "simulated_peak"]
+           "siblings_order", "simulated_peak", "working_set_bound"]

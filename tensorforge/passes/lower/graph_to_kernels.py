@@ -1,43 +1,113 @@
-"""graph -> (graph.constant + structured.kernel): each remaining graph op becomes one kernel.
+"""graph -> (graph.constant + structured.kernel): each graph op becomes one kernel, then fusion merges them.
 
 Constants stay graph-level (they become the weight blob); every other op is replaced by a
-``structured.kernel`` taking the same operands.  Fusion (a later pass) merges kernels.
+``structured.kernel`` taking the same operands.  Each kernel records the fusion kind of the op
+it came from (``tf.fusion``, from the op definition), because after lowering the graph op is
+gone and the fusion engine (``tensorforge.passes.fusion``) still needs to know what may fuse
+into what.
+
+``lower_function`` is the compile path's entry: it lowers, then runs the fusion pipeline
+(``fuse`` by default; ``fusion=None`` or ``""`` turns it off).  The default can be changed for a
+block of code with ``fusion_default("fuse-vertical")`` (benchmarks compare with and without
+fusion that way) or for a process with ``TENSORFORGE_FUSION=none``.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+from contextvars import ContextVar
+from typing import Any, Iterator
+
 from ...errors import UnsupportedOpError
 from ...ir.builtin import FuncOp, ModuleOp
+from ...ir.pass_manager import Pass
+from ..registry import register_pass
 from .to_structured import lower_op_to_kernel
 
 KEEP = {"graph.constant", "func.return", "structured.kernel"}
+FUSION_ATTR = "tf.fusion"          # the fusion kind of a kernel (lower-case FusionKind name)
+
+_OFF = ("", "none", "off", "false", "0")
+_FUSION: ContextVar[str | None] = ContextVar("tensorforge_fusion", default=None)
 
 
-def lower_function(func: FuncOp) -> int:
-    """Replaces every graph op of ``func`` by a kernel; returns how many kernels were made."""
+def default_fusion() -> str:
+    """The fusion pipeline ``lower_function`` runs when not told: ``fusion_default`` inside a
+    ``with`` block, else ``$TENSORFORGE_FUSION``, else ``fuse`` (every strategy)."""
+    value = _FUSION.get()
+    if value is None:
+        value = os.environ.get("TENSORFORGE_FUSION", "fuse")
+    return "" if value.strip().lower() in _OFF else value
+
+
+@contextlib.contextmanager
+def fusion_default(pipeline: str | None) -> Iterator[None]:
+    """Within the block, ``lower_function`` (and so ``tensorforge.compile``) runs ``pipeline``
+    (None or "none": no fusion)."""
+    token = _FUSION.set("none" if pipeline is None else pipeline)
+    try:
+        yield
+    finally:
+        _FUSION.reset(token)
+
+
+def lower_ops(func: FuncOp) -> int:
+    """Replaces every graph op of ``func`` by its own kernel (no fusion); returns how many."""
     missing: dict[str, int] = {}
+    built = []
     for op in func.body:
         if op.name in KEEP:
             continue
         try:
-            lower_op_to_kernel(op)
+            kernel = lower_op_to_kernel(op, name=op.short_name)
         except UnsupportedOpError:
             missing[op.name] = missing.get(op.name, 0) + 1
+            continue
+        if op.opdef is not None:
+            kernel.attributes[FUSION_ATTR] = op.opdef.fusion.name.lower()
+        built.append((op, kernel))
     if missing:
+        for _, kernel in built:          # detached kernels still hold uses of their operands
+            kernel.drop_all_references()
         listed = ", ".join(f"{n} (x{c})" for n, c in sorted(missing.items()))
         raise UnsupportedOpError(f"no native lowering for: {listed}; use target='interpreter' or add a "
                                  f"lowering in tensorforge/passes/lower/to_structured/")
-    count = 0
-    for op in list(func.body):
-        if op.name in KEEP:
-            continue
-        kernel = lower_op_to_kernel(op, name=f"{op.short_name}")
+    for op, kernel in built:
         func.body.insert_before(kernel, op)
         for old, new in zip(op.results, kernel.results):
             old.replace_all_uses_with(new)
         op.erase()
-        count += 1
-    return count
+    return len(built)
 
 
-def lower_module(module: ModuleOp) -> int:
-    return sum(lower_function(f) for f in module.functions)
+def lower_function(func: FuncOp, target: Any = None, fusion: str | None = ...) -> int:
+    """Lowers every graph op of ``func`` to kernels and fuses them with the pipeline ``fusion``
+    (default: ``default_fusion()``) for ``target`` (a ``codegen.target.Target``; None: this host).
+    Returns how many kernels ``func`` holds afterwards."""
+    if fusion is ...:
+        fusion = default_fusion()
+    if fusion and fusion.strip().lower() not in _OFF:
+        from ..fusion import fuse_function
+        fuse_function(func, target, fusion)
+    else:
+        lower_ops(func)
+    return sum(1 for op in func.body if op.name == "structured.kernel")
+
+
+def lower_module(module: ModuleOp, target: Any = None, fusion: str | None = ...) -> int:
+    return sum(lower_function(f, target, fusion) for f in module.functions)
+
+
+@register_pass
+class LowerStructuredPass(Pass):
+    """``lower-structured``: one kernel per graph op, no fusion (the ``fuse-*`` passes fuse)."""
+
+    name = "lower-structured"
+    summary = "replace every graph op by a structured.kernel (one kernel per op)"
+
+    def run(self, module):
+        return sum(lower_ops(f) for f in module.functions) > 0
+
+
+__all__ = ["FUSION_ATTR", "LowerStructuredPass", "default_fusion", "fusion_default", "lower_function",
+           "lower_module", "lower_ops"]

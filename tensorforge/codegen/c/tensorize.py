@@ -1,0 +1,430 @@
+"""Tensorization: dense contractions of compiled models run on the generated GEMM micro-kernels.
+
+The model compiler (``model.py``) asks ``Tensorizer.prepare(func)`` once per model and then, for
+every ``structured.kernel``, ``Prepared.emit(op)``: the C text of the kernel when its contraction
+maps onto a GEMM, else None (the kernel takes the scheduled loop path).  A kernel is tensorized
+when it is one contraction (``contraction.py``: GEMM-like or a convolution) followed only by an
+elementwise chain ending in the kernel's result (``fused_epilogue.py``), and is big enough to
+pay for the packing.
+
+Constant B operands (the weights of linear layers) are packed into GEMM panels here, in NumPy,
+once per compile: ``Prepared.weights`` are the packed arrays for the weight blob and
+``Prepared.operand_weight(op, i)`` tells the caller to pass a packed array instead of operand i.
+A constant feeding several kernels the same way is packed once; a constant whose every use is
+packed is left out of the blob (``Prepared.replaced``).
+
+Generated helpers (GEMMs, im2col packers) are named by a hash of their text and wrapped in
+include guards, so kernels that share one emit it once in the model's C file.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...ir.builtin import FuncOp
+from ...ir.core import Operation
+from ...ir.structure import structural_hash
+from ..target import Target
+from .contraction import (Affine, ConvPlan, GemmPlan, Roles, VAxis, match_contraction, matrix_layout, plan_conv,
+                          plan_gemm)
+from .emit_loop import c_type
+from .epilogues import Epilogue
+from .fused_epilogue import EpilogueChain, match_chain
+from .im2col import Im2colShape, im2col_pack
+from .microkernels import GemmParams, GemmSpec, gemm_prelude, generate_gemm, pack_b, packed_b_size
+
+KERNEL_NAME = "KERNEL_NAME"      # the placeholder model.py replaces (same as model.KERNEL_NAME)
+
+# Below these sizes the loop path is as good and compiles faster.
+MIN_FLOPS = 1 << 14
+MIN_N = 8
+MIN_M = 1
+MIN_K = 4
+# A batch of GEMMs smaller than this (multiply-adds each) runs one GEMM per thread.
+SMALL_GEMM = 1 << 22
+# Contractions with fewer multiply-adds than this run on one thread: they take ~0.1 ms, and on a
+# shared machine a parallel region waits a whole scheduler time slice for a descheduled thread.
+PARALLEL_MIN_MACS = 1 << 21
+# Register tiles (mr, nr in vectors) tried for narrow outputs: the one wasting fewest columns wins.
+_TILES = ((6, 4), (8, 3), (12, 2), (14, 1))
+
+
+def _tile(target: Target, n: int) -> tuple[int, int]:
+    """(mr, nr) for an output with n columns: the fewest padded columns per accumulator register
+    (a tile with fewer accumulators hides less of the FMA latency), ties to the widest tile."""
+    vw = target.vector_width
+    tiles = [(mr, nv * vw) for mr, nv in _TILES if target.vector_registers >= 32 or nv <= 2]
+    most = max(mr * nr for mr, nr in tiles)
+    return min(tiles, key=lambda t: (-(-n // t[1]) * t[1] * most / (t[0] * t[1]), -t[1]))
+
+
+def _gemm_params(target: Target, n: int, threads: int) -> GemmParams:
+    mr, nr = _tile(target, n)
+    return GemmParams.for_target(target, threads=threads, mr=mr, nr=nr)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _guarded(name: str, text: str) -> str:
+    return f"#ifndef {name.upper()}_DEFINED\n#define {name.upper()}_DEFINED\n{text}\n#endif\n"
+
+
+def _gemm_source(params: GemmParams, target: Target, spec: GemmSpec) -> tuple[str, str]:
+    """(function name, guarded C text) of one generated GEMM."""
+    probe = generate_gemm(params, target, spec, "TFG", prelude=False)
+    name = f"tfg_{_digest(probe)}"
+    return name, _guarded(name, generate_gemm(params, target, spec, name, prelude=False))
+
+
+def _prelude(target: Target) -> str:
+    return _guarded("tf_gemm_prelude", gemm_prelude(target, threads=2))
+
+
+# ---------------------------------------------------------------------------------------------
+# C fragments shared by both kernel kinds
+
+
+def _signature(kernel: Operation, packed: set[int]) -> str:
+    params = []
+    for i, v in enumerate(kernel.operands):
+        ct = "float" if i in packed else c_type(v.type)
+        params.append(f"const {ct}* restrict in{i}")
+    for j, r in enumerate(kernel.results):
+        params.append(f"{c_type(r.type)}* restrict out{j}")
+    return f"static void {KERNEL_NAME}({', '.join(params)})"
+
+
+def _batch_index(batch: list[VAxis], flat: str) -> tuple[list[str], dict]:
+    """C declarations of one variable per batch axis from the flat batch index ``flat``."""
+    lines, names, inner = [], {}, 1
+    for pos in range(len(batch) - 1, -1, -1):
+        ax = batch[pos]
+        v = f"b{pos}"
+        names[ax.key] = v
+        lines.append(f"const long {v} = ({flat} / {inner}) % {ax.extent};")
+        inner *= ax.extent
+    return lines, names
+
+
+def _offset(aff: Affine, names: dict, const: bool = True) -> str:
+    terms = [f"{aff.coeff(k)} * {v}" for k, v in names.items() if aff.coeff(k)]
+    if const and aff.const:
+        terms.insert(0, str(aff.const))
+    return " + ".join(terms) or "0"
+
+
+def _epi_args(chain: EpilogueChain | None, names: dict, col0: str | None = None) -> list[str]:
+    if chain is None:
+        return []
+    out = []
+    for r in chain.reads:
+        off = _offset(r.flat, names)
+        if col0 is not None and r.cn:
+            off += f" + {r.cn} * {col0}"
+        out.append(f"in{r.arg} + ({off})")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Plans
+
+
+@dataclass
+class KernelPlan:
+    """How one kernel is tensorized; ``emit`` writes its C, ``pack`` its constant operands."""
+
+    kind: str                                 # "gemm" or "conv"
+    plan: GemmPlan | ConvPlan
+    chain: EpilogueChain
+    target: Target
+    packed_args: set[int] = field(default_factory=set)
+
+    @property
+    def roles(self) -> Roles:
+        return self.plan.roles
+
+    def epilogues(self) -> tuple[Epilogue, ...]:
+        epi = self.chain.epilogue()
+        return (epi,) if epi is not None else ()
+
+    def emit(self, kernel: Operation) -> str:
+        """The kernel's C: guarded helpers, then ``static void KERNEL_NAME(inputs..., outputs...)``."""
+        return self._gemm(kernel) if self.kind == "gemm" else self._conv(kernel)
+
+    @property
+    def threads(self) -> int:
+        """Threads for this contraction: the target's cores, or 1 when it is too small to share."""
+        r = self.roles
+        return self.target.cores if r.M * r.N * r.K * r.batch_count >= PARALLEL_MIN_MACS else 1
+
+    # -- GEMM-like ----------------------------------------------------------------------------
+
+    def _parallel_batch(self) -> bool:
+        """One single-threaded GEMM per thread (many small GEMMs: attention heads) rather than
+        every GEMM on all threads."""
+        r, T = self.roles, self.threads
+        count = r.batch_count
+        return (T > 1 and count >= T and (count % T == 0 or count >= 4 * T)
+                and r.M * r.N * r.K < SMALL_GEMM)
+
+    def _packed_batch(self) -> tuple[list[VAxis], int]:
+        """Batch axes the packed B depends on, and the floats of one packed slice."""
+        p: GemmPlan = self.plan
+        axes = [x for x in self.roles.batch if p.b.flat.coeff(x.key)]
+        return axes, packed_b_size(self.roles.K, self.roles.N, self.nr)
+
+    @property
+    def nr(self) -> int:
+        return _tile(self.target, self.roles.N)[1]
+
+    def _gemm(self, kernel: Operation) -> str:
+        p: GemmPlan = self.plan
+        r = self.roles
+        M, N, K = r.M, r.N, r.K
+        par = self._parallel_batch()
+        threads = 1 if par else self.threads
+        params = _gemm_params(self.target, N, threads)
+        prepacked = p.b.arg in self.packed_args
+        a_trans, lda = matrix_layout(p.a, M, K)
+        spec_b = (False, 0) if prepacked else matrix_layout(p.b, K, N)
+        spec = GemmSpec(trans_a=a_trans, trans_b=spec_b[0], epilogues=self.epilogues())
+        gname, gtext = _gemm_source(params, self.target, spec)
+        decl, names = _batch_index(r.batch, "t")
+        a_ptr = f"in{p.a.arg} + ({_offset(p.a.flat, names)})"
+        c_ptr = f"out0 + ({_offset(p.c, names)})"
+        epi = _epi_args(self.chain, names)
+        if prepacked:
+            axes, size = self._packed_batch()
+            offs, inner = [], size
+            for ax in reversed(axes):
+                offs.append(f"{inner} * {names[ax.key]}")
+                inner *= ax.extent
+            b_ptr = f"in{p.b.arg} + ({' + '.join(offs) or '0'})"
+            call = f"{gname}_prepacked({M}, {N}, {K}, {a_ptr}, {lda}, {b_ptr}, {c_ptr}, {p.ldc}, 0{''.join(', ' + e for e in epi)});"
+            ws_alloc = ws_free = ""
+        else:
+            b_ptr = f"in{p.b.arg} + ({_offset(p.b.flat, names)})"
+            call = (f"{gname}({M}, {N}, {K}, {a_ptr}, {lda}, {b_ptr}, {spec_b[1]}, {c_ptr}, {p.ldc}, 0"
+                    f"{''.join(', ' + e for e in epi)}, ws);")
+            ws_alloc = f"float *ws = tf_alloc({packed_b_size(K, N, params.nr)});"
+            ws_free = "free(ws);"
+        inner_body = "\n      ".join(decl + [call])
+        count = r.batch_count
+        if par:
+            body = f"""  #pragma omp parallel
+  {{
+    {ws_alloc}
+    #pragma omp for schedule(static)
+    for (long t = 0; t < {count}; t++) {{
+      {inner_body}
+    }}
+    {ws_free}
+  }}"""
+        else:
+            body = f"""  {ws_alloc}
+  for (long t = 0; t < {count}; t++) {{
+      {inner_body}
+  }}
+  {ws_free}"""
+        return f"{_prelude(self.target)}{gtext}\n{_signature(kernel, self.packed_args)} {{\n{body}\n}}\n"
+
+    def pack(self, arg: int, array: np.ndarray) -> np.ndarray:
+        """The packed form of constant kernel input ``arg`` (``array``): [slices, panels, K, nr]."""
+        p: GemmPlan = self.plan
+        r = self.roles
+        flat = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
+        ko = _group_offsets(p.b.flat, r.k)
+        no = _group_offsets(p.b.flat, r.n)
+        axes, _ = self._packed_batch()
+        slices = []
+        for point in np.ndindex(*[x.extent for x in axes]):
+            off = p.b.flat.const + sum(p.b.flat.coeff(x.key) * i for x, i in zip(axes, point))
+            mat = flat[off + ko[:, None] + no[None, :]]
+            slices.append(pack_b(mat, self.nr))
+        return np.ascontiguousarray(np.stack(slices)) if slices else np.zeros(0, np.float32)
+
+    def pack_key(self, arg: int) -> str:
+        """What decides ``pack``'s result besides the constant itself."""
+        p: GemmPlan = self.plan
+        r = self.roles
+        groups = [[(x.extent, p.b.flat.coeff(x.key)) for x in g] for g in (r.k, r.n, r.batch)]
+        return repr((self.nr, p.b.flat.const, groups))
+
+    # -- convolution -----------------------------------------------------------------------------
+
+    def _conv(self, kernel: Operation) -> str:
+        p: ConvPlan = self.plan
+        r = self.roles
+        M, P, K = r.M, r.N, r.K
+        T = self.threads
+        mr, nr = _tile(self.target, P)
+        panels = -(-P // nr)
+        two_d = len(p.in_spatial) == 2
+        ih, iw = p.in_spatial if two_d else (1, p.in_spatial[0])
+        oh, ow = p.out_spatial if two_d else (1, p.out_spatial[0])
+        kh, kw = p.kernel if two_d else (1, p.kernel[0])
+        sh, sw = p.strides if two_d else (1, p.strides[0])
+        dh, dw = p.dilations if two_d else (1, p.dilations[0])
+        ph, pw = p.pads if two_d else (0, p.pads[0])
+        shape = Im2colShape(p.channels, ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw)
+        pack_text = im2col_pack(shape, nr, "PACK")
+        pname = f"tfc_{_digest(pack_text)}"
+        pack_text = _guarded(pname, im2col_pack(shape, nr, pname))
+        decl, names = _batch_index(r.batch, "bt")
+        x_ptr = f"in{p.x.arg} + ({' + '.join(f'{p.x_batch_stride[k]} * {v}' for k, v in names.items()) or '0'})"
+        w_ptr = f"in{p.w.arg} + ({' + '.join(f'{p.w_batch_stride[k]} * {v}' for k, v in names.items()) or '0'})"
+        c_ptr = f"out0 + ({_offset(p.c, names)})"
+        count = r.batch_count
+        chunked = T > 1 and panels >= 2 * T
+        threads = 1 if chunked else T
+        # W is read in place (row-major [O, K]): packing it again for every chunk (or, with few
+        # output positions, for one pass over a large W) costs more than the strided reads.
+        params = GemmParams.for_target(self.target, threads=threads, mr=mr, nr=nr, pack_a=False)
+        spec = GemmSpec(epilogues=self.epilogues())
+        gname, gtext = _gemm_source(params, self.target, spec)
+        if chunked:
+            cp = max(1, min(-(-panels // T), (self.target.l2 // 2) // (K * nr * 4)))
+            chunks = -(-panels // cp)
+            epi = _epi_args(self.chain, names, "col0")
+            lines = [f"const long ch = t % {chunks}, bt = t / {chunks};", *decl,
+                     f"const long q0 = ch * {cp}, q1 = tf_min(q0 + {cp}, {panels});",
+                     f"const long col0 = q0 * {nr}, ncols = tf_min(q1 * {nr}, {P}) - col0;",
+                     f"{pname}({x_ptr}, bp, q0, q1);",
+                     f"{gname}_prepacked({M}, ncols, {K}, {w_ptr}, {K}, bp, {c_ptr} + col0, {p.ldc}, 0"
+                     f"{''.join(', ' + e for e in epi)});"]
+            inner = "\n      ".join(lines)
+            body = f"""  #pragma omp parallel
+  {{
+    float *bp = tf_alloc({cp * K * nr});
+    #pragma omp for schedule(static)
+    for (long t = 0; t < {count * chunks}; t++) {{
+      {inner}
+    }}
+    free(bp);
+  }}"""
+        else:
+            epi = _epi_args(self.chain, names)
+            lines = [*decl,
+                     "#pragma omp parallel for schedule(static)" if panels > 1 and T > 1 else "",
+                     f"for (long q = 0; q < {panels}; q++) {pname}({x_ptr}, bp + q * {K * nr}L, q, q + 1);",
+                     f"{gname}_prepacked({M}, {P}, {K}, {w_ptr}, {K}, bp, {c_ptr}, {p.ldc}, 0"
+                     f"{''.join(', ' + e for e in epi)});"]
+            inner = "\n    ".join(x for x in lines if x)
+            body = f"""  float *bp = tf_alloc({panels * K * nr});
+  for (long bt = 0; bt < {count}; bt++) {{
+    {inner}
+  }}
+  free(bp);"""
+        return (f"{_prelude(self.target)}{pack_text}{gtext}\n{_signature(kernel, self.packed_args)} {{\n"
+                f"{body}\n}}\n")
+
+
+def _group_offsets(aff: Affine, group: list[VAxis]) -> np.ndarray:
+    """Element offsets of every point of ``group`` (row-major) under ``aff``."""
+    idx = np.zeros(1, dtype=np.int64)
+    for ax in group:
+        idx = (idx[:, None] + aff.coeff(ax.key) * np.arange(ax.extent, dtype=np.int64)[None, :]).reshape(-1)
+    return idx
+
+
+def _constant_args(kernel: Operation) -> set[int]:
+    return {i for i, v in enumerate(kernel.operands) if v.op is not None and v.op.name == "graph.constant"}
+
+
+class Tensorizer:
+    """Decides which kernels run on GEMM micro-kernels for ``target`` and writes their C."""
+
+    def __init__(self, target: Target | None = None):
+        self.target = target or Target.host()
+
+    def plan(self, kernel: Operation, constant_args: set[int] = frozenset()) -> KernelPlan | None:
+        """The tensorized form of ``kernel``, or None when it stays on the loop path."""
+        body = kernel.regions[0].blocks[0]
+        computes = [o for o in body if o.name == "structured.compute"]
+        if not computes or len(kernel.results) != 1:
+            return None
+        c = match_contraction(computes[0], body.args)
+        if c is None:
+            return None
+        chain = match_chain(computes[0], kernel, c.space)
+        if chain is None:
+            return None
+        gemm = plan_gemm(c, constant_args)
+        if gemm is not None and self._worth(gemm.roles) and self._layouts_ok(gemm, constant_args):
+            if chain.bind(gemm.roles):
+                packed = {gemm.b.arg} if gemm.b.arg in constant_args and gemm.b.arg != gemm.a.arg else set()
+                return KernelPlan("gemm", gemm, chain, self.target, packed)
+        conv = plan_conv(c)
+        if conv is not None and self._worth(conv.roles) and chain.bind(conv.roles):
+            return KernelPlan("conv", conv, chain, self.target)
+        return None
+
+    @staticmethod
+    def _worth(r: Roles) -> bool:
+        return (r.N >= MIN_N and r.M >= MIN_M and r.K >= MIN_K
+                and r.M * r.N * r.K * r.batch_count >= MIN_FLOPS)
+
+    @staticmethod
+    def _layouts_ok(p: GemmPlan, constant_args: set[int]) -> bool:
+        r = p.roles
+        if matrix_layout(p.a, r.M, r.K) is None:
+            return False
+        return p.b.arg in constant_args or matrix_layout(p.b, r.K, r.N) is not None
+
+    def prepare(self, func: FuncOp) -> "Prepared":
+        return Prepared(self, func)
+
+
+class Prepared:
+    """The tensorization decisions for one function, and its packed weights."""
+
+    def __init__(self, tensorizer: Tensorizer, func: FuncOp):
+        self.plans: dict[int, KernelPlan] = {}
+        self.weights: list[np.ndarray] = []
+        self._operand: dict[tuple[int, int], np.ndarray] = {}
+        memo: dict[tuple, KernelPlan | None] = {}
+        packs: dict[tuple, np.ndarray] = {}
+        packed_uses: dict[int, int] = {}
+        for op in func.body:
+            if op.name != "structured.kernel":
+                continue
+            consts = _constant_args(op)
+            key = (structural_hash(op), frozenset(consts))
+            if key not in memo:
+                memo[key] = tensorizer.plan(op, consts)
+            plan = memo[key]
+            if plan is None:
+                continue
+            self.plans[id(op)] = plan
+            for arg in plan.packed_args:
+                v = op.operands[arg]
+                pk = (id(v), plan.pack_key(arg))
+                if pk not in packs:
+                    packs[pk] = plan.pack(arg, v.op.attributes["value"].array)
+                    self.weights.append(packs[pk])
+                self._operand[(id(op), arg)] = packs[pk]
+                packed_uses[id(v)] = packed_uses.get(id(v), 0) + 1
+        # constants whose every use reads a packed copy instead
+        self.replaced: set[int] = set()
+        for op in func.body:
+            if op.name == "graph.constant":
+                v = op.results[0]
+                if v.uses and packed_uses.get(id(v), 0) == len(v.uses):
+                    self.replaced.add(id(v))
+
+    def emit(self, kernel: Operation) -> str | None:
+        plan = self.plans.get(id(kernel))
+        return plan.emit(kernel) if plan is not None else None
+
+    def key(self, kernel: Operation) -> str:
+        """Added to the kernel's structural key: which operands arrive packed."""
+        plan = self.plans.get(id(kernel))
+        return "" if plan is None else f"|tensorized:{sorted(plan.packed_args)}"
+
+    def operand_weight(self, kernel: Operation, index: int) -> np.ndarray | None:
+        """The packed array to pass as operand ``index`` of ``kernel`` instead of the constant."""
+        return self._operand.get((id(kernel), index))

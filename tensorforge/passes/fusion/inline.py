@@ -1,0 +1,227 @@
+"""Vertical fusion inside a kernel: substituting a parallel compute's expression into its readers.
+
+``inline_compute(kernel, compute)`` replaces every ``structured.read`` of the compute's result
+by a copy of the compute's body with its axes bound to the read's indices, so the intermediate
+tensor disappears: a transpose becomes a permuted read, a pad a bounds-checked one, a relu
+after a bias add one expression.  A read with a ``pad`` value keeps its meaning: the copy is
+evaluated at clamped indices and ``select``-ed against the pad where the index is outside.
+
+``simplify_kernel`` decides, compute by compute, between reuse and recomputation: a compute
+is inlined when evaluating its expression at every read costs less than writing its buffer
+and reading it back (``recompute_cost <= buffer_cost``), and kept as a buffer otherwise (the
+exponentials of a softmax read by two computes, a statistic read across a whole row).  Into a
+contraction (the GEMM/conv of the kernel) only data movement with an affine index map is
+inlined: the micro-kernel packs its operands, so anything else would be recomputed per tile.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ...dialects.scalar import INDEX
+from ...dialects.structured.ops import ComputeView, KernelView
+from ...errors import PassError
+from ...ir.builder import Builder
+from ...ir.core import Operation, Value
+from ...ir.types import DType, ScalarType
+from .kinds import AFFINE, COMPUTE, READ, anchors, axis_deps, is_data_movement, read_map
+
+# Cost, in simple-operation units, of writing one element to a buffer and reading it back
+# (the same unit as the default schedule's, so both levels agree on what recomputation costs).
+MEMORY_ROUND_TRIP = 4.0
+# Recomputation a contraction's epilogue may take on to stay one expression, as a share of the
+# contraction's multiply-adds.
+EPILOGUE_PARAM_SHARE = 0.05
+_EXPENSIVE = {"exp": 8, "log": 8, "tanh": 10, "erf": 10, "pow": 12, "sin": 8, "cos": 8, "sigmoid": 9,
+              "silu": 9, "gelu": 12, "softplus": 12, "elu": 9, "div": 3, "sqrt": 3, "rsqrt": 4,
+              "reciprocal": 3, "mod": 3, "floordiv": 3, "fmod": 6}
+
+
+def op_cost(op: Operation) -> float:
+    """Simple-operation units of one body op (index arithmetic and constants are free)."""
+    if op.name == READ:
+        return 1.0
+    if op.name == "scalar.const" or op.name == "structured.yield":
+        return 0.0
+    if all(r.type == INDEX for r in op.results):
+        return 0.0
+    return float(_EXPENSIVE.get(op.name.split(".", 1)[-1], 1))
+
+
+def body_cost(cv: ComputeView) -> float:
+    return max(sum(op_cost(op) for op in cv.body), 1.0)
+
+
+def _clone_body(b: Builder, cv: ComputeView, indices: list[Value]) -> Value:
+    mapping: dict[Value, Value] = dict(zip(cv.axes, indices))
+    for op in cv.body:
+        if op.name == "structured.yield":
+            v = op.operands[0]
+            return mapping.get(v, v)
+        b.insert(op.clone(mapping))
+    raise PassError("compute body has no structured.yield")
+
+
+def _index_const(b: Builder, value: int) -> Value:
+    return b.create("scalar.const", [], {"value": int(value), "type": INDEX}).results[0]
+
+
+def _guarded(b: Builder, cv: ComputeView, indices: list[Value], shape, pad: float, dtype: DType) -> Value:
+    """``inside(indices) ? body(clamp(indices)) : pad``."""
+    zero = _index_const(b, 0)
+    inside = None
+    clamped = []
+    for i, n in zip(indices, shape):
+        top = _index_const(b, n - 1)
+        ok = b.create("scalar.and", [b.create("scalar.ge", [i, zero]).results[0],
+                                     b.create("scalar.le", [i, top]).results[0]]).results[0]
+        inside = ok if inside is None else b.create("scalar.and", [inside, ok]).results[0]
+        clamped.append(b.create("scalar.min", [b.create("scalar.max", [i, zero]).results[0], top]).results[0])
+    value = _clone_body(b, cv, clamped)
+    if inside is None:
+        return value
+    padv = b.create("scalar.const", [], {"value": float(pad) if dtype.is_float else int(pad),
+                                         "type": ScalarType(dtype)}).results[0]
+    return b.create("scalar.select", [inside, value, padv]).results[0]
+
+
+def reads_of(compute: Operation) -> list[Operation]:
+    return [op for op, i in compute.results[0].uses if op.name == READ and i == 0]
+
+
+def inline_compute(kernel: Operation, compute: Operation, keep: bool = False) -> int:
+    """Substitutes ``compute`` (parallel, no reduction) into every read of its result in
+    ``kernel``; erases it unless ``keep`` or the kernel returns it.  Returns the reads replaced."""
+    cv = ComputeView(compute)
+    if cv.combiner != "none":
+        raise PassError(f"inline_compute: '{kernel.attributes.get('sym_name')}' compute reduces "
+                        f"({cv.combiner}); only parallel computes can be substituted into their readers")
+    res = compute.results[0]
+    dtype = compute.attributes["dtype"]
+    count = 0
+    for read in reads_of(compute):
+        b = Builder.before(read)
+        idx = list(read.operands[1:])
+        pad = read.attributes.get("pad")
+        value = _clone_body(b, cv, idx) if pad is None else _guarded(b, cv, idx, res.type.shape, pad, dtype)
+        read.results[0].replace_all_uses_with(value)
+        read.erase()
+        count += 1
+    if not keep and not res.uses:
+        compute.erase()
+    return count
+
+
+# ---- reuse or recompute ----------------------------------------------------------------------
+def read_runs(read: Operation) -> int:
+    """How often a read runs: the extents of the reader's axes its indices depend on (a compiler
+    hoists it out of the others)."""
+    compute = read.parent.parent.parent
+    cv = ComputeView(compute)
+    deps = set().union(*(axis_deps(i, cv) for i in read.operands[1:])) if len(read.operands) > 1 else set()
+    return math.prod(d for a, d in zip(cv.axes, cv.domain) if id(a) in deps)
+
+
+@dataclass
+class InlineDecision:
+    compute: str          # "#index name" of the compute in its kernel
+    inlined: bool
+    reason: str
+
+
+def decide_inline(kernel: Operation, compute: Operation, returned: bool,
+                  anchor_ids: set[int]) -> tuple[bool, str]:
+    """Whether to substitute ``compute`` into its readers, and why."""
+    cv = ComputeView(compute)
+    reads = reads_of(compute)
+    if cv.combiner != "none":
+        return False, "reduction: computed once"
+    if not reads:
+        return False, "not read inside the kernel"
+    readers = {id(r.parent.parent.parent) for r in reads}
+    into_anchor = readers & anchor_ids
+    if into_anchor:
+        if returned or not is_data_movement(cv):
+            return False, "a contraction reads it: only data movement folds into GEMM/conv loads"
+        worst = max(_composed_map(cv, r) for r in reads)
+        if worst > AFFINE:
+            return False, "a contraction reads it through a non-affine index map"
+        return True, "data movement folded into the contraction's loads"
+    if anchor_ids and not _reads_any(compute, anchor_ids):
+        # a per-channel parameter of an epilogue (a folded BatchNorm scale): recomputing it per
+        # output element is noise next to the contraction, and keeps the epilogue one expression
+        work = max(math.prod(ComputeView(_op_by_id(kernel, a)).domain) for a in anchor_ids)
+        extra = sum(read_runs(r) for r in reads) * body_cost(cv)
+        if not returned and extra <= EPILOGUE_PARAM_SHARE * work:
+            return True, f"epilogue parameter recomputed per element ({extra / work:.1%} of the contraction)"
+    if any(r.attributes.get("pad") is not None for r in reads) and not is_data_movement(cv):
+        pad_ok = False
+    else:
+        pad_ok = True
+    cost = body_cost(cv)
+    runs = sum(read_runs(r) for r in reads)
+    elems = max(math.prod(compute.results[0].type.shape), 1)
+    if returned:
+        # the buffer is written anyway; inlining only saves reading it back
+        if pad_ok and runs * cost <= elems * MEMORY_ROUND_TRIP / 2 and runs <= elems:
+            return True, f"recompute ({runs}x{cost:g}) for internal readers, buffer still returned"
+        return False, "returned: readers reuse the written buffer"
+    if not pad_ok:
+        return False, "a bounds-checked reader would recompute a non-trivial body at every tap"
+    if runs * cost <= elems * (cost + MEMORY_ROUND_TRIP):
+        return True, f"recompute {runs / elems:.3g}x of cost {cost:g} < buffer round trip"
+    return False, f"reuse: recomputing {runs / elems:.3g}x at cost {cost:g} exceeds a buffer round trip"
+
+
+def _reads_any(compute: Operation, targets: set[int]) -> bool:
+    """Whether ``compute`` reads (transitively, through other computes) one of ``targets``."""
+    seen: set[int] = set()
+    stack = [compute]
+    while stack:
+        c = stack.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        for op in c.regions[0].blocks[0]:
+            if op.name == READ and op.operands[0].op is not None:
+                src = op.operands[0].op
+                if id(src) in targets:
+                    return True
+                if src.name == COMPUTE:
+                    stack.append(src)
+    return False
+
+
+def _op_by_id(kernel: Operation, ident: int) -> Operation:
+    return next(op for op in kernel.regions[0].blocks[0] if id(op) == ident)
+
+
+def _composed_map(cv: ComputeView, read: Operation) -> int:
+    """The index-map class a reader would see after substitution: the harder of the read's own
+    map and the compute's reads (a transpose read through an affine slice stays affine)."""
+    inner = max((read_map(cv, r) for r in cv.reads()), default=0)
+    return max(inner, read_map(None, read))
+
+
+def simplify_kernel(kernel: Operation, log: list[InlineDecision] | None = None) -> int:
+    """Inlines, last first, every compute of ``kernel`` whose recomputation is cheaper than its
+    buffer (see ``decide_inline``); returns how many computes were substituted."""
+    kv = KernelView(kernel)
+    returned = {id(v) for v in kv.outputs}
+    anchor_ids = {id(cv.op) for cv in anchors(kernel)}
+    done = 0
+    computes = [op for op in kv.body if op.name == COMPUTE]
+    for index in range(len(computes) - 1, -1, -1):
+        op = computes[index]
+        is_ret = id(op.results[0]) in returned
+        ok, why = decide_inline(kernel, op, is_ret, anchor_ids)
+        if log is not None and reads_of(op):
+            log.append(InlineDecision(f"#{index}", ok, why))
+        if ok:
+            inline_compute(kernel, op, keep=is_ret)
+            done += 1
+    return done
+
+
+__all__ = ["InlineDecision", "MEMORY_ROUND_TRIP", "body_cost", "decide_inline", "inline_compute", "op_cost",
+           "read_runs", "reads_of", "simplify_kernel"]

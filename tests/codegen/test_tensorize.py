@@ -1,0 +1,346 @@
+"""Tensorization: contractions of compiled models on the GEMM micro-kernels.
+
+Every case compiles through ``tensorforge.compile`` (fusion off, so each graph op is its own
+kernel) and checks the native result against the reference interpreter with rtol 1e-4 (atol
+1e-4 * sqrt(K) for sums that cancel), and that the contraction really took the micro-kernel
+path (``tfg_`` GEMM, ``tfc_`` im2col packer in the generated C).  Cases are grouped into few
+modules so that the file compiles a handful of libraries (cached on disk afterwards).
+Hand-built kernels (a contraction followed by bias, ReLU and a residual add) test the fused
+epilogue path, which the fusion engine produces.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+import tensorforge
+from tensorforge.codegen.c.contraction import match_contraction, plan_conv, plan_gemm
+from tensorforge.codegen.c.model import generate_model_c
+from tensorforge.codegen.c.tensorize import Tensorizer
+from tensorforge.dialects.structured.builder import KernelBuilder
+from tensorforge.ir import DType, Module, interpret, tensor, verify
+from tensorforge.passes.lower.graph_to_kernels import fusion_default, lower_ops
+
+RTOL = 1e-4
+
+
+def _module(args, build):
+    """A module whose main takes ``args`` (arrays; their shapes) and returns ``build(b, *args)``."""
+    m = Module()
+    f = m.add_function("main", [tensor(a.shape, DType.from_np(a.dtype)) for a in args])
+    b = f.builder()
+    outs = build(b, *f.args)
+    f.set_return(list(outs))
+    verify(m)
+    return m
+
+
+def _compile(m, **kw):
+    with fusion_default(None):
+        return tensorforge.compile(m, passes=False, **kw)
+
+
+def _check(m, args, k_max=1024):
+    """Native vs interpreter on every output; returns the compiled model."""
+    cm = _compile(m)
+    ref = interpret(m, *args)
+    got = cm.run(*args)
+    for n, (r, g) in enumerate(zip(ref, got)):
+        np.testing.assert_allclose(g, r, rtol=RTOL, atol=1e-4 * np.sqrt(k_max), err_msg=f"output {n}")
+    return cm
+
+
+def _kernel_sources(cm):
+    """C text of each emitted kernel function, by name."""
+    src = cm.source
+    out = {}
+    for part in src.split("\nstatic void ")[1:]:
+        name = part.split("(", 1)[0]
+        out[name] = part
+    return out
+
+
+def _rand(rng, *shape):
+    return rng.standard_normal(shape, dtype=np.float32)
+
+
+# ---- GEMM-like -----------------------------------------------------------------------------------
+
+
+def test_matmuls_gemms_and_batches(rng):
+    """2-d (runtime and constant B), batched, broadcast batch (both sides), 1-d promoted, gemm
+    with transposes, alpha/beta and bias, attention's q @ k^T and p @ v as batch_matmuls."""
+    a = _rand(rng, 37, 70)
+    b = _rand(rng, 70, 45)
+    w = _rand(rng, 70, 45)
+    x3 = _rand(rng, 3, 20, 70)
+    w3 = _rand(rng, 3, 70, 45)
+    x4 = _rand(rng, 2, 1, 20, 70)
+    v = _rand(rng, 70)
+    at = _rand(rng, 70, 37)
+    bt = _rand(rng, 45, 70)
+    c = _rand(rng, 45)
+    q = _rand(rng, 4, 24, 16)
+    kt = _rand(rng, 4, 16, 24)
+    pv = _rand(rng, 4, 24, 16)
+    wc = w.copy()
+
+    def build(bd, a_, b_, x3_, w3_, x4_, v_, at_, bt_, q_, kt_, pv_):
+        g = bd.graph
+        W, C, W3 = g.constant(wc), g.constant(c), g.constant(w3)
+        s = bd.create("graph.batch_matmul", [q_, kt_]).results[0]
+        return [bd.create("graph.matmul", [a_, b_]).results[0],
+                bd.create("graph.matmul", [a_, W]).results[0],
+                bd.create("graph.batch_matmul", [x3_, w3_]).results[0],
+                bd.create("graph.matmul", [x4_, W3]).results[0],                      # (2,3,20,45)
+                bd.create("graph.matmul", [x3_, W]).results[0],                       # batch folded into M
+                bd.create("graph.matmul", [v_, b_]).results[0],                       # 1-d promoted: M = 1
+                bd.create("graph.gemm", [at_, bt_, C], {"trans_a": True, "trans_b": True,
+                                                        "alpha": 0.5, "beta": 2.0}).results[0],
+                s,
+                bd.create("graph.batch_matmul", [s, pv_]).results[0]]
+
+    args = [a, b, x3, w3, x4, v, at, bt, q, kt, pv]
+    m = _module(args, build)
+    cm = _check(m, args)
+    kernels = _kernel_sources(cm)
+    contractions = [k for k in kernels if "matmul" in k or "gemm" in k]
+    assert len(contractions) >= 8
+    for name in contractions:
+        assert "tfg_" in kernels[name], f"{name} was not tensorized"
+
+
+def test_threads_setting_is_respected_and_results_agree(rng):
+    a, w = _rand(rng, 300, 200), _rand(rng, 200, 150)
+    m = _module([a], lambda bd, x: [bd.create("graph.matmul", [x, bd.graph.constant(w)]).results[0]])
+    cm = _compile(m)
+    two = cm.run(a)[0]
+    cm.set_threads(1)
+    one = cm.run(a)[0]
+    np.testing.assert_allclose(one, two, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(two, a.astype(np.float64) @ w, rtol=RTOL, atol=1e-3)
+
+
+def test_shared_constant_is_packed_once_and_raw_copy_dropped(rng):
+    x, x2, w = _rand(rng, 16, 64), _rand(rng, 24, 64), _rand(rng, 64, 96)
+
+    def build(bd, x_, x2_):
+        W = bd.graph.constant(w)
+        return [bd.create("graph.matmul", [x_, W]).results[0], bd.create("graph.matmul", [x2_, W]).results[0]]
+
+    m = _module([x, x2], build)
+    f = m.clone().main
+    lower_ops(f)
+    prepared = Tensorizer().prepare(f)
+    assert len(prepared.plans) == 2 and len(prepared.weights) == 1
+    (const,) = [op for op in f.body if op.name == "graph.constant"]
+    assert id(const.results[0]) in prepared.replaced
+    _, layout = generate_model_c(f, None, Tensorizer())
+    assert layout.weights.nbytes < w.nbytes + prepared.weights[0].nbytes   # the raw constant is not in the blob
+    cm = _check(m, [x, x2])
+    np.testing.assert_allclose(cm.run(x, x2)[1], x2.astype(np.float64) @ w, rtol=RTOL, atol=1e-3)
+
+
+def test_small_or_vector_contractions_stay_on_the_loop_path(rng):
+    a, b = _rand(rng, 64, 32), _rand(rng, 32, 1)          # GEMV: N = 1
+    m = _module([a, b], lambda bd, x, y: [bd.create("graph.matmul", [x, y]).results[0]])
+    cm = _check(m, [a, b])
+    assert "tfg_" not in cm.source
+
+
+# ---- convolutions ----------------------------------------------------------------------------------
+
+CONVS = [  # (x shape, w shape, attrs)
+    ((2, 8, 15, 15), (16, 8, 3, 3), dict(pads=(1, 1, 1, 1))),
+    ((2, 8, 15, 15), (16, 8, 3, 3), dict(strides=(2, 2), pads=(1, 0, 2, 1))),
+    ((2, 8, 15, 15), (16, 8, 1, 1), dict()),                                # 1x1: a plain GEMM on x
+    ((1, 16, 15, 15), (16, 16, 1, 1), dict(strides=(2, 2))),                # strided 1x1: implicit GEMM
+    ((1, 3, 32, 32), (16, 3, 7, 7), dict(strides=(2, 2), pads=(3, 3, 3, 3))),
+    ((2, 8, 15, 15), (16, 4, 3, 3), dict(groups=2, dilations=(2, 2), pads=(2, 2, 2, 2))),
+    ((1, 16, 9, 9), (32, 4, 3, 3), dict(groups=4, pads=(1, 1, 1, 1))),
+    ((2, 8, 64), (16, 8, 5), dict(strides=(2,), pads=(2, 1))),             # 1-d
+]
+
+
+def test_convolutions_through_compile(rng):
+    xs = [_rand(rng, *xs) for xs, _, _ in CONVS]
+    ws = [_rand(rng, *w) for _, w, _ in CONVS]
+    bias = [_rand(rng, w[0]) for _, w, _ in CONVS]
+
+    def build(bd, *args):
+        outs = []
+        for n, (x_, (_, _, attrs)) in enumerate(zip(args, CONVS)):
+            ops = [x_, bd.graph.constant(ws[n])] + ([bd.graph.constant(bias[n])] if n % 2 == 0 else [])
+            outs.append(bd.create("graph.conv", ops, attrs).results[0])
+        return outs
+
+    m = _module(xs, build)
+    cm = _check(m, xs)
+    kernels = [v for k, v in _kernel_sources(cm).items() if "conv" in k]
+    assert len(kernels) == len(CONVS)
+    assert all("tfg_" in k for k in kernels)
+    assert sum("tfc_" in k for k in kernels) == len(CONVS) - 1      # all but the stride-1 1x1 one
+
+
+def test_depthwise_conv_stays_on_the_loop_path(rng):
+    x, w = _rand(rng, 1, 16, 12, 12), _rand(rng, 16, 1, 3, 3)
+    m = _module([x], lambda bd, x_: [bd.create("graph.conv", [x_, bd.graph.constant(w)],
+                                                {"groups": 16, "pads": (1, 1, 1, 1)}).results[0]])
+    cm = _check(m, [x])
+    assert "tfg_" not in cm.source and "tfc_" not in cm.source
+
+
+# ---- fused epilogues (hand-built kernels, as the fusion engine makes them) ----------------------
+
+
+def _epilogue_kernel_module(shape_x, shape_w, contraction, bias_index, relu_clip: float):
+    """main(x, residual) = min(relu(contraction(x, W) + bias[bias_index]), clip) + residual, as ONE kernel."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal(shape_w, dtype=np.float32)
+    m = Module()
+    x_t = tensor(shape_x, DType.f32)
+    f = None
+    out_shape, domain, its, body = contraction
+    bias = rng.standard_normal(out_shape[bias_index], dtype=np.float32)
+    res_t = tensor(out_shape, DType.f32)
+    f = m.add_function("main", [x_t, res_t])
+    b = f.builder()
+    W, B = b.graph.constant(w), b.graph.constant(bias)
+    kb = KernelBuilder("fused_contraction", [x_t, W.type, B.type, res_t])
+    xr, wr, br, rr = kb.inputs
+    acc = kb.compute(domain, its, DType.f32, lambda *ax: body(xr, wr, *ax), combiner="add")
+    e1 = kb.compute(out_shape, "p" * len(out_shape), DType.f32, lambda *i: acc[i] + br[i[bias_index]])
+    e2 = kb.compute(out_shape, "p" * len(out_shape), DType.f32,
+                    lambda *i: e1[i].apply("relu").min(kb.const(relu_clip, DType.f32)))
+    e3 = kb.compute(out_shape, "p" * len(out_shape), DType.f32, lambda *i: e2[i] + rr[i])
+    op = kb.ret([e3], [f.args[0], W, B, f.args[1]])
+    b.insert(op)
+    f.set_return([op.results[0]])
+    verify(m)
+    return m, w, bias
+
+
+def test_gemm_epilogue_bias_relu_residual():
+    M, K, N = 50, 70, 100
+    contraction = ((M, N), (M, N, K), "ppr", lambda x, w, i, j, k: x[i, k] * w[k, j])
+    m, w, bias = _epilogue_kernel_module((M, K), (K, N), contraction, 1, 1.5)
+    rng = np.random.default_rng(2)
+    x, res = _rand(rng, M, K), _rand(rng, M, N)
+    cm = _compile(m)
+    assert "tfg_" in cm.source and "fused" in cm.source
+    want = np.minimum(np.maximum(x.astype(np.float64) @ w + bias, 0), 1.5) + res
+    np.testing.assert_allclose(cm.run(x, res)[0], want, rtol=RTOL, atol=1e-3)
+
+
+def test_conv_epilogue_bias_relu_residual():
+    N, C, H, O = 2, 6, 11, 8
+    x_shape, w_shape, out = (N, C, H, H), (O, C, 3, 3), (N, O, H, H)
+
+    def body(x, w, n, o, oh, ow, c, kh, kw):
+        return x.read([n, c, oh + kh - 1, ow + kw - 1], pad=0.0) * w[o, c, kh, kw]
+
+    contraction = (out, out + (C, 3, 3), "pppprrr", body)
+    m, w, bias = _epilogue_kernel_module(x_shape, w_shape, contraction, 1, 2.0)
+    rng = np.random.default_rng(3)
+    x, res = _rand(rng, *x_shape), _rand(rng, *out)
+    cm = _compile(m)
+    assert "tfc_" in cm.source and "fused" in cm.source
+    import torch
+    conv = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64), padding=1).numpy()
+    want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 2.0) + res
+    np.testing.assert_allclose(cm.run(x, res)[0], want, rtol=RTOL, atol=1e-3)
+
+
+# ---- analysis ------------------------------------------------------------------------------------
+
+
+def _kernel_of(name, inputs, const=(), **attrs):
+    from tests.lowering.harness import one_op_module
+    from tensorforge.passes.lower.to_structured import lower_op_to_kernel
+    _, op, _ = one_op_module(name, inputs, const, **attrs)
+    return lower_op_to_kernel(op)
+
+
+def _contraction(kernel):
+    body = kernel.regions[0].blocks[0]
+    comp = next(o for o in body if o.name == "structured.compute")
+    return match_contraction(comp, body.args)
+
+
+def test_analysis_classifies_axes():
+    z = np.zeros
+    c = _contraction(_kernel_of("graph.matmul", [z((2, 5, 7, 3), np.float32), z((3, 9), np.float32)]))
+    p = plan_gemm(c)
+    assert (p.roles.M, p.roles.N, p.roles.K, p.roles.batch_count) == (70, 9, 3, 1)   # batch folded into M
+    c = _contraction(_kernel_of("graph.gemm", [z((4, 6), np.float32), z((8, 4), np.float32)],
+                                trans_a=True, trans_b=True))
+    p = plan_gemm(c)
+    assert (p.roles.M, p.roles.N, p.roles.K) == (6, 8, 4) and (p.a.rs, p.a.cs, p.b.rs, p.b.cs) == (1, 6, 1, 4)
+    c = _contraction(_kernel_of("graph.conv", [z((2, 8, 9, 9), np.float32), z((6, 4, 3, 3), np.float32)],
+                                groups=2, strides=(2, 2)))
+    assert plan_gemm(c) is None
+    p = plan_conv(c)
+    assert [a.extent for a in p.roles.batch] == [2, 2] and (p.roles.M, p.roles.N, p.roles.K) == (3, 16, 36)
+    assert p.strides == (2, 2) and p.channels == 4
+    softmax = _kernel_of("graph.reduce_sum", [z((4, 5), np.float32)], axes=(1,))
+    assert _contraction(softmax) is None
+
+
+def test_compiled_libraries_leave_denormals_alone(tmp_path):
+    """gcc links crtfastmath.o (FTZ/DAZ for the whole process) when -ffast-math is on the link
+    command; the toolchain links without it. Checked in a fresh process with a fresh cache."""
+    code = textwrap.dedent("""
+        import numpy as np
+        import tensorforge
+        from tensorforge.codegen.c.toolchain import compile_c
+        from tensorforge.ir import DType, Module, tensor
+        assert np.array([1e-310])[0] * 1.0 != 0.0
+        lib = compile_c("float tf_twice(float x) { return x * 2.0f; }\\n", name="denormal_probe")
+        assert np.array([1e-310])[0] * 1.0 != 0.0, "loading a library flushed denormals"
+        m = Module()
+        f = m.add_function("main", [tensor((16, 16), DType.f32)])
+        b = f.builder()
+        f.set_return([b.create("graph.matmul", [f.args[0], f.args[0]]).results[0]])
+        cm = tensorforge.compile(m, passes=False)
+        cm.run(np.ones((16, 16), np.float32))
+        tiny = np.float32(1e-40)
+        assert tiny * np.float32(1.0) != 0 and np.array([1e-310])[0] * 1.0 != 0.0
+        print("denormals ok")
+    """)
+    env = dict(os.environ, TENSORFORGE_CACHE=str(tmp_path / "cache"))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root,
+                          timeout=300)
+    assert proc.returncode == 0 and "denormals ok" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_reads_through_a_fused_reshape_stay_affine():
+    """A matmul whose A is read through a reshape, as fusion produces it: a[(i*K + k) // 4, (i*K + k) % 4]
+    splits k into (k // 4, k % 4) and is still one strided K; a[(i*K + k) // K] simplifies to i."""
+    M, K, N = 20, 48, 40
+    rng = np.random.default_rng(4)
+    a = _rand(rng, M * K // 4, 4)
+    w = _rand(rng, K, N)
+    m = Module()
+    f = m.add_function("main", [tensor(a.shape, DType.f32)])
+    b = f.builder()
+    W = b.graph.constant(w)
+    kb = KernelBuilder("reshaped_matmul", [f.args[0].type, W.type])
+    ar, wr = kb.inputs
+
+    def body(i, j, k):
+        flat = i * K + k
+        return ar[flat // 4, flat % 4] * wr[(flat // K) * 0 + k, j]
+
+    acc = kb.compute((M, N, K), "ppr", DType.f32, body, combiner="add")
+    op = kb.ret([acc], [f.args[0], W])
+    b.insert(op)
+    f.set_return([op.results[0]])
+    verify(m)
+    plan = Tensorizer().plan(op, {1})
+    assert plan is not None and (plan.roles.M, plan.roles.N, plan.roles.K) == (M, N, K)
+    cm = _compile(m)
+    assert "tfg_" in cm.source
+    np.testing.assert_allclose(cm.run(a)[0], a.reshape(M, K).astype(np.float64) @ w, rtol=RTOL, atol=1e-3)
