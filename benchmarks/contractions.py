@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/contractions.py                  # kernels + the whole zoo
     .venv/bin/python benchmarks/contractions.py --kernels        # only the three kernels
     .venv/bin/python benchmarks/contractions.py --models resnet50 bert_base
+    .venv/bin/python benchmarks/contractions.py --threads 1     # every contender on one thread
 
 1. the 1024^3 fp32 GEMM through ``tensorforge.compile`` (both operands inputs, and B a
    constant packed at compile time) against NumPy's BLAS (``np.matmul`` into a preallocated out);
@@ -13,6 +14,8 @@
 Contenders are timed interleaved (``time_interleaved``: A B A B ...) so that a slow spell of the
 shared machine hits both; each line gives the medians, their ratio, and the spread of each
 contender's samples (interquartile range / median) as a measure of how noisy the run was.
+On a shared 2-core machine a 2-thread parallel region waits whole scheduler slices for a
+descheduled thread, so ``--threads 1`` gives the steadier comparison.
 """
 from __future__ import annotations
 
@@ -22,7 +25,20 @@ import statistics
 import sys
 import time
 
-import numpy as np
+
+def _threads_from_argv() -> int | None:
+    """``--threads N`` is read before NumPy loads: OpenBLAS takes its thread count at load time."""
+    for i, a in enumerate(sys.argv[:-1]):
+        if a == "--threads":
+            return int(sys.argv[i + 1])
+    return None
+
+
+THREADS = _threads_from_argv()
+if THREADS:
+    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(THREADS)
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -65,8 +81,8 @@ def gemm_1024(repeats: int) -> None:
         f.set_return([b.create("graph.matmul", [f.args[0], rhs]).results[0]])
         return m
 
-    both = tensorforge.compile(module(False))
-    const = tensorforge.compile(module(True))
+    both = tensorforge.compile(module(False), threads=THREADS)
+    const = tensorforge.compile(module(True), threads=THREADS)
     out, o1, o2 = np.empty((n, n), np.float32), [np.empty((n, n), np.float32)], [np.empty((n, n), np.float32)]
     ref = A.astype(np.float64) @ B
     for cm, args, o in ((both, (A, B), o1), (const, (A,), o2)):
@@ -82,7 +98,7 @@ def gemm_1024(repeats: int) -> None:
 
 def torch_kernel(title: str, module, x, repeats: int) -> None:
     import torch
-    cm = tensorforge.compile(module, (x,))
+    cm = tensorforge.compile(module, (x,), threads=THREADS)
     with torch.no_grad():
         ref = module(x)
     got = cm(x)
@@ -114,7 +130,7 @@ def zoo(names: list[str], repeats: int, budget_s: float) -> None:
         module, inputs = get(name, batch=1)
         t0 = time.perf_counter()
         try:
-            cm = tensorforge.compile(module, inputs)
+            cm = tensorforge.compile(module, inputs, threads=THREADS)
         except Exception as exc:     # report and go on: one broken model must not hide the others
             print(f"{name}: compile failed: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
             continue
@@ -144,11 +160,12 @@ def main() -> None:
     ap.add_argument("--models", nargs="*", help="zoo models (default: all)")
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--budget", type=float, default=30.0, help="seconds of timing per model at most")
+    ap.add_argument("--threads", type=int, help="threads for every contender (default: all cores)")
     args = ap.parse_args()
     import torch
     target = Target.host()
-    torch.set_num_threads(target.cores)
-    print(f"target {target.key()}, {target.cores} cores; torch {torch.__version__} on {torch.get_num_threads()} "
+    torch.set_num_threads(THREADS or target.cores)
+    print(f"target {target.key()}, {target.cores} cores, running on {THREADS or target.cores}; torch {torch.__version__} on {torch.get_num_threads()} "
           f"threads; load average {os.getloadavg()[0]:.1f}", flush=True)
     if args.models is None or args.kernels:
         kernels(args.repeats)

@@ -1,7 +1,7 @@
 """The default graph-optimisation pipeline, in the order the design names.
 
     const-fold -> shape-prop -> dce -> cse -> simplify-extra -> fold-inference -> cse -> dce
-               -> (fusion, later) -> [layout -> dce] -> reorder
+               -> (fusion, later) -> [layout -> cse -> dce] -> reorder
 
 - ``const-fold`` / ``shape-prop``: constants, shape arithmetic and splats (ConstantOfShape)
   become constants; ``const-fold`` is ``fold`` with a guard that never lets folding grow the
@@ -41,21 +41,34 @@ def vector_block(target: Any = None) -> int:
     return Target.host().vector_width
 
 
-def default_pipeline_text(target: Any = None, *, layout: bool = False, reorder: str | None = "memory") -> str:
+FOLDING = ("const-fold", "shape-prop", "simplify-extra", "fold-inference", "layout")
+"""Passes that fold constants, and so take the ``limit`` option (elements one fold may add)."""
+
+
+def default_pipeline_text(target: Any = None, *, layout: bool = False, reorder: str | None = "memory",
+                          fold_limit: int | None = None) -> str:
     """The textual pipeline ``default_pipeline`` parses."""
     passes = list(CLEANUP + OPTIMIZE)
     # Fusion goes here once it exists (after simplification, before layout and reordering).
     if layout:
-        passes += [f"layout{{block={vector_block(target)}}}", "dce"]
+        passes += [f"layout{{block={vector_block(target)}}}", "cse", "dce"]
     if reorder:
         passes.append(f"reorder{{goal={reorder}}}")
+    if fold_limit is not None:
+        passes = [_with_limit(p, fold_limit) if p.split("{")[0] in FOLDING else p for p in passes]
     return ",".join(passes)
 
 
+def _with_limit(text: str, limit: int) -> str:
+    name, brace, rest = text.partition("{")
+    return f"{name}{{limit={limit}" + (f" {rest}" if brace else "}")
+
+
 def default_pipeline(target: Any = None, *, layout: bool = False, reorder: str | None = "memory",
-                     verify_each: bool = False) -> PassManager:
-    """The graph-level optimisation pipeline for ``target`` as a ``PassManager``."""
-    return PassManager.parse(default_pipeline_text(target, layout=layout, reorder=reorder),
+                     fold_limit: int | None = None, verify_each: bool = False) -> PassManager:
+    """The graph-level optimisation pipeline for ``target`` as a ``PassManager``; ``fold_limit``
+    (elements) bounds how much one constant fold may grow the model (default 65536)."""
+    return PassManager.parse(default_pipeline_text(target, layout=layout, reorder=reorder, fold_limit=fold_limit),
                              verify_each=verify_each)
 
 
@@ -127,5 +140,5 @@ def trace_pipeline(module: ModuleOp, pm: PassManager) -> tuple[ModuleStats, list
     return before, rows
 
 
-__all__ = ["CLEANUP", "OPTIMIZE", "ModuleStats", "PassTrace", "default_pipeline", "default_pipeline_text",
+__all__ = ["CLEANUP", "FOLDING", "OPTIMIZE", "ModuleStats", "PassTrace", "default_pipeline", "default_pipeline_text",
            "optimize", "resolve_pipeline", "trace_pipeline", "vector_block"]

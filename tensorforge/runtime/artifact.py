@@ -97,9 +97,14 @@ def load(path: str | os.PathLike, threads: int | None = None) -> NativeModel:
     """The model saved at ``path``, ready to run (see the module docstring for target checks)."""
     with _open(path) as zf:
         manifest = _manifest(zf, path)
-        source = zf.read(SOURCE).decode()
-        lib_path, origin = _library_for_this_machine(zf, manifest, source, path)
-        weights = _read_weights(zf, int(manifest["weights_bytes"]))
+        try:
+            source = zf.read(SOURCE).decode()
+            lib_path, origin = _library_for_this_machine(zf, manifest, source, path)
+            weights = _read_weights(zf, int(manifest["weights_bytes"]))
+        except KeyError as exc:           # zipfile's "There is no item named ..."
+            raise TensorforgeError(f"{path} is incomplete: {exc.args[0]}") from None
+        except zipfile.BadZipFile as exc:   # e.g. a CRC mismatch
+            raise TensorforgeError(f"{path} is damaged: {exc}") from None
     lib = load_library(lib_path)
     build = {"target": manifest["target"], "digest": manifest.get("cache_digest"), "origin": origin,
              "artifact": str(path)}

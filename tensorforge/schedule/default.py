@@ -29,7 +29,8 @@ from ..ir.core import Operation, Value
 from .analysis import (ALLOC, FOR, LOAD, accesses, body, enclosing_loops, extent, find_tagged, indices, iv, iv_deps,
                        perfect_chain, tag, top_level, walk_ops)
 from .primitives import Schedule
-from .rules import PARALLEL_MIN_WORK, Context, analyze, attempt, compute_of, is_contraction, schedule_nest
+from .rules import (PARALLEL_MIN_WORK, Context, analyze, attempt, compute_of, contraction_rule, is_contraction,
+                    schedule_nest)
 
 ContractionHook = Callable[[Schedule, str, Context], None]
 
@@ -72,11 +73,13 @@ def default_schedule(fn: Operation, target=None, *, contraction: ContractionHook
 
 
 def contraction_schedule(s: Schedule, compute: str, ctx: Context) -> None:
-    """The default for a dense contraction: the generic nest rule (for a matmul: i-k-j with a
-    ``cache_write`` row, j vectorized, i on threads).  A micro-kernel path replaces this hook."""
+    """The default for a dense contraction: for a matmul-shaped nest, i-k-j with an 8 x 2-vector
+    register tile of accumulators (j vectorized, i unrolled, the tile rows on threads), else the
+    generic nest rule (i-k-j with a ``cache_write`` row, or dot products when B is contiguous along
+    k).  A micro-kernel path replaces this hook."""
     for root in _top_loops(s):
         if compute_of(root) == compute:
-            schedule_nest(s, root, ctx, top=True)
+            contraction_rule(s, root, ctx)
             return
 
 

@@ -242,17 +242,18 @@ def _through_casts(v) -> Operation | None:
 @dataclass
 class Plan:
     """What a rule leaves for the caller: the loop that must stay innermost (nothing at or below it
-    runs on threads), how much work the nest holds, and the loops to mark ``vectorize`` last."""
+    runs on threads), how much work the nest holds, and the loops to mark ``vectorize`` (and
+    ``unroll``, with factors) last, once restructuring is over."""
 
     inner: str | None
     work: int
     vectorize: list[str] = field(default_factory=list)
+    unroll: list[tuple[str, int]] = field(default_factory=list)
 
 
 def schedule_nest(s: Schedule, root: Operation, ctx: Context, top: bool) -> None:
     """Schedules the nest rooted at ``root``; ``top``: it is a top-level nest, so it may take threads."""
-    nest = analyze(root)
-    block = root.parent
+    nest, block = analyze(root), root.parent
     if nest.kind == COMPOSITE:
         plan = Plan(None, nest.work())
         for child in list(nest.children):
@@ -261,10 +262,64 @@ def schedule_nest(s: Schedule, root: Operation, ctx: Context, top: bool) -> None
         plan = elementwise_rule(s, nest, ctx, top)
     else:
         plan = reduction_rule(s, nest, ctx, top)
+    _finish(s, block, root, plan, ctx, top)
+
+
+def contraction_rule(s: Schedule, root: Operation, ctx: Context) -> None:
+    """A top-level dense contraction: a register tile when the nest is matmul-shaped (see
+    ``_register_tile``), else the generic nest rule."""
+    nest, block = analyze(root), root.parent
+    plan = _register_tile(s, nest, ctx) if nest.kind == REDUCTION else None
+    if plan is None:
+        schedule_nest(s, root, ctx, top=True)
+    else:
+        _finish(s, block, root, plan, ctx, top=True)
+
+
+def _finish(s: Schedule, block, root: Operation, plan: Plan, ctx: Context, top: bool) -> None:
+    """Threads (top-level nests), then the annotations: ``block`` is where the nest's root was
+    before the rule ran (a split or tile may have put a new loop above it)."""
     if top:
         parallelize(s, _root_in(block, root), plan, ctx)
     for t in plan.vectorize:
         attempt(s.vectorize, t)
+    for t, f in plan.unroll:
+        attempt(s.unroll, t, f)
+
+
+def _register_tile(s: Schedule, nest: Nest, ctx: Context) -> Plan | None:
+    """i-k-j with an ``ti x tj`` block of accumulators (8 x two vectors): the last two spine loops
+    ``i, j`` are tiled, the reductions move outside the tile, ``j`` is vectorized and ``i`` unrolled,
+    so each loaded vector of B feeds ``ti`` accumulators (about twice the plain i-k-j row schedule,
+    see tests/schedule/bench_matmul.py).  Only when every read is reused along ``i`` or ``j`` (a
+    matmul, not a convolution window), is contiguous or invariant along ``j``, and the extents
+    divide (no guards)."""
+    if len(nest.spine) < 2:
+        return None
+    i, j = nest.spine[-2], nest.spine[-1]
+    reads = memory_accesses(nest.reduction[-1])
+    if not all(a.score(j) > 0 and (a.score(i) == 1 or a.score(j) == 1) for a in reads):
+        return None
+    if not any(a.contiguous_in(j) for a in reads):
+        return None
+    ti = next((t for t in (8, 4) if extent(i) % t == 0), None)
+    tj = next((t for t in (2 * ctx.lanes, ctx.lanes) if extent(j) % t == 0), None)
+    if ti is None or tj is None:
+        return None
+    it, jt, r_tags = tag(i), tag(j), [tag(l) for l in nest.reduction]
+
+    def apply(x: Schedule) -> tuple[str, str]:
+        _, jo, ii, ji = x.tile(it, jt, ti, tj)
+        x.cache_write(nest.compute, jo)
+        x.reorder(*r_tags, ii, ji)
+        return ii, ji
+
+    try:
+        apply(s.fork())
+    except ScheduleError:
+        return None
+    ii, ji = apply(s)
+    return Plan(ii, nest.work(), [ji, f"{ji}.init", f"{ji}.wb"], [(ii, ti)])
 
 
 def elementwise_rule(s: Schedule, nest: Nest, ctx: Context, top: bool) -> Plan:

@@ -179,3 +179,24 @@ def test_unreadable_artifacts_raise_tensorforge_errors(small, tmp_path):
             zout.writestr(item, data)
     with pytest.raises(TensorforgeError, match="upgrade tensorforge"):
         tensorforge.load(future)
+
+
+def test_damaged_or_incomplete_artifacts_raise_tensorforge_errors(small, tmp_path):
+    saved = _saved(small, tmp_path)
+    with zipfile.ZipFile(saved) as zin:
+        members = {i.filename: zin.read(i) for i in zin.infolist()}
+    incomplete = tmp_path / "incomplete.tfm"
+    with zipfile.ZipFile(incomplete, "w") as zout:
+        for name, data in members.items():
+            if name != "weights.bin":
+                zout.writestr(name, data)
+    with pytest.raises(TensorforgeError, match="incomplete.*weights.bin"):
+        tensorforge.load(incomplete)
+    damaged = tmp_path / "damaged.tfm"
+    raw = bytearray(saved.read_bytes())
+    blob = members["weights.bin"]
+    at = raw.find(blob[:64])                     # flip a byte of the stored (uncompressed) weights
+    raw[at + 100] ^= 0xFF
+    damaged.write_bytes(bytes(raw))
+    with pytest.raises(TensorforgeError, match="damaged"):
+        tensorforge.load(damaged)

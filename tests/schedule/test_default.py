@@ -69,6 +69,9 @@ CASES = {
     "cumsum": ("graph.cumsum", [f32(50, 300)], {"axis": 1}),
     "attention": ("graph.attention", [f32(1, 2, 64, 32), f32(1, 2, 64, 32), f32(1, 2, 64, 32)], {"causal": True}),
     "matmul": ("graph.matmul", [f32(96, 80), f32(80, 112)], {}),
+    "matmul_odd": ("graph.matmul", [f32(97, 80), f32(80, 113)], {}),
+    "batch_matmul_bt": ("graph.gemm", [f32(90, 64), f32(120, 64)], {"trans_a": False, "trans_b": True,
+                                                                    "alpha": 1.0, "beta": 1.0}),
 }
 
 
@@ -210,10 +213,15 @@ def test_contractions_go_to_the_hook():
     seen = []
     default_schedule(fn, 2, contraction=lambda s, c, ctx: seen.append((c, ctx.threads)))
     assert seen == [("0", 2)]
-    s, _ = scheduled("matmul")                  # the default hook: i-k-j with a row accumulator
+    s, _ = scheduled("matmul")                  # the default hook: an 8 x 16 register tile of C
+    assert steps(s)[:3] == ["tile('0.0', '0.1', 8, 16)", "cache_write('0', '0.1.o')",
+                            "reorder('0.2', '0.0.i', '0.1.i')"]
+    assert {"vectorize('0.1.i')", "unroll('0.0.i', 8)", "parallel('0.0.o')"} <= set(steps(s))
+    s, _ = scheduled("matmul_odd")              # extents without a tile: i-k-j with a row accumulator
     assert steps(s)[:2] == ["cache_write('0', '0.0')", "reorder('0.2', '0.1')"]
     assert {"vectorize('0.1')", "parallel('0.0')"} <= set(steps(s))
-    assert contraction_schedule.__doc__
+    s, src = scheduled("batch_matmul_bt")       # B^T is contiguous along k: dot products
+    assert not any(x.startswith(("tile", "cache_write")) for x in steps(s)) and "reduction(+:" not in src
     for name in ("depthwise", "max_pool_s1", "sum_cols"):
         fn = lower_kernel(kernel_of(name))
         assert not any(is_contraction(analyze(op)) for op in body(fn) if op.name == FOR), name

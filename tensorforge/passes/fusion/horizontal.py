@@ -94,7 +94,9 @@ def concat_sibling_contractions(func: FuncOp, log: FusionLog) -> int:
     """Concatenates the weights of sibling contractions on a shared input (graph level);
     returns how many groups were rewritten."""
     groups: dict[tuple, list[Operation]] = {}
-    for op in func.body:
+    where: dict[int, int] = {}
+    for i, op in enumerate(func.body):
+        where[id(op)] = i
         if op.name in _CONTRACTIONS and op.operands:
             sig = _signature(op)
             if sig is not None:
@@ -103,7 +105,7 @@ def concat_sibling_contractions(func: FuncOp, log: FusionLog) -> int:
     for members in groups.values():
         if len(members) < 2:
             continue
-        names = tuple(f"{m.short_name}@{i}" for i, m in enumerate(members))
+        names = tuple(f"{m.short_name}@{where[id(m)]}" for m in members)     # @ position in the function
         blocked = {m.short_name: _epilogue_users(m) for m in members if _epilogue_users(m)}
         if blocked:
             users = sorted({u for us in blocked.values() for u in us})
@@ -118,7 +120,7 @@ def concat_sibling_contractions(func: FuncOp, log: FusionLog) -> int:
 
 
 def _concat(func: FuncOp, members: Sequence[Operation]) -> Operation:
-    first = min(members, key=lambda m: _position(func, m))
+    first = members[0]                   # program order
     axis, out_axis, _ = _layout(first)
     b = Builder.before(first)
     g = b.graph
@@ -142,13 +144,6 @@ def _concat(func: FuncOp, members: Sequence[Operation]) -> Operation:
         if not c.results[0].uses:
             c.erase()
     return big
-
-
-def _position(func: FuncOp, op: Operation) -> int:
-    for i, o in enumerate(func.body):
-        if o is op:
-            return i
-    return -1
 
 
 # ---- kernel level ----------------------------------------------------------------------------------

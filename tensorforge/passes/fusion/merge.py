@@ -170,6 +170,23 @@ def toposort(block: Block) -> None:
             block.append(op)
 
 
+def prune_inputs(kernel: Operation) -> int:
+    """Drops the kernel's unused inputs (and constants nothing else uses); returns how many."""
+    body = kernel_body(kernel)
+    keep = [i for i, a in enumerate(body.args) if a.uses]
+    if len(keep) == len(body.args):
+        return 0
+    dropped = [kernel.operands[i] for i in range(len(body.args)) if i not in set(keep)]
+    body.args = [body.args[i] for i in keep]
+    for j, a in enumerate(body.args):
+        a.index = j
+    kernel.set_operands([kernel.operands[i] for i in keep])
+    for v in dropped:
+        if v.op is not None and v.op.name == "graph.constant" and not v.uses:
+            v.op.erase()
+    return len(dropped)
+
+
 def needed_computes(kernel: Operation, roots: Sequence[Value]) -> set[int]:
     """ids of the computes that ``roots`` (values of the kernel body) read, transitively."""
     body = kernel_body(kernel)
@@ -221,4 +238,4 @@ def split_outputs(kernel: Operation) -> list[Operation]:
 
 
 __all__ = ["Merged", "build_merged", "commit_merge", "discard", "in_order", "kernel_body", "merged_name", "needed_computes",
-           "split_outputs", "toposort"]
+           "prune_inputs", "split_outputs", "toposort"]

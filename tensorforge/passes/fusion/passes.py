@@ -22,6 +22,7 @@ from ...errors import PassError
 from ..lower.graph_to_kernels import KEEP, lower_ops
 from ..registry import get_pass, register_pass
 from .category import fuse_category
+from .constants import fold_constants
 from .cost import Machine
 from .engine import Fusion
 from .horizontal import concat_sibling_contractions, fuse_horizontal
@@ -70,6 +71,11 @@ class FusionPass(Pass):
         if "horizontal" in self.strategies and graph_ops:
             changed |= concat_sibling_contractions(func, log) > 0
         changed |= lower_ops(func) > 0
+        folded, hoisted = fold_constants(func)
+        if folded or hoisted:
+            changed = True
+            log.record("constant", (f"{folded} kernels, {hoisted} computes",), True,
+                       "evaluated at compile time: they read only constants")
         fz = Fusion(func, self.machine(), log, micro_kernel_oracle(self.target) if self.micro_kernels else None)
         for _ in range(MAX_ROUNDS):
             merged = 0

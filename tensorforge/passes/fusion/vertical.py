@@ -5,6 +5,7 @@ data movement ahead of a GEMM folds into the GEMM's loads (a prologue) before th
 offered to its own producer, and an activation joins its GEMM/conv (an epilogue) after the
 activation's own consumers have been considered.
 
+- First, each GEMM/conv takes the elementwise chain after it as its epilogue.
 - A kernel whose results all go to one kernel merges with it.
 - A kernel whose results go several ways merges with its immediate post-dominator together
   with every kernel on the paths in between (the exponentials of a softmax with both the sum
@@ -72,10 +73,26 @@ def _rewire_picture(fz: Fusion, base: list[str], parts: list[Operation]) -> None
         fz.log.edges += [(fz.labels[p][0], me) for p in producers(part) if p in fz.labels]
 
 
+def fuse_epilogues(fz: Fusion, strategy: str = "vertical") -> int:
+    """First priority: each GEMM/conv takes the chain of elementwise ops after it as its epilogue
+    (bias, normalisation, activation, residual add), before those ops are offered elsewhere (a
+    ReLU between a convolution and a max pool joins the convolution, where the micro-kernel
+    applies it in registers, not the pool)."""
+    total = 0
+    for k in reversed(fz.kernels()):     # of two contractions meeting at an add, the later takes it
+        while k is not None and k.parent is not None and kernel_kind(k) == FusionKind.OUT_ELEMENTWISE_FUSABLE:
+            cons = consumers(k)
+            if len(cons) != 1 or returned(k) or kernel_kind(cons[0]) > FusionKind.INJECTIVE:
+                break
+            k = fz.try_merge([k, cons[0]], strategy, edge_rule)
+            total += k is not None
+    return total
+
+
 def fuse_vertical(fz: Fusion, multi_output: bool = False, strategy: str = "vertical") -> int:
     """Runs rounds of vertical merges until none applies; returns how many merges were made."""
     split_fanout(fz)
-    total = 0
+    total = fuse_epilogues(fz, strategy) if not multi_output else 0
     while True:
         merged = 0
         ipdom = fz.graph.post_dominators()

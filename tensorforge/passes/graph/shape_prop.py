@@ -213,6 +213,7 @@ class SplatBroadcast(Pattern):
     """Elementwise ops and data movement of splat constants give a splat of the result type."""
 
     name = "splat-broadcast"
+    benefit = 101          # before const-fold, which would store every element
 
     def match_and_rewrite(self, op, rewriter):
         d = op.opdef

@@ -57,21 +57,23 @@
 }) {sym_name = "softmax_decomposed", function_type = (tensor<2x3x8x8xf32>) -> (tensor<2x3x8x8xf32>)} : () -> ()
 
 // Attention: Q, K and V are one GEMM (8 x 24 weights); the slices and K's transpose fold into
-// the loads of the two matmuls; the scale joins the softmax.  Four kernels for eight graph ops.
+// the loads of the two matmuls; the scale is the first matmul's epilogue.  Four kernels for
+// nine graph ops.
 // CHECK:      ^bb0(%arg0: tensor<4x8xf32>):
 // CHECK-NEXT:   %[[W:[0-9]+]] = "graph.constant"() {{.*}} : () -> tensor<8x24xf32>
 // CHECK-NEXT:   %[[B:[0-9]+]] = "graph.constant"() {{.*}} : () -> tensor<24xf32>
 // CHECK-NEXT:   %[[QKV:[0-9]+]] = "structured.kernel"(%arg0, %[[W]], %[[B]])
 // CHECK:        sym_name = "gemm", tf.fusion = "out_elementwise_fusable"} : ({{.*}}) -> tensor<4x24xf32>
-// CHECK-NEXT:   %[[S:[0-9]+]] = "structured.kernel"(%[[QKV]])
-// CHECK-NEXT:   ^bb0(%[[A:arg[0-9]+]]: tensor<4x24xf32>):
+// CHECK-NEXT:   %[[C:[0-9]+]] = "graph.constant"() {value = dense<0.35> : tensor<f32>}
+// CHECK-NEXT:   %[[S:[0-9]+]] = "structured.kernel"(%[[QKV]], %[[C]])
+// CHECK-NEXT:   ^bb0(%[[A:arg[0-9]+]]: tensor<4x24xf32>, %{{.*}}):
 // CHECK-NEXT:     "structured.compute"
 // CHECK-NEXT:     ^bb0
 // CHECK:            "structured.read"(%[[A]]
 // CHECK:            "structured.read"(%[[A]]
-// CHECK:        sym_name = "slice_transpose_matmul"
-// CHECK:        %[[P:[0-9]+]] = "structured.kernel"(%[[S]], %{{[0-9]+}})
-// CHECK:        sym_name = "mul_softmax", tf.fusion = "reduction"
+// CHECK:        sym_name = "slice_transpose_matmul_mul", tf.fusion = "out_elementwise_fusable"
+// CHECK-NEXT:   %[[P:[0-9]+]] = "structured.kernel"(%[[S]])
+// CHECK:        sym_name = "softmax", tf.fusion = "reduction"
 // CHECK-NEXT:   %[[O:[0-9]+]] = "structured.kernel"(%[[QKV]], %[[P]])
 // CHECK:        sym_name = "slice_matmul", tf.fusion = "out_elementwise_fusable"
 // CHECK-NEXT:   "func.return"(%[[O]])

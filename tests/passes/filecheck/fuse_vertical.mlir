@@ -83,14 +83,26 @@
 }) {sym_name = "pad_conv", function_type = (tensor<1x2x4x4xf32>) -> (tensor<1x3x3x3xf32>)} : () -> ()
 
 // conv + batch_norm + relu (BatchNorm not folded): one kernel, the contraction first, then a
-// single epilogue; the per-channel scale and shift are recomputed inside it (negligible next to
-// the convolution), so the epilogue stays one expression the GEMM micro-kernel can apply.
-// CHECK:      "structured.kernel"
-// CHECK:        "structured.compute"
+// single epilogue.  The per-channel scale and shift read only constants, so they are evaluated
+// at compile time and passed in (the BatchNorm's four vectors become two).
+// CHECK:      ^bb0(%arg0: tensor<1x4x10x10xf32>):
+// CHECK-NEXT:   %[[W:[0-9]+]] = "graph.constant"() {{.*}} : () -> tensor<3x4x1x1xf32>
+// CHECK-NEXT:   %[[B:[0-9]+]] = "graph.constant"() {value = dense<[0.1, -0.2, 0.3]>
+// CHECK-NEXT:   %[[SCALE:[0-9]+]] = "graph.constant"() {value = dense<[1.4999{{[0-9]*}}, 0.7070{{[0-9]*}}, 1.4142{{[0-9]*}}]>
+// CHECK-NEXT:   %[[SHIFT:[0-9]+]] = "graph.constant"()
+// CHECK-NEXT:   "structured.kernel"(%arg0, %[[W]], %[[B]], %[[SCALE]], %[[SHIFT]])
+// CHECK:        %[[ACC:[0-9]+]] = "structured.compute"
 // CHECK:        iterators = "pppprrr", combiner = "add"
 // CHECK-NEXT:   "structured.compute"
-// CHECK:          "scalar.sqrt"
-// CHECK:          "scalar.relu"
+// CHECK-NEXT:   ^bb0
+// CHECK-NEXT:     "structured.read"(%[[ACC]]
+// CHECK-NEXT:     "structured.read"
+// CHECK-NEXT:     "scalar.add"
+// CHECK-NEXT:     "structured.read"
+// CHECK-NEXT:     "scalar.mul"
+// CHECK-NEXT:     "structured.read"
+// CHECK-NEXT:     "scalar.add"
+// CHECK-NEXT:     "scalar.relu"
 // CHECK-NEXT:     "structured.yield"
 // CHECK-NEXT:   }) {domain = array<i64: 1, 3, 10, 10>
 // CHECK-NEXT:   "structured.return"
