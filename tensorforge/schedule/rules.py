@@ -314,11 +314,10 @@ def _register_tile(s: Schedule, nest: Nest, ctx: Context) -> Plan | None:
         x.reorder(*r_tags, ii, ji)
         return ii, ji
 
-    try:
-        apply(s.fork())
-    except ScheduleError:
+    done = _atomically(s, apply)
+    if done is None:
         return None
-    ii, ji = apply(s)
+    ii, ji = done
     return Plan(ii, nest.work(), [ji, f"{ji}.init", f"{ji}.wb"], [(ii, ti)])
 
 
@@ -354,14 +353,15 @@ def _tile_transpose(s: Schedule, nest: Nest, v: Operation, accesses: list[Access
     ut, vt = tag(best), tag(v)
     tags = nest.tags
     i, j = tags.index(ut), tags.index(vt)
-    try:
+    fu, fv = _tile_factor(extent(best), TRANSPOSE_TILE), _tile_factor(extent(v), ctx.lanes)
+
+    def apply(x: Schedule) -> tuple[str, str]:
         if j - i > 1:
-            s.reorder(*tags[i + 1:j], ut)    # u moves down next to v
-        _, _, ui, vi = s.tile(ut, vt, _tile_factor(extent(best), TRANSPOSE_TILE),
-                              _tile_factor(extent(v), ctx.lanes))
-    except ScheduleError:
-        return None
-    return ui, vi
+            x.reorder(*tags[i + 1:j], ut)    # u moves down next to v
+        _, _, ui, vi = x.tile(ut, vt, fu, fv)
+        return ui, vi
+
+    return _atomically(s, apply)
 
 
 def _tile_factor(n: int, f: int) -> int:
@@ -417,11 +417,9 @@ def _outer_strategy(s: Schedule, nest: Nest, ctx: Context, top: bool, work: int)
         x.reorder(*r_tags, v)                    # reductions take the outer places, v the innermost
         return v
 
-    try:
-        apply(s.fork())                          # every move or none
-    except ScheduleError:
+    v = _atomically(s, apply)
+    if v is None:
         return None
-    v = apply(s)
     return Plan(v, work, [v, f"{v}.init", f"{v}.wb"])
 
 
@@ -495,6 +493,16 @@ def _root_in(block, old_root: Operation) -> Operation:
     while cur.parent is not block and cur.parent_op is not None:
         cur = cur.parent_op
     return cur
+
+
+def _atomically(s: Schedule, apply):
+    """``apply(s)`` if the whole sequence of moves is legal (tried on a fork first), else None with
+    ``s`` unchanged: a sequence that fails halfway would leave a nest the rule did not plan for."""
+    try:
+        apply(s.fork())
+    except ScheduleError:
+        return None
+    return apply(s)
 
 
 def attempt(prim, *args) -> bool:
