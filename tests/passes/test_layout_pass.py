@@ -89,3 +89,17 @@ def test_layout_is_off_by_default_and_uses_the_host_vector_width_when_on():
     width = Target.host().vector_width
     assert f"layout{{block={width}}}" in default_pipeline(layout=True).pipeline
     assert "layout{block=8}" in default_pipeline(Target.host().replace(vector_width=8), layout=True).pipeline
+
+
+def test_a_weight_shared_by_two_convs_is_packed_once_at_compile_time():
+    m = Module()
+    f = m.add_function("main", [tensor((1, 8, 4, 4))])
+    g = f.builder().graph
+    w = g.constant(np.random.default_rng(5).normal(size=(8, 8, 1, 1)).astype(np.float32))
+    f.set_return([g.conv(g.relu(g.conv(f.args[0], w)), w)])
+    before = m.clone()
+    PassManager.parse("layout{block=8},cse,dce", verify_each=True).run(m)
+    names = [op.name for op in m.main.body]
+    assert names.count("graph.constant") == 1 and names.count("graph.layout_transform") == 2   # in and out
+    x = np.random.default_rng(6).normal(size=(1, 8, 4, 4)).astype(np.float32)
+    np.testing.assert_allclose(interpret(m, x)[0], interpret(before, x)[0], rtol=1e-5, atol=1e-5)

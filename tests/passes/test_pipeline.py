@@ -7,7 +7,6 @@ import tensorforge
 from tensorforge.cli import main as cli_main
 from tensorforge.errors import PassError
 from tensorforge.ir import Module, interpret, tensor, verify
-from tensorforge.ir.pass_manager import PassManager
 from tensorforge.ir.rewrite import constant_value
 from tensorforge.passes.pipeline import (ModuleStats, default_pipeline, default_pipeline_text, resolve_pipeline,
                                          trace_pipeline)

@@ -65,3 +65,20 @@ def test_pipeline_on_light_model(name):
     assert len(ops) < sum(n not in ("graph.constant", "func.return") for n in imported)
     (out,) = run_function(module.main, [x])
     assert _rel_err(out, _onnxruntime(model, vi.name, x)) < MAX_REL_ERR
+
+
+@pytest.mark.parametrize("name", ["resnet50", "inception_v2"])
+def test_layout_pipeline_on_light_model_keeps_numerics(name):
+    """The (default-off) blocked layout on real CNNs: every conv blocked where the channels
+    allow, conversions only at the edges, same logits."""
+    rng = np.random.default_rng(sum(map(ord, name)))
+    model = _logits(_randomize(_load(name), rng))
+    vi, shape = _data_input(model)
+    x = rng.standard_normal(shape).astype(np.float32)
+    module = import_onnx(model)
+    default_pipeline(layout=True).run(module)
+    names = [op.name for op in module.main.body]
+    assert names.count("graph.conv_nchwc") > 0.9 * (names.count("graph.conv_nchwc") + names.count("graph.conv"))
+    assert names.count("graph.layout_transform") <= 4
+    (out,) = run_function(module.main, [x])
+    assert _rel_err(out, _onnxruntime(model, vi.name, x)) < MAX_REL_ERR

@@ -1,6 +1,6 @@
 """Every fusion decision with its reason, in the spirit of XLA's priority-fusion dump.
 
-    vertical    k12:conv -> k13:batch_norm                 fused     saves 3.1 MB
+    vertical    k12:conv -> k13:batch_norm                 applied   saves 3.1 MB
     vertical    k40:relu -> k41:conv                       rejected  a contraction takes only data movement ...
 
 A decision names the kernels by label: ``k<N>:<op>`` for the N-th kernel lowering made (its
@@ -25,7 +25,7 @@ class Decision:
         who = arrow.join(self.subjects)
         if len(who) > width:
             who = who[:width - 3] + "..."
-        verdict = "fused" if self.fused else "rejected"
+        verdict = "applied" if self.fused else "rejected"
         return f"{self.strategy:<11} {who:<{width}} {verdict:<9} {self.reason}"
 
 
@@ -84,7 +84,7 @@ class FusionLog:
         saved = sum(d.saved_bytes for d in self.fused)
         from .cost import fmt_bytes
         return (f"kernels: {self.kernels_before} -> {self.kernels_after} "
-                f"({len(self.fused)} fusions, {len(self.rejected)} candidates rejected, "
+                f"({len(self.fused)} decisions applied, {len(self.rejected)} candidates rejected, "
                 f"~{fmt_bytes(saved)} of memory traffic saved per run)")
 
     def dump(self) -> str:

@@ -7,9 +7,10 @@
   decomposed norm, the max and the sum of exponentials of a decomposed softmax once the
   exponentials are fused in) run as one kernel with one result each, so the second reduction
   finds the rows the first one brought into cache.
-- Inside a kernel, a value read by several computes is either kept in a buffer or recomputed
-  at each read, whichever the cost model says is cheaper (``inline.decide_inline``); this is the
-  same decision, made per compute.
+- Inside a kernel, an expensive term a reduction accumulates and a later compute evaluates
+  again (the exponentials of a softmax) is computed once into a row buffer both read
+  (``share.py``); and a value read by several computes is either kept in a buffer or recomputed
+  at each read, whichever the cost model says is cheaper (``inline.decide_inline``).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ...ir.opdef import FusionKind
 from .engine import Fusion
 from .horizontal import fuse_siblings
 from .kinds import kernel_kind
+from .share import share_reduction_terms
 from .vertical import fuse_vertical
 
 
@@ -37,7 +39,11 @@ def reduction_siblings_accept(a: Operation, b: Operation) -> str | None:
 
 def fuse_reuse(fz: Fusion) -> int:
     merged = fuse_vertical(fz, multi_output=True, strategy="reuse")
-    return merged + fuse_siblings(fz, "reuse", reduction_siblings_accept)
+    merged += fuse_siblings(fz, "reuse", reduction_siblings_accept)
+    for k in fz.kernels():
+        for what in share_reduction_terms(k, fz.machine.cache_bytes):
+            fz.log.record("reuse", (fz.label(k),), True, what)
+    return merged
 
 
 __all__ = ["fuse_reuse", "reduction_siblings_accept"]

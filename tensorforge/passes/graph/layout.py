@@ -103,11 +103,27 @@ class ConvToNCHWc(Pattern):
             return False
         bi, bo = input_block(in_ch, self.block), self.block
         xb = _transform(rewriter, x, PLAIN_ACT, nchwc(bi))
-        wb = _transform(rewriter, w, PLAIN_WEIGHT, oihwio(bi, bo))
+        wb = _packed_weight(rewriter, op, w, oihwio(bi, bo))
         attrs = {k: v for k, v in op.attributes.items() if k != "groups"}
         yb = rewriter.create("graph.conv_nchwc", [xb, wb] + list(op.operands[2:]), attrs).results[0]
         rewriter.replace_op(op, [_transform(rewriter, yb, nchwc(bo), PLAIN_ACT)])
         return True
+
+
+def _packed_weight(rewriter: PatternRewriter, conv: Operation, w: Value, layout: str) -> Value:
+    """``w`` packed to ``layout``: one ``layout_transform`` per weight and layout, right after the
+    weight's constant, shared by every conv that reads it.  Then folding it never copies a
+    weight (the plain one dies with the transform), however many convs share it."""
+    wanted = {"src": PLAIN_WEIGHT, "dst": layout}
+    for user in w.users:
+        if user.name == TRANSFORM and user.attributes == wanted:
+            return user.results[0]
+    if w.op is None or w.op.parent is not conv.parent:
+        return _transform(rewriter, w, PLAIN_WEIGHT, layout)
+    rewriter.set_insertion_point_after(w.op)
+    packed = _transform(rewriter, w, PLAIN_WEIGHT, layout)
+    rewriter.set_insertion_point_before(conv)
+    return packed
 
 
 class CancelLayout(Pattern):

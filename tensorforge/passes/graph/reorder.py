@@ -262,7 +262,9 @@ class ReorderPass(Pass):
         "goal": Option("memory", "memory: lower peak live bytes; siblings: same-kind ops sharing an input adjacent"),
     }
 
-    results: list[ReorderResult]
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.results: list[ReorderResult] = []
 
     def run(self, module):
         if self.goal not in GOALS:

@@ -56,4 +56,34 @@
   %2 = "graph.add"(%0, %1) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   "func.return"(%2) : (tensor<4x8xf32>) -> ()
 }) {sym_name = "cycle", function_type = (tensor<4x8xf32>) -> (tensor<4x8xf32>)} : () -> ()
+
+// Inside one kernel: softmax sums exp(x - max) and then divides exp(x - max) again.  The sum's
+// term is an exponential (worth a buffer) and the output evaluates the same expression: it is
+// computed once (E) and read by both the sum and the output.
+// CHECK:      ^bb0(%arg0: tensor<2x3x16xf32>):
+// CHECK-NEXT:   %[[K:[0-9]+]] = "structured.kernel"(%arg0)
+// CHECK:          %[[M:[0-9]+]] = "structured.compute"
+// CHECK:          combiner = "max"
+// CHECK-NEXT:     %[[E:[0-9]+]] = "structured.compute"
+// CHECK:            "scalar.exp"
+// CHECK-NEXT:       "structured.yield"
+// CHECK-NEXT:     }) {domain = array<i64: 2, 3, 1, 16>, iterators = "pppp", combiner = "none"
+// CHECK-NEXT:     %[[S:[0-9]+]] = "structured.compute"
+// CHECK-NEXT:     ^bb0
+// CHECK-NEXT:       "structured.read"(%[[E]]
+// CHECK-NEXT:       "structured.yield"
+// CHECK-NEXT:     }) {domain = array<i64: 2, 3, 1, 16>, iterators = "pppr", combiner = "add"
+// CHECK-NEXT:     "structured.compute"
+// CHECK-NOT:        "scalar.exp"
+// CHECK:            "structured.read"(%[[E]]
+// CHECK-NOT:        "scalar.exp"
+// CHECK:            "scalar.div"
+// CHECK:        sym_name = "softmax"
+// CHECK-NEXT:   "func.return"(%[[K]])
+// CHECK-NEXT: sym_name = "softmax_exp_reuse"
+"func.func"() ({
+^bb0(%x: tensor<2x3x16xf32>):
+  %0 = "graph.softmax"(%x) {axis = -1 : i64} : (tensor<2x3x16xf32>) -> tensor<2x3x16xf32>
+  "func.return"(%0) : (tensor<2x3x16xf32>) -> ()
+}) {sym_name = "softmax_exp_reuse", function_type = (tensor<2x3x16xf32>) -> (tensor<2x3x16xf32>)} : () -> ()
 }) : () -> ()

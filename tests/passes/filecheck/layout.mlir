@@ -3,10 +3,11 @@
 // weights packed to OIHW4i4o at compile time, and the layout conversions between blocked ops
 // cancelled: elementwise ops, pools and channel concats work on the blocked tensors.
 
+// The packed weight replaces the plain one where it was defined, shared by all its convs.
 // CHECK:      ^bb0(%[[X:arg[0-9]+]]: tensor<1x4x3x3xf32>):
+// CHECK-NEXT:   %[[W:[0-9]+]] = "graph.constant"() {{.*}} : () -> tensor<2x1x1x1x4x4xf32>
 // CHECK-NEXT:   %[[B:[0-9]+]] = "graph.constant"() {value = dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]> : tensor<8xf32>}
 // CHECK-NEXT:   %[[XB:[0-9]+]] = "graph.layout_transform"(%[[X]]) {src = "NCHW", dst = "NCHW4c"} : (tensor<1x4x3x3xf32>) -> tensor<1x1x3x3x4xf32>
-// CHECK-NEXT:   %[[W:[0-9]+]] = "graph.constant"() {{.*}} : () -> tensor<2x1x1x1x4x4xf32>
 // CHECK-NEXT:   %[[Y:[0-9]+]] = "graph.conv_nchwc"(%[[XB]], %[[W]], %[[B]]) {{.*}} -> tensor<1x2x3x3x4xf32>
 // CHECK-NEXT:   %[[R:[0-9]+]] = "graph.layout_transform"(%[[Y]]) {src = "NCHW4c", dst = "NCHW"} : (tensor<1x2x3x3x4xf32>) -> tensor<1x8x3x3xf32>
 // CHECK-NEXT:   "func.return"(%[[R]])
@@ -20,8 +21,8 @@
 }) {sym_name = "conv_to_nchwc_fires", function_type = (tensor<1x4x3x3xf32>) -> (tensor<1x8x3x3xf32>)} : () -> ()
 
 // RGB input: 3 channels are one block of 3 (NCHW3c), the output is NCHW4c.
-// CHECK:      "graph.layout_transform"(%arg0) {src = "NCHW", dst = "NCHW3c"} : (tensor<1x3x4x4xf32>) -> tensor<1x1x4x4x3xf32>
-// CHECK-NEXT: "graph.constant"() {{.*}} : () -> tensor<1x1x3x3x3x4xf32>
+// CHECK:      "graph.constant"() {{.*}} : () -> tensor<1x1x3x3x3x4xf32>
+// CHECK-NEXT: "graph.layout_transform"(%arg0) {src = "NCHW", dst = "NCHW3c"} : (tensor<1x3x4x4xf32>) -> tensor<1x1x4x4x3xf32>
 // CHECK-NEXT: "graph.conv_nchwc"{{.*}}pads = array<i64: 1, 1, 1, 1>{{.*}} -> tensor<1x1x4x4x4xf32>
 // CHECK:      sym_name = "conv_to_nchwc_fires_rgb"
 "func.func"() ({
@@ -55,11 +56,11 @@
 
 // conv -> relu -> conv: one conversion in, one out; the relu runs on the blocked tensor.
 // CHECK:      ^bb0(%[[X:arg[0-9]+]]: tensor<1x4x3x3xf32>):
-// CHECK-NEXT:   %[[XB:[0-9]+]] = "graph.layout_transform"(%[[X]]) {src = "NCHW", dst = "NCHW4c"}
 // CHECK-NEXT:   %[[W1:[0-9]+]] = "graph.constant"
+// CHECK-NEXT:   %[[W2:[0-9]+]] = "graph.constant"
+// CHECK-NEXT:   %[[XB:[0-9]+]] = "graph.layout_transform"(%[[X]]) {src = "NCHW", dst = "NCHW4c"}
 // CHECK-NEXT:   %[[Y1:[0-9]+]] = "graph.conv_nchwc"(%[[XB]], %[[W1]])
 // CHECK-NEXT:   %[[A:[0-9]+]] = "graph.relu"(%[[Y1]]) : (tensor<1x1x3x3x4xf32>) -> tensor<1x1x3x3x4xf32>
-// CHECK-NEXT:   %[[W2:[0-9]+]] = "graph.constant"
 // CHECK-NEXT:   %[[Y2:[0-9]+]] = "graph.conv_nchwc"(%[[A]], %[[W2]])
 // CHECK-NEXT:   %[[R:[0-9]+]] = "graph.layout_transform"(%[[Y2]]) {src = "NCHW4c", dst = "NCHW"}
 // CHECK-NEXT:   "func.return"(%[[R]])
