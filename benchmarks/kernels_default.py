@@ -20,7 +20,9 @@ when OpenMP starts; torch gets ``set_num_threads``). The machine is shared
 and noisy: each round times all variants of a kernel back to back (in a rotating order, each after
 waiting up to 1 s for no more runnable tasks than we use), each as the fastest of a few calls (the call other tenants did not preempt); every number is the median of that over
 ``--rounds`` rounds, and the ``noise`` column is the spread of the ``new`` column over rounds
-((p75 - p25) / median).  ``cpu`` repeats new/torch on CPU time (process CPU time / threads, median
+((p75 - p25) / median).  Arrays start at fixed offsets in their pages (see ``placed``); even so,
+two buffers holding identical code and data can differ by ~30% (page placement), so new/old
+ratios near 1 on kernels whose code did not change are noise.  ``cpu`` repeats new/torch on CPU time (process CPU time / threads, median
 per round), which preemption does not inflate.  Outputs of ``new`` are checked against torch.
 """
 from __future__ import annotations
@@ -28,7 +30,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -116,6 +117,8 @@ def _cases() -> list[Case]:
         Case("nchw_to_nhwc", "transpose", "graph.transpose", [(8, 256, 56, 56)], {"perm": (0, 2, 3, 1)},
              torch=lambda x: x.permute(0, 2, 3, 1).contiguous(),
              numpy=lambda a, o: np.copyto(o, a[0].transpose(0, 2, 3, 1))),
+        Case("flatten_hw", "reshape", "graph.reshape", [(8, 256, 56, 56)], {"shape": (8, 256, 3136)},
+             torch=lambda x: x.reshape(8, 256, 3136).clone(), numpy=lambda a, o: np.copyto(o, a[0].reshape(o.shape))),
         Case("concat", "concat", "graph.concat", [(8, 128, 56, 56), (8, 128, 56, 56)], {"axis": 1},
              torch=lambda x, y: torch.cat([x, y], 1), numpy=lambda a, o: np.concatenate(a, 1, out=o)),
         Case("slice", "slice", "graph.slice", [(8, 256, 58, 58)],
@@ -185,15 +188,32 @@ def previous_default(fn, threads: int = 2) -> None:
 
 
 # ---- measurement (inside the per-thread-count subprocess) ---------------------------------------
+def placed(shape, dtype, offset: int):
+    """An empty array whose data starts ``offset`` bytes past a page boundary.
+
+    Big arrays otherwise all start at the same offset in their pages, so an input and an output
+    read and written at the same index alias in the store buffer (same low 12 address bits) and
+    timings change by tens of percent with where the allocator put them; the benchmark puts inputs
+    at 256-byte steps from offset 0 and outputs half a page away."""
+    import numpy as np
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape)) * dtype.itemsize
+    raw = np.empty(n + 2 * 4096, np.uint8)
+    start = (-raw.ctypes.data) % 4096 + offset % 4096
+    return raw[start:start + n].view(dtype).reshape(shape)
+
+
 def _inputs(case: Case, rng):
     import numpy as np
     xs = []
-    for s in case.shapes:
+    for k, s in enumerate(case.shapes):
         if isinstance(s, str):                       # "idx:N": N row indices into the first input
             n = int(s.split(":")[1])
-            xs.append(rng.integers(0, case.shapes[0][0], n).astype(np.int64))
+            x = rng.integers(0, case.shapes[0][0], n).astype(np.int64)
         else:
-            xs.append(rng.standard_normal(s).astype(np.float32))
+            x = rng.standard_normal(s).astype(np.float32)
+        xs.append(placed(x.shape, x.dtype, 256 * k))
+        xs[-1][...] = x
     if case.name in ("group_norm", "instance_norm", "batch_norm"):
         for x in xs[1:]:
             x[...] = np.abs(x) + 0.5
@@ -214,7 +234,7 @@ def _structured(case: Case, xs):
     return lower_op_to_kernel(op)
 
 
-def _native(kernel, schedule, name: str):
+def _native(kernel, schedule, name: str, offset: int = 2048):
     """(callable running the kernel on fixed buffers, output arrays, C source) for one schedule."""
     import numpy as np
     from tensorforge.codegen.c.emit_loop import PRELUDE, emit_function
@@ -226,7 +246,7 @@ def _native(kernel, schedule, name: str):
     cfn = compile_c(src, name=name).function("tf_kernel")
     args = fn.regions[0].blocks[0].args
     n_in = fn.attributes["num_inputs"]
-    outs = [np.empty(a.type.shape, a.type.dtype.np) for a in args[n_in:]]
+    outs = [placed(a.type.shape, a.type.dtype.np, offset + 256 * j) for j, a in enumerate(args[n_in:])]
 
     def bind(xs):
         ptrs = [ctypes.c_void_p(a.ctypes.data) for a in list(xs) + outs]
@@ -282,8 +302,9 @@ def measure(threads: int, only: list[str], rounds: int) -> dict:
     rng = np.random.default_rng(0)
     rows = []
     load0 = os.getloadavg()[0]
-    big = np.ones(16 << 20, np.float32)
-    dst = np.empty_like(big)
+    big = placed((16 << 20,), np.float32, 0)
+    big[...] = 1.0
+    dst = placed(big.shape, np.float32, 2048)
     tb, tdst = torch.from_numpy(big), torch.from_numpy(dst)
     ceiling = {"numpy": lambda: np.copyto(dst, big), "torch": lambda: tdst.copy_(tb)}
     samples = {k: [] for k in ceiling}
@@ -311,7 +332,7 @@ def measure(threads: int, only: list[str], rounds: int) -> dict:
             err = float(np.abs(got.reshape(want.shape).astype(np.float64) - want).max()
                         / max(1.0, float(np.abs(want).max())))
         if case.numpy is not None:
-            out = np.empty_like(outs_new[0])
+            out = placed(outs_new[0].shape, outs_new[0].dtype, 2048)
             variants["numpy"] = lambda: case.numpy(xs, out)
         per: dict[str, list] = {k: [] for k in variants}
         names = list(variants)

@@ -17,7 +17,8 @@ result is an ordinary, replayable trace (an auto-tuner may start from it):
 
 Dense contractions (matmul, batch matmul, dense convolution: see ``rules.is_contraction``) take no
 part in 1 and 2 and go to ``contraction_schedule``, the hook a micro-kernel path replaces; by
-default it applies the same nest rule, which for a matmul is i-k-j with a row accumulator.
+default a matmul-shaped nest gets i-k-j with an 8 x 2-vector register tile of accumulators, any
+other the same nest rule as every kernel.
 """
 from __future__ import annotations
 

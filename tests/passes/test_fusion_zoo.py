@@ -93,3 +93,28 @@ def test_transformer_groups(imported, name, layers):
     if name == "bert_tiny":
         concat = [d for d in log.decisions if d.strategy == "concat" and d.fused]
         assert len(concat) == layers and all(len(d.subjects) == 3 for d in concat)
+
+
+def test_explain_fusion_cli(tmp_path, capsys):
+    from tensorforge.cli import main
+    out = tmp_path / "mlp.svg"
+    assert main(["explain", "mlp_small", "--fusion", "--output", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "decisions:" in text and "groups:" in text and "kernels:" in text
+    assert "gemm" in text and "relu" in text
+    written = out if out.exists() else out.with_suffix(".txt")
+    assert written.exists() and written.stat().st_size > 100
+    if out.exists():
+        assert "<svg" in out.read_text() and out.with_suffix(".dot").exists()
+
+
+def test_picture_without_graphviz(imported, tmp_path, monkeypatch):
+    from tensorforge.passes.fusion import explain
+    report = explain.explain_fusion(imported["resnet50_small"][0])
+    monkeypatch.setattr(explain.shutil, "which", lambda name: None)
+    written = explain.write_picture(report.log, tmp_path / "r.svg")
+    assert written.suffix == ".txt"
+    text = written.read_text()
+    assert text.startswith("kernels:") and "[#0]" in text and "k0:conv" in text
+    dot = explain.to_dot(report.log)
+    assert dot.startswith("digraph") and "subgraph cluster_" in dot and "->" in dot

@@ -22,7 +22,6 @@ from tensorforge.passes.lower.structured_to_loop import lower_kernel
 from tensorforge.passes.lower.to_structured import lower_op_to_kernel
 from tensorforge.schedule import Trace, default_schedule, replay
 from tensorforge.schedule.analysis import ALLOC, FOR, body, walk_ops
-from tensorforge.schedule.default import contraction_schedule
 from tensorforge.schedule.rules import PARALLEL_MIN_WORK, Context, analyze, is_contraction
 from tests.lowering.harness import one_op_module
 

@@ -20,7 +20,7 @@ A candidate is judged on the kernel it would produce (built, simplified, then me
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ...dialects.structured.ops import ComputeView, KernelView
@@ -73,7 +73,6 @@ class Verdict:
     live_registers: int = 0
     footprint: int = 0
     ops: int = 0
-    notes: list[str] = field(default_factory=list)
 
 
 # ---- measurements ---------------------------------------------------------------------------------
@@ -102,36 +101,30 @@ def kernel_ops(kernel: Operation) -> int:
     return sum(1 for op in kernel.walk() if op.name.startswith("scalar.") or op.name == READ)
 
 
-def row_footprint(kernel: Operation) -> tuple[int, str]:
-    """Largest cache footprint of a reduction whose result is broadcast back over its own row:
-    bytes of the reduced elements of one result element (a cache line each when the innermost
-    axis is not reduced), for each tensor the reduction reads.  (0, "") when there is none."""
-    worst, where = 0, ""
-    kv = KernelView(kernel)
+def row_footprint(kernel: Operation) -> int:
+    """Largest cache footprint of a reduction whose result is broadcast back over its own rows
+    (read by a compute with a larger domain): the bytes of the elements one result element
+    reduces (a cache line each when the innermost axis is not the reduced one), summed over the
+    tensors the reduction reads.  0 when the kernel has no such reduction."""
+    worst = 0
     anchor_ids = {id(cv.op) for cv in anchors(kernel)}
-    for cv in kv.computes:
+    for cv in KernelView(kernel).computes:
         if not cv.reduction_axes or id(cv.op) in anchor_ids:
             continue
-        res = cv.op.results[0]
-        elems = max(math.prod(res.type.shape), 1)
-        broadcast = any(ComputeView(r.parent.parent.parent).op is not cv.op
-                        and math.prod(ComputeView(r.parent.parent.parent).domain) > elems for r in reads_of(cv.op))
-        if not broadcast:
+        elems = max(math.prod(cv.op.results[0].type.shape), 1)
+        readers = [ComputeView(r.parent.parent.parent) for r in reads_of(cv.op)]
+        if not any(math.prod(c.domain) > elems for c in readers):
             continue
-        red = math.prod(cv.domain[i] for i in cv.reduction_axes)
+        reduced = [id(cv.axes[i]) for i in cv.reduction_axes]
+        count = math.prod(cv.domain[i] for i in cv.reduction_axes)
         per_row = 0
         for read in cv.reads():
             t = read.operands[0].type
-            if not isinstance(t, TensorType):
-                continue
-            last_idx = read.operands[-1] if len(read.operands) > 1 else None
-            deps = axis_deps(last_idx, cv) if last_idx is not None else set()
-            inner_reduced = any(id(cv.axes[i]) in deps for i in cv.reduction_axes)
-            item = t.dtype.itemsize
-            per_row += red * (item if inner_reduced else max(item, CACHE_LINE))
-        if per_row > worst:
-            worst, where = per_row, str(kernel.attributes.get("sym_name", "kernel"))
-    return worst, where
+            innermost = axis_deps(read.operands[-1], cv) if len(read.operands) > 1 else set()
+            contiguous = any(a in innermost for a in reduced)
+            per_row += count * (t.dtype.itemsize if contiguous else max(t.dtype.itemsize, CACHE_LINE))
+        worst = max(worst, per_row)
+    return worst
 
 
 def boundary_bytes(v: Value) -> int:
@@ -182,7 +175,7 @@ class CostModel:
                 what = "epilogue" if anchor_ids else "expression"
                 return Verdict(False, f"register pressure: fused {what} keeps {live} vector values live "
                                       f"> {limit} registers", live_registers=live, ops=ops)
-        foot, _ = row_footprint(kernel)
+        foot = row_footprint(kernel)
         if foot > self.m.cache_bytes:
             return Verdict(False, f"cache footprint: a reduced row of {foot} B is broadcast back but the "
                                   f"per-core cache holds {self.m.cache_bytes} B", footprint=foot, ops=ops)
@@ -218,7 +211,7 @@ class CostModel:
         saved = self.saved_bytes(members, merged, inner)
         live = max((live_values(cv) for cv in KernelView(merged).computes), default=0)
         return Verdict(True, f"saves {fmt_bytes(saved)}", saved_bytes=saved, live_registers=live,
-                       footprint=row_footprint(merged)[0], ops=kernel_ops(merged))
+                       footprint=row_footprint(merged), ops=kernel_ops(merged))
 
 
 def fmt_bytes(n: float) -> str:

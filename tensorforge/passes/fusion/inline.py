@@ -16,7 +16,6 @@ inlined: the micro-kernel packs its operands, so anything else would be recomput
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from ...dialects.scalar import INDEX
 from ...dialects.structured.ops import ComputeView, KernelView
@@ -32,20 +31,17 @@ MEMORY_ROUND_TRIP = 4.0
 # Recomputation a contraction's epilogue may take on to stay one expression, as a share of the
 # contraction's multiply-adds.
 EPILOGUE_PARAM_SHARE = 0.05
-_EXPENSIVE = {"exp": 8, "log": 8, "tanh": 10, "erf": 10, "pow": 12, "sin": 8, "cos": 8, "sigmoid": 9,
-              "silu": 9, "gelu": 12, "softplus": 12, "elu": 9, "div": 3, "sqrt": 3, "rsqrt": 4,
-              "reciprocal": 3, "mod": 3, "floordiv": 3, "fmod": 6}
 
 
 def op_cost(op: Operation) -> float:
-    """Simple-operation units of one body op (index arithmetic and constants are free)."""
+    """Simple-operation units of one body op: a read is one, a scalar op the flops its definition
+    declares (exp 8, erf 12, ...), index arithmetic and constants nothing."""
     if op.name == READ:
         return 1.0
-    if op.name == "scalar.const" or op.name == "structured.yield":
+    if op.name in ("scalar.const", "structured.yield") or all(r.type == INDEX for r in op.results):
         return 0.0
-    if all(r.type == INDEX for r in op.results):
-        return 0.0
-    return float(_EXPENSIVE.get(op.name.split(".", 1)[-1], 1))
+    flops = getattr(op.opdef, "flops", 1.0) if op.opdef is not None else 1.0
+    return float(max(flops, 1.0))
 
 
 def body_cost(cv: ComputeView) -> float:
@@ -122,52 +118,38 @@ def read_runs(read: Operation) -> int:
     return math.prod(d for a, d in zip(cv.axes, cv.domain) if id(a) in deps)
 
 
-@dataclass
-class InlineDecision:
-    compute: str          # "#index name" of the compute in its kernel
-    inlined: bool
-    reason: str
-
-
-def decide_inline(kernel: Operation, compute: Operation, returned: bool,
-                  anchor_ids: set[int]) -> tuple[bool, str]:
-    """Whether to substitute ``compute`` into its readers, and why."""
+def decide_inline(compute: Operation, returned: bool, anchor_computes: list[ComputeView]) -> tuple[bool, str]:
+    """Whether to substitute ``compute`` into its readers, and why.  ``anchor_computes``: the
+    kernel's contraction (if any), whose operands take only data movement."""
     cv = ComputeView(compute)
     reads = reads_of(compute)
     if cv.combiner != "none":
         return False, "reduction: computed once"
     if not reads:
         return False, "not read inside the kernel"
-    readers = {id(r.parent.parent.parent) for r in reads}
-    into_anchor = readers & anchor_ids
-    if into_anchor:
+    anchor_ids = {id(a.op) for a in anchor_computes}
+    if {id(r.parent.parent.parent) for r in reads} & anchor_ids:
         if returned or not is_data_movement(cv):
             return False, "a contraction reads it: only data movement folds into GEMM/conv loads"
-        worst = max(_composed_map(cv, r) for r in reads)
-        if worst > AFFINE:
+        if max(_composed_map(cv, r) for r in reads) > AFFINE:
             return False, "a contraction reads it through a non-affine index map"
         return True, "data movement folded into the contraction's loads"
-    if anchor_ids and not _reads_any(compute, anchor_ids):
-        # a per-channel parameter of an epilogue (a folded BatchNorm scale): recomputing it per
-        # output element is noise next to the contraction, and keeps the epilogue one expression
-        work = max(math.prod(ComputeView(_op_by_id(kernel, a)).domain) for a in anchor_ids)
-        extra = sum(read_runs(r) for r in reads) * body_cost(cv)
-        if not returned and extra <= EPILOGUE_PARAM_SHARE * work:
-            return True, f"epilogue parameter recomputed per element ({extra / work:.1%} of the contraction)"
-    if any(r.attributes.get("pad") is not None for r in reads) and not is_data_movement(cv):
-        pad_ok = False
-    else:
-        pad_ok = True
     cost = body_cost(cv)
     runs = sum(read_runs(r) for r in reads)
     elems = max(math.prod(compute.results[0].type.shape), 1)
+    if anchor_computes and not returned and not _reads_any(compute, anchor_ids):
+        # a per-channel parameter of an epilogue: recomputing it per output element is noise next
+        # to the contraction, and keeps the epilogue one expression the micro-kernel can apply
+        work = max(math.prod(a.domain) for a in anchor_computes)
+        if runs * cost <= EPILOGUE_PARAM_SHARE * work:
+            return True, f"epilogue parameter recomputed per element ({runs * cost / work:.1%} of the contraction)"
+    if not is_data_movement(cv) and any(r.attributes.get("pad") is not None for r in reads):
+        return False, "a bounds-checked reader would recompute a non-trivial body at every tap"
     if returned:
         # the buffer is written anyway; inlining only saves reading it back
-        if pad_ok and runs * cost <= elems * MEMORY_ROUND_TRIP / 2 and runs <= elems:
+        if runs <= elems and runs * cost <= elems * MEMORY_ROUND_TRIP / 2:
             return True, f"recompute ({runs}x{cost:g}) for internal readers, buffer still returned"
         return False, "returned: readers reuse the written buffer"
-    if not pad_ok:
-        return False, "a bounds-checked reader would recompute a non-trivial body at every tap"
     if runs * cost <= elems * (cost + MEMORY_ROUND_TRIP):
         return True, f"recompute {runs / elems:.3g}x of cost {cost:g} < buffer round trip"
     return False, f"reuse: recomputing {runs / elems:.3g}x at cost {cost:g} exceeds a buffer round trip"
@@ -192,10 +174,6 @@ def _reads_any(compute: Operation, targets: set[int]) -> bool:
     return False
 
 
-def _op_by_id(kernel: Operation, ident: int) -> Operation:
-    return next(op for op in kernel.regions[0].blocks[0] if id(op) == ident)
-
-
 def _composed_map(cv: ComputeView, read: Operation) -> int:
     """The index-map class a reader would see after substitution: the harder of the read's own
     map and the compute's reads (a transpose read through an affine slice stays affine)."""
@@ -203,25 +181,21 @@ def _composed_map(cv: ComputeView, read: Operation) -> int:
     return max(inner, read_map(None, read))
 
 
-def simplify_kernel(kernel: Operation, log: list[InlineDecision] | None = None) -> int:
+def simplify_kernel(kernel: Operation) -> int:
     """Inlines, last first, every compute of ``kernel`` whose recomputation is cheaper than its
     buffer (see ``decide_inline``); returns how many computes were substituted."""
     kv = KernelView(kernel)
     returned = {id(v) for v in kv.outputs}
-    anchor_ids = {id(cv.op) for cv in anchors(kernel)}
+    anchor_computes = anchors(kernel)
     done = 0
-    computes = [op for op in kv.body if op.name == COMPUTE]
-    for index in range(len(computes) - 1, -1, -1):
-        op = computes[index]
+    for op in reversed([op for op in kv.body if op.name == COMPUTE]):
         is_ret = id(op.results[0]) in returned
-        ok, why = decide_inline(kernel, op, is_ret, anchor_ids)
-        if log is not None and reads_of(op):
-            log.append(InlineDecision(f"#{index}", ok, why))
+        ok, _ = decide_inline(op, is_ret, anchor_computes)
         if ok:
             inline_compute(kernel, op, keep=is_ret)
             done += 1
     return done
 
 
-__all__ = ["InlineDecision", "MEMORY_ROUND_TRIP", "body_cost", "decide_inline", "inline_compute", "op_cost",
+__all__ = ["MEMORY_ROUND_TRIP", "body_cost", "decide_inline", "inline_compute", "op_cost",
            "read_runs", "reads_of", "simplify_kernel"]
