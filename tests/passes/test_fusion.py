@@ -17,6 +17,7 @@ from tensorforge.dialects.structured.ops import KernelView
 from tensorforge.errors import PassError
 from tensorforge.ir import Module, tensor, verify
 from tensorforge.ir.interpreter import run_function
+from tensorforge.ir.opdef import FusionKind
 from tensorforge.ir.pass_manager import PassManager
 from tensorforge.ir.types import DType
 from tensorforge.passes.fusion import FusionLog, fuse_function, inline_compute, simplify_kernel
@@ -312,3 +313,14 @@ def test_native_fused_reuse_and_category(rng):
         return [e, g.add(e, g.reduce_max(x, axes=(1,), keepdims=True)), g.neg(y), g.abs(y)]
     before, after = _native_pair(graph_module([(6, 10), (5,)], multi), rng)
     assert after < before
+
+
+def test_sibling_convs_concatenate_their_weights(rng):
+    ws = [rng.standard_normal((c, 4, 1, 1)).astype(np.float32) for c in (3, 5)]
+    bs = [rng.standard_normal(c).astype(np.float32) for c in (3, 5)]
+    m = graph_module([(1, 4, 6, 6)], lambda g, x: [g.conv(x, g.constant(w), g.constant(b)) for w, b in zip(ws, bs)])
+    fused, log = check_fused(m, rng, "fuse-horizontal")
+    (concat,) = [d for d in log.decisions if d.strategy == "concat"]
+    assert concat.fused and len(concat.subjects) == 2
+    convs = [k for k in kernels_of(fused.main) if kernel_kind(k) == FusionKind.OUT_ELEMENTWISE_FUSABLE]
+    assert len(convs) == 1 and convs[0].results[0].type.shape == (1, 8, 6, 6)
