@@ -272,6 +272,40 @@ def _constant_op_for(op: Operation) -> str | None:
     return name
 
 
+def fold_into_constants(op: Operation, rewriter: "PatternRewriter",
+                        allow: Callable[[Operation, list], bool]) -> bool:
+    """Replaces a pure op whose operands are all constants by constants of its dialect.
+
+    ``allow(op, operand_arrays)`` is the size guard; it runs before anything is evaluated, so
+    a refused broadcast is never computed.  Returns whether the op was replaced.
+    """
+    d = op.opdef
+    if d is None or not op.operands or op.regions or PURE not in d.traits or CONSTANT_LIKE in d.traits:
+        return False
+    types = [r.type for r in op.results]
+    if not types or not all(isinstance(t, TensorType) and t.is_static for t in types):
+        return False           # one folded array cannot stand for a symbolic shape
+    const_name = _constant_op_for(op)
+    if const_name is None:
+        return False
+    consts = [constant_value(v) for v in op.operands]
+    if not allow(op, consts):
+        return False
+    try:
+        folded = d.fold(op, consts)
+    except Exception:    # a reference that rejects these inputs: leave the op for run time
+        return False
+    if folded is None or len(folded) != len(types):
+        return False
+    arrays = [np.asarray(a) for a in folded]
+    if any(a.shape != t.shape for a, t in zip(arrays, types)):
+        return False
+    values = [rewriter.create(const_name, [], {"value": Dense(a, t.dtype)}).results[0]
+              for a, t in zip(arrays, types)]
+    rewriter.replace_op(op, values)
+    return True
+
+
 class _GreedyDriver(RewriteListener):
     def __init__(self, root: Operation, patterns: Sequence[Pattern], *, fold: bool, fold_limit: int,
                  max_iterations: int, max_rewrites: int | None, visit: Callable[[Operation], bool] | None):
@@ -379,37 +413,19 @@ class _GreedyDriver(RewriteListener):
                     self.worklist.push(op)
                 return
 
-    def _try_fold(self, op: Operation) -> bool:
-        d = op.opdef
-        if d is None or not op.operands or op.regions or PURE not in d.traits or CONSTANT_LIKE in d.traits:
-            return False
+    def _within_fold_limit(self, op: Operation, consts: list) -> bool:
+        """Folds results up to ``fold_limit`` elements, or any result no bigger than its inputs."""
         types = [r.type for r in op.results]
-        if not all(isinstance(t, TensorType) and t.is_static for t in types):
-            return False           # one folded array cannot stand for a symbolic shape
-        const_name = _constant_op_for(op)
-        if const_name is None:
-            return False
-        consts = [constant_value(v) for v in op.operands]
-        # The size guard comes before evaluation: a refused broadcast is never computed.
-        out_elems = sum(t.num_elements for t in types)
-        if out_elems > self.fold_limit and sum(t.nbytes for t in types) > sum(
-                c.nbytes for c in consts if c is not None):
-            return False
-        try:
-            folded = d.fold(op, consts)
-        except Exception:    # a reference that rejects these inputs: leave the op for run time
-            return False
-        if folded is None or len(folded) != len(types):
-            return False
-        arrays = [np.asarray(a) for a in folded]
-        if any(a.shape != t.shape for a, t in zip(arrays, types)):
-            return False
+        if sum(t.num_elements for t in types) <= self.fold_limit:
+            return True
+        return sum(t.nbytes for t in types) <= sum(c.nbytes for c in consts if c is not None)
+
+    def _try_fold(self, op: Operation) -> bool:
         rewriter = self.rewriter
         rewriter.set_insertion_point_before(op)
         rewriter.pattern_name = f"fold {op.name}"
-        values = [rewriter.create(const_name, [], {"value": Dense(a, t.dtype)}).results[0]
-                  for a, t in zip(arrays, types)]
-        rewriter.replace_op(op, values)
+        if not fold_into_constants(op, rewriter, self._within_fold_limit):
+            return False
         self.stats.folded[op.name] += 1
         self.count += 1
         return True

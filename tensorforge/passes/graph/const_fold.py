@@ -21,14 +21,11 @@ from __future__ import annotations
 
 from typing import ClassVar, Sequence
 
-import numpy as np
 
-from ...ir.attributes import Dense
 from ...ir.core import Operation
-from ...ir.opdef import CONSTANT_LIKE, PURE, lookup
 from ...ir.pass_manager import Option
-from ...ir.rewrite import DEFAULT_FOLD_LIMIT, Pattern, RewriteStats, apply_patterns_greedily, constant_value
-from ...ir.types import TensorType
+from ...ir.rewrite import (DEFAULT_FOLD_LIMIT, Pattern, RewriteStats, apply_patterns_greedily, constant_value,
+                           fold_into_constants)
 from ..registry import register_pass
 from .simplify import _GreedyPass
 
@@ -58,33 +55,11 @@ class GuardedFold(Pattern):
         self.limit = limit
 
     def match_and_rewrite(self, op, rewriter):
-        d = op.opdef
-        if d is None or not op.operands or op.regions or PURE not in d.traits or CONSTANT_LIKE in d.traits:
-            return False
-        types = [r.type for r in op.results]
-        if not types or not all(isinstance(t, TensorType) and t.is_static for t in types):
-            return False
-        const_name = f"{op.dialect}.constant"
-        cd = lookup(const_name)
-        if cd is None or CONSTANT_LIKE not in cd.traits:
-            return False
-        consts = [constant_value(v) for v in op.operands]
-        itemsize = max(t.dtype.itemsize for t in types)
-        if fold_growth(op) > self.limit * itemsize:          # decided before anything is computed
-            return False
-        try:
-            folded = d.fold(op, consts)
-        except Exception:    # a reference that rejects these inputs: leave the op for run time
-            return False
-        if folded is None or len(folded) != len(types):
-            return False
-        arrays = [np.asarray(a) for a in folded]
-        if any(a.shape != t.shape for a, t in zip(arrays, types)):
-            return False
-        values = [rewriter.create(const_name, [], {"value": Dense(a, t.dtype)}).results[0]
-                  for a, t in zip(arrays, types)]
-        rewriter.replace_op(op, values)
-        return True
+        return fold_into_constants(op, rewriter, self._allow)
+
+    def _allow(self, op: Operation, consts: list) -> bool:
+        itemsize = max(r.type.dtype.itemsize for r in op.results)
+        return fold_growth(op) <= self.limit * itemsize          # decided before anything is computed
 
 
 def with_folding(patterns: Sequence[Pattern], limit: int = DEFAULT_FOLD_LIMIT) -> list[Pattern]:
