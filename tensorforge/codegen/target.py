@@ -23,7 +23,10 @@ from pathlib import Path
 
 from ..errors import CompileError
 
-DEFAULT_CFLAGS: tuple[str, ...] = ("-O3", "-ffast-math", "-fopenmp", "-fPIC", "-shared")
+# -fno-tree-loop-distribute-patterns: gcc otherwise turns row copies into memcpy calls, measured
+# 40% slower on 2 KB rows inside our kernels.
+DEFAULT_CFLAGS: tuple[str, ...] = ("-O3", "-ffast-math", "-fno-tree-loop-distribute-patterns", "-fopenmp",
+                                   "-fPIC", "-shared")
 DEFAULT_LDFLAGS: tuple[str, ...] = ("-lm",)
 
 # Feature names follow /proc/cpuinfo; the macros are what GCC/Clang predefine when they may use one.
