@@ -126,28 +126,27 @@ def _operand_and_const(op: Operation, producers: Sequence[str]) -> tuple[Operati
 
 
 # ---- conv weights per output / input channel -----------------------------------------------
-def _out_channel_scale(conv: Operation, w: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """``w`` with output channel ``o`` multiplied by ``s[o]``."""
+def _scale_weight_channels(w: np.ndarray, s: np.ndarray, rows: bool, groups: int) -> np.ndarray:
+    """``w`` (rows, cols/g, *K) with channel ``c`` scaled by ``s[c]``: channels along the rows, or
+    along the columns, where column ``j`` of a row in group ``g`` is channel ``g * cols + j``."""
     w = np.asarray(w, np.float64)
     spatial = (1,) * (w.ndim - 2)
-    if conv.name == "graph.conv":                     # w: (O, C/g, *K)
+    if rows:
         return w * s.reshape((-1, 1) + spatial)
-    groups = conv.attributes.get("groups", 1)         # conv_transpose w: (C, O/g, *K)
-    c, og = w.shape[0], w.shape[1]
-    per_row = np.repeat(s.reshape(groups, og), c // groups, axis=0)       # (C, O/g)
-    return w * per_row.reshape((c, og) + spatial)
+    r, cols = w.shape[0], w.shape[1]
+    per_row = np.repeat(s.reshape(groups, cols), r // groups, axis=0)       # (rows, cols)
+    return w * per_row.reshape((r, cols) + spatial)
+
+
+def _out_channel_scale(conv: Operation, w: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``w`` with output channel ``o`` multiplied by ``s[o]`` (conv w: (O, C/g, *K);
+    conv_transpose w: (C, O/g, *K))."""
+    return _scale_weight_channels(w, s, conv.name == "graph.conv", conv.attributes.get("groups", 1))
 
 
 def _in_channel_scale(conv: Operation, w: np.ndarray, s: np.ndarray) -> np.ndarray:
     """``w`` with input channel ``c`` multiplied by ``s[c]``."""
-    w = np.asarray(w, np.float64)
-    spatial = (1,) * (w.ndim - 2)
-    if conv.name == "graph.conv_transpose":           # w: (C, O/g, *K)
-        return w * s.reshape((-1, 1) + spatial)
-    groups = conv.attributes.get("groups", 1)         # conv w: (O, C/g, *K)
-    o, cg = w.shape[0], w.shape[1]
-    per_row = np.repeat(s.reshape(groups, cg), o // groups, axis=0)       # (O, C/g)
-    return w * per_row.reshape((o, cg) + spatial)
+    return _scale_weight_channels(w, s, conv.name == "graph.conv_transpose", conv.attributes.get("groups", 1))
 
 
 def _conv_parts(conv: Operation) -> tuple[np.ndarray, np.ndarray | None] | None:
