@@ -277,26 +277,27 @@ def bn_decompose(op: Operation, rewriter: PatternRewriter) -> bool:
 
 
 # ---- bias adds and scales ------------------------------------------------------------------
-@pattern("graph.add", name="bias-into-conv", benefit=2)
-def bias_into_conv(op: Operation, rewriter: PatternRewriter) -> bool:
+def _channel_const_into_conv(op: Operation, rewriter: PatternRewriter, as_scale: bool) -> bool:
+    """``op(conv(...), per-channel constant)`` folded into the conv's weights (scale) or bias (add)."""
     found = _operand_and_const(op, CONVS)
     if found is None:
         return False
     conv, c = found
     t = conv.results[0].type
     vec = channel_vector(c, t.rank, t.shape[1])
-    return vec is not None and _fold_into_conv(rewriter, op, conv, None, vec)
+    if vec is None:
+        return False
+    return _fold_into_conv(rewriter, op, conv, vec if as_scale else None, None if as_scale else vec)
+
+
+@pattern("graph.add", name="bias-into-conv", benefit=2)
+def bias_into_conv(op: Operation, rewriter: PatternRewriter) -> bool:
+    return _channel_const_into_conv(op, rewriter, as_scale=False)
 
 
 @pattern("graph.mul", name="scale-into-conv", benefit=2)
 def scale_into_conv(op: Operation, rewriter: PatternRewriter) -> bool:
-    found = _operand_and_const(op, CONVS)
-    if found is None:
-        return False
-    conv, c = found
-    t = conv.results[0].type
-    vec = channel_vector(c, t.rank, t.shape[1])
-    return vec is not None and _fold_into_conv(rewriter, op, conv, vec, None)
+    return _channel_const_into_conv(op, rewriter, as_scale=True)
 
 
 def _input_scale(conv: Operation) -> tuple[Value, np.ndarray] | None:
