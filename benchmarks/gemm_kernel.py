@@ -23,9 +23,9 @@ import glob
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
+
+from tensorforge.benchmark.child import run_child
 
 SWEEP = [dict(mr=mr, nr=nr, kc=kc) for mr, nr in ((6, 64), (12, 32), (14, 32), (4, 64), (8, 48))
          for kc in (256, 384, 512)] + [
@@ -142,12 +142,8 @@ def measure(size: int, threads: int, configs: list[dict], rounds: int, reps: int
 def run_subprocess(size: int, threads: int, configs: list[dict], rounds: int, reps: int) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     env["OPENBLAS_NUM_THREADS"] = str(threads)
-    cmd = [sys.executable, __file__, "--child", json.dumps(dict(size=size, threads=threads, configs=configs,
-                                                                rounds=rounds, reps=reps))]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"benchmark subprocess for {threads} thread(s) failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    payload = dict(size=size, threads=threads, configs=configs, rounds=rounds, reps=reps)
+    return run_child(__file__, payload, env, f"{threads} thread(s)")
 
 
 def report(run: dict) -> None:

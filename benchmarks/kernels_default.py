@@ -32,9 +32,10 @@ import ctypes
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+from tensorforge.benchmark.child import run_child
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -356,12 +357,7 @@ def measure(threads: int, only: list[str], rounds: int) -> dict:
 
 def run_subprocess(threads: int, only: list[str], rounds: int) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    cmd = [sys.executable, os.path.abspath(__file__), "--child",
-           json.dumps({"threads": threads, "only": only, "rounds": rounds})]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"benchmark subprocess for {threads} thread(s) failed:\n{out.stderr[-4000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child(__file__, {"threads": threads, "only": only, "rounds": rounds}, env, f"{threads} thread(s)")
 
 
 def report(run: dict) -> None:
