@@ -30,26 +30,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
 
 import numpy as np
 
+from tensorforge.benchmark.stats import max_rel_err, quartile_spread, ratio_stats
+from tensorforge.benchmark.work import graph_flops
+
 CONFIGS = [("mlp", 1), ("mlp", 64), ("resnet18", 1), ("resnet18", 8), ("mobilenet_v2", 1),
            ("resnet50", 1), ("bert_base", 1), ("gpt2_small", 1)]
-
-
-def graph_flops(module) -> float:
-    """Sum of ``opdef.cost(...).flops`` over the graph ops of the main function."""
-    total = 0.0
-    for op in module.main.body:
-        if op.opdef is None or op.name in ("graph.constant", "func.return"):
-            continue
-        cost = op.opdef.cost([v.type for v in op.operands], [r.type for r in op.results], op.attributes)
-        total += cost.flops
-    return total
 
 
 def _first(x):
@@ -58,24 +49,6 @@ def _first(x):
     while isinstance(x, (tuple, list)):
         x = x[0]
     return x
-
-
-def _max_rel_err(out, ref) -> float:
-    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
-    return float(np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-30))
-
-
-def _quartile_spread(values: list[float]) -> float:
-    if len(values) < 2:
-        return float("nan")
-    q = statistics.quantiles(values, n=4)
-    return (q[2] - q[0]) / statistics.median(values)
-
-
-def _ratio_stats(slow: list[float], fast: list[float]) -> tuple[float, float]:
-    """Median and relative IQR of per-round ratios slow/fast (rounds are interleaved)."""
-    ratios = [s / f for s, f in zip(slow, fast)]
-    return statistics.median(ratios), _quartile_spread(ratios)
 
 
 def bench_model(name: str, batch: int, args) -> dict:
@@ -108,7 +81,7 @@ def bench_model(name: str, batch: int, args) -> dict:
     np_inputs = [x.numpy() for x in inputs]
     with torch.no_grad():
         ref = _first(module(*inputs)).numpy()
-    row["max_rel_err"] = _max_rel_err(_first(cm(*np_inputs)), ref)
+    row["max_rel_err"] = max_rel_err(_first(cm(*np_inputs)), ref)
 
     def run_torch():
         with torch.no_grad():
@@ -118,8 +91,8 @@ def bench_model(name: str, batch: int, args) -> dict:
                          repeats=args.repeats, warmup=args.warmup, budget_s=args.budget_s)
     tf_s, torch_s = t["tf"].samples, t["torch"].samples
     row.update(tf_ms=t["tf"].median_ms, torch_ms=t["torch"].median_ms, rounds=len(tf_s),
-               tf_spread=_quartile_spread(tf_s), torch_spread=_quartile_spread(torch_s))
-    row["ratio"], row["ratio_spread"] = _ratio_stats(torch_s, tf_s)
+               tf_spread=quartile_spread(tf_s), torch_spread=quartile_spread(torch_s))
+    row["ratio"], row["ratio_spread"] = ratio_stats(torch_s, tf_s)
     row["gflops"] = row["gflop"] / (row["tf_ms"] / 1e3)
     row["torch_gflops"] = row["gflop"] / (row["torch_ms"] / 1e3)
     row["load_after"] = os.getloadavg()[0]
@@ -159,11 +132,11 @@ def bench_gemm(args, n: int = 1024) -> dict:
     c_tf, c_np = np.empty((n, n), np.float32), np.empty((n, n), np.float32)
     cm.run(a, b, out=[c_tf])
     np.matmul(a, b, out=c_np)
-    err = _max_rel_err(c_tf, c_np)
+    err = max_rel_err(c_tf, c_np)
     t = time_interleaved({"tf": lambda: cm.run(a, b, out=[c_tf]), "numpy": lambda: np.matmul(a, b, out=c_np)},
                          repeats=args.repeats, warmup=args.warmup, budget_s=args.budget_s)
     flops = 2.0 * n ** 3
-    ratio, spread = _ratio_stats(t["numpy"].samples, t["tf"].samples)
+    ratio, spread = ratio_stats(t["numpy"].samples, t["tf"].samples)
     return {"n": n, "build_s": build_s, "max_rel_err": err, "tf_ms": t["tf"].median_ms,
             "numpy_ms": t["numpy"].median_ms, "tf_gflops": flops / t["tf"].median_ms / 1e6,
             "numpy_gflops": flops / t["numpy"].median_ms / 1e6, "ratio": ratio, "ratio_spread": spread,

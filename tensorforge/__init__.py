@@ -6,6 +6,7 @@
 """
 from .api import CompiledModel, compile, import_model, load
 from .errors import TensorforgeError
+from . import tune          # callable: tensorforge.tune(model, inputs, trials=...) (see tune/__init__.py)
 
 __version__ = "0.1.0"
 
@@ -16,4 +17,4 @@ except ImportError:
 else:
     _register_torch_backend()
 
-__all__ = ["CompiledModel", "TensorforgeError", "compile", "import_model", "load", "__version__"]
+__all__ = ["CompiledModel", "TensorforgeError", "compile", "import_model", "load", "tune", "__version__"]

@@ -128,7 +128,7 @@ class CompiledModel:
 
 
 def compile(model: Any, example_inputs: Sequence | None = None, target: str = "cpu",
-            threads: int | None = None, passes: Any = None, **options: Any) -> CompiledModel:
+            threads: int | None = None, passes: Any = None, db: Any = "auto", **options: Any) -> CompiledModel:
     """Imports, checks, optimises and compiles ``model``.
 
     ``target="cpu"`` (the default) generates C for the host and loads it; ``"interpreter"`` runs
@@ -137,7 +137,9 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
     ``passes`` selects the graph optimisation: None for
     ``tensorforge.passes.pipeline.default_pipeline(target)``, a pipeline string such as
     ``"const-fold,dce"``, a ``PassManager``, or False for none.  A ``ModuleOp`` given as
-    ``model`` is copied, not changed.
+    ``model`` is copied, not changed.  ``db``: a tuning database (path or ``TuningDatabase``) whose
+    best record of every kernel is applied, no tuning run; the default ``"auto"`` uses the default
+    database when that file exists; None compiles untuned.
     """
     if target not in TARGETS:
         raise TensorforgeError(f"unknown target '{target}' (choose from {', '.join(TARGETS)})")
@@ -151,7 +153,8 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
     if target == "interpreter":
         return CompiledModel(module, target="interpreter")
     from .codegen.c.build import build_native
-    native, source = build_native(module, threads=threads, **options)
+    from .tune.apply import tuning_from_db
+    native, source = build_native(module, threads=threads, tuning=tuning_from_db(db), **options)
     return CompiledModel(module, target=target, native=native, source=source)
 
 

@@ -49,3 +49,8 @@ class CompileError(TensorforgeError):
 
 class ScheduleError(TensorforgeError):
     """A schedule primitive that would be illegal; the message names the primitive, the loop and the rule."""
+
+
+class TuningDatabaseError(TensorforgeError):
+    """A tuning database that cannot be used (corrupt, foreign, newer schema, bad JSON lines); the
+    message names the file and what to do."""

@@ -26,21 +26,27 @@ class Timing:
 
 
 def time_interleaved(contenders: dict[str, Callable[[], object]], repeats: int = 10, warmup: int = 2,
-                     budget_s: float | None = None) -> dict[str, Timing]:
+                     budget_s: float | None = None,
+                     on_round: Callable[[], None] | None = None) -> dict[str, Timing]:
     """Times each callable ``repeats`` times, interleaved, after ``warmup`` untimed rounds.
 
     With ``budget_s``, stops early (after at least 3 rounds) once the budget is spent.
+    ``on_round`` is called after every round, warm-up included (a progress bar's ``advance``).
     """
     results = {name: Timing(name) for name in contenders}
     for _ in range(warmup):
         for fn in contenders.values():
             fn()
+        if on_round is not None:
+            on_round()
     start = time.perf_counter()
     for r in range(repeats):
         for name, fn in contenders.items():
             t0 = time.perf_counter()
             fn()
             results[name].samples.append(time.perf_counter() - t0)
+        if on_round is not None:
+            on_round()
         if budget_s is not None and r >= 2 and time.perf_counter() - start > budget_s:
             break
     return results

@@ -1,20 +1,23 @@
-"""`tensorforge explain`: what the graph optimiser and the fusion engine do to a model."""
+"""`tensorforge explain`: what the graph optimiser and the fusion engine do to a model.
+
+``--html report.html`` writes everything in one self-contained page (``tensorforge.report``);
+``--bisect`` names the first op whose native result disagrees with the reference interpreter
+(exit code 3 when one does).
+"""
 from __future__ import annotations
 
 import argparse
 import time
 
 
-def _explain_load(model: str, batch: int | None):
-    """A zoo name or an .onnx path, imported into the graph dialect."""
-    import os
-    if model.endswith(".onnx") or os.path.isfile(model):
-        from ..frontends.onnx import import_onnx
-        return import_onnx(model)
-    from .. import models
-    from ..frontends.torch import import_torch
-    module, inputs = models.get(model, batch)
-    return import_torch(module, inputs)
+DIVERGED = 3          # exit code of --bisect when a result is beyond tolerance
+
+
+def _explain_load(args: argparse.Namespace):
+    """MODEL imported into the graph dialect, and its example inputs (NumPy)."""
+    from .loading import load_model, parse_shapes
+    lm = load_model(args.model, args.batch, parse_shapes(getattr(args, "shape", None)))
+    return lm.import_module(), lm.inputs
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
@@ -24,8 +27,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from ..ir.pass_manager import PassManager
 
     t0 = time.perf_counter()
-    module = _explain_load(args.model, args.batch)
+    module, inputs = _explain_load(args)
     load_s = time.perf_counter() - t0
+    if args.html or args.bisect:
+        return _explain_native(args, module, inputs)
     pm = PassManager.parse(args.pipeline) if args.pipeline else default_pipeline(layout=args.layout)
     before, rows = trace_pipeline(module, pm)
     after = rows[-1].after if rows else before
@@ -69,16 +74,59 @@ def _explain_fusion(args: argparse.Namespace, module) -> None:
     print(f"\npicture   {out}")
 
 
+def _explain_native(args: argparse.Namespace, module, inputs) -> int:
+    """``--html`` and ``--bisect``: both compile the model; the report also optimises it in place."""
+    from ..passes.pipeline import optimize
+    from ..progress import Progress
+    from ..report import bisect, collect, render_html
+
+    optimised = False
+    if args.html:
+        with Progress(f"explain {args.model}", total=5) as bar:
+            report = collect(module, args.model, inputs, profile_runs=args.profile_runs, pipeline=args.pipeline,
+                             step=lambda what: bar.advance(1, note=what))
+        optimised = True
+        with open(args.html, "w", encoding="utf-8") as f:
+            f.write(render_html(report))
+        top = sorted(report.kernels, key=lambda k: -k.seconds)[:5]
+        print(f"report    {args.html} ({len(report.kernels)} kernels, run {report.run_seconds * 1e3:.2f} ms, "
+              f"arena {report.memory.arena_bytes / (1 << 20):.2f} MiB)")
+        for k in top:
+            print(f"  {k.share:5.1f}%  {k.name:<32} {' + '.join(k.ops)[:60]}")
+    if not args.bisect:
+        return 0
+    if not optimised:
+        optimize(module, None, args.pipeline)
+    with Progress(f"bisect {args.model}", total=None) as bar:
+        result = bisect(module, inputs, rtol=args.rtol, atol=args.atol)
+        bar.set_note("done")
+    print(result.text())
+    return DIVERGED if result.first is not None else 0
+
+
 def register(sub) -> None:
-    e = sub.add_parser("explain", help="op counts and peak memory before/after the graph optimiser")
-    e.add_argument("model", help="a zoo model name (tensorforge zoo) or a path to an .onnx file")
+    from .loading import add_model_arguments
+    e = sub.add_parser("explain", help="what the compiler does to a model: passes, fusion, kernels, memory; "
+                                       "--html writes a report, --bisect finds a wrong kernel",
+                       description="Without --html/--bisect: op counts and peak memory before/after the graph "
+                                   "optimiser. Exit codes: 0 ok, 1 error, 3 --bisect found a divergence.")
+    add_model_arguments(e)
     e.add_argument("--passes", action="store_true", help="a row after every pass of the pipeline")
     e.add_argument("--pipeline", default=None, help="a pipeline to run instead of the default one")
     e.add_argument("--layout", action="store_true", help="include the (experimental) layout pass")
-    e.add_argument("--batch", type=int, default=None, help="batch size for zoo models")
     e.add_argument("--fusion", action="store_true",
                    help="also fuse the optimised graph: groups, every decision with its reason, a picture")
     e.add_argument("--fusion-pipeline", default="fuse", help="fusion passes for --fusion (default: fuse)")
     e.add_argument("--output", default=None,
                    help="picture for --fusion (.svg/.png via Graphviz, .dot; default MODEL.fusion.svg)")
+    e.add_argument("--html", default=None, metavar="FILE",
+                   help="write one self-contained HTML report: graphs before/after, passes, fusion, every "
+                        "kernel with its schedule, C and share of the run, the memory plan")
+    e.add_argument("--profile-runs", type=int, default=10, metavar="N",
+                   help="runs of the timed build behind the report's kernel shares (default 10)")
+    e.add_argument("--bisect", action="store_true",
+                   help="compare every op's native result with the reference interpreter and name the "
+                        "first one beyond tolerance (exit code 3)")
+    e.add_argument("--rtol", type=float, default=1e-4, help="--bisect: tolerance relative to max|reference|")
+    e.add_argument("--atol", type=float, default=1e-6, help="--bisect: absolute tolerance")
     e.set_defaults(fn=_cmd_explain)

@@ -29,6 +29,8 @@ from .signature import TensorSpec
 ENTRY = "tf_run"                  # void tf_run(void* const* in, void* const* out, char* arena, const char* w)
 SET_THREADS = "tf_set_num_threads"
 GET_THREADS = "tf_get_num_threads"
+PROFILE = "tf_profile"            # double[PROFILE_COUNT]: seconds per kernel call site (profiling builds only)
+PROFILE_COUNT = "tf_profile_count"
 
 _from_buffer = ctypes.c_char.from_buffer
 _addressof = ctypes.addressof
@@ -157,6 +159,27 @@ class NativeModel:
     def library_threads(self) -> int:
         """What the library will use on its next run (for tests and debugging)."""
         return int(self._get_threads())
+
+    # ---- per-kernel profile (libraries built with profile=True) ------------------------
+    def _profile_table(self):
+        """The library's ``tf_profile`` array as ctypes, or None when it was built without timers."""
+        try:
+            n = ctypes.c_int.in_dll(self.lib, PROFILE_COUNT).value
+        except ValueError:
+            return None
+        return (ctypes.c_double * n).in_dll(self.lib, PROFILE)
+
+    def kernel_times(self) -> np.ndarray | None:
+        """Seconds spent in each kernel call site (program order) summed over the runs since the
+        last ``reset_kernel_times``; None when the library was not built with ``profile=True``.
+        Models loaded from the same library share these counters."""
+        table = self._profile_table()
+        return None if table is None else np.array(table[:], dtype=np.float64)
+
+    def reset_kernel_times(self) -> None:
+        table = self._profile_table()
+        if table is not None:
+            ctypes.memset(table, 0, ctypes.sizeof(table))
 
     # ---- calls -----------------------------------------------------------------------
     def __call__(self, *inputs):

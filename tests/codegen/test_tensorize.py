@@ -3,7 +3,7 @@
 Every case compiles through ``tensorforge.compile`` (fusion off, so each graph op is its own
 kernel) and checks the native result against the reference interpreter with rtol 1e-4 (atol
 1e-4 * sqrt(K) for sums that cancel), and that the contraction really took the micro-kernel
-path (``tfg_`` GEMM, ``tfc_`` im2col packer in the generated C).  Cases are grouped into few
+path (``tfg_`` GEMM, ``tf_im2col`` packer in the generated C).  Cases are grouped into few
 modules so that the file compiles a handful of libraries (cached on disk afterwards).
 Hand-built kernels (a contraction followed by bias, ReLU and a residual add) test the fused
 epilogue path, which the fusion engine produces.
@@ -181,7 +181,7 @@ def test_convolutions_through_compile(rng):
     kernels = [v for k, v in _kernel_sources(cm).items() if "conv" in k]
     assert len(kernels) == len(CONVS)
     assert all("tfg_" in k for k in kernels)
-    assert sum("tfc_" in k for k in kernels) == len(CONVS) - 1      # all but the stride-1 1x1 one
+    assert sum("tf_im2col(&shape" in k for k in kernels) == len(CONVS) - 1      # all but the stride-1 1x1 one
 
 
 def test_depthwise_conv_stays_on_the_loop_path(rng):
@@ -189,7 +189,7 @@ def test_depthwise_conv_stays_on_the_loop_path(rng):
     m = _module([x], lambda bd, x_: [bd.create("graph.conv", [x_, bd.graph.constant(w)],
                                                 {"groups": 16, "pads": (1, 1, 1, 1)}).results[0]])
     cm = _check(m, [x])
-    assert "tfg_" not in cm.source and "tfc_" not in cm.source
+    assert "tfg_" not in cm.source and "tf_im2col(&shape" not in cm.source
 
 
 # ---- fused epilogues (hand-built kernels, as the fusion engine makes them) ----------------------
@@ -229,7 +229,7 @@ def test_gemm_epilogue_bias_relu_residual():
     rng = np.random.default_rng(2)
     x, res = _rand(rng, M, K), _rand(rng, M, N)
     cm = _compile(m)
-    assert "tfg_" in cm.source and "fused" in cm.source
+    assert "tfg_" in cm.source and "tfe_" in cm.source
     want = np.minimum(np.maximum(x.astype(np.float64) @ w + bias, 0), 1.5) + res
     np.testing.assert_allclose(cm.run(x, res)[0], want, rtol=RTOL, atol=1e-3)
 
@@ -246,7 +246,7 @@ def test_conv_epilogue_bias_relu_residual():
     rng = np.random.default_rng(3)
     x, res = _rand(rng, *x_shape), _rand(rng, *out)
     cm = _compile(m)
-    assert "tfc_" in cm.source and "fused" in cm.source
+    assert "tf_im2col(&shape" in cm.source and "tfe_" in cm.source
     import torch
     conv = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64), padding=1).numpy()
     want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 2.0) + res

@@ -20,24 +20,36 @@ def target_record(target: Target) -> dict:
 
 
 def build_native(module: ModuleOp, target: Target | None = None, name: str = "model",
-                 threads: int | None = None) -> tuple[NativeModel, str]:
+                 threads: int | None = None, profile: bool = False, tuning=None) -> tuple[NativeModel, str]:
     """Compiles the module's main function; the module itself is left unchanged.
 
     The generated code depends only on the module and ``target`` (so the compile cache hits for
     any ``threads``); ``threads`` (default: all of the target's cores) is set at run time.
+    ``profile`` builds a library that times every kernel call (``NativeModel.kernel_times``).
+    ``tuning`` (a ``tune.apply.Tuning``) gives kernels their tuned GemmParams / schedule traces.
     """
     target = target or Target.host()
+    work = module.clone()
+    lower_function(work.main, target)
+    return build_lowered(work, module, target, name, threads, profile, tuning)
+
+
+def build_lowered(lowered: ModuleOp, module: ModuleOp, target: Target, name: str = "model",
+                  threads: int | None = None, profile: bool = False, tuning=None) -> tuple[NativeModel, str]:
+    """``build_native`` after lowering: ``lowered`` is ``module`` lowered to kernels by the caller
+    (``explain`` lowers with a fusion log); ``module`` names the inputs and outputs.  The ids in
+    ``model.layout.plan`` refer to ``lowered``'s values, so a caller reading them keeps ``lowered``."""
     func = module.main
     inputs = specs_from_values(func.args, [a.type for a in func.args], "input")
     outputs = specs_from_values(func.outputs, [v.type for v in func.outputs], "output")
-    work = module.clone()
-    lowered = work.main
-    lower_function(lowered, target)
-    src, layout = generate_model_c(lowered, lambda fn: default_schedule(fn, target.cores), Tensorizer(target))
+    src, layout = generate_model_c(lowered.main, lambda fn: default_schedule(fn, target.cores),
+                                   Tensorizer(target, tuning.params_for if tuning else None), profile=profile,
+                                   schedule_for=tuning.schedule_for if tuning else None)
     lib = compile_c(src, target, name=name)
     build = {"target": target_record(target), "digest": lib.digest,
              "origin": "cache" if lib.cache_hit else "compiled",
-             "kernels": len(layout.kernel_names), "unique_kernels": layout.unique_kernels}
+             "kernels": len(layout.kernel_names), "unique_kernels": layout.unique_kernels,
+             "tuned_kernels": len(tuning.applied) if tuning else 0}
     model = NativeModel(lib.lib, inputs, outputs, layout.weights, layout.arena_bytes,
                         threads=threads or target.cores, library_path=lib.path, source=src, build=build)
     model.library = lib

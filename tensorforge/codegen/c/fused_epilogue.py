@@ -60,18 +60,11 @@ class EpilogueChain:
             r.cm, r.cn = cm, cn
         return True
 
-    def epilogue(self) -> Epilogue | None:
-        """The chain as one Epilogue (None for an empty chain)."""
-        if not self.computes:
-            return None
+    def _scalar_code(self, read_expr) -> tuple[list[str], str]:
+        """C declarations evaluating the chain on one element ``acc`` (reads of kernel inputs
+        spelled by ``read_expr(read)``), and the name of the final value."""
         lines: list[str] = []
         names: dict[int, str] = {}
-        counter = [0]
-
-        def fresh() -> str:
-            counter[0] += 1
-            return f"v{counter[0]}"
-
         prev = "acc"
         for comp in self.computes:
             cv = ComputeView(comp)
@@ -88,15 +81,22 @@ class EpilogueChain:
                     if rd is None:     # a read of the chain's previous value
                         names[id(res)] = names.get(id(op.operands[0]), prev)
                         continue
-                    expr = f"{rd.param}[{_offset(rd)}]"
+                    expr = read_expr(rd)
                 elif op.name == "scalar.const":
                     names[id(res)] = c_literal(op.attributes["value"], res.type)
                     continue
                 else:
                     expr = scalar_expr(op, [names[id(v)] for v in op.operands])
-                v = fresh()
+                v = f"v{len(lines) + 1}"
                 names[id(res)] = v
                 lines.append(f"const {c_type(res.type)} {v} = {expr};")
+        return lines, prev
+
+    def epilogue(self) -> Epilogue | None:
+        """The chain as one inline Epilogue (None for an empty chain)."""
+        if not self.computes:
+            return None
+        lines, prev = self._scalar_code(lambda rd: f"{rd.param}[{_offset(rd)}]")
         body = " ".join(lines)
         loop = (f"for (int l = 0; l < NLANES; l++) {{ const float acc = tf_ein[l]; {body} "
                 f"tf_eout[l] = (float){prev}; }}")
@@ -105,6 +105,44 @@ class EpilogueChain:
                 f"    }} else {{\n      {loop.replace('NLANES', 'nv')}\n    }}\n    x = tf_ld(tf_eout);")
         params = tuple(EpilogueParam(r.param, "ptr", "tile") for r in self.reads)
         return Epilogue("fused", text, params)
+
+    def ctx_type(self) -> str:
+        """The C struct type the callback's context has: one pointer and one row stride per read."""
+        return f"tf_epi_ctx{max(1, len(self.reads))}"
+
+    def ctx_typedef(self) -> str:
+        n = max(1, len(self.reads))
+        return f"typedef struct {{ const float *p[{n}]; long cm[{n}]; }} {self.ctx_type()};\n"
+
+    def ctx_init(self, pointers: list[str]) -> str:
+        """A C initializer of the context from the reads' pointers (already at the GEMM's (0, 0))."""
+        ptrs = ", ".join(pointers) or "0"
+        cms = ", ".join(str(r.cm) for r in self.reads) or "0"
+        return f"{{ {{ {ptrs} }}, {{ {cms} }} }}"
+
+    def callback(self, name: str) -> str:
+        """The chain as a ``tf_epi_fn`` named ``name`` applied in place to a tile of C. Row strides
+        are runtime values from the context, column strides (0 or 1 nearly always) are in the
+        text, so layers whose chains differ only in size share one function."""
+        def read(rd: EpilogueRead) -> str:
+            return {0: f"{rd.param}[0]", 1: f"{rd.param}[l]"}.get(rd.cn, f"{rd.param}[l * {rd.cn}]")
+
+        lines, prev = self._scalar_code(read)
+        rows = "".join(f"    const float *restrict {r.param} = e->p[{r.index}] + i * e->cm[{r.index}]"
+                       f"{f' + j0 * {r.cn}' if r.cn else ''};\n" for r in self.reads)
+        body = " ".join(lines)
+        return f"""static void {name}(const void *ctx, float *c, long ldc, long i0, long j0, long rows, long cols) {{
+  const {self.ctx_type()} *e = (const {self.ctx_type()} *)ctx;
+  (void)e; (void)j0;
+  for (long r = 0; r < rows; r++) {{
+    const long i = i0 + r;
+    float *restrict cr = c + r * ldc;
+    (void)i;
+{rows}    _Pragma("omp simd")
+    for (long l = 0; l < cols; l++) {{ const float acc = cr[l]; {body} cr[l] = (float){prev}; }}
+  }}
+}}
+"""
 
 
 def _offset(rd: EpilogueRead) -> str:

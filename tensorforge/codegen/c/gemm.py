@@ -18,7 +18,7 @@ _CTYPES = {"long": ctypes.c_long, "int": ctypes.c_int}
 
 
 def _ctype(decl: str):
-    return ctypes.c_void_p if "*" in decl else _CTYPES[decl.split()[0]]
+    return ctypes.c_void_p if "*" in decl or decl.startswith("tf_epi_fn") else _CTYPES[decl.split()[0]]
 
 
 def _ptr(array: np.ndarray | None) -> int | None:
@@ -68,7 +68,13 @@ class GemmKernel:
 
     def _epilogue_args(self, M: int, N: int, kwargs: dict) -> tuple[list, list]:
         """ctypes values for the epilogue parameters, plus the arrays to keep alive during the call.
-        An index parameter ``ld_X`` defaults to the row length of array ``X``."""
+        An index parameter ``ld_X`` defaults to the row length of array ``X``. A callback spec takes
+        ``epi`` (the address of a C ``tf_epi_fn``, or None) and ``epi_ctx`` (an address passed to it)."""
+        if self.spec.callback:
+            unknown = set(kwargs) - {"epi", "epi_ctx"}
+            if unknown:
+                raise ShapeError(f"gemm {self.name}: unexpected epilogue arguments {sorted(unknown)}")
+            return [kwargs.get("epi"), kwargs.get("epi_ctx")], []
         unknown = set(kwargs) - {p.name for p in self.spec.params}
         if unknown:
             raise ShapeError(f"gemm {self.name}: unexpected epilogue arguments {sorted(unknown)}")

@@ -1,8 +1,9 @@
-"""C routine packing a convolution's implicit B operand straight from the input image.
+"""The C routine packing a convolution's implicit B operand straight from the input image.
 
 For the implicit GEMM ``out[o, p] = W[o, k] @ col[k, p]`` (k = (c, kh, kw), p = (oh, ow)), the
-routine writes the GEMM's packed-B panels ``Bp[q][k][nr]`` (columns ``q*nr .. q*nr+nr-1``; the
-layout ``microkernels.pack_b`` documents) without ever materialising ``col``: each panel row is a
+routine ``tf_im2col`` (``IM2COL_C``; the shape is a ``tf_conv_shape`` argument) writes the GEMM's
+packed-B panels ``Bp[q][k][nr]`` (columns ``q*nr .. q*nr+nr-1``; the layout ``microkernels.pack_b``
+documents) without ever materialising ``col``: each panel row is a
 few runs of one input row (one run per output row the panel crosses), copied with ``memcpy`` at
 stride 1 or gathered at larger strides, with zeros where the window reaches into the padding and
 past the last output position.
@@ -40,48 +41,58 @@ class Im2colShape:
         return self.channels * self.k_h * self.k_w
 
 
-def im2col_pack(s: Im2colShape, nr: int, name: str) -> str:
-    """``static void <name>(const float *x, float *bp, long q0, long q1)``: panels [q0, q1) of the
-    image ``x`` (its first channel of the group) into ``bp`` (panel q0 first)."""
-    K = s.depth
-    if s.stride_w == 1:
-        copy = "memcpy(d + jj + t0, row + base + t0, sizeof(float) * (size_t)(t1 - t0));"
-    else:
-        copy = f"for (long t = t0; t < t1; t++) d[jj + t] = row[base + t * {s.stride_w}];"
-    return f"""
-static void {name}(const float *restrict x, float *restrict bp, long q0, long q1) {{
-  for (long q = q0; q < q1; q++) {{
-    float *dst = bp + (q - q0) * {K * nr}L;
+    def c_init(self) -> str:
+        """A C initializer of ``tf_conv_shape`` (field order as in ``IM2COL_C``)."""
+        return "{ " + ", ".join(str(getattr(self, f)) for f in _FIELDS) + " }"
+
+
+_FIELDS = ("channels", "in_h", "in_w", "out_h", "out_w", "k_h", "k_w", "stride_h", "stride_w", "dil_h", "dil_w",
+           "pad_h", "pad_w")
+
+# One routine for every convolution of a model, the shape a runtime argument: a copy per shape
+# made gcc compile dozens of near-identical functions for a ResNet; the runtime divisions cost
+# one per run of an input row, next to a memcpy of that run.
+IM2COL_C = """
+#ifndef TF_IM2COL_DEFINED
+#define TF_IM2COL_DEFINED
+typedef struct { long %s; } tf_conv_shape;
+/* Panels [q0, q1) of the packed B (``Bp[q][k][nr]``) of image x (its group's first channel) into bp. */
+static void tf_im2col(const tf_conv_shape *s, long nr, const float *restrict x, float *restrict bp, long q0, long q1) {
+  const long K = s->channels * s->k_h * s->k_w, positions = s->out_h * s->out_w, sw = s->stride_w;
+  for (long q = q0; q < q1; q++) {
+    float *dst = bp + (q - q0) * K * nr;
     long k = 0;
-    for (long c = 0; c < {s.channels}; c++)
-    for (long kh = 0; kh < {s.k_h}; kh++)
-    for (long kw = 0; kw < {s.k_w}; kw++, k++) {{
-      const float *xc = x + c * {s.in_h * s.in_w}L;
-      float *d = dst + k * {nr};
-      long jj = 0, p = q * {nr};
-      while (jj < {nr}) {{
-        if (p >= {s.positions}) {{ for (; jj < {nr}; jj++) d[jj] = 0.0f; break; }}
-        const long oh = p / {s.out_w}, ow = p - oh * {s.out_w};
-        const long len = tf_min({s.out_w} - ow, {nr} - jj);
-        const long ih = oh * {s.stride_h} + kh * {s.dil_h} - {s.pad_h};
-        if (ih < 0 || ih >= {s.in_h}) {{
+    for (long c = 0; c < s->channels; c++)
+    for (long kh = 0; kh < s->k_h; kh++)
+    for (long kw = 0; kw < s->k_w; kw++, k++) {
+      const float *xc = x + c * s->in_h * s->in_w;
+      float *d = dst + k * nr;
+      long jj = 0, p = q * nr;
+      while (jj < nr) {
+        if (p >= positions) { for (; jj < nr; jj++) d[jj] = 0.0f; break; }
+        const long oh = p / s->out_w, ow = p - oh * s->out_w;
+        const long len = tf_min(s->out_w - ow, nr - jj);
+        const long ih = oh * s->stride_h + kh * s->dil_h - s->pad_h;
+        if (ih < 0 || ih >= s->in_h) {
           for (long t = 0; t < len; t++) d[jj + t] = 0.0f;
-        }} else {{
-          const float *row = xc + ih * {s.in_w};
-          const long base = ow * {s.stride_w} + kw * {s.dil_w} - {s.pad_w};   /* input column of t = 0 */
-          long t0 = base >= 0 ? 0 : (-base + {s.stride_w - 1}) / {s.stride_w};
-          long t1 = base >= {s.in_w} ? 0 : ({s.in_w} - base + {s.stride_w - 1}) / {s.stride_w};
+        } else {
+          const float *row = xc + ih * s->in_w;
+          const long base = ow * sw + kw * s->dil_w - s->pad_w;   /* input column of t = 0 */
+          long t0 = base >= 0 ? 0 : (-base + sw - 1) / sw;
+          long t1 = base >= s->in_w ? 0 : (s->in_w - base + sw - 1) / sw;
           if (t0 > len) t0 = len;
           if (t1 > len) t1 = len;
           if (t1 < t0) t1 = t0;
           for (long t = 0; t < t0; t++) d[jj + t] = 0.0f;
-          {copy}
+          if (sw == 1) memcpy(d + jj + t0, row + base + t0, sizeof(float) * (size_t)(t1 - t0));
+          else for (long t = t0; t < t1; t++) d[jj + t] = row[base + t * sw];
           for (long t = t1; t < len; t++) d[jj + t] = 0.0f;
-        }}
+        }
         jj += len;
         p += len;
-      }}
-    }}
-  }}
-}}
-"""
+      }
+    }
+  }
+}
+#endif
+""" % ", ".join(_FIELDS)

@@ -6,6 +6,10 @@ arena for intermediates (offsets from the memory plan) and one weight blob.  Ide
 are emitted once: kernels are keyed by their structural hash before lowering, so a model with
 twelve identical layers lowers, schedules and prints each distinct kernel only once.
 
+With ``profile=True``, ``tf_run`` also adds each kernel call's wall time to the exported
+``double tf_profile[tf_profile_count]`` (one slot per call site, in program order), which
+``NativeModel.kernel_times`` reads; off by default, so normal builds carry no timers.
+
 The library also exports ``tf_set_num_threads(n)`` / ``tf_get_num_threads()``.  The count is
 kept in the library and applied by ``tf_run`` on entry, because OpenMP's thread count is a
 per-calling-thread setting that other libraries (or other models) in the process may change.
@@ -25,7 +29,7 @@ from ...ir.types import TensorType
 from ...passes.lower.structured_to_loop import lower_kernel
 from ...passes.memory.plan import ALIGN, MemoryPlan, plan_memory
 from ...runtime.buffers import aligned_empty
-from ...runtime.native import ENTRY, GET_THREADS, SET_THREADS
+from ...runtime.native import ENTRY, GET_THREADS, PROFILE, PROFILE_COUNT, SET_THREADS
 from .emit_loop import PRELUDE, FunctionEmitter, c_type
 from .tensorize import Prepared, Tensorizer
 
@@ -47,6 +51,12 @@ int {GET_THREADS}(void) {{
 }}
 """
 
+_PROFILE_C = """#include <time.h>
+static double tf_now(void) {{ struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }}
+double {table}[{n}];   /* seconds per kernel call site, summed over runs */
+const int {count} = {n};
+"""
+
 _ENTRY_PROLOGUE = """#ifdef _OPENMP
   if (tf_threads > 0) omp_set_num_threads(tf_threads);
 #endif
@@ -64,6 +74,8 @@ class ModelLayout:
     plan: MemoryPlan
     kernel_names: list[str] = field(default_factory=list)
     unique_kernels: int = 0
+    sources: dict[str, str] = field(default_factory=dict)      # C name -> the function's text
+    schedules: dict[str, str] = field(default_factory=dict)    # C name -> how it was scheduled, as text
 
 
 def _aligned(n: int) -> int:
@@ -130,6 +142,18 @@ def _c_name(op: Operation, index: int) -> str:
     return f"k{index}_{base}"
 
 
+def _schedule_text(scheduled: list, plan) -> str:
+    """One kernel's schedule for people (``explain``): the trace the schedule callback returned,
+    or the micro-kernel plan of a tensorized contraction."""
+    if plan is not None:
+        return (f"tensorized: {plan.kind} micro-kernel, operands packed at compile time: "
+                f"{sorted(plan.packed_args) or 'none'}, fused epilogue computes: {len(plan.chain.computes)}")
+    trace = getattr(scheduled[0], "trace", None) if scheduled else None
+    if trace is None:
+        return "unscheduled loop nest"
+    return "\n".join(str(step) for step in trace) or "default loop nest (no primitives applied)"
+
+
 def _check_lowered(func: FuncOp) -> None:
     for op in func.body:
         if op.name not in ("graph.constant", "structured.kernel", "func.return"):
@@ -137,9 +161,12 @@ def _check_lowered(func: FuncOp) -> None:
 
 
 def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
-                     tensorizer: Tensorizer | None = None) -> tuple[str, ModelLayout]:
+                     tensorizer: Tensorizer | None = None, profile: bool = False,
+                     schedule_for: Callable[[Operation], Schedule | None] | None = None) -> tuple[str, ModelLayout]:
     """C source and layout for ``func`` (which holds only constants, kernels and the return);
-    with a ``tensorizer``, contractions run on GEMM micro-kernels (see ``tensorize.py``)."""
+    with a ``tensorizer``, contractions run on GEMM micro-kernels (see ``tensorize.py``); with
+    ``profile``, ``tf_run`` times every kernel call (see the module docstring).  ``schedule_for(kernel)``
+    may give one kernel its own schedule instead of ``schedule`` (the auto-tuner's records)."""
     _check_lowered(func)
     outputs = func.outputs
     out_index: dict[int, int] = {}
@@ -167,30 +194,41 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
     by_text: dict[str, str] = {}     # emitted text -> C name (different structure, same code)
     calls: list[str] = []
     names: list[str] = []
+    sources: dict[str, str] = {}
+    schedules: dict[str, str] = {}
+    scheduled: list = []             # what ``schedule`` returned for the kernel being emitted
+    record = None if schedule is None else (lambda fn: scheduled.append(schedule(fn)))
     for op in func.body:
         if op.name != "structured.kernel":
             continue
         key = kernel_key(op) + (tz.key(op) if tz else "")
         cname = by_key.get(key)
         if cname is None:
-            text = emit_kernel(op, schedule, tz)
+            scheduled.clear()
+            own = schedule_for(op) if schedule_for is not None else None
+            text = emit_kernel(op, record if own is None else (lambda fn: scheduled.append(own(fn))), tz)
             cname = by_text.get(text)
             if cname is None:
                 cname = _c_name(op, len(by_text))
                 by_text[text] = cname
                 functions.append(text.replace(KERNEL_NAME, cname, 1))
+                sources[cname] = functions[-1]
+                schedules[cname] = _schedule_text(scheduled, tz.plans.get(id(op)) if tz else None)
             by_key[key] = cname
         packed = [tz.operand_weight(op, i) if tz else None for i in range(len(op.operands))]
         args = [pointer(v) if w is None else f"((float*)(weights + {w_off[id(w)]}))"
                 for v, w in zip(op.operands, packed)] + [pointer(r) for r in op.results]
-        calls.append(f"  {cname}({', '.join(args)});")
+        call = f"{cname}({', '.join(args)});"
+        calls.append(f"  {{ double t0 = tf_now(); {call} {PROFILE}[{len(names)}] += tf_now() - t0; }}"
+                     if profile else f"  {call}")
         names.append(cname)
     for j, v in enumerate(outputs):
         if out_index.get(id(v)) != j:
             calls.append(f"  memcpy(outputs[{j}], {pointer(v)}, {v.type.nbytes});")
     entry = (f"void {ENTRY}(void* const* inputs, void* const* outputs, char* arena, const char* weights) {{\n"
              + _ENTRY_PROLOGUE + "\n".join(calls) + "\n}\n")
-    src = PRELUDE + _THREADS_C + "\n".join(functions) + "\n" + entry
+    timers = _PROFILE_C.format(table=PROFILE, count=PROFILE_COUNT, n=max(len(names), 1)) if profile else ""
+    src = PRELUDE + _THREADS_C + timers + "\n".join(functions) + "\n" + entry
     layout = ModelLayout([a.type for a in func.args], [v.type for v in outputs], blob,
-                         plan.arena_bytes, plan, names, len(by_text))
+                         plan.arena_bytes, plan, names, len(by_text), sources, schedules)
     return src, layout

@@ -13,13 +13,20 @@ once per compile: ``Prepared.weights`` are the packed arrays for the weight blob
 A constant feeding several kernels the same way is packed once; a constant whose every use is
 packed is left out of the blob (``Prepared.replaced``).
 
-Generated helpers (GEMMs, im2col packers) are named by a hash of their text and wrapped in
+Compile time is kept down by sharing code between layers: a GEMM's text depends only on its
+tiling and operand layouts (not on M, N, K, nor on the fused epilogue, which it calls back per
+finished tile), and it is emitted as its own translation unit (``toolchain.unit``) that is compiled
+once and cached as an object for every later model; the fused epilogues are small callbacks whose
+row strides are runtime values, so layers with the same chain share one; all convolutions share one
+im2col routine whose shape is an argument. Helpers are named by a hash of their text and wrapped in
 include guards, so kernels that share one emit it once in the model's C file.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -30,10 +37,10 @@ from ..target import Target
 from .contraction import (Affine, ConvPlan, GemmPlan, Roles, VAxis, match_contraction, matrix_layout, plan_conv,
                           plan_gemm)
 from .emit_loop import c_type
-from .epilogues import Epilogue
 from .fused_epilogue import EpilogueChain, match_chain
-from .im2col import Im2colShape, im2col_pack
-from .microkernels import GemmParams, GemmSpec, gemm_prelude, generate_gemm, pack_b, packed_b_size
+from .im2col import IM2COL_C, Im2colShape
+from .microkernels import GemmParams, GemmSpec, gemm_prelude, generate_gemm, pack_b, packed_b_size, signatures
+from .toolchain import unit
 
 KERNEL_NAME = "KERNEL_NAME"      # the placeholder model.py replaces (same as model.KERNEL_NAME)
 
@@ -73,15 +80,20 @@ def _guarded(name: str, text: str) -> str:
     return f"#ifndef {name.upper()}_DEFINED\n#define {name.upper()}_DEFINED\n{text}\n#endif\n"
 
 
-def _gemm_source(params: GemmParams, target: Target, spec: GemmSpec) -> tuple[str, str]:
-    """(function name, guarded C text) of one generated GEMM."""
+def _gemm_source(params: GemmParams, target: Target, trans_a: bool, trans_b: bool) -> tuple[str, str]:
+    """(function name, C text) of one generated GEMM with an epilogue callback: its prototypes
+    (guarded) for the kernel, and its definition as a translation unit of its own."""
+    spec = GemmSpec(trans_a=trans_a, trans_b=trans_b, callback=True)
     probe = generate_gemm(params, target, spec, "TFG", prelude=False)
     name = f"tfg_{_digest(probe)}"
-    return name, _guarded(name, generate_gemm(params, target, spec, name, prelude=False))
+    body = gemm_prelude(target, threads=params.threads) + generate_gemm(params, target, spec, name, prelude=False)
+    protos = "".join(f"TF_API void {fn}({', '.join(args)});\n" for fn, args in signatures(spec, name).items())
+    return name, _guarded(name, protos) + unit(body)
 
 
 def _prelude(target: Target) -> str:
-    return _guarded("tf_gemm_prelude", gemm_prelude(target, threads=2))
+    return _guarded("tf_gemm_prelude", '#define TF_API __attribute__((visibility("hidden")))\n'
+                    + gemm_prelude(target, threads=2))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,6 +141,18 @@ def _epi_args(chain: EpilogueChain | None, names: dict, col0: str | None = None)
     return out
 
 
+def _epi_callback(chain: EpilogueChain, names: dict, col0: str | None = None) -> tuple[str, list[str], str]:
+    """(guarded helper text, C declarations, the GEMM call's ``epi, epi_ctx`` arguments) of the
+    fused epilogue; no helper and null arguments for an empty chain."""
+    if not chain.computes:
+        return "", [], "0, 0"
+    probe = chain.callback("EPI")
+    name = f"tfe_{_digest(probe)}"
+    text = _guarded(chain.ctx_type(), chain.ctx_typedef()) + _guarded(name, chain.callback(name))
+    decl = f"const {chain.ctx_type()} ectx = {chain.ctx_init(_epi_args(chain, names, col0))};"
+    return text, [decl], f"{name}, &ectx"
+
+
 # ---------------------------------------------------------------------------------------------
 # Plans
 
@@ -142,14 +166,11 @@ class KernelPlan:
     chain: EpilogueChain
     target: Target
     packed_args: set[int] = field(default_factory=set)
+    params: GemmParams | None = None          # the auto-tuner's choice (tune/apply.py); None: defaults
 
     @property
     def roles(self) -> Roles:
         return self.plan.roles
-
-    def epilogues(self) -> tuple[Epilogue, ...]:
-        epi = self.chain.epilogue()
-        return (epi,) if epi is not None else ()
 
     def emit(self, kernel: Operation) -> str:
         """The kernel's C: guarded helpers, then ``static void KERNEL_NAME(inputs..., outputs...)``."""
@@ -179,7 +200,13 @@ class KernelPlan:
 
     @property
     def nr(self) -> int:
-        return _tile(self.target, self.roles.N)[1]
+        return self.params.nr if self.params is not None else _tile(self.target, self.roles.N)[1]
+
+    def tuned(self, default: GemmParams) -> GemmParams:
+        """The tuned params if any (never more threads than ``default``: this path may need one), else ``default``."""
+        if self.params is None:
+            return default
+        return dataclasses.replace(self.params, threads=min(self.params.threads, default.threads))
 
     def _gemm(self, kernel: Operation) -> str:
         p: GemmPlan = self.plan
@@ -187,16 +214,16 @@ class KernelPlan:
         M, N, K = r.M, r.N, r.K
         par = self._parallel_batch()
         threads = 1 if par else self.threads
-        params = _gemm_params(self.target, N, threads)
+        params = self.tuned(_gemm_params(self.target, N, threads))
         prepacked = p.b.arg in self.packed_args
         a_trans, lda = matrix_layout(p.a, M, K)
         spec_b = (False, 0) if prepacked else matrix_layout(p.b, K, N)
-        spec = GemmSpec(trans_a=a_trans, trans_b=spec_b[0], epilogues=self.epilogues())
-        gname, gtext = _gemm_source(params, self.target, spec)
+        gname, gtext = _gemm_source(params, self.target, a_trans, spec_b[0])
         decl, names = _batch_index(r.batch, "t")
         a_ptr = f"in{p.a.arg} + ({_offset(p.a.flat, names)})"
         c_ptr = f"out0 + ({_offset(p.c, names)})"
-        epi = _epi_args(self.chain, names)
+        etext, edecl, epi = _epi_callback(self.chain, names)
+        decl += edecl
         if prepacked:
             axes, size = self._packed_batch()
             offs, inner = [], size
@@ -204,12 +231,11 @@ class KernelPlan:
                 offs.append(f"{inner} * {names[ax.key]}")
                 inner *= ax.extent
             b_ptr = f"in{p.b.arg} + ({' + '.join(offs) or '0'})"
-            call = f"{gname}_prepacked({M}, {N}, {K}, {a_ptr}, {lda}, {b_ptr}, {c_ptr}, {p.ldc}, 0{''.join(', ' + e for e in epi)});"
+            call = f"{gname}_prepacked({M}, {N}, {K}, {a_ptr}, {lda}, {b_ptr}, {c_ptr}, {p.ldc}, 0, {epi});"
             ws_alloc = ws_free = ""
         else:
             b_ptr = f"in{p.b.arg} + ({_offset(p.b.flat, names)})"
-            call = (f"{gname}({M}, {N}, {K}, {a_ptr}, {lda}, {b_ptr}, {spec_b[1]}, {c_ptr}, {p.ldc}, 0"
-                    f"{''.join(', ' + e for e in epi)}, ws);")
+            call = f"{gname}({M}, {N}, {K}, {a_ptr}, {lda}, {b_ptr}, {spec_b[1]}, {c_ptr}, {p.ldc}, 0, {epi}, ws);"
             ws_alloc = f"float *ws = tf_alloc({packed_b_size(K, N, params.nr)});"
             ws_free = "free(ws);"
         inner_body = "\n      ".join(decl + [call])
@@ -230,7 +256,7 @@ class KernelPlan:
       {inner_body}
   }}
   {ws_free}"""
-        return f"{_prelude(self.target)}{gtext}\n{_signature(kernel, self.packed_args)} {{\n{body}\n}}\n"
+        return f"{_prelude(self.target)}{gtext}{etext}\n{_signature(kernel, self.packed_args)} {{\n{body}\n}}\n"
 
     def pack(self, arg: int, array: np.ndarray) -> np.ndarray:
         """The packed form of constant kernel input ``arg`` (``array``): [slices, panels, K, nr]."""
@@ -261,7 +287,7 @@ class KernelPlan:
         r = self.roles
         M, P, K = r.M, r.N, r.K
         T = self.threads
-        mr, nr = _tile(self.target, P)
+        mr, nr = (self.params.mr, self.params.nr) if self.params is not None else _tile(self.target, P)
         panels = -(-P // nr)
         two_d = len(p.in_spatial) == 2
         ih, iw = p.in_spatial if two_d else (1, p.in_spatial[0])
@@ -271,9 +297,6 @@ class KernelPlan:
         dh, dw = p.dilations if two_d else (1, p.dilations[0])
         ph, pw = p.pads if two_d else (0, p.pads[0])
         shape = Im2colShape(p.channels, ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw)
-        pack_text = im2col_pack(shape, nr, "PACK")
-        pname = f"tfc_{_digest(pack_text)}"
-        pack_text = _guarded(pname, im2col_pack(shape, nr, pname))
         decl, names = _batch_index(r.batch, "bt")
         x_ptr = f"in{p.x.arg} + ({' + '.join(f'{p.x_batch_stride[k]} * {v}' for k, v in names.items()) or '0'})"
         w_ptr = f"in{p.w.arg} + ({' + '.join(f'{p.w_batch_stride[k]} * {v}' for k, v in names.items()) or '0'})"
@@ -283,19 +306,17 @@ class KernelPlan:
         threads = 1 if chunked else T
         # W is read in place (row-major [O, K]): packing it again for every chunk (or, with few
         # output positions, for one pass over a large W) costs more than the strided reads.
-        params = GemmParams.for_target(self.target, threads=threads, mr=mr, nr=nr, pack_a=False)
-        spec = GemmSpec(epilogues=self.epilogues())
-        gname, gtext = _gemm_source(params, self.target, spec)
+        params = self.tuned(GemmParams.for_target(self.target, threads=threads, mr=mr, nr=nr, pack_a=False))
+        gname, gtext = _gemm_source(params, self.target, False, False)
         if chunked:
             cp = max(1, min(-(-panels // T), (self.target.l2 // 2) // (K * nr * 4)))
             chunks = -(-panels // cp)
-            epi = _epi_args(self.chain, names, "col0")
+            etext, edecl, epi = _epi_callback(self.chain, names, "col0")
             lines = [f"const long ch = t % {chunks}, bt = t / {chunks};", *decl,
                      f"const long q0 = ch * {cp}, q1 = tf_min(q0 + {cp}, {panels});",
-                     f"const long col0 = q0 * {nr}, ncols = tf_min(q1 * {nr}, {P}) - col0;",
-                     f"{pname}({x_ptr}, bp, q0, q1);",
-                     f"{gname}_prepacked({M}, ncols, {K}, {w_ptr}, {K}, bp, {c_ptr} + col0, {p.ldc}, 0"
-                     f"{''.join(', ' + e for e in epi)});"]
+                     f"const long col0 = q0 * {nr}, ncols = tf_min(q1 * {nr}, {P}) - col0;", *edecl,
+                     f"tf_im2col(&shape, {nr}, {x_ptr}, bp, q0, q1);",
+                     f"{gname}_prepacked({M}, ncols, {K}, {w_ptr}, {K}, bp, {c_ptr} + col0, {p.ldc}, 0, {epi});"]
             inner = "\n      ".join(lines)
             body = f"""  #pragma omp parallel
   {{
@@ -307,20 +328,19 @@ class KernelPlan:
     free(bp);
   }}"""
         else:
-            epi = _epi_args(self.chain, names)
-            lines = [*decl,
+            etext, edecl, epi = _epi_callback(self.chain, names)
+            lines = [*decl, *edecl,
                      "#pragma omp parallel for schedule(static)" if panels > 1 and T > 1 else "",
-                     f"for (long q = 0; q < {panels}; q++) {pname}({x_ptr}, bp + q * {K * nr}L, q, q + 1);",
-                     f"{gname}_prepacked({M}, {P}, {K}, {w_ptr}, {K}, bp, {c_ptr}, {p.ldc}, 0"
-                     f"{''.join(', ' + e for e in epi)});"]
+                     f"for (long q = 0; q < {panels}; q++) tf_im2col(&shape, {nr}, {x_ptr}, bp + q * {K * nr}L, q, q + 1);",
+                     f"{gname}_prepacked({M}, {P}, {K}, {w_ptr}, {K}, bp, {c_ptr}, {p.ldc}, 0, {epi});"]
             inner = "\n    ".join(x for x in lines if x)
             body = f"""  float *bp = tf_alloc({panels * K * nr});
   for (long bt = 0; bt < {count}; bt++) {{
     {inner}
   }}
   free(bp);"""
-        return (f"{_prelude(self.target)}{pack_text}{gtext}\n{_signature(kernel, self.packed_args)} {{\n"
-                f"{body}\n}}\n")
+        return (f"{_prelude(self.target)}{IM2COL_C}{gtext}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
+                f"  static const tf_conv_shape shape = {shape.c_init()};\n{body}\n}}\n")
 
 
 def _group_offsets(aff: Affine, group: list[VAxis]) -> np.ndarray:
@@ -338,8 +358,10 @@ def _constant_args(kernel: Operation) -> set[int]:
 class Tensorizer:
     """Decides which kernels run on GEMM micro-kernels for ``target`` and writes their C."""
 
-    def __init__(self, target: Target | None = None):
+    def __init__(self, target: Target | None = None,
+                 params_for: Callable[[Operation], GemmParams | None] | None = None):
         self.target = target or Target.host()
+        self.params_for = params_for    # per-kernel tuned GemmParams (the auto-tuner's hook), or None
 
     def plan(self, kernel: Operation, constant_args: set[int] = frozenset()) -> KernelPlan | None:
         """The tensorized form of ``kernel``, or None when it stays on the loop path."""
@@ -357,11 +379,14 @@ class Tensorizer:
         if gemm is not None and self._worth(gemm.roles) and self._layouts_ok(gemm, constant_args):
             if chain.bind(gemm.roles):
                 packed = {gemm.b.arg} if gemm.b.arg in constant_args and gemm.b.arg != gemm.a.arg else set()
-                return KernelPlan("gemm", gemm, chain, self.target, packed)
+                return KernelPlan("gemm", gemm, chain, self.target, packed, self._tuned(kernel))
         conv = plan_conv(c)
         if conv is not None and self._worth(conv.roles) and chain.bind(conv.roles):
-            return KernelPlan("conv", conv, chain, self.target)
+            return KernelPlan("conv", conv, chain, self.target, params=self._tuned(kernel))
         return None
+
+    def _tuned(self, kernel: Operation) -> GemmParams | None:
+        return self.params_for(kernel) if self.params_for is not None else None
 
     @staticmethod
     def _worth(r: Roles) -> bool:

@@ -12,6 +12,15 @@ command, gcc links ``crtfastmath.o`` into the shared library, whose constructor 
 flush-to-zero and denormals-are-zero for the whole process as soon as the library is loaded:
 NumPy, torch and every other library in the process would then silently lose denormals. So the
 source is compiled with every flag (``-c``) and the object linked without the fast-math ones.
+
+A source may hold **translation units** of its own between ``UNIT_BEGIN`` and ``UNIT_END`` lines
+(``unit(text)`` wraps one): code that many models share word for word, such as the GEMM
+micro-kernels. Each distinct unit is compiled on its own into an object file cached by its hash
+(so the next model, or the next compile of this one, reuses it), the rest of the source is the
+main unit, and the units compile in parallel, one compiler per core, before one link. The source
+stays one self-contained text: building it again elsewhere (an artifact on another machine) goes
+through the same split. Symbols a unit shares with the main unit are declared ``TF_API`` (hidden
+visibility) there, so two models loaded in one process never see each other's copies.
 """
 from __future__ import annotations
 
@@ -22,6 +31,7 @@ import shlex
 import subprocess
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +41,11 @@ from ..target import Target, compiler_version
 _ERROR_LINES = 12
 # Bumped whenever the way a library is built changes, so that libraries built the old way (e.g.
 # linked with crtfastmath.o) are not taken from the cache.
-_RECIPE = "compile-then-link-v2"
+_RECIPE = "compile-then-link-v3-units"
+UNIT_BEGIN = "/*@tf-unit-begin*/"
+UNIT_END = "/*@tf-unit-end*/"
+_UNIT_API = '#define TF_API __attribute__((visibility("hidden")))\n'
+
 # Flags that make gcc link crtfastmath.o (which sets FTZ/DAZ process-wide on load).
 FAST_MATH_FLAGS = frozenset({"-ffast-math", "-Ofast", "-funsafe-math-optimizations"})
 _lock = threading.Lock()
@@ -45,9 +59,11 @@ class CompileStats:
     hits: int = 0
     misses: int = 0
     compiler_runs: int = 0
+    unit_hits: int = 0       # translation units found compiled in the cache
+    unit_runs: int = 0       # translation units compiled
 
     def reset(self) -> None:
-        self.hits = self.misses = self.compiler_runs = 0
+        self.hits = self.misses = self.compiler_runs = self.unit_hits = self.unit_runs = 0
 
 
 stats = CompileStats()
@@ -73,6 +89,33 @@ class CompiledLibrary:
             fn.argtypes = argtypes
         fn.restype = restype
         return fn
+
+
+def unit(text: str) -> str:
+    """``text`` (a self-contained C translation unit) marked to be compiled on its own and cached;
+    its ``TF_API`` functions are hidden outside the library."""
+    return f"\n{UNIT_BEGIN}\n{_UNIT_API}{text}\n{UNIT_END}\n"
+
+
+def split_units(source: str) -> tuple[str, list[str]]:
+    """(main unit, distinct marked units in order of first appearance)."""
+    if UNIT_BEGIN not in source:
+        return source, []
+    main: list[str] = []
+    units: dict[str, None] = {}
+    pos = 0
+    while True:
+        start = source.find(UNIT_BEGIN, pos)
+        if start < 0:
+            main.append(source[pos:])
+            break
+        end = source.find(UNIT_END, start)
+        if end < 0:
+            raise CompileError(f"a translation unit opened by {UNIT_BEGIN} at offset {start} is never closed")
+        main.append(source[pos:start])
+        units.setdefault(source[start + len(UNIT_BEGIN):end].strip("\n") + "\n", None)
+        pos = end + len(UNIT_END)
+    return "".join(main), list(units)
 
 
 def cache_dir() -> Path:
@@ -128,13 +171,14 @@ def compile_command(source_path: Path, object_path: Path, target: Target, extra_
             "-o", str(object_path)]
 
 
-def link_command(object_path: Path, out_path: Path, target: Target) -> list[str]:
+def link_command(object_path: Path | list[Path], out_path: Path, target: Target) -> list[str]:
     """The compiler run that links the object into a shared library, without the fast-math flags
     (see the module docstring: they would link crtfastmath.o)."""
     flags = [f for f in target.cflags if f not in FAST_MATH_FLAGS]
     if "-shared" not in flags:
         flags.append("-shared")
-    return [*shlex.split(target.cc), *flags, str(object_path), "-o", str(out_path), *target.ldflags]
+    objects = object_path if isinstance(object_path, list) else [object_path]
+    return [*shlex.split(target.cc), *flags, *map(str, objects), "-o", str(out_path), *target.ldflags]
 
 
 def _run(cmd: list[str], target: Target, name: str, source_path: Path, what: str) -> None:
@@ -148,19 +192,59 @@ def _run(cmd: list[str], target: Target, name: str, source_path: Path, what: str
             f"{source_path}\ncommand: {shlex.join(cmd)}\n{_first_errors(proc.stderr)}")
 
 
-def _run_compiler(source_path: Path, out_path: Path, target: Target, extra_flags: tuple[str, ...], name: str) -> None:
+def _run_compiler(source_path: Path, out_path: Path, target: Target, extra_flags: tuple[str, ...], name: str,
+                  units: list[str] = ()) -> None:
+    """Compile the main unit at ``source_path`` and every unit (cached objects), in parallel, then link."""
     fd, tmp_so = tempfile.mkstemp(dir=out_path.parent, prefix=out_path.name + ".", suffix=".tmp")
     os.close(fd)
     tmp_o = tmp_so + ".o"
     try:
-        _run(compile_command(source_path, Path(tmp_o), target, extra_flags), target, name, source_path, "compilation")
-        _run(link_command(Path(tmp_o), Path(tmp_so), target), target, name, source_path, "link")
+        def main() -> Path:
+            _run(compile_command(source_path, Path(tmp_o), target, extra_flags), target, name, source_path,
+                 "compilation")
+            return Path(tmp_o)
+
+        jobs = [main] + [lambda u=u: _unit_object(u, target, extra_flags, name) for u in units]
+        if len(jobs) == 1:
+            objects = [main()]
+        else:
+            with ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
+                objects = [f.result() for f in [pool.submit(job) for job in jobs]]
+        _run(link_command(objects, Path(tmp_so), target), target, name, source_path, "link")
         os.replace(tmp_so, out_path)
     except BaseException:
         _unlink_quietly(tmp_so)
         raise
     finally:
         _unlink_quietly(tmp_o)
+
+
+def _unit_object(text: str, target: Target, extra_flags: tuple[str, ...], name: str) -> Path:
+    """The cached object file of one translation unit (compiled when missing)."""
+    digest = source_digest(text, target, extra_flags)
+    folder = cache_dir() / "c" / "units" / digest[:2]
+    obj, src = folder / f"unit-{digest[:24]}.o", folder / f"unit-{digest[:24]}.c"
+    with _lock:
+        stats.unit_hits += obj.exists()
+    if obj.exists():
+        return obj
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _atomic_write(src, text)
+    except OSError as exc:
+        raise CompileError(f"cannot write a translation unit of kernel {name!r} to {src}: {exc}; "
+                           "point $TENSORFORGE_CACHE at a writable folder") from exc
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=obj.name + ".", suffix=".tmp.o")
+    os.close(fd)
+    try:
+        _run(compile_command(src, Path(tmp), target, extra_flags), target, name, src, "compilation")
+        os.replace(tmp, obj)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+    with _lock:
+        stats.unit_runs += 1
+    return obj
 
 
 def _load(path: Path, source_path: Path, name: str) -> ctypes.CDLL:
@@ -215,13 +299,17 @@ def _count(hit: bool) -> None:
 
 
 def _build(source: str, c_path: Path, so_path: Path, target: Target, extra_flags: tuple[str, ...], name: str) -> None:
+    main, units = split_units(source)
+    main_path = c_path.with_suffix(".main.c") if units else c_path
     try:
         c_path.parent.mkdir(parents=True, exist_ok=True)
         _atomic_write(c_path, source)
+        if units:
+            _atomic_write(main_path, main)
     except OSError as exc:
         raise CompileError(f"cannot write the source of kernel {name!r} to {c_path}: {exc}; "
                            "point $TENSORFORGE_CACHE at a writable folder") from exc
-    _run_compiler(c_path, so_path, target, extra_flags, name)
+    _run_compiler(main_path, so_path, target, extra_flags, name, units)
 
 
 def _safe(name: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ...errors import IRError
 from ...ir.builder import Builder, make_op
 from ...ir.core import Block, Operation, Region, Value
-from ...ir.types import BufferType, ScalarType
+from ...ir.types import BufferType, DType, ScalarType
 from ...dialects.scalar import INDEX
 from ...dialects.structured.ops import REDUCTION_IDENTITY, ComputeView, KernelView
 
@@ -33,6 +33,33 @@ def _loop(b: Builder, extent: int, tag: str, reduction: bool = False) -> tuple[O
 
 def _const(b: Builder, value, dtype) -> Value:
     return b.create("scalar.const", [], {"value": value, "type": ScalarType(dtype)}).results[0]
+
+
+# Half-precision sums accumulate in f32 (as NumPy's and every BLAS's half sums do): rounding the
+# running sum to 11 (f16) or 8 (bf16) bits at every step loses a bit per few terms.
+_WIDE_SUM = {DType.f16: DType.f32, DType.bf16: DType.f32}
+
+
+def accumulator_dtype(dtype: DType, combiner: str) -> DType:
+    """The element type a reduction with ``combiner`` accumulates in, for results of ``dtype``."""
+    return _WIDE_SUM.get(dtype, dtype) if combiner == "add" else dtype
+
+
+def _cast(b: Builder, v: Value, dtype: DType) -> Value:
+    return v if v.type.dtype is dtype else b.create("scalar.cast", [v], {"dtype": dtype}).results[0]
+
+
+def _widen_term(b: Builder, val: Value, dtype: DType) -> Value:
+    """``val`` as a ``dtype`` term of a widened sum: a product is formed from widened factors (as a
+    half-precision matmul does in NumPy and BLAS), anything else is widened after it is computed."""
+    if val.type.dtype is dtype:
+        return val
+    mul = val.op
+    if mul is not None and mul.name == "scalar.mul" and len(val.uses) == 0:
+        a, c = (_cast(b, x, dtype) for x in mul.operands)
+        mul.erase()
+        return b.create("scalar.mul", [a, c]).results[0]
+    return _cast(b, val, dtype)
 
 
 def _emit_body(b: Builder, cv: ComputeView, axis_values: list[Value], buffers: dict[int, Value]) -> Value:
@@ -69,23 +96,24 @@ def lower_compute(b: Builder, cv: ComputeView, out_buf: Value, buffers: dict[int
         val = _emit_body(inner, cv, axis_values, buffers)
         inner.create("loop.store", [val, out_buf] + out_idx)
         return
-    acc = inner.create("loop.alloc", [], {"type": BufferType((), dtype), "tag": f"{index}.acc"}).results[0]
+    acc_dtype = accumulator_dtype(dtype, cv.combiner)
+    acc = inner.create("loop.alloc", [], {"type": BufferType((), acc_dtype), "tag": f"{index}.acc"}).results[0]
     init = REDUCTION_IDENTITY[cv.combiner]
     if not dtype.is_float:
         init = {"add": 0, "mul": 1, "max": -(2 ** 63) if dtype.itemsize == 8 else -(2 ** 31),
                 "min": 2 ** 63 - 1 if dtype.itemsize == 8 else 2 ** 31 - 1}[cv.combiner]
         if dtype.name == "bool":
             init = cv.combiner in ("mul", "min")
-    inner.create("loop.store", [_const(inner, init, dtype), acc])
+    inner.create("loop.store", [_const(inner, init, acc_dtype), acc])
     red = inner
     for i in cv.reduction_axes:
         _, red, iv = _loop(red, dom[i], f"{index}.{i}", reduction=True)
         axis_values[i] = iv
-    val = _emit_body(red, cv, axis_values, buffers)
+    val = _widen_term(red, _emit_body(red, cv, axis_values, buffers), acc_dtype)
     cur = red.create("loop.load", [acc]).results[0]
     comb = red.create(f"scalar.{cv.combiner}", [cur, val]).results[0]
     red.create("loop.store", [comb, acc])
-    res = inner.create("loop.load", [acc]).results[0]
+    res = _cast(inner, inner.create("loop.load", [acc]).results[0], dtype)
     inner.create("loop.store", [res, out_buf] + out_idx)
 
 

@@ -1,0 +1,101 @@
+"""Tune a fp32 GEMM (default 1024^3, both operands runtime inputs) and time it against NumPy's BLAS.
+
+    .venv/bin/python benchmarks/tune_gemm.py                     # 64 trials, 3 min budget, fresh db
+    .venv/bin/python benchmarks/tune_gemm.py --db g.sqlite       # keep the records (a rerun does 0 trials)
+
+The whole run happens in a child process whose environment sets OPENBLAS_NUM_THREADS to the
+thread count (read when NumPy loads) and drops OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (see
+benchmarks/gemm_kernel.py).  It tunes the GEMM task of ``a @ b`` with ``tensorforge.tune``, then
+compiles the model with the database (tuned) and without (untuned default) and times both against
+``np.matmul(a, b, out=c)`` interleaved (A B C A B C ..., medians after warm-up).  The machine is
+shared: ratios within one run are what to compare.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+
+from tensorforge.benchmark.child import run_child
+
+
+def child(size: int, trials: int, budget: float, db: str | None, threads: int, rounds: int) -> dict:
+    import numpy as np
+    import torch
+
+    import tensorforge
+    from tensorforge.benchmark.timing import time_interleaved
+    from tensorforge.tune.tasks import extract_tasks
+
+    class MatMul(torch.nn.Module):
+        def forward(self, a, b):
+            return a @ b
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((size, size), dtype=np.float32)
+    B = rng.standard_normal((size, size), dtype=np.float32)
+    model, inputs = MatMul(), (torch.from_numpy(A), torch.from_numpy(B))
+    db = db or os.path.join(tempfile.mkdtemp(prefix="tune-gemm-"), "tune.sqlite")
+    tasks = extract_tasks(model, inputs)
+    t0 = time.perf_counter()
+    report = tensorforge.tune(tasks, trials=trials, db=db, timeout_s=budget, progress=True)
+    tune_s = time.perf_counter() - t0
+    tuned = tensorforge.compile(model, inputs, db=db, threads=threads)
+    untuned = tensorforge.compile(model, inputs, db=None, threads=threads)
+    expected = A.astype(np.float64) @ B.astype(np.float64)
+    C_np, C_t, C_d = (np.empty((size, size), np.float32) for _ in range(3))
+    errs = {}
+    for name, cm, out in (("tuned", tuned, C_t), ("default", untuned, C_d)):
+        cm.run(A, B, out=[out])
+        errs[name] = float(np.abs(out - expected).max() / np.abs(expected).max())
+    timings = time_interleaved({"numpy": lambda: np.matmul(A, B, out=C_np),
+                                "tuned": lambda: tuned.run(A, B, out=[C_t]),
+                                "default": lambda: untuned.run(A, B, out=[C_d])}, repeats=rounds, warmup=3)
+    flop = 2.0 * size ** 3
+    med = {k: statistics.median(v.samples) for k, v in timings.items()}
+    ratios = [n / t for n, t in zip(timings["numpy"].samples, timings["tuned"].samples)]
+    task = report.tasks[0]
+    return {"size": size, "threads": threads, "trials": report.trials, "records": task.records,
+            "tune_s": tune_s, "stopped": report.stopped, "best_config": task.best_config,
+            "tuned_kernels": tuned.native.build.get("tuned_kernels"), "rel_err": errs,
+            "ms": {k: v * 1e3 for k, v in med.items()}, "gflops": {k: flop / v / 1e9 for k, v in med.items()},
+            "ratio_numpy_over_tuned": med["numpy"] / med["tuned"], "ratio_per_round_median": statistics.median(ratios),
+            "ratio_numpy_over_default": med["numpy"] / med["default"], "tuner_default_ms": task.default_s * 1e3,
+            "tuner_best_ms": task.best_s * 1e3, "db": db}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--trials", type=int, default=64)
+    ap.add_argument("--time-budget", type=float, default=180.0, help="seconds of tuning at most")
+    ap.add_argument("--db", help="tuning database (default: a fresh temporary one)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(**json.loads(args.child))))
+        return
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    env["OPENBLAS_NUM_THREADS"] = str(args.threads)
+    payload = dict(size=args.size, trials=args.trials, budget=args.time_budget, db=args.db,
+                   threads=args.threads, rounds=args.rounds)
+    r = run_child(__file__, payload, env, f"{args.threads} thread(s)")
+    print(f"\nfp32 GEMM {r['size']}^3, {r['threads']} threads; tuning: {r['trials']} trials this run "
+          f"({r['records']} records in the db) in {r['tune_s']:.1f} s{' (' + r['stopped'] + ')' if r['stopped'] else ''}")
+    print(f"best config: {json.dumps(r['best_config'])}")
+    print(f"{'':10s} {'ms':>8s} {'GFLOP/s':>8s}")
+    for k in ("numpy", "tuned", "default"):
+        print(f"{k:10s} {r['ms'][k]:8.2f} {r['gflops'][k]:8.1f}")
+    print(f"tuned vs numpy BLAS: {r['ratio_numpy_over_tuned']:.3f} (median of per-round ratios "
+          f"{r['ratio_per_round_median']:.3f}); untuned default vs numpy: {r['ratio_numpy_over_default']:.3f}; "
+          f"rel err tuned {r['rel_err']['tuned']:.1e}")
+    print(f"(shared 2-core machine: ratios within this run are what to compare; db {r['db']})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""Comparing outputs and timings: relative error, and ratios that survive a noisy machine."""
+from __future__ import annotations
+
+import statistics
+from typing import Sequence
+
+import numpy as np
+
+
+def max_rel_err(out, ref) -> float:
+    """max |out - ref| / max |ref|: one number per output that does not blow up near zeros."""
+    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    if out.shape != ref.shape:
+        return float("inf")
+    if out.size == 0:
+        return 0.0
+    return float(np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+def max_rel_err_all(outs: Sequence, refs: Sequence) -> float:
+    """The worst ``max_rel_err`` over paired outputs (inf when their counts differ)."""
+    if len(outs) != len(refs):
+        return float("inf")
+    return max((max_rel_err(o, r) for o, r in zip(outs, refs)), default=0.0)
+
+
+def quartile_spread(values: Sequence[float]) -> float:
+    """Interquartile range over median: how noisy a set of samples is (nan below 2 samples)."""
+    if len(values) < 2:
+        return float("nan")
+    q = statistics.quantiles(values, n=4)
+    return (q[2] - q[0]) / statistics.median(values)
+
+
+def ratio_stats(slow: Sequence[float], fast: Sequence[float]) -> tuple[float, float]:
+    """Median and relative IQR of per-round ratios slow/fast (rounds are interleaved, so a slow
+    spell of the machine cancels out within a round)."""
+    ratios = [s / f for s, f in zip(slow, fast)]
+    return statistics.median(ratios), quartile_spread(ratios)

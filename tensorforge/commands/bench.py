@@ -1,0 +1,100 @@
+"""`tensorforge bench`: tensorforge against torch eager, torch.compile and onnxruntime.
+
+Exit codes: 0 when every model's outputs match its reference, 3 when one does not, 1 for a
+tensorforge error (bad MODEL, unsupported op), 2 for bad usage.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+DEFAULT_MODELS = ("resnet18", "bert_base")
+EXIT_MISMATCH = 3
+
+
+def _peer_list(text: str) -> list[str]:
+    from ..benchmark.peers import PEERS
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if names in (["all"],):
+        return list(PEERS)
+    if names in (["none"], []):
+        return []
+    bad = [n for n in names if n not in PEERS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown peer {', '.join(bad)} (choose from {', '.join(PEERS)}, "
+                                         f"all or none)")
+    return names
+
+
+def add_bench_arguments(p: argparse.ArgumentParser, repeats: int, json_path: str, chart_path: str) -> None:
+    """The options ``bench`` and ``demo`` share (the demo only changes the defaults)."""
+    from ..benchmark.peers import PEERS
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="threads for every contender (default: all cores)")
+    p.add_argument("--peers", type=_peer_list, default=list(PEERS), metavar="LIST",
+                   help=f"comma-separated peers to time against tensorforge: {','.join(PEERS)} "
+                        f"(default: all; 'none' for tensorforge alone)")
+    p.add_argument("--repeats", type=int, default=repeats, help=f"timed rounds per model (default {repeats})")
+    p.add_argument("--warmup", type=int, default=2, help="untimed rounds first (default 2)")
+    p.add_argument("--budget-s", type=float, default=120.0, metavar="S",
+                   help="stop timing a model after S seconds (at least 3 rounds; default 120)")
+    p.add_argument("--tol", type=float, default=1e-4,
+                   help="largest max relative error against the reference (default 1e-4)")
+    p.add_argument("--roofline", action="store_true",
+                   help="measure the machine's peak GEMM GFLOP/s and copy bandwidth and cache them "
+                        "(otherwise the cached values are used, if any)")
+    p.add_argument("--json", default=json_path, metavar="PATH", help=f"results as JSON (default {json_path})")
+    p.add_argument("--chart", default=chart_path, metavar="PATH",
+                   help=f"PNG bar chart of latencies relative to tensorforge (default {chart_path})")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+
+
+def run_bench(args: argparse.Namespace, measure_roofline: bool | None = None) -> int:
+    """Runs the benchmark the parsed ``args`` describe, prints the table, writes JSON and chart.
+
+    ``measure_roofline`` None: measure only with ``--roofline``; True: also when nothing is cached.
+    """
+    from ..benchmark.report import format_table, write_chart, write_json
+    from ..benchmark.roofline import get_roofline
+    from ..benchmark.runner import BenchConfig, bench_models, default_threads
+    from ..errors import TensorforgeError
+    from .loading import parse_shapes
+
+    threads = args.threads or default_threads()
+    if threads < 1 or args.repeats < 1 or args.warmup < 0:
+        raise TensorforgeError("--threads and --repeats must be at least 1 and --warmup at least 0")
+    roofline = get_roofline(measure=False)
+    if args.roofline or (measure_roofline and roofline is None):
+        print("measuring the machine's peak GEMM GFLOP/s and copy bandwidth ...", file=sys.stderr, flush=True)
+        roofline = get_roofline(measure=True)
+    cfg = BenchConfig(threads=threads, repeats=args.repeats, warmup=args.warmup, budget_s=args.budget_s,
+                      peers=args.peers, tol=args.tol, progress=args.progress, batch=args.batch,
+                      shapes=parse_shapes(args.shape))
+    result = bench_models(args.models, cfg, roofline)
+    print(format_table(result))
+    write_json(result, args.json)
+    write_chart(result, args.chart)
+    print(f"\nwrote {args.json} and {args.chart}")
+    bad = [m["model"] for m in result["models"] if not m["check"]["ok"]]
+    if bad:
+        print(f"tensorforge: output mismatch in {', '.join(bad)}", file=sys.stderr)
+        return EXIT_MISMATCH
+    return 0
+
+
+def register(sub) -> None:
+    from .loading import add_model_arguments
+    p = sub.add_parser(
+        "bench", help="time tensorforge against torch eager, torch.compile and onnxruntime",
+        description="Compiles each MODEL, checks its outputs against the reference (PyTorch for zoo models, "
+                    "onnxruntime for .onnx files), then times tensorforge and every installed peer on the same "
+                    "inputs and weights, interleaved, and prints medians, speedups, compile times and "
+                    "GFLOP/s. Writes the results as JSON and a PNG chart. Exit status 3 means an output "
+                    "mismatch.",
+        epilog="examples:\n  tensorforge bench                       # resnet18 and bert_base\n"
+               "  tensorforge bench mlp --batch 64 --peers eager,onnxruntime --threads 1\n"
+               "  tensorforge bench model.onnx --shape N=1 --roofline",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_arguments(p, nargs="*", default=list(DEFAULT_MODELS))
+    add_bench_arguments(p, repeats=10, json_path="tensorforge-bench.json", chart_path="tensorforge-bench.png")
+    p.set_defaults(fn=run_bench)

@@ -1,0 +1,282 @@
+"""One loader for the MODEL argument of every command: a zoo name, an ``.onnx`` path or a ``.tfm`` file.
+
+    lm = load_model("resnet18", batch=2)          # or "model.onnx", or "model.tfm"
+    cm = lm.compile(threads=2)                    # a tensorforge.CompiledModel
+    outs = cm.run(*lm.inputs)
+    refs = lm.reference(lm.inputs)                # torch (zoo), onnxruntime (.onnx), None (.tfm)
+
+Commands share this so that ``bench``, ``compile``, ``run``, ``explain`` and ``tune`` accept
+the same spellings and fail with the same messages.  Example inputs are deterministic: the zoo's
+own (fixed seed), or for ONNX models generated from the declared input types with ``seed``.
+An ONNX model with symbolic dimensions needs their values (``shapes={"N": 1}``, the CLI's
+``--shape N=1``); ``batch`` fixes a symbolic *leading* dimension when ``shapes`` does not name it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import TensorforgeError
+
+__all__ = ["LoadedModel", "load_model", "model_kind", "onnxruntime_session", "parse_shapes", "random_inputs",
+           "torch_outputs"]
+
+Reference = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
+
+
+@dataclass
+class LoadedModel:
+    """A model named on the command line, with example inputs and (where there is one) a reference.
+
+    ``model`` is a ``torch.nn.Module`` (zoo), an ``onnx.ModelProto`` (onnx) or an already
+    compiled ``tensorforge.CompiledModel`` (tfm).  ``inputs`` are NumPy arrays in the model's
+    input order; ``torch_inputs`` are the same values as tensors for zoo models (None otherwise).
+    ``input_shapes`` holds the static shape chosen for every ONNX input (passed to the importer).
+    """
+
+    name: str
+    kind: str                                   # "zoo" | "onnx" | "tfm"
+    model: Any
+    inputs: list[np.ndarray]
+    reference: Reference | None = None
+    torch_inputs: tuple | None = None
+    input_names: list[str] = field(default_factory=list)
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    path: str | None = None
+
+    @property
+    def reference_name(self) -> str | None:
+        """What ``reference`` runs: "torch", "onnxruntime" or None."""
+        if self.reference is None:
+            return None
+        return "torch" if self.kind == "zoo" else "onnxruntime"
+
+    def import_module(self):
+        """The graph-level module before optimisation (zoo and onnx only)."""
+        if self.kind == "zoo":
+            from ..frontends.torch import import_torch
+            return import_torch(self.model, self.torch_inputs)
+        if self.kind == "onnx":
+            from ..frontends.onnx import import_onnx
+            return import_onnx(self.model, input_shapes=self.input_shapes)
+        raise TensorforgeError(f"'{self.name}' is a compiled .tfm artifact: it holds no graph to import; "
+                               f"pass the zoo name or .onnx file it was compiled from")
+
+    def compile(self, threads: int | None = None, **options: Any):
+        """A native ``CompiledModel`` (a .tfm file is loaded, not recompiled; ``options`` then ignored)."""
+        import tensorforge
+        if self.kind == "tfm":
+            cm = self.model
+            if threads is not None:
+                cm.set_threads(threads)
+            return cm
+        return tensorforge.compile(self.import_module(), threads=threads, **options)
+
+
+def model_kind(spec: str) -> str:
+    """"tfm", "onnx" or "zoo" for a MODEL argument, by its suffix (else: a zoo name)."""
+    low = spec.lower()
+    if low.endswith(".tfm"):
+        return "tfm"
+    if low.endswith(".onnx"):
+        return "onnx"
+    return "zoo"
+
+
+def parse_shapes(items: Sequence[str] | None) -> dict[str, int]:
+    """``["N=1", "seq=128"]`` (the CLI's repeated ``--shape``) as ``{"N": 1, "seq": 128}``."""
+    shapes: dict[str, int] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            shapes[name.strip()] = int(value)
+        except ValueError:
+            raise TensorforgeError(f"--shape '{item}': expected NAME=VALUE with an integer value, "
+                                   f"e.g. --shape batch=1") from None
+        if shapes[name.strip()] < 1:
+            raise TensorforgeError(f"--shape '{item}': the value must be at least 1")
+    return shapes
+
+
+def load_model(spec: str, batch: int | None = None, shapes: Mapping[str, int] | None = None,
+               seed: int = 0, threads: int | None = None) -> LoadedModel:
+    """Loads MODEL ``spec``; every failure a user can cause is a ``TensorforgeError`` saying what to do.
+
+    ``batch`` is the zoo batch size (or the value of a symbolic leading ONNX dimension);
+    ``shapes`` gives values for named symbolic ONNX dimensions; ``seed`` drives generated ONNX
+    inputs; ``threads`` is used by the onnxruntime reference and a loaded .tfm model.
+    """
+    kind = model_kind(spec)
+    if kind == "tfm":
+        return _load_tfm(spec, threads, seed)
+    if kind == "onnx":
+        return _load_onnx(spec, batch, dict(shapes or {}), seed, threads)
+    return _load_zoo(spec, batch)
+
+
+def random_inputs(specs: Sequence[tuple[tuple[int, ...], np.dtype]], seed: int = 0) -> list[np.ndarray]:
+    """Deterministic inputs for ``(shape, dtype)`` pairs: floats ~ N(0, 1), integers in [0, 2), bools.
+
+    Integers stay in [0, 2) because they are usually token ids, type ids or masks, and 0 and 1
+    are valid for every vocabulary.
+    """
+    rng = np.random.default_rng(seed)
+    out = []
+    for shape, dtype in specs:
+        dtype = np.dtype(dtype)
+        if dtype.kind == "f":
+            out.append(rng.standard_normal(shape).astype(dtype))
+        elif dtype.kind in "iu":
+            out.append(rng.integers(0, 2, size=shape).astype(dtype))
+        elif dtype.kind == "b":
+            out.append(rng.integers(0, 2, size=shape).astype(bool))
+        else:
+            raise TensorforgeError(f"cannot generate example inputs of type {dtype}; pass --inputs files")
+    return out
+
+
+# -- zoo ---------------------------------------------------------------------------------------
+
+def _load_zoo(name: str, batch: int | None) -> LoadedModel:
+    from .. import models
+    if name not in models.names():
+        hint = " (a file path must end in .onnx or .tfm)" if os.sep in name or "." in name else ""
+        raise TensorforgeError(f"unknown model '{name}'{hint}: give a zoo name (see `tensorforge zoo`), "
+                               f"an .onnx file or a .tfm file")
+    try:
+        import torch
+    except ImportError:
+        raise TensorforgeError(f"zoo model '{name}' needs PyTorch: pip install 'tensorforge[torch]'") from None
+    module, torch_inputs = models.get(name, batch)
+    inputs = [t.numpy() for t in torch_inputs]
+
+    def reference(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        with torch.no_grad():
+            out = module(*(torch.from_numpy(np.ascontiguousarray(a)) for a in arrays))
+        return [t.numpy() for t in torch_outputs(out)]
+
+    return LoadedModel(name, "zoo", module, inputs, reference, torch_inputs=tuple(torch_inputs),
+                       input_names=[f"input{i}" for i in range(len(inputs))])
+
+
+def torch_outputs(out) -> list:
+    """A torch model's result (tensor, tuple, list or dict, nested) as a flat list of tensors."""
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in torch_outputs(o)]
+    return [out.detach()]
+
+
+# -- onnx --------------------------------------------------------------------------------------
+
+def _load_onnx(path: str, batch: int | None, shapes: dict[str, int], seed: int,
+               threads: int | None) -> LoadedModel:
+    from ..frontends.onnx import load_model as load_onnx
+    if not os.path.isfile(path):
+        raise TensorforgeError(f"cannot load '{path}': no such file")
+    proto = load_onnx(path)
+    import onnx
+    inits = {t.name for t in proto.graph.initializer}
+    data_inputs = [vi for vi in proto.graph.input if vi.name not in inits]
+    unused = set(shapes)
+    input_shapes: dict[str, tuple[int, ...]] = {}
+    specs = []
+    for vi in data_inputs:
+        tt = vi.type.tensor_type
+        if not tt.HasField("shape"):
+            raise TensorforgeError(f"ONNX input '{vi.name}' of '{path}' has no declared shape; "
+                                   f"this loader needs a rank and dimension names")
+        dims = []
+        for axis, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                dims.append(int(d.dim_value))
+            elif d.dim_param and d.dim_param in shapes:
+                dims.append(shapes[d.dim_param])
+                unused.discard(d.dim_param)
+            elif axis == 0 and batch is not None:
+                dims.append(int(batch))
+            else:
+                what = f"'{d.dim_param}'" if d.dim_param else "an unnamed dimension"
+                fix = f"--shape {d.dim_param}=VALUE" if d.dim_param else "a model with named dims"
+                if axis == 0:
+                    fix += " (or --batch B)"
+                raise TensorforgeError(f"ONNX input '{vi.name}' of '{path}' has the symbolic dimension {what} "
+                                       f"at axis {axis}: give its value with {fix}")
+        input_shapes[vi.name] = tuple(dims)
+        specs.append((tuple(dims), onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)))
+    if unused:
+        raise TensorforgeError(f"--shape names {', '.join(sorted(unused))}, which no input of '{path}' has")
+    inputs = random_inputs(specs, seed)
+    names = [vi.name for vi in data_inputs]
+    name = os.path.splitext(os.path.basename(path))[0]
+    return LoadedModel(name, "onnx", proto, inputs, _onnxruntime_reference(proto, names, threads),
+                       input_names=names, input_shapes=input_shapes, path=path)
+
+
+def onnxruntime_session(model_bytes: bytes, threads: int | None = None):
+    """An onnxruntime CPU session with all graph optimisations on ``threads`` intra-op threads
+    (None when onnxruntime is not installed); ``bench`` times the same session kind."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads:
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
+
+
+def _onnxruntime_reference(proto, names: list[str], threads: int | None) -> Reference | None:
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return None
+    session = None
+
+    def reference(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        nonlocal session
+        if session is None:
+            session = onnxruntime_session(proto.SerializeToString(), threads)
+        return list(session.run(None, dict(zip(names, arrays))))
+
+    return reference
+
+
+# -- tfm ---------------------------------------------------------------------------------------
+
+def _load_tfm(path: str, threads: int | None, seed: int) -> LoadedModel:
+    import tensorforge
+    if not os.path.isfile(path):
+        raise TensorforgeError(f"cannot load '{path}': no such file")
+    cm = tensorforge.load(path, threads=threads)
+    specs = cm.native.inputs
+    inputs = random_inputs([(s.shape, s.np_dtype) for s in specs], seed)
+    name = os.path.splitext(os.path.basename(path))[0]
+    return LoadedModel(name, "tfm", cm, inputs, None, input_names=[s.name for s in specs], path=path)
+
+
+# -- command-line options ----------------------------------------------------------------------
+
+MODEL_HELP = "a zoo name (see `tensorforge zoo`), an .onnx file or a compiled .tfm file"
+
+
+def add_model_arguments(parser, nargs: str | None = None, default=None) -> None:
+    """The MODEL argument and the options ``load_model`` takes, for every command alike."""
+    if nargs is None:
+        parser.add_argument("model", metavar="MODEL", help=MODEL_HELP)
+    else:
+        parser.add_argument("models", metavar="MODEL", nargs=nargs, default=default, help=MODEL_HELP)
+    parser.add_argument("--batch", type=int, default=None, metavar="B",
+                        help="batch size of a zoo model (default: the model's), or the value of an ONNX "
+                             "model's symbolic leading dimension")
+    parser.add_argument("--shape", action="append", default=[], metavar="DIM=N",
+                        help="value of a symbolic ONNX dimension, e.g. --shape seq=128 (repeatable)")

@@ -1,0 +1,122 @@
+"""Tuned configs -> the code generator's per-kernel overrides.
+
+``Tuning`` answers two questions the C code generator asks for every kernel it emits:
+``params_for(kernel)`` (GemmParams for a tensorized contraction, via ``Tensorizer(params_for=...)``)
+and ``schedule_for(kernel)`` (a schedule that replays a tuned trace, via
+``generate_model_c(schedule_for=...)``); None means "do what you do untuned".  Configs come from a
+fixed map (the measurer: one candidate) or from the tuning database (compile: the best record of
+each kernel's workload for this target, by the database's Pareto rule).
+
+A record that no longer applies (a trace recorded by an older schedule library, params an older
+GemmParams had) is skipped with a warning, never an error: compile then takes the default.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import warnings
+from typing import Any, Callable
+
+from ..errors import ScheduleError
+from ..ir.core import Operation
+from .tasks import workload_key
+
+AUTO = "auto"           # compile's default: the default database when the file exists
+
+
+class Tuning:
+    """Per-kernel configs, looked up by workload key (memoised: one lookup per distinct kernel)."""
+
+    def __init__(self, lookup: Callable[[str], dict | None], target=None):
+        self._lookup = lookup
+        self._memo: dict[str, dict | None] = {}
+        self.target = target
+        self.applied: dict[str, dict] = {}        # workload key -> config actually used
+
+    @classmethod
+    def fixed(cls, configs: dict[str, dict], target=None) -> "Tuning":
+        return cls(configs.get, target)
+
+    def config_for(self, kernel: Operation) -> dict | None:
+        key = workload_key(kernel)
+        if key not in self._memo:
+            cfg = self._lookup(key)
+            self._memo[key] = cfg if cfg and cfg.get("kind") in ("gemm", "loop") else None
+        return self._memo[key]
+
+    def params_for(self, kernel: Operation):
+        """Tuned GemmParams for a tensorized kernel, or None."""
+        cfg = self.config_for(kernel)
+        if cfg is None or cfg["kind"] != "gemm":
+            return None
+        from ..codegen.c.microkernels import GemmParams
+        try:
+            params = GemmParams(**cfg["params"])
+            if self.target is not None:
+                params.validate(self.target.vector_width)
+        except (TypeError, ValueError) as exc:
+            warnings.warn(f"tuned GemmParams of kernel {_name(kernel)} no longer apply ({exc}); using the default")
+            return None
+        self.applied[workload_key(kernel)] = cfg
+        return params
+
+    def schedule_for(self, kernel: Operation) -> Callable[[Operation], None] | None:
+        """A schedule replaying the tuned trace of a loop kernel, or None."""
+        cfg = self.config_for(kernel)
+        if cfg is None or cfg["kind"] != "loop":
+            return None
+        from ..schedule.trace import Trace, replay
+        trace = Trace.from_json(json.dumps(cfg["trace"]))
+        key = workload_key(kernel)
+
+        def schedule(fn: Operation) -> None:
+            try:
+                replay(fn.clone(), trace, check=False)      # all or nothing: a trial run first
+            except ScheduleError as exc:
+                from ..schedule.default import default_schedule
+                warnings.warn(f"tuned schedule of kernel {_name(kernel)} no longer applies ({exc}); "
+                              f"using the default")
+                default_schedule(fn, self.target.cores if self.target is not None else None)
+                return
+            replay(fn, trace, check=False)
+            self.applied[key] = cfg
+
+        return schedule
+
+
+def _name(kernel: Operation) -> str:
+    return str(kernel.attributes.get("sym_name", "kernel"))
+
+
+def tuning_from_db(db: Any = AUTO, target=None, latency_slack: float = 0.0) -> Tuning | None:
+    """The best records of ``db`` for ``target`` as a Tuning; None when there is no database.
+
+    ``db``: a path, an open ``TuningDatabase``, None (no tuning) or ``"auto"`` (the default
+    database if the file exists: compiling never creates one)."""
+    if db is None or db is False:
+        return None
+    from ..codegen.target import Target
+    target = target or Target.host()
+    try:
+        from .database import TuningDatabase, default_path
+    except ImportError:                         # pragma: no cover - database module not installed
+        return None
+    if isinstance(db, str) and db == AUTO:
+        path = default_path()
+        if not os.path.exists(path):
+            return None
+        db = path
+    opened = db if isinstance(db, TuningDatabase) else TuningDatabase(db, readonly=True)
+    target_key = target.key()
+
+    def lookup(key: str) -> dict | None:
+        rec = opened.best(key, target_key, latency_slack=latency_slack)
+        return rec.config if rec is not None else None
+
+    return Tuning(lookup, target)
+
+
+def gemm_config(params) -> dict:
+    """The config of a GemmParams (what the database stores)."""
+    return {"kind": "gemm", "params": dataclasses.asdict(params)}

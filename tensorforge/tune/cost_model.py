@@ -1,0 +1,244 @@
+"""The learned cost model: ranks candidate schedules of a task before they are built and timed.
+
+Why gradient-boosted trees (LightGBM): features mix counts, ratios and flags whose effect on time is
+piecewise (a tile fits L1 or it does not), a few hundred to tens of thousands of rows must train in
+well under a second on one core, and the model must not pull in torch or a GPU stack.  LightGBM
+(3.5 MB wheel, numpy + scipy) trains 10^4 rows in a fraction of a second and has a native
+lambdarank objective grouped by task; xgboost-cpu (5.6 MB, no Python 3.11 build of its newest
+release) would do as well but offers nothing more here.
+
+Targets are normalised per task so that one model serves every task: a row's label is
+``log(best seconds of its task / its seconds)`` (0 for the fastest, negative for slower ones,
+clipped at 1/32 of the best), so kernels of very different sizes share one scale and the trees
+learn what makes a schedule *relatively* fast.  Scores are comparable within a task only.
+
+The model boosts from an analytic prior, the roofline estimate the features carry
+(``features.estimate_seconds``): its per-task-normalised score, scaled by a least-squares factor,
+is LightGBM's ``init_score`` and is added back at prediction, so the trees learn a correction and
+an untrained model (no samples yet, or LightGBM not installed) still ranks by the prior from the
+first batch on.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from typing import TYPE_CHECKING, Callable, Iterable
+
+import numpy as np
+
+from ..errors import TensorforgeError
+from .features import FEATURE_NAMES, estimate_seconds
+
+if TYPE_CHECKING:   # pragma: no cover
+    from .database import Record, TuningDatabase, Workload
+
+MIN_ROWS = 8                         # fewer samples than this: the prior alone ranks
+CLIP = math.log(32.0)                # labels below log(1/32) of the task's best are all "bad"
+INSTALL_HINT = "pip install 'tensorforge[tune]' (LightGBM) for the learned cost model"
+_warned = False
+
+
+def _lightgbm():
+    """The lightgbm module, or None (once warned) when it is not installed."""
+    global _warned
+    try:
+        import lightgbm
+    except ImportError:
+        if not _warned:
+            warnings.warn(f"LightGBM is not installed: the auto-tuner ranks candidates by an analytic estimate "
+                          f"only; {INSTALL_HINT}", RuntimeWarning, stacklevel=3)
+            _warned = True
+        return None
+    return lightgbm
+
+
+def _group_ids(groups) -> np.ndarray:
+    return np.unique(np.asarray(groups).astype(str), return_inverse=True)[1]
+
+
+def relative_log_throughput(values: np.ndarray, groups: np.ndarray, higher_is_better: bool = False) -> np.ndarray:
+    """Per group: ``log(best / value)`` for seconds (or ``log(value / best)`` for scores), clipped at -CLIP."""
+    ids = _group_ids(groups)
+    logs = np.log(np.maximum(np.asarray(values, dtype=np.float64), 1e-12))
+    if higher_is_better:
+        logs = -logs
+    best = np.full(ids.max() + 1 if len(ids) else 0, np.inf)
+    np.minimum.at(best, ids, logs)
+    return np.maximum(best[ids] - logs, -CLIP)
+
+
+class CostModel:
+    """Scores candidates (higher = faster) from feature rows; see the module docstring."""
+
+    def __init__(self, *, objective: str = "regression", rounds: int = 100, seed: int = 0,
+                 min_rows: int = MIN_ROWS) -> None:
+        if objective not in ("regression", "lambdarank"):
+            raise ValueError(f"CostModel objective must be 'regression' or 'lambdarank', got {objective!r}")
+        self.objective, self.rounds, self.seed, self.min_rows = objective, rounds, seed, min_rows
+        self.trained = False
+        self.prior_weight = 1.0
+        self._booster = None
+        self._X = np.zeros((0, len(FEATURE_NAMES)))
+        self._seconds = np.zeros(0)
+        self._groups = np.zeros(0, dtype=str)
+
+    # ---- data ------------------------------------------------------------------------------------------
+    @property
+    def rows(self) -> int:
+        return len(self._seconds)
+
+    @staticmethod
+    def _check(X, seconds, groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        seconds = np.asarray(seconds, dtype=np.float64).reshape(-1)
+        groups = np.asarray(groups).astype(str).reshape(-1)
+        if X.shape[1] != len(FEATURE_NAMES) or not (len(X) == len(seconds) == len(groups)):
+            raise ValueError(f"CostModel needs X of shape (n, {len(FEATURE_NAMES)}) with n seconds and n groups, "
+                             f"got {X.shape}, {seconds.shape}, {groups.shape}")
+        keep = np.isfinite(seconds) & (seconds > 0) & np.all(np.isfinite(X), axis=1)
+        return X[keep], seconds[keep], groups[keep]
+
+    def fit(self, X: np.ndarray, seconds: np.ndarray, groups: np.ndarray) -> None:
+        """Trains on exactly these samples (seconds: measured medians; groups: task id per row).
+        Rows with a failed (non-finite) time or non-finite features are dropped."""
+        self._X, self._seconds, self._groups = self._check(X, seconds, groups)
+        self._train()
+
+    def update(self, X: np.ndarray, seconds: np.ndarray, groups: np.ndarray) -> None:
+        """Adds samples (a measured batch) and retrains on everything seen."""
+        X, seconds, groups = self._check(X, seconds, groups)
+        self._X = np.concatenate([self._X, X])
+        self._seconds = np.concatenate([self._seconds, seconds])
+        self._groups = np.concatenate([self._groups, groups])
+        self._train()
+
+    # ---- training ----------------------------------------------------------------------------------------
+    def _prior(self, X: np.ndarray) -> np.ndarray:
+        """The roofline score: -log(estimated seconds)."""
+        return -np.log(np.maximum(estimate_seconds(X), 1e-12))
+
+    def _params(self, n: int) -> dict:
+        p = {"objective": self.objective, "learning_rate": 0.1, "num_leaves": 31, "max_depth": 8, "max_bin": 63,
+             "min_data_in_leaf": max(2, min(20, n // 25)), "min_data_in_bin": 1, "feature_fraction": 0.9,
+             "lambda_l2": 1.0, "num_threads": 1, "deterministic": True, "force_row_wise": True, "seed": self.seed,
+             "verbosity": -1}
+        if self.objective == "lambdarank":
+            p.update({"lambdarank_truncation_level": 64, "label_gain": [float(2 ** i - 1) for i in range(9)]})
+        return p
+
+    def _train(self) -> None:
+        self.trained = False
+        self._booster = None
+        y = relative_log_throughput(self._seconds, self._groups)
+        if self.rows < self.min_rows or not np.any(y < -1e-9):
+            return
+        lgb = _lightgbm()
+        if lgb is None:
+            return
+        prior = relative_log_throughput(np.exp(self._prior(self._X)), self._groups, higher_is_better=True)
+        denom = float(prior @ prior)
+        self.prior_weight = float(np.clip((prior @ y) / denom, 0.0, 1.0)) if denom > 0 else 0.0
+        init = self.prior_weight * prior
+        params = self._params(self.rows)
+        if self.objective == "lambdarank":
+            order = np.argsort(_group_ids(self._groups), kind="stable")
+            ids = _group_ids(self._groups)[order]
+            sizes = np.bincount(ids)
+            label = np.clip(np.floor(8.0 * (1.0 + y[order] / CLIP)), 0, 8).astype(int)
+            data = lgb.Dataset(self._X[order], label=label, group=sizes[sizes > 0], init_score=init[order],
+                               feature_name=list(FEATURE_NAMES), params=params)
+        else:
+            data = lgb.Dataset(self._X, label=y, init_score=init, feature_name=list(FEATURE_NAMES), params=params)
+        self._booster = lgb.train(params, data, num_boost_round=self.rounds)
+        self.trained = True
+
+    # ---- use -----------------------------------------------------------------------------------------------
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """A score per row, higher = faster; comparable between candidates of one task."""
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        if X.shape[1] != len(FEATURE_NAMES):
+            raise ValueError(f"CostModel.predict needs rows of {len(FEATURE_NAMES)} features, got {X.shape[1]}")
+        prior = self._prior(np.nan_to_num(X, nan=0.0, posinf=0.0, neginf=0.0))
+        if not self.trained or self._booster is None:
+            return prior
+        return self.prior_weight * prior + self._booster.predict(X, raw_score=True)
+
+    @classmethod
+    def warm_start(cls, db: "TuningDatabase", target_key: str,
+                   featurize: Callable[["Workload", "Record"], np.ndarray | None], **options) -> "CostModel":
+        """A model trained on every successful record the database holds for ``target_key`` (all tasks, all
+        models).  ``featurize(workload, record)`` gives a record's feature row, or None to skip it (a
+        config the current space cannot rebuild); one that raises is skipped too."""
+        model = cls(**options)
+        rows, seconds, groups = [], [], []
+        for w in db.workloads():
+            for r in db.records(w.key, target_key):
+                if not r.ok:
+                    continue
+                try:
+                    x = featurize(w, r)
+                except Exception:       # noqa: BLE001 - a stale record must not stop tuning
+                    continue
+                if x is None:
+                    continue
+                rows.append(np.asarray(x, dtype=np.float64))
+                seconds.append(r.median_s)
+                groups.append(w.key)
+        if rows:
+            model.fit(np.stack(rows), np.asarray(seconds), np.asarray(groups))
+        return model
+
+    # ---- persistence -----------------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> None:
+        """One .npz file: the samples (so ``update`` keeps working after ``load``) and the trees."""
+        meta = {"feature_names": list(FEATURE_NAMES), "objective": self.objective, "rounds": self.rounds,
+                "seed": self.seed, "min_rows": self.min_rows, "prior_weight": self.prior_weight,
+                "trained": self.trained}
+        model = self._booster.model_to_string() if self._booster is not None else ""
+        tmp = f"{os.fspath(path)}.tmp.npz"
+        np.savez_compressed(tmp, X=self._X, seconds=self._seconds, groups=self._groups,
+                            meta=np.array(json.dumps(meta)), model=np.array(model))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "CostModel":
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(str(z["meta"]))
+                X, seconds, groups, model_text = z["X"], z["seconds"], z["groups"], str(z["model"])
+        except (OSError, ValueError, KeyError) as exc:
+            raise TensorforgeError(f"cannot read cost model {os.fspath(path)!r} ({exc}); delete it to retrain "
+                                   f"from the tuning database") from exc
+        if meta.get("feature_names") != list(FEATURE_NAMES):
+            raise TensorforgeError(f"cost model {os.fspath(path)!r} was saved with another feature layout "
+                                   f"(an older tensorforge); delete it to retrain from the tuning database")
+        m = cls(objective=meta["objective"], rounds=meta["rounds"], seed=meta["seed"], min_rows=meta["min_rows"])
+        m._X, m._seconds, m._groups = X, seconds, groups
+        m.prior_weight = float(meta["prior_weight"])
+        if meta["trained"] and model_text:
+            lgb = _lightgbm()
+            if lgb is not None:
+                m._booster = lgb.Booster(model_str=model_text)
+                m.trained = True
+        return m
+
+
+def spearman(a: Iterable[float], b: Iterable[float]) -> float:
+    """Spearman rank correlation (average ranks for ties): how the evaluation scores a ranking."""
+    a, b = np.asarray(list(a), dtype=np.float64), np.asarray(list(b), dtype=np.float64)
+    ra, rb = _ranks(a), _ranks(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    denom = math.sqrt(float(ra @ ra) * float(rb @ rb))
+    return float(ra @ rb / denom) if denom > 0 else 0.0
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x), dtype=np.float64)
+    uniq, inv = np.unique(x, return_inverse=True)
+    sums = np.bincount(inv, weights=ranks)
+    counts = np.bincount(inv)
+    return (sums / counts)[inv]

@@ -1,0 +1,342 @@
+"""Measuring candidates: generate C, build in parallel, time in an isolated process, check outputs.
+
+For each candidate config of a task the one-kernel function (``tasks.single_kernel_function``) goes
+through the model code generator with the config as its override (``apply.Tuning``), so what is
+timed is exactly the code a tuned compile emits.  The C compiler runs for several candidates at
+once (a thread pool; each compile is its own gcc process, content-hash cached), then the runner
+process (``runner.py``) times the libraries one after another: a warm-up call whose output is
+checked against the reference, then ``repeats`` timed repeats of enough calls to last
+``min_repeat_s``; the median is the candidate's latency.  A candidate whose build fails, whose
+runner crashes or exceeds ``timeout_s``, or whose output is wrong costs one trial: its result has
+an ``error`` and no latencies, and the next candidate gets a fresh runner.
+
+The reference is the structured interpreter's output (NumPy) for kernels small enough to evaluate
+that way, else the untuned default build's output (the default path is what the test suite checks
+against the interpreter).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import TensorforgeError
+from .apply import Tuning
+from .space import DEFAULT
+from .tasks import Task
+
+# Kernels whose computes span at most this many points are checked against the NumPy interpreter.
+INTERPRETER_MAX_POINTS = 1 << 23
+
+
+@dataclass
+class Result:
+    """One measured candidate (``latencies`` empty when ``error`` says why it failed)."""
+
+    config: dict
+    latencies: tuple[float, ...] = ()
+    error: str | None = None
+    workspace_bytes: int = 0
+    code_size: int = 0
+    build_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.latencies)
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.latencies) if self.ok else math.inf
+
+    def record(self, task: Task, target_key: str):
+        from .database import Record
+        return Record(task.key, target_key, self.config, tuple(self.latencies), int(self.workspace_bytes),
+                      int(self.code_size), self.error)
+
+
+@dataclass
+class _Bench:
+    """A task's files in the work folder: inputs, reference outputs, output specs."""
+
+    inputs: list[str]
+    reference: list[str] | None
+    outputs: list[dict]
+    weights: dict[str, str] = field(default_factory=dict)     # blob digest -> path
+
+
+class RunnerDied(Exception):
+    pass
+
+
+class _Runner:
+    """The measuring subprocess, restarted after a crash or a timeout."""
+
+    def __init__(self, env: dict[str, str] | None = None):
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self.buf = b""
+
+    def _start(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "tensorforge.tune.runner"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env,
+                                     cwd=os.getcwd())
+        self.buf = b""
+
+    def request(self, req: dict, timeout_s: float) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            self.kill()
+            raise RunnerDied("the measuring process exited")
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise TimeoutError(f"no result within {timeout_s:.0f} s (killed)")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                code = self.proc.wait()
+                self.proc = None
+                raise RunnerDied(f"the measuring process died (exit {code}"
+                                 + (f", signal {-code}" if code < 0 else "") + ")")
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return json.loads(line)
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            try:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+            self.proc = None
+
+    close = kill
+
+
+class Measurer:
+    """Builds and times candidates of tasks for ``target``; ``close()`` (or ``with``) stops the runner.
+
+    ``workers``: parallel C compilers (default: the target's cores); ``timeout_s``: per candidate
+    run; ``repeats`` x (calls lasting ``min_repeat_s``); ``threads``: what the kernels run on
+    (default: all cores, as a compiled model does); ``rtol``: allowed max relative output error.
+    """
+
+    def __init__(self, target=None, *, workers: int | None = None, timeout_s: float = 60.0, repeats: int = 5,
+                 min_repeat_s: float = 0.02, threads: int | None = None, rtol: float = 1e-3,
+                 workdir: str | None = None):
+        from ..codegen.target import Target
+        self.target = target or Target.host()
+        self.workers = workers or max(1, self.target.cores)
+        self.timeout_s, self.repeats, self.min_repeat_s, self.rtol = timeout_s, repeats, min_repeat_s, rtol
+        self.threads = threads or self.target.cores
+        self._own_dir = workdir is None
+        self.workdir = workdir or tempfile.mkdtemp(prefix="tensorforge-tune-")
+        os.makedirs(self.workdir, exist_ok=True)
+        self.runner = _Runner()
+        self._benches: dict[str, _Bench] = {}
+        self._pool = ThreadPoolExecutor(self.workers)
+
+    def __enter__(self) -> "Measurer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.runner.close()
+        self._pool.shutdown(wait=True)
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # ---- code generation --------------------------------------------------------------------
+    def generate(self, task: Task, config: dict) -> tuple[str, Any]:
+        """(C source, ModelLayout) of the task's one-kernel function under ``config``."""
+        from ..codegen.c.model import generate_model_c
+        from ..codegen.c.tensorize import Tensorizer
+        from ..schedule.default import default_schedule
+        cores = self.target.cores
+        tuning = None if config.get("kind") == "default" else Tuning.fixed({task.key: config}, self.target)
+        src, layout = generate_model_c(task.func, lambda fn: default_schedule(fn, cores),
+                                       Tensorizer(self.target, tuning.params_for if tuning else None),
+                                       schedule_for=tuning.schedule_for if tuning else None)
+        if tuning is not None and task.key not in tuning.applied:
+            raise TensorforgeError(f"config of kind {config.get('kind')!r} was not used by the code generator "
+                                   f"for kernel {task.name} (a {task.kind} task)")
+        return src, layout
+
+    def workspace_bytes(self, task: Task, config: dict, layout) -> int:
+        """Arena plus what a GEMM allocates per call (packed A blocks per thread, packed B)."""
+        extra = 0
+        if config.get("kind") == "gemm":
+            p, pr = config["params"], task.problem
+            if p.get("pack_a"):
+                extra += 4 * p["mc"] * min(p["kc"], pr.get("K", p["kc"])) * p.get("threads", 1)
+            extra += 4 * (-(-pr.get("N", 0) // p["nr"])) * p["nr"] * pr.get("K", 0)
+        return int(layout.arena_bytes + extra)
+
+    # ---- task files -------------------------------------------------------------------------
+    def _folder(self, task: Task) -> str:
+        d = os.path.join(self.workdir, task.key[:16])
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def bench(self, task: Task) -> _Bench:
+        """Inputs and reference outputs of ``task`` (made once per measurer)."""
+        b = self._benches.get(task.key)
+        if b is not None:
+            return b
+        folder = self._folder(task)
+        rng = np.random.default_rng(int(task.key[:8], 16))
+        inputs, paths = [], []
+        for i, a in enumerate(task.func.args):
+            arr = random_array(a.type.shape, a.type.dtype.np, rng)
+            inputs.append(arr)
+            paths.append(os.path.join(folder, f"in{i}.npy"))
+            np.save(paths[-1], arr)
+        outs = [{"shape": list(v.type.shape), "dtype": np.dtype(v.type.dtype.np).str} for v in task.func.outputs]
+        b = _Bench(paths, None, outs)
+        ref = self._interpreter_reference(task, inputs)
+        if ref is not None:
+            b.reference = []
+            for j, r in enumerate(ref):
+                b.reference.append(os.path.join(folder, f"ref{j}.npy"))
+                np.save(b.reference[-1], r)
+        else:       # too big for the interpreter: the untuned default's output is the reference
+            saved = [os.path.join(folder, f"ref{j}.npy") for j in range(len(outs))]
+            res = self._measure_built(task, [self._build(task, DEFAULT)], b, save=saved)[0]
+            if res.error:
+                raise TensorforgeError(f"cannot make a reference for task {task.name}: the untuned build failed: "
+                                       f"{res.error}")
+            b.reference = saved
+        self._benches[task.key] = b
+        return b
+
+    def _interpreter_reference(self, task: Task, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+        from ..dialects.structured.interpret import run_kernel
+        from ..dialects.structured.ops import ComputeView
+        kernel = task.kernel
+        points = sum(math.prod(ComputeView(op).domain) for op in kernel.regions[0].blocks[0]
+                     if op.name == "structured.compute")
+        if points > INTERPRETER_MAX_POINTS:
+            return None
+        by_arg = {id(a): x for a, x in zip(task.func.args, inputs)}
+        values = [by_arg[id(v)] if id(v) in by_arg else v.op.attributes["value"].array for v in kernel.operands]
+        return [np.asarray(r) for r in run_kernel(kernel, values)]
+
+    # ---- build + run --------------------------------------------------------------------------
+    def _build(self, task: Task, config: dict) -> tuple[dict, Any]:
+        """(config, future of (library path, weights path, layout) or exception)."""
+        t0 = time.perf_counter()
+        try:
+            src, layout = self.generate(task, config)
+        except Exception as exc:         # noqa: BLE001 - a candidate the generator cannot build
+            return config, _Done(exc, time.perf_counter() - t0)
+        weights = self._weights_file(task, layout.weights)
+        from ..codegen.c.toolchain import compile_c
+        target = self.target
+
+        def build():
+            lib = compile_c(src, target, name=f"tune_{task.name}")
+            return str(lib.path), weights, layout
+
+        return config, _Timed(self._pool.submit(build), t0)
+
+    def _weights_file(self, task: Task, blob: np.ndarray) -> str:
+        digest = hashlib.blake2b(blob.tobytes(), digest_size=12).hexdigest()
+        path = os.path.join(self._folder(task), f"w_{digest}.npy")
+        if not os.path.exists(path):
+            np.save(path, blob)
+        return path
+
+    def measure(self, task: Task, configs: Sequence[dict]) -> list[Result]:
+        """Results in the order of ``configs`` (every config is built and run, failures included)."""
+        b = self.bench(task)
+        built = [self._build(task, c) for c in configs]
+        return self._measure_built(task, built, b)
+
+    def _measure_built(self, task: Task, built: list, b: _Bench, save: list[str] | None = None) -> list[Result]:
+        results = []
+        for config, job in built:
+            res = Result(config)
+            try:
+                lib, weights, layout = job.result()
+            except Exception as exc:     # noqa: BLE001 - a build error costs this candidate only
+                res.error = f"build failed: {_one_line(exc)}"
+                res.build_s = job.seconds
+                results.append(res)
+                continue
+            res.build_s = job.seconds
+            res.code_size = os.path.getsize(lib)
+            res.workspace_bytes = self.workspace_bytes(task, config, layout)
+            req = {"lib": lib, "weights": weights, "arena": int(layout.arena_bytes), "inputs": b.inputs,
+                   "outputs": b.outputs, "reference": b.reference, "save": save, "threads": self.threads,
+                   "repeats": self.repeats, "min_repeat_s": self.min_repeat_s, "rtol": self.rtol}
+            try:
+                reply = self.runner.request(req, self.timeout_s)
+                res.latencies = tuple(float(x) for x in reply.get("latencies") or ())
+                res.error = reply.get("error")
+            except (TimeoutError, RunnerDied) as exc:
+                res.error = f"run failed: {exc}"
+            results.append(res)
+        return results
+
+
+class _Done:
+    """A build that failed before reaching the compiler."""
+
+    def __init__(self, exc: BaseException, seconds: float):
+        self.exc, self.seconds = exc, seconds
+
+    def result(self):
+        raise self.exc
+
+
+class _Timed:
+    def __init__(self, future, t0: float):
+        self.future, self.t0, self.seconds = future, t0, 0.0
+
+    def result(self):
+        try:
+            return self.future.result()
+        finally:
+            self.seconds = time.perf_counter() - self.t0
+
+
+def random_array(shape: Sequence[int], dtype, rng: np.random.Generator) -> np.ndarray:
+    """Seeded test data: standard normal floats, zeros for integers (always valid indices), random bools."""
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return rng.standard_normal(tuple(shape)).astype(dt)
+    if dt.kind == "b":
+        return rng.random(tuple(shape)) < 0.5
+    return np.zeros(tuple(shape), dtype=dt)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {' | '.join(text[:4])}"[:600]
+

@@ -1,0 +1,117 @@
+"""The measuring process: ``python -m tensorforge.tune.runner`` times candidate libraries.
+
+It reads one JSON request per line on stdin and answers one JSON line each, on the stdout it was
+started with (fd 1 is pointed at stderr, so whatever a candidate prints cannot corrupt the replies).
+It runs apart from the tuner so that a candidate that crashes takes only this process down, and
+one that hangs is killed on a deadline (``measure.py`` restarts it for the next candidate).
+
+A request names a built library (a one-kernel model: ``tf_run(inputs, outputs, arena, weights)``),
+its weight blob, inputs, output shapes, the reference outputs (or where to save them) and the
+timing plan.  The output is checked against the reference after one warm-up call and before any
+timing: a wrong candidate gets an error, never a latency.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import os
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+ALIGN = 64
+
+
+def _aligned_copy(arr: np.ndarray) -> np.ndarray:
+    raw = np.empty(arr.nbytes + ALIGN, dtype=np.uint8)
+    off = (-raw.ctypes.data) % ALIGN
+    out = raw[off:off + arr.nbytes].view(arr.dtype).reshape(arr.shape)
+    np.copyto(out, arr)
+    return out
+
+
+class _Arrays:
+    """.npy files loaded once, 64-byte aligned (the runner sees the same inputs for many candidates)."""
+
+    def __init__(self):
+        self.cache: dict[str, np.ndarray] = {}
+
+    def get(self, path: str) -> np.ndarray:
+        arr = self.cache.get(path)
+        if arr is None:
+            if len(self.cache) > 64:
+                self.cache.clear()
+            arr = self.cache[path] = _aligned_copy(np.load(path))
+        return arr
+
+
+def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
+    """max |out - ref| / max |ref| (exact comparison for integer and bool outputs)."""
+    if out.shape != ref.shape:
+        return math.inf
+    if out.dtype.kind in "biu":
+        return 0.0 if np.array_equal(out, ref) else math.inf
+    o, r = out.astype(np.float64), ref.astype(np.float64)
+    if not np.all(np.isfinite(o) == np.isfinite(r)):
+        return math.inf
+    fin = np.isfinite(r)
+    scale = max(float(np.max(np.abs(r[fin]))) if fin.any() else 0.0, 1e-6)
+    return float(np.max(np.abs(o[fin] - r[fin]))) / scale if fin.any() else 0.0
+
+
+def run_request(req: dict[str, Any], arrays: _Arrays) -> dict[str, Any]:
+    lib = ctypes.CDLL(req["lib"])
+    run = lib.tf_run
+    run.argtypes = [ctypes.c_void_p] * 4
+    run.restype = None
+    lib.tf_set_num_threads.argtypes = [ctypes.c_int]
+    lib.tf_set_num_threads(int(req.get("threads", 0)))
+    inputs = [arrays.get(p) for p in req["inputs"]]
+    outputs = [_aligned_copy(np.zeros(tuple(o["shape"]), dtype=o["dtype"])) for o in req["outputs"]]
+    weights = arrays.get(req["weights"]) if req.get("weights") else _aligned_copy(np.zeros(ALIGN, np.uint8))
+    arena = _aligned_copy(np.zeros(max(int(req.get("arena", 0)), ALIGN), np.uint8))
+    in_ptrs = (ctypes.c_void_p * max(len(inputs), 1))(*[a.ctypes.data for a in inputs])
+    out_ptrs = (ctypes.c_void_p * max(len(outputs), 1))(*[o.ctypes.data for o in outputs])
+    args = (ctypes.addressof(in_ptrs), ctypes.addressof(out_ptrs), arena.ctypes.data, weights.ctypes.data)
+
+    def call(n: int) -> float:
+        t = time.perf_counter()
+        for _ in range(n):
+            run(*args)
+        return time.perf_counter() - t
+
+    first = call(1)
+    if req.get("save"):
+        for path, o in zip(req["save"], outputs):
+            np.save(path, o)
+    worst = 0.0
+    for path, o in zip(req.get("reference") or [], outputs):
+        worst = max(worst, relative_error(o, arrays.get(path)))
+    if worst > float(req.get("rtol", 1e-3)):
+        return {"latencies": [], "error": f"wrong output: max relative error {worst:.3g}", "max_err": worst}
+    # calls per repeat so that a repeat lasts about min_repeat_s (timer and call overhead amortised)
+    est = min(first, call(1))
+    number = max(1, min(int(req.get("max_number", 1000)), math.ceil(float(req.get("min_repeat_s", 0.01)) / max(est, 1e-7))))
+    lat = [call(number) / number for _ in range(int(req.get("repeats", 5)))]
+    return {"latencies": lat, "error": None, "max_err": worst, "number": number}
+
+
+def main() -> None:
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)                       # candidates' prints go to stderr, not into the protocol
+    arrays = _Arrays()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            reply = run_request(json.loads(line), arrays)
+        except Exception as exc:        # noqa: BLE001 - any failure is this candidate's, reported
+            reply = {"latencies": [], "error": f"{type(exc).__name__}: {exc}"}
+        proto.write(json.dumps(reply) + "\n")
+
+
+if __name__ == "__main__":
+    main()

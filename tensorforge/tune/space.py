@@ -1,0 +1,298 @@
+"""The schedule space of a task: candidate configs, sampled, mutated and checked before any build.
+
+A candidate is a JSON-able *config*, stored as is in the tuning database and applied by
+``apply.py`` on every later compile:
+
+* ``{"kind": "default"}``: what the compiler does untuned (measured once per task as the baseline).
+* ``{"kind": "gemm", "params": {...}}``: the GemmParams of a tensorized contraction (matmul, batch
+  matmul, convolution): register tile mr x nr, cache blocks kc/mc/nc, unroll, A packing, micro-tile
+  loop order, static or dynamic thread split, thread count.
+* ``{"kind": "loop", "trace": {...}}``: a schedule trace (``schedule/trace.py``) for a loop kernel,
+  derived from the default schedule's trace by changing split/tile/unroll factors, dropping steps
+  (a vectorize, a parallel, a compute_at...) and adding steps (split, vectorize, unroll, parallel).
+
+``check`` is the gate: GemmParams.validate plus a register budget for gemm configs, a full replay with
+the primitives' legality checks for traces. An illegal candidate never reaches the compiler.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from typing import Any
+
+import numpy as np
+
+from ..errors import ScheduleError
+from .tasks import Task
+
+DEFAULT = {"kind": "default"}
+
+
+def canonical(config: dict) -> str:
+    """The dedup key of a config (the database's canonical form when it is there)."""
+    try:
+        from .database import canonical_config
+    except ImportError:        # pragma: no cover - the database module lands separately
+        return json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return canonical_config(config)
+
+
+class InvalidCandidate(ValueError):
+    """A config the space rejects before building (the message says which rule it broke)."""
+
+
+class Space:
+    """Common interface: ``seeds`` (good starting points), ``sample``, ``mutate``, ``check``, ``features``."""
+
+    def __init__(self, task: Task, target):
+        self.task, self.target = task, target
+
+    def seeds(self) -> list[dict]:
+        return [DEFAULT]
+
+    def sample(self, rng: random.Random) -> dict:
+        raise NotImplementedError
+
+    def mutate(self, config: dict, rng: random.Random) -> dict:
+        raise NotImplementedError
+
+    def check(self, config: dict) -> Any:
+        """Raises InvalidCandidate; returns what ``features`` needs (params or a scheduled loop.func)."""
+        raise NotImplementedError
+
+    def features(self, config: dict, checked: Any) -> np.ndarray | None:
+        return None
+
+
+def space_for(task: Task, target) -> Space:
+    return GemmSpace(task, target) if task.kind in ("gemm", "conv") else LoopSpace(task, target)
+
+
+# ---- contractions -------------------------------------------------------------------------------
+KC_CHOICES = (64, 96, 128, 192, 256, 320, 384, 512, 768, 1024)
+MC_BLOCKS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96)       # mc = mr * this
+NC_PANELS = (1, 2, 4, 8, 16, 32, 64, 128)                   # nc = nr * this
+UNROLLS = (1, 2, 4, 8)
+MR_CHOICES = (2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28)
+
+
+class GemmSpace(Space):
+    """GemmParams knobs for one contraction, with blocks limited to what the problem can use."""
+
+    def __init__(self, task: Task, target):
+        super().__init__(task, target)
+        from ..codegen.c import microkernels
+        self.mk = microkernels
+        self.fields = {f.name for f in dataclasses.fields(microkernels.GemmParams)}
+        self.vw, self.regs = target.vector_width, target.vector_registers
+        p = task.problem
+        self.M, self.N, self.K = max(1, p.get("M", 1)), max(1, p.get("N", 1)), max(1, p.get("K", 1))
+        self.tiles = [(mr, nv * self.vw) for mr in MR_CHOICES for nv in (1, 2, 3, 4)
+                      if self._fits(mr, nv) and mr * nv >= 6 and mr <= max(2, self.M) * 2]
+        self.threads = sorted({1, target.cores})
+
+    def _fits(self, mr: int, nv: int) -> bool:
+        """Accumulators + B vectors + one broadcast must stay in the vector registers."""
+        return mr * nv + nv + 1 <= self.regs
+
+    def _params(self, **kv):
+        return self.mk.GemmParams.for_target(self.target, **kv)
+
+    def seeds(self) -> list[dict]:
+        out = [DEFAULT]
+        vw = self.vw
+        for mr, nr in ((6, 4 * vw), (12, 2 * vw), (14, 2 * vw), (8, 3 * vw), (4, 4 * vw), (28, vw)):
+            if nr % vw == 0 and self._fits(mr, nr // vw):
+                try:
+                    out.append(self._config(self._params(threads=self.target.cores, mr=mr, nr=nr)))
+                except ValueError:
+                    pass
+        return out
+
+    @staticmethod
+    def _config(params) -> dict:
+        return {"kind": "gemm", "params": dataclasses.asdict(params)}
+
+    def _round(self, x: int, m: int, cap: int) -> int:
+        return max(m, min(x // m * m, -(-cap // m) * m))
+
+    def sample(self, rng: random.Random) -> dict:
+        mr, nr = rng.choice(self.tiles)
+        kc = rng.choice([k for k in KC_CHOICES if k <= max(64, self.K)] or [64])
+        params = dict(mr=mr, nr=nr, kc=kc, mc=self._round(mr * rng.choice(MC_BLOCKS), mr, self.M),
+                      nc=self._round(nr * rng.choice(NC_PANELS), nr, self.N), unroll=rng.choice(UNROLLS),
+                      threads=rng.choice(self.threads), pack_a=rng.random() < 0.6,
+                      loop_order=rng.choice(self.mk.LOOP_ORDERS), schedule=rng.choice(self.mk.SCHEDULES))
+        return {"kind": "gemm", "params": {k: v for k, v in params.items() if k in self.fields}}
+
+    def mutate(self, config: dict, rng: random.Random) -> dict:
+        """One or two knobs changed: tile, a block size (a neighbour in its list), unroll, a flag."""
+        if config.get("kind") != "gemm":
+            return self.sample(rng)
+        p = dict(config["params"])
+        for _ in range(rng.choice((1, 1, 2))):
+            knob = rng.choice(("tile", "kc", "mc", "nc", "unroll", "pack_a", "loop_order", "schedule", "threads"))
+            if knob == "tile":
+                mr, nr = rng.choice(self.tiles)
+                p["mc"] = self._round(p.get("mc", mr) // max(p.get("mr", mr), 1) * mr, mr, self.M)
+                p["nc"] = self._round(p.get("nc", nr) // max(p.get("nr", nr), 1) * nr, nr, self.N)
+                p["mr"], p["nr"] = mr, nr
+            elif knob == "kc":
+                p["kc"] = _neighbour(KC_CHOICES, p.get("kc", 256), rng)
+            elif knob == "mc":
+                mr = p.get("mr", 6)
+                p["mc"] = self._round(mr * _neighbour(MC_BLOCKS, max(1, p.get("mc", mr) // mr), rng), mr, self.M)
+            elif knob == "nc":
+                nr = p.get("nr", self.vw)
+                p["nc"] = self._round(nr * _neighbour(NC_PANELS, max(1, p.get("nc", nr) // nr), rng), nr, self.N)
+            elif knob == "unroll":
+                p["unroll"] = _neighbour(UNROLLS, p.get("unroll", 1), rng)
+            elif knob == "pack_a":
+                p["pack_a"] = not p.get("pack_a", True)
+            elif knob == "loop_order":
+                p["loop_order"] = rng.choice(self.mk.LOOP_ORDERS)
+            elif knob == "schedule":
+                p["schedule"] = rng.choice(self.mk.SCHEDULES)
+            else:
+                p["threads"] = rng.choice(self.threads)
+        return {"kind": "gemm", "params": {k: v for k, v in p.items() if k in self.fields}}
+
+    def check(self, config: dict):
+        if config.get("kind") == "default":
+            return None
+        if config.get("kind") != "gemm":
+            raise InvalidCandidate(f"task {self.task.name} is a contraction: config kind must be 'gemm'")
+        try:
+            params = self.mk.GemmParams(**config["params"])
+            params.validate(self.vw)
+        except (TypeError, ValueError, KeyError) as exc:
+            raise InvalidCandidate(f"{self.task.name}: {exc}") from exc
+        if not self._fits(params.mr, params.nr // self.vw):
+            raise InvalidCandidate(f"{self.task.name}: register tile {params.mr}x{params.nr} needs more than "
+                                   f"{self.regs} vector registers")
+        if params.threads > self.target.cores:
+            raise InvalidCandidate(f"{self.task.name}: {params.threads} threads on {self.target.cores} cores")
+        return params
+
+    def features(self, config: dict, checked) -> np.ndarray | None:
+        params = checked if checked is not None else self._params(threads=self.target.cores)
+        try:
+            from .features import gemm_features
+        except ImportError:
+            return None
+        return np.asarray(gemm_features(dataclasses.asdict(params), self.task.problem, self.target), dtype=np.float64)
+
+
+def _neighbour(choices, value, rng: random.Random):
+    """A value next to ``value`` in ``choices`` (or a random one when ``value`` is not in it)."""
+    if value not in choices:
+        return rng.choice(choices)
+    i = choices.index(value) + rng.choice((-2, -1, 1, 2))
+    return choices[min(max(i, 0), len(choices) - 1)]
+
+
+# ---- loop kernels -------------------------------------------------------------------------------
+SPLIT_FACTORS = (2, 4, 8, 16, 32, 64, 128)
+UNROLL_FACTORS = (2, 4, 8, 16)
+_ADDABLE = ("split", "vectorize", "unroll", "parallel", "reorder")
+
+
+class LoopSpace(Space):
+    """Schedule traces of one loop kernel, grown from the default schedule's trace."""
+
+    def __init__(self, task: Task, target):
+        super().__init__(task, target)
+        self._default: list | None = None
+
+    def lowered(self):
+        from ..passes.lower.structured_to_loop import lower_kernel
+        return lower_kernel(self.task.kernel)
+
+    def default_trace(self) -> list:
+        """The steps of the schedule the compiler gives this kernel untuned."""
+        if self._default is None:
+            from ..schedule.default import default_schedule
+            s = default_schedule(self.lowered(), self.target.cores)
+            self._default = json.loads(s.trace.to_json())["steps"]
+        return self._default
+
+    def seeds(self) -> list[dict]:
+        return [DEFAULT, _loop_config(self.default_trace())]
+
+    def sample(self, rng: random.Random) -> dict:
+        config = _loop_config(self.default_trace())
+        for _ in range(rng.randint(1, 3)):
+            config = self.mutate(config, rng)
+        return config
+
+    def mutate(self, config: dict, rng: random.Random) -> dict:
+        steps = [list(s) for s in (config.get("trace", {}).get("steps") if config.get("kind") == "loop"
+                                   else self.default_trace())]
+        move = rng.choice(("factor", "factor", "drop", "add", "add"))
+        tunable = [i for i, s in enumerate(steps) if s[0] in ("split", "tile", "unroll")]
+        if move == "factor" and tunable:
+            i = rng.choice(tunable)
+            name, refs, dec = steps[i][0], steps[i][1], list(steps[i][2])
+            k = rng.randrange(len(dec))
+            dec[k] = rng.choice(UNROLL_FACTORS if name == "unroll" else SPLIT_FACTORS)
+            steps[i] = [name, refs, dec]
+        elif move == "drop" and steps:
+            del steps[rng.randrange(len(steps))]
+        else:
+            step = self._random_step(steps, rng)
+            if step is not None:
+                steps.append(step)
+        return _loop_config(steps)
+
+    def _random_step(self, steps: list, rng: random.Random) -> list | None:
+        """A step on a loop of the nest as ``steps`` leave it (often, not always, legal)."""
+        from ..schedule.analysis import perfect_chain
+        try:
+            s = self._replay(steps)
+        except InvalidCandidate:
+            return None
+        tags = [t for t in s.loop_tags() if t]
+        if not tags:
+            return None
+        t = rng.choice(tags)
+        loop = s.loop(t)
+        chain = [l.attributes["tag"] for l in perfect_chain(loop)]
+        prim = rng.choice(_ADDABLE)
+        if prim == "split":
+            return ["split", [t], [rng.choice(SPLIT_FACTORS)]]
+        if prim == "unroll":
+            return ["unroll", [t], [rng.choice(UNROLL_FACTORS)]]
+        if prim == "reorder" and len(chain) > 1:
+            return ["reorder", rng.sample(chain, 2), []]
+        if prim == "parallel":
+            return ["parallel", [chain[0]], []]
+        return ["vectorize", [chain[-1]], []]
+
+    def _replay(self, steps: list):
+        from ..schedule.trace import Trace, replay
+        try:
+            trace = Trace.from_json(json.dumps({"version": 1, "steps": steps}))
+            return replay(self.lowered(), trace, check=True)
+        except ScheduleError as exc:
+            raise InvalidCandidate(f"{self.task.name}: {exc}") from exc
+
+    def check(self, config: dict):
+        if config.get("kind") == "default":
+            return None
+        if config.get("kind") != "loop" or "trace" not in config:
+            raise InvalidCandidate(f"task {self.task.name} is a loop kernel: config kind must be 'loop'")
+        return self._replay(config["trace"].get("steps", [])).fn
+
+    def features(self, config: dict, checked) -> np.ndarray | None:
+        try:
+            from .features import loop_features
+        except ImportError:
+            return None
+        fn = checked if checked is not None else self._replay(self.default_trace()).fn
+        return np.asarray(loop_features(fn, self.target), dtype=np.float64)
+
+
+def _loop_config(steps: list) -> dict:
+    return {"kind": "loop", "trace": {"version": 1, "steps": [list(s) for s in steps]}}
+

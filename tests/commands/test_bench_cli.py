@@ -1,0 +1,130 @@
+"""`tensorforge bench`: the table, the JSON and the chart agree and hold every contender.
+
+Peers that take long to set up (torch.compile) are replaced by a stand-in or left out with
+``--peers``; timings are never asserted, only how they are reported.
+"""
+import json
+import re
+
+import numpy as np
+import pytest
+
+from tensorforge.benchmark import roofline as roofline_mod
+from tensorforge.benchmark.work import graph_bytes, graph_flops
+
+from .conftest import run_cli
+
+FAST = ["--repeats", "2", "--warmup", "1", "--threads", "1", "--no-progress"]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A private cache directory holding a known roofline (so % of peak is checkable)."""
+    monkeypatch.setenv("TENSORFORGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(roofline_mod, "measure_gemm_gflops", lambda: 100.0)
+    monkeypatch.setattr(roofline_mod, "measure_copy_gbs", lambda threads: 10.0)
+    roofline_mod.get_roofline(measure=True)
+    return tmp_path
+
+
+def _rows_by_key(model: dict) -> dict:
+    return {c["key"]: c for c in model["contenders"]}
+
+
+def test_zoo_bench_reports_every_contender_consistently(cache, capsys, monkeypatch):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxruntime")
+    compiled = []
+
+    def fake_compile(module, backend=None, options=None):      # Inductor would take seconds
+        compiled.append((backend, options))
+        return module
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    js, png = cache / "b.json", cache / "b.png"
+    code, out, err = run_cli(["bench", "mlp_small", "--json", js, "--chart", png, *FAST], capsys)
+    assert code == 0, err
+    assert compiled == [("inductor", None), ("inductor", {"freezing": True})]
+    result = json.loads(js.read_text())
+    (model,) = result["models"]
+    assert model["check"]["ok"] and model["check"]["reference"] == "torch"
+    assert model["check"]["max_rel_err"] < 1e-4
+    rows = _rows_by_key(model)
+    assert list(rows) == ["tensorforge", "eager", "inductor", "inductor-freezing", "onnxruntime"]
+    tf_ms = rows["tensorforge"]["median_ms"]
+    # mlp_small: 784*64 + 64*64 + 64*10 multiply-adds per sample at batch 1, plus bias and ReLU
+    assert 2 * (784 * 64 + 64 * 64 + 64 * 10) <= model["gflop"] * 1e9 <= 2.1 * (784 * 64 + 64 * 64 + 64 * 10)
+    for key, row in rows.items():
+        assert row["median_ms"] > 0 and row["rounds"] == 2
+        assert row["max_rel_err"] < 1e-4, key
+        assert row["gflops"] == pytest.approx(model["gflop"] / (row["median_ms"] / 1e3), rel=1e-9)
+        assert row["pct_peak"] == pytest.approx(row["gflops"], rel=1e-9)       # the peak is 100 GFLOP/s
+        if key != "tensorforge":
+            assert row["tf_speedup"] == pytest.approx(row["median_ms"] / tf_ms, rel=1e-9)
+            assert re.search(rf"{re.escape(row['name'])}\s+{row['median_ms']:.2f}\s+{row['tf_speedup']:.2f}x", out)
+    assert model["memory_bound"] is (model["intensity"] < 10.0)                  # balance 100 / 10
+    assert "outputs match torch" in out and "100 GFLOP/s GEMM peak" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_onnx_bench_skips_torch_peers_with_a_note(tiny_onnx, cache, capsys):
+    pytest.importorskip("onnxruntime")
+    path, _ = tiny_onnx
+    js = cache / "o.json"
+    code, out, err = run_cli(["bench", path, "--shape", "N=3", "--json", js, "--chart", cache / "o.png",
+                              "--peers", "eager,onnxruntime", *FAST], capsys)
+    assert code == 0, err
+    (model,) = json.loads(js.read_text())["models"]
+    assert [c["key"] for c in model["contenders"]] == ["tensorforge", "onnxruntime"]
+    assert model["check"]["reference"] == "onnxruntime"
+    assert [s["peer"] for s in model["skipped"]] == ["eager"]
+    assert "skipped torch eager: needs a PyTorch model" in out
+    assert model["gflop"] * 1e9 == 2 * 3 * 4 * 5 + 3 * 5 + 3 * 5                # matmul, add, relu
+    assert model["mbytes"] * 1e6 == 4 * (3 * 4 + 3 * 5 + 4 * 5 + 5)              # x, y, W, b
+
+
+def test_output_mismatch_exits_3(tiny_onnx, cache, capsys, monkeypatch):
+    from tensorforge.commands import loading
+    path, _ = tiny_onnx
+    monkeypatch.setattr(loading, "_onnxruntime_reference",
+                        lambda proto, names, threads: lambda arrays: [np.zeros((3, 5), np.float32) + 7])
+    code, out, err = run_cli(["bench", path, "--shape", "N=3", "--peers", "none", "--json", cache / "m.json",
+                              "--chart", cache / "m.png", *FAST], capsys)
+    assert code == 3
+    assert "OUTPUT MISMATCH" in out and "output mismatch in tiny" in err
+
+
+def test_bad_model_is_exit_1_with_one_line(capsys):
+    code, out, err = run_cli(["bench", "not_a_model", "--peers", "none", "--no-progress"], capsys)
+    assert code == 1
+    assert err.count("\n") == 1 and err.startswith("tensorforge: error: unknown model 'not_a_model'")
+
+
+def test_unknown_peer_is_a_usage_error(capsys):
+    code, _, err = run_cli(["bench", "mlp_small", "--peers", "eager,tvm"], capsys)
+    assert code == 2 and "unknown peer tvm" in err
+
+
+def test_roofline_is_measured_cached_and_scaled(tmp_path, monkeypatch):
+    monkeypatch.setenv("TENSORFORGE_CACHE", str(tmp_path))
+    assert roofline_mod.get_roofline() is None
+    assert roofline_mod.measure_gemm_gflops(n=128, repeats=1) > 0
+    assert roofline_mod.measure_copy_gbs(threads=2, mib=4, repeats=1) > 0
+    monkeypatch.setattr(roofline_mod, "measure_gemm_gflops", lambda: 200.0)
+    monkeypatch.setattr(roofline_mod, "measure_copy_gbs", lambda threads: 20.0)
+    measured = roofline_mod.get_roofline(measure=True)
+    assert roofline_mod.get_roofline() == measured
+    assert measured.peak_gflops(measured.threads) == 200.0
+    assert measured.peak_gflops(1) == pytest.approx(200.0 / measured.threads)
+    assert measured.balance() == pytest.approx(10.0)
+
+
+def test_graph_work_of_a_matmul():
+    from tensorforge.ir.builtin import ModuleOp
+    from tensorforge.ir.types import tensor
+
+    m = ModuleOp.create()
+    f = m.add_function("main", [tensor((8, 16)), tensor((16, 4))], arg_names=["a", "b"])
+    f.set_return([f.builder().graph.matmul(f.args[0], f.args[1])])
+    assert graph_flops(m) == 2 * 8 * 16 * 4
+    assert graph_bytes(m) == 4 * (8 * 16 + 16 * 4 + 8 * 4)

@@ -1,0 +1,44 @@
+"""Small models and helpers shared by the tuner's tests (kept tiny: every candidate is a gcc run)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from tensorforge.tune.tasks import extract_tasks
+
+
+class Stack(torch.nn.Module):
+    """Three identical Linear+ReLU layers (one task, weight 3), then a softmax (a loop task)."""
+
+    def __init__(self, width: int = 32, depth: int = 3):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(depth))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return torch.softmax(x, -1)
+
+
+class Conv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 16, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def stack_model(rows: int = 16, width: int = 32, depth: int = 3):
+    torch.manual_seed(0)
+    return Stack(width, depth).eval(), (torch.from_numpy(np.random.default_rng(0).standard_normal(
+        (rows, width), dtype=np.float32)),)
+
+
+def conv_model():
+    torch.manual_seed(0)
+    return Conv().eval(), (torch.from_numpy(np.random.default_rng(0).standard_normal((1, 4, 8, 8), dtype=np.float32)),)
+
+
+def task_of(model, inputs, kind: str):
+    return next(t for t in extract_tasks(model, inputs) if t.kind == kind)
