@@ -189,6 +189,17 @@ def _split(live: list[int], start: int, stop: int, max_block: int) -> list[tuple
     return out
 
 
+def _merge_small(groups: list[list[int]], smallest: int = 3) -> list[list[int]]:
+    """Joins runs of tiny blocks (the chain of a ResNet stem, an MLP) so boxes carry some content."""
+    out: list[list[int]] = []
+    for g in groups:
+        if out and (len(out[-1]) < smallest or len(g) < smallest) and len(out[-1]) + len(g) <= 3 * smallest:
+            out[-1] = out[-1] + g
+        else:
+            out.append(list(g))
+    return out
+
+
 def collapse(pic: Picture, limit: int = DETAIL_LIMIT) -> Picture:
     """``pic`` itself when it has at most ``limit`` nodes, else one box per block (see ``blocks``)."""
     if len(pic.nodes) <= limit:

@@ -88,8 +88,9 @@ def _randomize(model, rng: np.random.Generator):
     return model
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_random_weights_vs_onnxruntime(name):
+def random_case(name: str):
+    """(model with seeded random weights, its input, onnxruntime's output): shared with the native
+    test (test_onnx_light_models_native.py)."""
     rng = np.random.default_rng(sum(map(ord, name)))
     model = _randomize(_load(name), rng)
     vi, shape = _data_input(model)
@@ -98,6 +99,11 @@ def test_random_weights_vs_onnxruntime(name):
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     (ref,) = sess.run(None, {vi.name: x})
-    out = _run(model, x)
     assert np.isfinite(ref).all() and np.abs(ref).max() > 0
-    assert _rel_err(out, ref) < MAX_REL_ERR
+    return model, x, ref
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_random_weights_vs_onnxruntime(name):
+    model, x, ref = random_case(name)
+    assert _rel_err(_run(model, x), ref) < MAX_REL_ERR

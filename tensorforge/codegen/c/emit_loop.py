@@ -3,7 +3,9 @@
 Every SSA value becomes a ``const`` local (gcc's SSA makes that free), buffers are flat pointers
 indexed row-major, loop kinds become OpenMP/GCC pragmas (a vectorized reduction loop gets the
 ``reduction(...)`` clause of the scalar accumulators it updates), ``loop.if`` becomes ``if``.
-Scalar ops map to C through one table; transcendental functions use libm names so that
+Scalar ops map to C through one table.  float32 ``exp`` and ``erf`` (and the ops built on them:
+sigmoid, silu, elu, softplus, GELU) call the inline functions of ``vmath.py``, which gcc vectorizes
+with the loop around them; the other transcendental functions use libm names so that
 ``-ffast-math`` with glibc's vector math library vectorizes them.
 """
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Callable
 from ...errors import CompileError
 from ...ir.core import Operation, Value
 from ...ir.types import BufferType, DType, IndexType, ScalarType
+from . import vmath
 
 C_TYPES = {DType.f32: "float", DType.f64: "double", DType.i64: "int64_t", DType.i32: "int32_t",
            DType.i16: "int16_t", DType.i8: "int8_t", DType.u8: "uint8_t", DType.bool: "bool",
@@ -26,7 +29,14 @@ PRELUDE = r"""#include <stdint.h>
 #include <math.h>
 static inline int64_t tf_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 static inline int64_t tf_imod(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
-"""
+/* NaN tests and order keys on the bits: -ffast-math lets gcc assume no NaN/Inf in float compares. */
+static inline int tf_isnan_f32(float x) { uint32_t u; memcpy(&u, &x, 4); return (u & 0x7fffffffu) > 0x7f800000u; }
+static inline int tf_isnan_f64(double x) { uint64_t u; memcpy(&u, &x, 8); return (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull; }
+static inline int tf_isnan_f16(_Float16 x) { uint16_t u; memcpy(&u, &x, 2); return (u & 0x7fffu) > 0x7c00u; }
+static inline int64_t tf_key_f32(float x) { uint32_t u; memcpy(&u, &x, 4); return (u >> 31) ? -(int64_t)(u & 0x7fffffffu) : (int64_t)u; }
+static inline int64_t tf_key_f64(double x) { uint64_t u; memcpy(&u, &x, 8); return (u >> 63) ? -(int64_t)(u & 0x7fffffffffffffffull) : (int64_t)u; }
+static inline int64_t tf_key_f16(_Float16 x) { uint16_t u; memcpy(&u, &x, 2); return (u >> 15) ? -(int64_t)(u & 0x7fffu) : (int64_t)u; }
+""" + vmath.c_source()
 
 
 def c_type(t) -> str:
@@ -65,12 +75,53 @@ def c_literal(value, t) -> str:
     return str(int(value))
 
 
+def _math_fn(name: str, x: str, dt: DType) -> str:
+    """``name(x)`` in C: the inline vectorizable function for float32 where there is one, else libm."""
+    inline = vmath.INLINE_FLOAT32.get(name)
+    if inline is not None and dt is not DType.f64:
+        return f"{inline}({x})"
+    return f"{name}{_fsuffix(dt)}({x})"
+
+
 def _float_fn(name: str) -> Callable:
-    return lambda a, dt: f"{name}{_fsuffix(dt)}({a[0]})"
+    return lambda a, dt: _math_fn(name, a[0], dt)
+
+
+# C literal -> value, for the non-finite literals c_literal writes.
+_NONFINITE = {"NAN": math.nan, "INFINITY": math.inf, "(-INFINITY)": -math.inf}
+# Bit patterns of +inf (the order key of -inf is minus that).
+_INF_KEY = {DType.f32: 0x7F800000, DType.f64: 0x7FF0000000000000, DType.f16: 0x7C00}
+_BIT_NAME = {DType.f32: "f32", DType.f64: "f64", DType.f16: "f16"}
 
 
 def _cmp(op: str):
-    return lambda a, dt: f"({a[0]} {op} {a[1]})"
+    def emit(a, dt):
+        if dt.is_float and dt in _BIT_NAME:
+            return _float_cmp(op, a[0], a[1], dt)
+        return f"({a[0]} {op} {a[1]})"
+    return emit
+
+
+def _float_cmp(op: str, x: str, y: str, dt: DType) -> str:
+    """An IEEE comparison that survives ``-ffast-math``: gcc may assume that no operand is NaN or
+    infinite and fold ``x != x`` or ``x == INFINITY`` to false (ONNX IsNaN/IsInf are built from them).
+    NaN operands are tested on their bits; a comparison with an infinite literal compares order
+    keys (the bits as a sign-magnitude integer), which no float assumption can fold away."""
+    sfx = _BIT_NAME[dt]
+    unordered = op == "!="
+    lit = [_NONFINITE.get(v) for v in (x, y)]
+    if any(v is not None and math.isnan(v) for v in lit):
+        return "1" if unordered else "0"
+    nan = " || ".join(f"tf_isnan_{sfx}({v})" for v, c in zip((x, y), lit) if c is None)
+    if any(c is not None for c in lit):
+        keys = [f"tf_key_{sfx}({v})" if c is None else f"INT64_C({int(math.copysign(_INF_KEY[dt], c))})"
+                for v, c in zip((x, y), lit)]
+        ordered = f"({keys[0]} {op} {keys[1]})"
+    else:
+        ordered = f"({x} {op} {y})"
+    if not nan:
+        return ordered
+    return f"(({nan}) || {ordered})" if unordered else f"(!({nan}) && {ordered})"
 
 
 def _minmax(op: str):
@@ -89,7 +140,7 @@ def _gelu(a, dt, attrs):
     x = a[0]
     if attrs.get("approximate") == "tanh":
         return f"(0.5{s} * {x} * (1.0{s} + tanh{s}(0.7978845608028654{s} * ({x} + 0.044715{s} * {x} * {x} * {x}))))"
-    return f"(0.5{s} * {x} * (1.0{s} + erf{s}({x} * 0.7071067811865476{s})))"
+    return f"(0.5{s} * {x} * (1.0{s} + {_math_fn('erf', f'{x} * 0.7071067811865476{s}', dt)}))"
 
 
 def _clip(a, dt, attrs):
@@ -133,9 +184,9 @@ _SIMPLE: dict[str, Callable] = {
     "ceil": _float_fn("ceil"), "round": _float_fn("nearbyint"),
     "rsqrt": lambda a, dt: f"(1.0{_fsuffix(dt)} / sqrt{_fsuffix(dt)}({a[0]}))",
     "reciprocal": lambda a, dt: f"(1.0{_fsuffix(dt)} / {a[0]})",
-    "sigmoid": lambda a, dt: f"(1.0{_fsuffix(dt)} / (1.0{_fsuffix(dt)} + exp{_fsuffix(dt)}(-{a[0]})))",
-    "silu": lambda a, dt: f"({a[0]} / (1.0{_fsuffix(dt)} + exp{_fsuffix(dt)}(-{a[0]})))",
-    "softplus": lambda a, dt: f"({a[0]} > 20 ? {a[0]} : log1p{_fsuffix(dt)}(exp{_fsuffix(dt)}({a[0]})))",
+    "sigmoid": lambda a, dt: f"(1.0{_fsuffix(dt)} / (1.0{_fsuffix(dt)} + {_math_fn('exp', f'-{a[0]}', dt)}))",
+    "silu": lambda a, dt: f"({a[0]} / (1.0{_fsuffix(dt)} + {_math_fn('exp', f'-{a[0]}', dt)}))",
+    "softplus": lambda a, dt: f"({a[0]} > 20 ? {a[0]} : log1p{_fsuffix(dt)}({_math_fn('exp', a[0], dt)}))",
     "relu": lambda a, dt: f"({a[0]} > 0 ? {a[0]} : 0)",
     "sign": lambda a, dt: f"(({a[0]} > 0) - ({a[0]} < 0))",
     "identity": lambda a, dt: a[0],
@@ -145,7 +196,7 @@ _WITH_ATTRS: dict[str, Callable] = {
     "gelu": _gelu, "clip": _clip,
     "leaky_relu": lambda a, dt, at: f"({a[0]} >= 0 ? {a[0]} : {a[0]} * {c_literal(at['alpha'], ScalarType(dt))})",
     "elu": lambda a, dt, at: f"({a[0]} > 0 ? {a[0]} : {c_literal(at['alpha'], ScalarType(dt))} * "
-                             f"(exp{_fsuffix(dt)}({a[0]}) - 1))",
+                             f"({_math_fn('exp', a[0], dt)} - 1))",
     "hard_sigmoid": lambda a, dt, at: _clip([f"({a[0]} * {c_literal(at['alpha'], ScalarType(dt))} + "
                                              f"{c_literal(at['beta'], ScalarType(dt))})"], dt,
                                             {"min": 0.0, "max": 1.0}),
@@ -168,6 +219,26 @@ def scalar_expr(op: Operation, args: list[str]) -> str:
     if fn is None:
         raise CompileError(f"'{op.name}' has no C lowering")
     return fn(args, dt)
+
+
+_ROUNDING = frozenset({"scalar.round", "scalar.floor", "scalar.ceil"})
+
+
+def _exact_division(fn: Operation) -> str:
+    """The attribute that keeps a kernel's float divisions exact when it also rounds to integers.
+
+    Under ``-funsafe-math-optimizations`` gcc turns ``x / (a * b)`` into ``x * (1 / (a * b))`` and
+    the like: an ulp lower, a quotient that is exactly .5 (quantization: ``round(x / scale)``)
+    rounds the other way.  Only such kernels give up the fast-math rewrites.
+    """
+    div = rounds = False
+    for op in fn.walk():
+        if op.name == "scalar.div" and op.results[0].type.dtype.is_float:
+            div = True
+        elif op.name in _ROUNDING or (op.name == "scalar.cast" and op.operands[0].type.dtype.is_float
+                                      and not op.results[0].type.dtype.is_float):
+            rounds = True
+    return '__attribute__((optimize("no-unsafe-math-optimizations"))) ' if div and rounds else ""
 
 
 class FunctionEmitter:
@@ -205,7 +276,8 @@ class FunctionEmitter:
             self.names[id(a)] = nm
             const = "const " if i < n_in else ""
             params.append(f"{const}{c_type(t)}* restrict {nm}")
-        head = f"{'static ' if self.static else ''}void {self.c_name}({', '.join(params) or 'void'})"
+        head = (f"{_exact_division(self.fn)}{'static ' if self.static else ''}void {self.c_name}"
+                f"({', '.join(params) or 'void'})")
         self.lines.append(head + " {")
         self.block(body, 1)
         self.lines.append("}")

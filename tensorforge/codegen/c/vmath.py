@@ -10,9 +10,12 @@ depends on the glibc of the machine that compiles; these functions vectorize whe
 does.  float64 keeps the C library (its accuracy is the point of computing in double).
 
 Both are branch-free (clamps, ``rintf``, ``copysignf``, an integer shift: all single vector
-instructions), accurate to a few float32 ulps, and exact at the limits a softmax or a GELU relies
-on: ``tf_expf(-inf) == 0``, ``tf_expf`` overflows to ``inf`` as ``expf`` does, ``tf_erff`` is
-exactly +-1 beyond +-3.92 and never exceeds 1 in magnitude.
+instructions), accurate to a few float32 ulps (measured: erf 4e-7 absolute, exp 3e-7 relative),
+and exact at the limits a softmax or a GELU relies on: ``tf_expf(-inf) == 0``, ``tf_erff`` is
+exactly +-1 beyond +-3.92 and never exceeds 1 in magnitude.  ``tf_expf`` saturates at 3.4e38
+instead of overflowing: the code is compiled with ``-ffast-math``, whose reciprocal (``rcp14`` and
+a Newton step) turns ``1 / inf`` into NaN, so ``sigmoid(-100)`` = ``1 / (1 + exp(100))`` was NaN
+with libm's ``expf`` and is 2.9e-39 with this one.
 
 The coefficients were fitted here in float64 (NumPy), minimising the maximum error with
 Lawson-reweighted linearised least squares on 40 000 points (``fit_rational``/``fit_polynomial``
@@ -38,8 +41,10 @@ LN2_HI = 0.693145751953125            # ln 2 rounded to 12 significant bits
 LN2_LO = 1.4286068202862268e-06       # ln 2 - LN2_HI
 EXP_E = (4.999999404e-01, 1.666670144e-01, 4.166805744e-02, 8.326658048e-03, 1.384108560e-03,
          2.324173402e-04)
-# Below this the result is 0 (exp(-88.5) is a float32 denormal): keeps r finite for x = -inf.
+# Below EXP_LOW the result is 0 (exp(-88.5) is a float32 denormal; r stays finite for x = -inf);
+# above EXP_HIGH it is exp(EXP_HIGH), just under FLT_MAX.
 EXP_LOW = -88.5
+EXP_HIGH = 88.7228
 
 
 def _lit(v: float) -> str:
@@ -49,7 +54,7 @@ def _lit(v: float) -> str:
 def _horner(acc: str, coeffs: Sequence[float], t: str) -> str:
     """C statements ``float acc = c[n]; acc = acc * t + c[n-1]; ... c[0]`` (lowest degree first)."""
     lines = [f"  float {acc} = {_lit(coeffs[-1])};"]
-    lines += [f"  {acc} = {acc} * {t} + {_lit(c)};" for c in reversed(coeffs[:-1])]
+    lines += [f"  {acc} = {acc} * {t} {'-' if c < 0 else '+'} {_lit(abs(c))};" for c in reversed(coeffs[:-1])]
     return "\n".join(lines)
 
 
@@ -63,7 +68,7 @@ def c_source() -> str:
   return copysignf(fminf(a * p / q, 1.0f), x);
 }}
 static inline float tf_expf(float x) {{
-  x = fmaxf(x, {_lit(EXP_LOW)});
+  x = fminf(fmaxf(x, {_lit(EXP_LOW)}), {_lit(EXP_HIGH)});
   const float k = fminf(fmaxf(rintf(x * {_lit(1 / math.log(2))}), -127.0f), 127.0f);
   float r = x - k * {_lit(LN2_HI)};
   r = r - k * {_lit(LN2_LO)};

@@ -1,0 +1,109 @@
+"""The inline float32 exp/erf of codegen/c/vmath.py, compiled as every model compiles them, against
+float64 references (math.erf, math.exp) on dense grids including the tails and the limits."""
+import ctypes
+import math
+import platform
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from tensorforge.codegen.c.emit_loop import PRELUDE
+from tensorforge.codegen.c.toolchain import compile_c
+from tensorforge.codegen.target import Target
+
+_APPLY = """
+void tf_test_{fn}(const float* restrict x, float* restrict y, long n) {{
+  #pragma omp simd
+  for (long i = 0; i < n; i++) y[i] = {fn}(x[i]);
+}}
+"""
+F32P = np.ctypeslib.ndpointer(np.float32, flags="C_CONTIGUOUS")
+
+
+@pytest.fixture(scope="module")
+def apply():
+    lib = compile_c(PRELUDE + _APPLY.format(fn="tf_erff") + _APPLY.format(fn="tf_expf"), name="vmath_test")
+
+    def run(fn: str, x) -> np.ndarray:
+        x = np.ascontiguousarray(x, np.float32)
+        y = np.empty_like(x)
+        lib.function(f"tf_test_{fn}", [F32P, F32P, ctypes.c_long])(x, y, x.size)
+        return y
+    return run
+
+
+def _ref(f, x: np.ndarray) -> np.ndarray:
+    return np.array([f(float(v)) for v in x])
+
+
+def test_erf_max_abs_error_over_a_dense_range(apply):
+    x = np.linspace(-8, 8, 400_001, dtype=np.float32)
+    x = np.concatenate([x, np.float32(1e-3) * x])                 # and densely near 0
+    err = np.abs(apply("tf_erff", x).astype(np.float64) - _ref(math.erf, x))
+    assert err.max() <= 5e-7, f"max abs error {err.max():.2e} at x = {x[err.argmax()]}"
+
+
+def test_erf_relative_error_near_zero(apply):
+    x = np.geomspace(1e-30, 0.5, 20_001).astype(np.float32)
+    got = apply("tf_erff", x).astype(np.float64)
+    rel = np.abs(got / _ref(math.erf, x) - 1)
+    assert rel.max() <= 5e-7
+
+
+def test_erf_limits_and_symmetry(apply):
+    x = np.array([0.0, 3.92, 4.0, 10.0, 1e30, np.inf], np.float32)
+    pos, neg = apply("tf_erff", x), apply("tf_erff", -x)
+    np.testing.assert_array_equal(pos, -neg)                           # odd, exactly
+    assert pos[0] == 0.0
+    np.testing.assert_array_equal(pos[2:], 1.0)                        # saturates at exactly 1
+    grid = apply("tf_erff", np.linspace(-6, 6, 100_001, dtype=np.float32))
+    assert np.abs(grid).max() <= 1.0
+
+
+def test_exp_relative_error_over_the_float_range(apply):
+    x = np.linspace(-87, 88.7, 600_001, dtype=np.float32)
+    x = np.concatenate([x, np.linspace(-1, 1, 200_001, dtype=np.float32)])
+    ref = np.exp(x.astype(np.float64))
+    rel = np.abs(apply("tf_expf", x).astype(np.float64) / ref - 1)
+    assert rel.max() <= 4e-7, f"max relative error {rel.max():.2e} at x = {x[rel.argmax()]}"
+
+
+def test_exp_limits(apply):
+    x = np.array([-np.inf, -1e30, -200, -88.8, 0.0, 1.0, 89.0, 200, 1e30, np.inf], np.float32)
+    y = apply("tf_expf", x)
+    np.testing.assert_array_equal(y[:4], 0.0)                          # exp(-inf) = 0: masked softmax
+    assert y[4] == 1.0 and abs(y[5] - math.e) <= 3e-7 * math.e
+    assert np.all(np.isfinite(y[6:])) and np.all(y[6:] >= 3.39e38)     # saturates (see vmath.py)
+    assert np.all(apply("tf_expf", np.linspace(-87, 0, 10_001, dtype=np.float32)) > 0)
+
+
+def test_gelu_and_sigmoid_through_the_compiler():
+    import tensorforge
+    from tensorforge.ir import Module, tensor
+    x = np.concatenate([np.linspace(-12, 12, 4093), [-100, 0, 100]]).astype(np.float32).reshape(1, -1)
+    m = Module()
+    f = m.add_function("main", [tensor(x.shape)])
+    g = f.builder().graph
+    f.set_return([g.gelu(f.args[0]), g.sigmoid(f.args[0])])
+    gelu, sig = tensorforge.compile(m, passes=False)(x)
+    xd = x.astype(np.float64).ravel()
+    want_gelu = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in xd])
+    np.testing.assert_allclose(gelu.ravel(), want_gelu, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(sig.ravel(), 1 / (1 + np.exp(-xd)), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None or platform.machine() not in ("x86_64", "AMD64")
+                    or "avx2" not in Target.host().features, reason="checks gcc's x86 vectorizer report")
+def test_loops_calling_them_vectorize_without_calls(tmp_path):
+    src = tmp_path / "v.c"
+    src.write_text(PRELUDE + _APPLY.format(fn="tf_erff") + _APPLY.format(fn="tf_expf"))
+    flags = [f for f in Target.host().cflags if f != "-shared"]
+    out = subprocess.run(["gcc", *flags, "-march=native", "-fopt-info-vec-optimized", "-c", str(src),
+                          "-o", str(tmp_path / "v.o")], capture_output=True, text=True, check=True)
+    loops = [i + 1 for i, line in enumerate(src.read_text().splitlines()) if line.startswith("  for (long i")]
+    for line in loops:
+        assert f"v.c:{line}:" in out.stderr and "loop vectorized" in out.stderr, out.stderr
+    syms = subprocess.run(["nm", "-u", str(tmp_path / "v.o")], capture_output=True, text=True).stdout
+    assert "erff" not in syms and "expf" not in syms, syms
