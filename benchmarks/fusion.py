@@ -14,7 +14,12 @@ Sections:
 - ``ln``: LayerNorm + GELU + residual add over 64x512x768 (``x + gelu(layer_norm(x))``);
 - ``softmax``: softmax over 64x12x128x128, as the one ``graph.softmax`` op and written out op by
   op (max, sub, exp, sum, div: what fusion has to put back together);
-- ``zoo``: each zoo model end to end (batch 1), tensorforge with and without fusion.
+- ``zoo``: each zoo model end to end (batch 1), tensorforge with and without fusion (``--libm``:
+  also fused with the C library's exp/erf).
+
+``ln`` and ``softmax`` also time the fused kernel built with the C library's ``expf``/``erff``
+(``codegen.c.vmath.libm_math``) instead of the inline vectorizable ones: the code before issue #6's
+inline math, in the same rounds.
 
 For ``ln`` and ``softmax`` the GB/s column counts the bytes a perfect kernel moves (the input read
 once, the output written once).  ``% of bandwidth`` compares with a copy of the input into a
@@ -40,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tensorforge  # noqa: E402
 from tensorforge.benchmark import time_interleaved  # noqa: E402
+from tensorforge.codegen.c.vmath import libm_math  # noqa: E402
 from tensorforge.ir import Module, tensor  # noqa: E402
 from tensorforge.passes.fusion import fuse_function  # noqa: E402
 from tensorforge.passes.lower.graph_to_kernels import fusion_default, lower_ops  # noqa: E402
@@ -125,29 +131,38 @@ def graph_module(shapes, build):
     return m
 
 
-def compile_both(m, threads):
+def compile_modes(m, threads, libm: bool = True, passes=False) -> dict:
+    """mode -> (compiled model, build seconds): fused ("fuse"), unfused ("none") and, with ``libm``,
+    fused with the C library's exp/erf ("libm")."""
     out = {}
-    for mode in ("fuse", "none"):
-        with fusion_default(mode):
-            cm = tensorforge.compile(m, passes=False)
+    for mode in ("fuse", "none") + (("libm",) if libm else ()):
+        t0 = time.perf_counter()
+        with fusion_default("none" if mode == "none" else "fuse"):
+            if mode == "libm":
+                with libm_math():
+                    cm = tensorforge.compile(m, passes=passes)
+            else:
+                cm = tensorforge.compile(m, passes=passes)
         cm.set_threads(threads)
-        out[mode] = cm
+        out[mode] = (cm, time.perf_counter() - t0)
     return out
 
 
 def memory_bound(title: str, args, m, inputs, torch_fns: dict, ideal_bytes: int) -> list[dict]:
     import torch
-    cms = compile_both(m, args.threads)
+    cms = {mode: cm for mode, (cm, _) in compile_modes(m, args.threads).items()}
     outs = {k: np.empty(cm.output_types[0].shape, np.float32) for k, cm in cms.items()}
     want = cms["none"](*inputs)
     np.testing.assert_allclose(cms["fuse"](*inputs), want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(cms["libm"](*inputs), want, rtol=1e-4, atol=1e-4)
     targs = [torch.from_numpy(x) for x in inputs]
     copy_src, copy_dst = torch.from_numpy(inputs[0]), torch.from_numpy(np.empty_like(inputs[0]))
     contenders = {COPY: lambda: copy_dst.copy_(copy_src),
                   f"tensorforge fused ({cms['fuse'].native.build['kernels']} kernels)":
                   lambda: cms["fuse"].run(*inputs, out=[outs["fuse"]]),
                   f"tensorforge unfused ({cms['none'].native.build['kernels']} kernels)":
-                  lambda: cms["none"].run(*inputs, out=[outs["none"]])}
+                  lambda: cms["none"].run(*inputs, out=[outs["none"]]),
+                  "tensorforge fused, libm exp/erf": lambda: cms["libm"].run(*inputs, out=[outs["libm"]])}
     for name, fn in torch_fns.items():
         with torch.no_grad():
             got = fn(*targs)
@@ -228,13 +243,7 @@ def zoo(args, graphs: dict) -> list[dict]:
     for name in args.models:
         module, inputs, graph = graphs[name]
         np_inputs = [x.numpy() for x in inputs]
-        builds = {}
-        for mode in ("fuse", "none"):
-            t0 = time.perf_counter()
-            with fusion_default(mode):
-                cm = tensorforge.compile(graph)
-            cm.set_threads(args.threads)
-            builds[mode] = (cm, time.perf_counter() - t0)
+        builds = compile_modes(graph, args.threads, libm=args.libm, passes=None)
         with torch.no_grad():
             ref = module(*inputs)
         ref = ref[0] if isinstance(ref, (tuple, list)) else ref
@@ -246,6 +255,7 @@ def zoo(args, graphs: dict) -> list[dict]:
             errs[mode] = float(np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-30))
         contenders = {"fused": lambda: builds["fuse"][0](*np_inputs),
                       "unfused": lambda: builds["none"][0](*np_inputs),
+                      **({"fused libm": lambda: builds["libm"][0](*np_inputs)} if args.libm else {}),
                       "torch eager": lambda: _no_grad(module, inputs)}
         if not args.no_inductor:
             compiled = _inductor(module, inputs)
@@ -254,6 +264,7 @@ def zoo(args, graphs: dict) -> list[dict]:
         row = {"model": name, "kernels fused": builds["fuse"][0].native.build["kernels"],
                "kernels unfused": builds["none"][0].native.build["kernels"],
                "fused ms": t["fused"].median_ms, "unfused ms": t["unfused"].median_ms,
+               "libm ms": t["fused libm"].median_ms if "fused libm" in t else None,
                "eager ms": t["torch eager"].median_ms,
                "inductor ms": t["inductor"].median_ms if "inductor" in t else None,
                "speedup": t["unfused"].median_ms / t["fused"].median_ms,
@@ -263,7 +274,8 @@ def zoo(args, graphs: dict) -> list[dict]:
     print(f"\n== zoo end to end, batch 1 ({load()}, {args.threads} threads)")
     print(table(rows, [("model", "model", ""), ("kernels unfused", "kernels unfused", "d"),
                        ("kernels fused", "fused", "d"), ("unfused ms", "unfused ms", ".2f"),
-                       ("fused ms", "fused ms", ".2f"), ("speedup", "fusion speedup", ".2f"),
+                       ("fused ms", "fused ms", ".2f"), ("libm ms", "fused, libm exp/erf ms", ".2f"),
+                       ("speedup", "fusion speedup", ".2f"),
                        ("eager ms", "torch eager ms", ".2f"), ("inductor ms", "inductor ms", ".2f"),
                        ("err", "max rel err", ".1e"), ("build s", "build s", ".0f")]))
     return rows
@@ -277,6 +289,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--budget", type=float, default=60.0, help="seconds of timing per case at most")
     p.add_argument("--no-inductor", action="store_true", help="skip torch.compile for the zoo models")
+    p.add_argument("--libm", action="store_true", help="zoo: also time fused builds with the C library's exp/erf")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     args.models = [m for m in args.models.split(",") if m]

@@ -35,7 +35,6 @@ import json
 import math
 import os
 import random
-import statistics
 import sys
 import time
 import zlib
@@ -112,25 +111,43 @@ def sample_pool(space, n: int, seed: int) -> list[dict]:
     return pool
 
 
-def measure(spaces: dict, n: int, batch: int, out: Path, target, append: bool = False) -> list[dict]:
+def measure(spaces: dict, n: int, batch: int, rounds: int, out: Path, target, append: bool = False) -> list[dict]:
+    """Times every candidate in ``rounds`` passes over the pool (builds are cached after the first), so
+    that a burst of load from other tenants hits one pass, not one candidate's every repeat."""
     from tensorforge.tune.measure import Measurer
     rows = []
     with Measurer(target) as m:
         for name, (task, space) in spaces.items():
             pool = sample_pool(space, n, seed=zlib.crc32(name.encode()))
+            mine = [{"kernel": name, "config": cfg, "rounds": [], "error": None} for cfg in pool]
             t0 = time.time()
-            for i in range(0, len(pool), batch):
-                for cfg, r in zip(pool[i:i + batch], m.measure(task, pool[i:i + batch])):
-                    rows.append({"kernel": name, "config": cfg, "latencies": list(r.latencies), "error": r.error})
-                ok = [r["latencies"] for r in rows if r["kernel"] == name and r["latencies"]]
-                best = min(statistics.median(x) for x in ok) if ok else math.nan
-                print(f"  {name}: {min(i + batch, len(pool))}/{len(pool)} measured, best {best * 1e3:.3f} ms, "
+            for rnd in range(rounds):
+                for i in range(0, len(pool), batch):
+                    for row, r in zip(mine[i:i + batch], m.measure(task, pool[i:i + batch])):
+                        row["rounds"].append(list(r.latencies))
+                        row["error"] = row["error"] or r.error
+                best = min((label(r) for r in mine), default=math.nan)
+                print(f"  {name}: pass {rnd + 1}/{rounds} over {len(pool)} candidates, best {best * 1e3:.3f} ms, "
                       f"{time.time() - t0:.0f} s", file=sys.stderr)
+            rows += mine
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "a" if append else "w") as f:
         for r in rows:
             f.write(json.dumps(r, sort_keys=True) + "\n")
     return rows
+
+
+def label(row: dict) -> float:
+    """A candidate's time: the fastest repeat of any pass (load from other tenants only ever adds time)."""
+    lat = [x for rnd in row["rounds"] for x in rnd]
+    return min(lat) if lat and not row["error"] else math.inf
+
+
+def retest(rows: list[dict], name: str) -> float:
+    """Spearman between the first two passes' fastest repeats: the ceiling measurement noise sets."""
+    pairs = [(min(r["rounds"][0]), min(r["rounds"][1])) for r in rows
+             if r["kernel"] == name and not r["error"] and len(r["rounds"]) > 1 and all(r["rounds"][:2])]
+    return spearman(*zip(*pairs)) if len(pairs) > 2 else math.nan
 
 
 def featurize(rows: list[dict], spaces: dict) -> dict:
@@ -139,11 +156,11 @@ def featurize(rows: list[dict], spaces: dict) -> dict:
     for name, (task, space) in spaces.items():
         xs, secs = [], []
         for r in rows:
-            if r["kernel"] != name or not r["latencies"] or r["error"]:
+            if r["kernel"] != name or not math.isfinite(label(r)):
                 continue
             cfg = r["config"]
             xs.append(space.features(cfg, space.check(cfg)))
-            secs.append(statistics.median(r["latencies"]))
+            secs.append(label(r))
         out[name] = (np.asarray(xs), np.asarray(secs))
     return out
 
@@ -229,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=64, help="candidates measured per kernel")
     ap.add_argument("--batch", type=int, default=8, help="search batch size")
     ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3, help="timing passes over each kernel's candidates")
     ap.add_argument("--kernels", default="", help="comma-separated subset of " + ",".join(kernels()))
     ap.add_argument("--reuse", action="store_true",
                     help="evaluate the saved samples (measuring, and appending, only kernels they lack)")
@@ -243,21 +261,22 @@ def main(argv: list[str] | None = None) -> int:
     rows = [json.loads(line) for line in open(args.data) if line.strip()] if args.reuse else []
     missing = {k: v for k, v in spaces.items() if not any(r["kernel"] == k for r in rows)}
     if missing:
-        rows += measure(missing, args.n, args.batch, args.data, target, append=args.reuse)
+        rows += measure(missing, args.n, args.batch, args.rounds, args.data, target, append=args.reuse)
     data = featurize(rows, spaces)
 
     print(f"target {target.key()}; {len(FEATURE_NAMES)} features; update to 10^4 rows: {update_speed():.2f} s")
-    print("| kernel | measured ok | best ms | slowest/best | Spearman: prior | others only | others + first "
-          f"{FIRST_BATCH} | trials to 90% of best: random | model | prior only |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| kernel | measured ok | best ms | slowest/best | Spearman: pass 1 vs 2 | prior | others only | "
+          f"others + first {FIRST_BATCH} | trials to 90% of best: random | model | prior only |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     results = {}
     for name in (n for n in names if n in EVALUATED):
         X, s = data[name]
         sp = held_out_spearman(data, name, args.seeds)
         tr = trials_to_90(data, name, args.seeds, args.batch)
+        noise = retest(rows, name)
         results[name] = {"n": int(len(s)), "best_s": float(s.min()), "spread": float(s.max() / s.min()),
-                         "spearman": sp, "trials_to_90": tr}
-        print(f"| {name} | {len(s)} | {s.min() * 1e3:.3f} | {s.max() / s.min():.1f}x | {sp['prior']:.2f} | "
+                         "retest_spearman": noise, "spearman": sp, "trials_to_90": tr}
+        print(f"| {name} | {len(s)} | {s.min() * 1e3:.3f} | {s.max() / s.min():.1f}x | {noise:.2f} | {sp['prior']:.2f} | "
               f"{sp['others']:.2f} | {sp['others+first']:.2f} | {tr['random']:.1f} | {tr['model']:.1f} | "
               f"{tr['prior']:.1f} |")
     if args.json:

@@ -48,6 +48,13 @@ def format_table(result: dict) -> str:
         r = result["roofline"]
         lines.append(f"machine: {r['gemm_gflops']:.0f} GFLOP/s GEMM peak on {r['threads']} thread(s), "
                      f"{r['copy_gbs']:.1f} GB/s copy bandwidth (measured {r['measured']})")
+        if r.get("load", 0) > r["threads"]:
+            lines.append(f"warning: the peak was measured on a busy machine (load {r['load']:.1f}); "
+                         f"rerun with --roofline when it is quiet")
+    load = max(info.get("load_before", 0), info.get("load_after", 0))
+    if load > info["cores"]:
+        lines.append(f"warning: the machine was busy (load average {load:.1f} on {info['cores']} cores): "
+                     f"absolute times are inflated, compare the ratios")
     head = (f"  {'contender':<24}{'median ms':>10}{'tf speedup':>11}{'setup s':>9}{'GFLOP/s':>9}"
             f"{'% peak':>7}{'GB/s':>7}{'% bw':>6}{'rel err':>9}")
     for m in result["models"]:
@@ -96,7 +103,8 @@ def write_chart(result: dict, path: str | os.PathLike) -> None:
                 ms.append(by_key[key]["median_ms"])
         bars = ax.bar(xs, ys, width, label=LABELS[key])
         for bar, ms_ in zip(bars, ms):
-            ax.annotate(f"{ms_:.3g}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            label = f"{ms_:.0f}" if ms_ >= 100 else f"{ms_:.3g}"
+            ax.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                         ha="center", va="bottom", fontsize=7)
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax.set_xticks(range(len(models)), [m["model"] for m in models])
@@ -104,10 +112,10 @@ def write_chart(result: dict, path: str | os.PathLike) -> None:
     info = result["info"]
     ax.set_title(f"tensorforge bench, {info['threads']} thread(s), {info['date'][:10]} (labels: median ms)",
                  fontsize=9)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=min(len(keys), 5), frameon=False)
     fig.tight_layout()
     _parent(path)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 

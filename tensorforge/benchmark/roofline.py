@@ -29,6 +29,7 @@ class Roofline:
     threads: int
     cpu: str
     measured: str            # UTC time of the measurement
+    load: float = 0.0        # 1-minute load average then (above ``threads``: the numbers are low)
 
     def peak_gflops(self, threads: int | None = None) -> float:
         """Peak for ``threads`` threads, assuming GEMM throughput scales with cores (it does on
@@ -91,7 +92,15 @@ def measure_copy_gbs(threads: int, mib: int = 512, repeats: int = 5) -> float:
 def measure_roofline() -> Roofline:
     key = host_key()
     return Roofline(measure_gemm_gflops(), measure_copy_gbs(key["threads"]), key["threads"], key["cpu"],
-                    time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()))
+                    time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), load_average())
+
+
+def load_average() -> float:
+    """The 1-minute load average (0 where the OS does not say)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
 
 
 def cache_path():

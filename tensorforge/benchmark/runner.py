@@ -11,14 +11,14 @@ import os
 import platform
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..commands.loading import LoadedModel, load_model
 from ..progress import Progress
 from .peers import PEERS, Contender, PeerUnavailable, make_peer
-from .roofline import Roofline
+from .roofline import Roofline, load_average
 from .stats import max_rel_err_all, quartile_spread, ratio_stats
 from .timing import time_interleaved
 from .work import graph_bytes, graph_flops
@@ -35,6 +35,8 @@ class BenchConfig:
     progress: bool = True
     batch: int | None = None
     shapes: Mapping[str, int] = field(default_factory=dict)
+    seed: int = 0                       # of generated inputs (.onnx and .tfm models)
+    db: Any = "auto"                    # tuning database, as in tensorforge.compile
 
 
 def default_threads() -> int:
@@ -53,9 +55,11 @@ def apply_threads(threads: int) -> None:
 def bench_models(specs: Sequence[str], cfg: BenchConfig, roofline: Roofline | None) -> dict:
     """Benchmarks every MODEL in ``specs``; the result is what ``bench --json`` writes."""
     apply_threads(cfg.threads)
-    models = [bench_model(load_model(s, cfg.batch, cfg.shapes, threads=cfg.threads), cfg, roofline)
+    info = run_info(cfg)
+    models = [bench_model(load_model(s, cfg.batch, cfg.shapes, cfg.seed, cfg.threads), cfg, roofline)
               for s in specs]
-    return {"info": run_info(cfg), "roofline": asdict(roofline) if roofline else None, "models": models}
+    info["load_after"] = load_average()
+    return {"info": info, "roofline": asdict(roofline) if roofline else None, "models": models}
 
 
 def run_info(cfg: BenchConfig) -> dict:
@@ -63,7 +67,8 @@ def run_info(cfg: BenchConfig) -> dict:
     from .roofline import host_key
     info = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "cpu": host_key()["cpu"],
             "cores": default_threads(), "machine": platform.machine(), "threads": cfg.threads,
-            "repeats": cfg.repeats, "warmup": cfg.warmup, "tolerance": cfg.tol,
+            "repeats": cfg.repeats, "warmup": cfg.warmup, "tolerance": cfg.tol, "load_before": load_average(),
+            "tuning_db": None if cfg.db is None else str(cfg.db),
             "tensorforge": tensorforge.__version__, "numpy": np.__version__}
     for pkg in ("torch", "onnxruntime"):
         try:
@@ -90,7 +95,7 @@ def bench_model(lm: LoadedModel, cfg: BenchConfig, roofline: Roofline | None) ->
         else:
             graph = lm.import_module()
             flops, nbytes = graph_flops(graph), graph_bytes(graph)
-            cm = tensorforge.compile(graph, threads=cfg.threads)
+            cm = tensorforge.compile(graph, threads=cfg.threads, db=cfg.db)
         compile_s = time.perf_counter() - t0
         tf = Contender("tensorforge", lambda: cm.run(*lm.inputs), cm.run(*lm.inputs), compile_s)
         bar.advance(note="checking outputs")

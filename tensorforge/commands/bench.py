@@ -6,6 +6,7 @@ tensorforge error (bad MODEL, unsupported op), 2 for bad usage.
 from __future__ import annotations
 
 import argparse
+import textwrap
 import sys
 
 DEFAULT_MODELS = ("resnet18", "bert_base")
@@ -29,6 +30,7 @@ def _peer_list(text: str) -> list[str]:
 def add_bench_arguments(p: argparse.ArgumentParser, repeats: int, json_path: str, chart_path: str) -> None:
     """The options ``bench`` and ``demo`` share (the demo only changes the defaults)."""
     from ..benchmark.peers import PEERS
+    from .loading import add_db_argument
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="threads for every contender (default: all cores)")
     p.add_argument("--peers", type=_peer_list, default=list(PEERS), metavar="LIST",
@@ -43,6 +45,7 @@ def add_bench_arguments(p: argparse.ArgumentParser, repeats: int, json_path: str
     p.add_argument("--roofline", action="store_true",
                    help="measure the machine's peak GEMM GFLOP/s and copy bandwidth and cache them "
                         "(otherwise the cached values are used, if any)")
+    add_db_argument(p)
     p.add_argument("--json", default=json_path, metavar="PATH", help=f"results as JSON (default {json_path})")
     p.add_argument("--chart", default=chart_path, metavar="PATH",
                    help=f"PNG bar chart of latencies relative to tensorforge (default {chart_path})")
@@ -58,7 +61,7 @@ def run_bench(args: argparse.Namespace, measure_roofline: bool | None = None) ->
     from ..benchmark.roofline import get_roofline
     from ..benchmark.runner import BenchConfig, bench_models, default_threads
     from ..errors import TensorforgeError
-    from .loading import parse_shapes
+    from .loading import db_option, parse_shapes
 
     threads = args.threads or default_threads()
     if threads < 1 or args.repeats < 1 or args.warmup < 0:
@@ -69,7 +72,8 @@ def run_bench(args: argparse.Namespace, measure_roofline: bool | None = None) ->
         roofline = get_roofline(measure=True)
     cfg = BenchConfig(threads=threads, repeats=args.repeats, warmup=args.warmup, budget_s=args.budget_s,
                       peers=args.peers, tol=args.tol, progress=args.progress, batch=args.batch,
-                      shapes=parse_shapes(args.shape))
+                      shapes=parse_shapes(args.shape), seed=args.seed,
+                      db=db_option(args.db))
     result = bench_models(args.models, cfg, roofline)
     print(format_table(result))
     write_json(result, args.json)
@@ -86,11 +90,11 @@ def register(sub) -> None:
     from .loading import add_model_arguments
     p = sub.add_parser(
         "bench", help="time tensorforge against torch eager, torch.compile and onnxruntime",
-        description="Compiles each MODEL, checks its outputs against the reference (PyTorch for zoo models, "
+        description=textwrap.fill("Compiles each MODEL, checks its outputs against the reference (PyTorch for zoo models, "
                     "onnxruntime for .onnx files), then times tensorforge and every installed peer on the same "
                     "inputs and weights, interleaved, and prints medians, speedups, compile times and "
                     "GFLOP/s. Writes the results as JSON and a PNG chart. Exit status 3 means an output "
-                    "mismatch.",
+                    "mismatch.", 79),
         epilog="examples:\n  tensorforge bench                       # resnet18 and bert_base\n"
                "  tensorforge bench mlp --batch 64 --peers eager,onnxruntime --threads 1\n"
                "  tensorforge bench model.onnx --shape N=1 --roofline",

@@ -6,6 +6,7 @@ outputs differ from the reference, 1 a tensorforge error, 2 bad usage.
 from __future__ import annotations
 
 import argparse
+import textwrap
 import os
 import sys
 import time
@@ -18,15 +19,16 @@ def describe_specs(specs) -> str:
     return ", ".join(s.describe() for s in specs)
 
 
-def compile_loaded(lm, threads: int | None, label: str = "compiling"):
-    """``lm`` compiled to a native model, under a progress bar (compiling takes seconds)."""
+def compile_loaded(lm, threads: int | None, db="auto", label: str = "compiling"):
+    """``lm`` compiled to a native model, under a progress bar (compiling takes seconds);
+    ``db`` as in ``tensorforge.compile``."""
     from ..progress import Progress
     with Progress(f"{label} {lm.name}", total=2) as bar:
         bar.set_note("importing and optimising")
         graph = lm.import_module()
         bar.advance(note="generating and compiling C")
         import tensorforge
-        cm = tensorforge.compile(graph, threads=threads)
+        cm = tensorforge.compile(graph, threads=threads, db=db)
         bar.advance(note="done")
     return cm
 
@@ -34,15 +36,15 @@ def compile_loaded(lm, threads: int | None, label: str = "compiling"):
 def _cmd_compile(args: argparse.Namespace) -> int:
     from ..benchmark.stats import max_rel_err_all
     from ..errors import TensorforgeError
-    from .loading import load_model, model_kind, parse_shapes
+    from .loading import db_option, load_model, model_kind, parse_shapes
 
     if model_kind(args.model) == "tfm":
         raise TensorforgeError(f"'{args.model}' is already compiled; run it with `tensorforge run {args.model}`")
     if not args.output.endswith(".tfm"):
         raise TensorforgeError(f"-o {args.output}: the output file must end in .tfm")
-    lm = load_model(args.model, args.batch, parse_shapes(args.shape), threads=args.threads)
+    lm = load_model(args.model, args.batch, parse_shapes(args.shape), seed=args.seed, threads=args.threads)
     t0 = time.perf_counter()
-    cm = compile_loaded(lm, args.threads)
+    cm = compile_loaded(lm, args.threads, db_option(args.db))
     compile_s = time.perf_counter() - t0
     status = 0
     if args.check and lm.reference is not None:
@@ -55,20 +57,21 @@ def _cmd_compile(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             status = EXIT_MISMATCH
     cm.save(args.output)
-    print(f"compiled {lm.name} in {compile_s:.1f} s -> {args.output} ({os.path.getsize(args.output) / 1e6:.1f} MB)")
+    size_mb = os.path.getsize(args.output) / 1e6
+    print(f"compiled {lm.name} in {compile_s:.1f} s -> {args.output} ({size_mb:.1f} MB)")
     print(f"  inputs:  {describe_specs(cm.native.inputs)}")
     print(f"  outputs: {describe_specs(cm.native.outputs)}")
     return status
 
 
 def register(sub) -> None:
-    from .loading import add_model_arguments
+    from .loading import add_db_argument, add_model_arguments
     p = sub.add_parser(
         "compile", help="compile a model into a .tfm file that `tensorforge run` (or tensorforge.load) runs",
-        description="Compiles MODEL for this machine and saves it as one .tfm file holding the library, "
+        description=textwrap.fill("Compiles MODEL for this machine and saves it as one .tfm file holding the library, "
                     "its C source and the weights; loading it needs only NumPy. The compiled model's "
                     "outputs are checked against the reference (PyTorch for zoo models, onnxruntime for "
-                    ".onnx files) on example inputs first; exit status 3 means they differ.",
+                    ".onnx files) on example inputs first; exit status 3 means they differ.", 79),
         epilog="examples:\n  tensorforge compile resnet18 -o resnet18.tfm --batch 8\n"
                "  tensorforge compile model.onnx --shape N=1 -o model.tfm",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -77,6 +80,7 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="threads for the output check (the saved model runs on all cores unless "
                         "`tensorforge run --threads` says otherwise)")
+    add_db_argument(p)
     p.add_argument("--no-check", dest="check", action="store_false", help="skip the output check")
     p.add_argument("--tol", type=float, default=1e-4,
                    help="largest max relative error the check accepts (default 1e-4)")

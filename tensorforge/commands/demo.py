@@ -14,7 +14,7 @@ DEMO_MODELS = ("resnet18", "bert_base")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    args.shape = []
+    args.shape, args.seed = [], 0
     return run_bench(args, measure_roofline=True)
 
 

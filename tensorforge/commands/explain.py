@@ -16,7 +16,7 @@ DIVERGED = 3          # exit code of --bisect when a result is beyond tolerance
 def _explain_load(args: argparse.Namespace):
     """MODEL imported into the graph dialect, and its example inputs (NumPy)."""
     from .loading import load_model, parse_shapes
-    lm = load_model(args.model, args.batch, parse_shapes(getattr(args, "shape", None)))
+    lm = load_model(args.model, args.batch, parse_shapes(args.shape), seed=args.seed)
     return lm.import_module(), lm.inputs
 
 
@@ -97,9 +97,8 @@ def _explain_native(args: argparse.Namespace, module, inputs) -> int:
         return 0
     if not optimised:
         optimize(module, None, args.pipeline)
-    with Progress(f"bisect {args.model}", total=None) as bar:
+    with Progress(f"bisect {args.model} (compile with every op result exposed, run, compare)", total=None):
         result = bisect(module, inputs, rtol=args.rtol, atol=args.atol)
-        bar.set_note("done")
     print(result.text())
     return DIVERGED if result.first is not None else 0
 

@@ -280,3 +280,17 @@ def add_model_arguments(parser, nargs: str | None = None, default=None) -> None:
                              "model's symbolic leading dimension")
     parser.add_argument("--shape", action="append", default=[], metavar="DIM=N",
                         help="value of a symbolic ONNX dimension, e.g. --shape seq=128 (repeatable)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the generated example inputs of .onnx/.tfm models (default 0)")
+
+
+def add_db_argument(parser) -> None:
+    """``--db``: the tuning database whose records a compile applies (``tensorforge tune`` fills it)."""
+    parser.add_argument("--db", default="auto", metavar="PATH",
+                        help="tuning database to apply when compiling (default: the default database "
+                             "if it exists; 'none': untuned)")
+
+
+def db_option(value: str | None):
+    """The ``db=`` argument of ``tensorforge.compile`` for a ``--db`` value."""
+    return None if value in (None, "none") else value

@@ -7,6 +7,7 @@ first.  Exit codes: 0 ran, 1 a tensorforge error (bad file, wrong input shape), 
 from __future__ import annotations
 
 import argparse
+import textwrap
 import os
 import statistics
 import time
@@ -25,7 +26,8 @@ def _read_inputs(paths: list[str], specs) -> list[np.ndarray]:
                                        f"(it has {', '.join(npz.files) or 'none'})")
             return [npz[s.name] for s in specs]
     if len(paths) != len(specs):
-        raise TensorforgeError(f"the model takes {len(specs)} input(s) ({', '.join(s.describe() for s in specs)}), "
+        wanted = ", ".join(s.describe() for s in specs)
+        raise TensorforgeError(f"the model takes {len(specs)} input(s) ({wanted}), "
                                f"--inputs gave {len(paths)} file(s)")
     return [_open_array(p) for p in paths]
 
@@ -69,10 +71,13 @@ def _time(cm, inputs, repeats: int) -> list[float]:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from .compile import compile_loaded
-    from .loading import load_model, parse_shapes, random_inputs
+    from .loading import db_option, load_model, parse_shapes, random_inputs
 
     lm = load_model(args.model, args.batch, parse_shapes(args.shape), seed=args.seed, threads=args.threads)
-    cm = lm.compile(threads=args.threads) if lm.kind == "tfm" else compile_loaded(lm, args.threads)
+    if lm.kind == "tfm":
+        cm = lm.compile(threads=args.threads)
+    else:
+        cm = compile_loaded(lm, args.threads, db_option(args.db))
     specs = cm.native.inputs
     if args.inputs:
         inputs = _read_inputs(args.inputs, specs)
@@ -105,12 +110,12 @@ def _file_names(names: list[str]) -> list[str]:
 
 
 def register(sub) -> None:
-    from .loading import add_model_arguments
+    from .loading import add_db_argument, add_model_arguments
     p = sub.add_parser(
         "run", help="run a compiled .tfm model on .npy inputs (or random ones): output stats and latency",
-        description="Runs MODEL (a .tfm file from `tensorforge compile`; a zoo name or .onnx file is compiled "
+        description=textwrap.fill("Runs MODEL (a .tfm file from `tensorforge compile`; a zoo name or .onnx file is compiled "
                     "first) on the given inputs, prints each output's shape and statistics and the median "
-                    "latency, and with --out saves the outputs as .npy files named after the outputs.",
+                    "latency, and with --out saves the outputs as .npy files named after the outputs.", 79),
         epilog="examples:\n  tensorforge run resnet18.tfm --random\n"
                "  tensorforge run model.tfm --inputs x.npy mask.npy --out results/\n"
                "  tensorforge run model.tfm --inputs inputs.npz     # arrays named like the inputs",
@@ -120,9 +125,9 @@ def register(sub) -> None:
     src.add_argument("--inputs", nargs="+", metavar="FILE",
                      help=".npy files in input order, or one .npz with an array per input name")
     src.add_argument("--random", action="store_true",
-                     help="random inputs of the model's shapes (floats ~ N(0,1), integers 0/1), from --seed")
-    p.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
+                     help="random inputs of the model's shapes (floats ~ N(0,1), integers 0/1), from --seed)")
     p.add_argument("--out", metavar="DIR", default=None, help="write every output to DIR/<output name>.npy")
     p.add_argument("--threads", type=int, default=None, metavar="N", help="threads to run on (default: all cores)")
+    add_db_argument(p)
     p.add_argument("--repeats", type=int, default=10, help="timed runs for the latency (default 10; 0: none)")
     p.set_defaults(fn=_cmd_run)

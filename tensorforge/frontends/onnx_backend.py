@@ -21,7 +21,8 @@ from .onnx import import_onnx
 from .onnx_ops.errors import NonConstantInputError
 from .onnx_ops.dtypes import from_numpy_for_onnx
 
-__all__ = ["TensorforgeBackend", "TensorforgeRep", "check_node_case", "prepare", "run_model", "run_node", "supports_device"]
+__all__ = ["TensorforgeBackend", "TensorforgeRep", "check_node_case", "prepare", "run_model", "run_node",
+           "run_node_cases", "supports_device"]
 
 
 def _data_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
@@ -29,13 +30,26 @@ def _data_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     return [vi for vi in model.graph.input if vi.name not in inits]
 
 
+def _compile(model: Any, target: str, threads: int | None) -> api.CompiledModel:
+    if target == "interpreter":
+        return api.compile(model, target=target)
+    return api.compile(model, target=target, threads=threads)
+
+
+def _as_graph_array(a: np.ndarray) -> np.ndarray:
+    """bf16 arrays (ml_dtypes, as ONNX gives them) as the f32 arrays the graph holds bf16 in:
+    exact, and what a native library takes (the interpreter would convert them itself)."""
+    return a.astype(np.float32) if a.dtype.name == "bfloat16" else a
+
+
 class TensorforgeRep(BackendRep):
     """A prepared model: compiled once, or once per value of the inputs it is specialized on."""
 
     def __init__(self, model: onnx.ModelProto, compiled: api.CompiledModel | None,
-                 bound: Sequence[str] = (), target: str = "interpreter"):
+                 bound: Sequence[str] = (), target: str = "interpreter", threads: int | None = None):
         self.model = model
         self.target = target
+        self.threads = threads
         self.input_names = [vi.name for vi in _data_inputs(model)]
         self.output_types = [vi.type.tensor_type.elem_type for vi in model.graph.output]
         self.compiled = compiled
@@ -56,7 +70,7 @@ class TensorforgeRep(BackendRep):
                     raise
                 bound.extend(more)
                 continue
-            compiled = api.compile(module, target=self.target)
+            compiled = _compile(module, self.target, self.threads)
             self._cache[key] = compiled
             self.bound = tuple(bound)
             return compiled
@@ -70,6 +84,7 @@ class TensorforgeRep(BackendRep):
                 raise TensorforgeError(f"the model takes {len(self.input_names)} inputs "
                                        f"({', '.join(self.input_names)}), got {len(arrays)}")
             feeds = {n: np.asarray(a) for n, a in zip(self.input_names, arrays)}
+        feeds = {n: _as_graph_array(a) for n, a in feeds.items()}
         compiled = self.compiled if not self.bound else self._specialize(feeds)
         args = [feeds[n] for n in self.input_names if n not in self.bound]
         outs = compiled.run_numpy(args)
@@ -80,8 +95,8 @@ class TensorforgeRep(BackendRep):
 class TensorforgeBackend(Backend):
     """The ONNX backend API: ``prepare``, ``run_model``, ``run_node``, ``supports_device``.
 
-    ``prepare(model, target=...)`` picks the compile target; the default is the reference
-    interpreter, which keeps the conformance suite (1,400 one-node models) fast.
+    ``prepare(model, target=..., threads=...)`` picks the compile target (the default is the
+    reference interpreter) and, for native targets, the threads a model runs on.
     """
 
     default_target = "interpreter"
@@ -95,11 +110,12 @@ class TensorforgeBackend(Backend):
         if not cls.supports_device(device):
             raise TensorforgeError(f"device '{device}' is not supported (tensorforge runs on CPU)")
         target = kwargs.get("target", cls.default_target)
+        threads = kwargs.get("threads")
         try:
-            compiled = api.compile(model, target=target)
+            compiled = _compile(model, target, threads)
         except NonConstantInputError as e:
-            return TensorforgeRep(model, None, e.inputs, target)
-        return TensorforgeRep(model, compiled, (), target)
+            return TensorforgeRep(model, None, e.inputs, target, threads)
+        return TensorforgeRep(model, compiled, (), target, threads)
 
     @classmethod
     def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any):
@@ -127,9 +143,10 @@ class TensorforgeBackend(Backend):
         return cls.run_model(model, arrays, device, **kwargs)
 
 
-def check_node_case(case, backend: type[Backend] = TensorforgeBackend) -> tuple[str, str]:
+def check_node_case(case, backend: type[Backend] = TensorforgeBackend, **options: Any) -> tuple[str, str]:
     """Runs one ONNX node test case: ``("pass" | "fail" | "skip", detail)``.
 
+    ``options`` go to ``backend.prepare`` (``target="cpu"`` runs the case through native code).
     Outputs are compared as the ONNX backend test runner does; an ``UnsupportedOpError`` is a
     skip, a wrong result or any other exception a failure.
     """
@@ -141,7 +158,7 @@ def check_node_case(case, backend: type[Backend] = TensorforgeBackend) -> tuple[
     def array(x):
         return numpy_helper.to_array(x) if isinstance(x, TensorProto) else np.asarray(x)
     try:
-        rep = backend.prepare(case.model, "CPU")
+        rep = backend.prepare(case.model, "CPU", **options)
         for inputs, ref_outputs in case.data_sets:
             outs = rep.run([array(x) for x in inputs])
             Runner.assert_similar_outputs([array(x) for x in ref_outputs], list(outs),
@@ -154,6 +171,40 @@ def check_node_case(case, backend: type[Backend] = TensorforgeBackend) -> tuple[
     except Exception as e:  # noqa: BLE001 - a conformance run reports every kind of failure
         return "fail", f"{type(e).__name__}: {e}"
     return "pass", ""
+
+
+# The cases a forked worker of ``run_node_cases`` reads (inherited from the parent, not pickled).
+_POOL_CASES: list = []
+_POOL_OPTIONS: dict[str, Any] = {}
+
+
+def _check_pooled(index: int) -> tuple[str, str, str]:
+    case = _POOL_CASES[index]
+    return (case.name, *check_node_case(case, **_POOL_OPTIONS))
+
+
+def run_node_cases(cases: Sequence, jobs: int = 1, **options: Any) -> list[tuple[str, str, str]]:
+    """``(name, status, detail)`` of every case in ``cases`` order, from ``jobs`` processes.
+
+    A native conformance run spends most of its time compiling ~1,400 small libraries, one gcc run
+    each; ``jobs`` worker processes (forked, so the cases are not rebuilt or pickled) compile
+    side by side and share the on-disk compile cache.  With several jobs each native model runs
+    on one thread unless ``threads`` is given.  Fork before any OpenMP code ran in this process
+    (GNU libgomp is not fork-safe); with ``jobs=1`` the cases run here.
+    """
+    if jobs <= 1 or len(cases) < 2:
+        return [(c.name, *check_node_case(c, **options)) for c in cases]
+    import multiprocessing
+
+    if options.get("target", TensorforgeBackend.default_target) != "interpreter":
+        options.setdefault("threads", 1)
+    global _POOL_CASES, _POOL_OPTIONS
+    _POOL_CASES, _POOL_OPTIONS = list(cases), dict(options)
+    try:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            return pool.map(_check_pooled, range(len(cases)), chunksize=4)
+    finally:
+        _POOL_CASES, _POOL_OPTIONS = [], {}
 
 
 prepare = TensorforgeBackend.prepare

@@ -36,17 +36,24 @@ class OpCheck:
     index: int                 # position among the checked results (program order)
     op: str                    # e.g. graph.relu
     location: str              # where the frontend found it ("relu_1"), or ""
-    kernel: str                # C function that computed it ("" if folded at compile time)
+    kernel: str                # C function that computed it in the bisect build ("" if folded)
     fused: list[str]           # the lowered kernels merged into that function
     max_abs: float
     max_rel: float             # max_abs / max|ref|
     ok: bool
+    compiled_in: str = ""      # the kernel holding this op in a normal compile: "#3 conv_relu (k5:conv k6:relu)"
 
     def line(self) -> str:
         where = f" at {self.location}" if self.location else ""
-        kernel = f"kernel {self.kernel} ({' + '.join(self.fused)})" if self.kernel else "folded at compile time"
+        kernel = f"kernel {self.kernel} ({_short_list(self.fused)})" if self.kernel else "folded at compile time"
+        normal = f"; in a normal compile fused into kernel {self.compiled_in}" if self.compiled_in else ""
         return (f"#{self.index} {self.op}{where} in {kernel}: max abs error {self.max_abs:.3e}, "
-                f"rel {self.max_rel:.3e}")
+                f"rel {self.max_rel:.3e}{normal}")
+
+
+def _short_list(labels: list[str], most: int = 6) -> str:
+    more = f" + {len(labels) - most} more" if len(labels) > most else ""
+    return " + ".join(labels[:most]) + more
 
 
 @dataclass
@@ -107,6 +114,7 @@ def bisect(module: ModuleOp, inputs: Sequence[Any], target: Target | None = None
     lowered, log = lower_with_log(probe, target)
     model, _ = build_lowered(lowered, probe, target, name="bisect", tuning=default_tuning(target))
     native = model.run(xs)
+    normal = _normal_kernels(module, target)
     kernels = [op for op in lowered.main.body if op.name == "structured.kernel"]
     position = {id(k): i for i, k in enumerate(kernels)}
     names = model.layout.kernel_names
@@ -119,8 +127,31 @@ def bisect(module: ModuleOp, inputs: Sequence[Any], target: Target | None = None
             kernel, fused = names[position[id(producer)]], kernel_labels(producer, log)
         diff, rel, ok = _compare(native[j], ref[j], rtol, atol)
         loc = "" if op.loc is None else str(op.loc)
-        result.checks.append(OpCheck(i, op.name, loc, kernel, fused, diff, rel, ok))
+        result.checks.append(OpCheck(i, op.name, loc, kernel, fused, diff, rel, ok,
+                                     _compiled_in(op.short_name, fused, normal)))
     return result
+
+
+def _normal_kernels(module: ModuleOp, target: Target) -> dict[str, str]:
+    """Fusion label -> the kernel that holds it when ``module`` is compiled as usual.
+
+    Labels (``k12:relu``) number the kernels in lowering order, which exposing values as outputs
+    does not change, so a label of the bisect build names the same op in the normal build."""
+    lowered, log = lower_with_log(module, target)
+    kernels = [op for op in lowered.main.body if op.name == "structured.kernel"]
+    where = {}
+    for i, k in enumerate(kernels):
+        labels = kernel_labels(k, log)
+        for lab in labels:
+            where[lab] = f"#{i} {k.attributes.get('sym_name', 'kernel')} ({_short_list(labels)})"
+    return where
+
+
+def _compiled_in(short_name: str, fused: list[str], normal: dict[str, str]) -> str:
+    """The normal build's kernel of the op whose label (among ``fused``) has its name; "" when
+    that is ambiguous or unknown."""
+    mine = [lab for lab in fused if lab.split(":", 1)[-1] == short_name]
+    return normal.get(mine[0], "") if len(mine) == 1 else ""
 
 
 __all__ = ["BisectResult", "OpCheck", "bisect"]

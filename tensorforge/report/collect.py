@@ -202,13 +202,13 @@ def _kernel_code(layout, rows: list[KernelRow]) -> list[KernelCode]:
 def _memory(func: FuncOp, layout, model: NativeModel) -> MemoryReport:
     plan = layout.plan
     upto: list[int] = []              # body index -> ordinal of the last kernel call at or before it
-    name_of: dict[int, str] = {}      # id(value) -> C name of its kernel (".j" for result j of several)
+    name_of: dict[int, str] = {}      # id(value) -> "#call C-name" of its kernel (".j": result j of several)
     k = -1
     for op in func.body:
         if op.name == "structured.kernel":
             k += 1
             for j, r in enumerate(op.results):
-                name_of[id(r)] = layout.kernel_names[k] + (f".{j}" if len(op.results) > 1 else "")
+                name_of[id(r)] = f"#{k} {layout.kernel_names[k]}" + (f".{j}" if len(op.results) > 1 else "")
         upto.append(max(k, 0))
     buffers = [Buffer(name_of.get(key, "?"), plan.offsets[key], plan.sizes[key], upto[start], upto[end])
                for key, (start, end, v) in live_intervals(func, lambda v: id(v) in plan.offsets).items()]

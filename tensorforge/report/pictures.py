@@ -98,9 +98,12 @@ def kernel_picture(func: FuncOp, log: FusionLog | None, names: list[str], title:
 
 
 def kernel_labels(kernel: Operation, log: FusionLog | None) -> list[str]:
-    """The fusion log's labels of the lowered kernels merged into ``kernel`` (``k12:conv``, ...)."""
+    """The fusion log's labels of the lowered kernels merged into ``kernel`` (``k12:conv``, ...),
+    each once: the parts of a split kernel (``k9:slice#0#2``) count as the op they came from."""
     labels = log.labels.get(kernel) if log is not None else None
-    return list(labels) if labels else [str(kernel.attributes.get("sym_name", "kernel"))]
+    if not labels:
+        return [str(kernel.attributes.get("sym_name", "kernel"))]
+    return list(dict.fromkeys(lab.split("#", 1)[0] for lab in labels))
 
 
 def _short(label: str) -> str:
@@ -172,7 +175,7 @@ def blocks(pic: Picture, max_block: int = MAX_BLOCK) -> list[list[int]]:
         cur += delta[p]
         live.append(cur)
     spans = _split(live, 0, len(body), max_block)
-    return _merge_small([body[a:b] for a, b in spans])
+    return _merge_small([body[a:b] for a, b in spans], cap=max_block)
 
 
 def _split(live: list[int], start: int, stop: int, max_block: int) -> list[tuple[int, int]]:
@@ -189,11 +192,12 @@ def _split(live: list[int], start: int, stop: int, max_block: int) -> list[tuple
     return out
 
 
-def _merge_small(groups: list[list[int]], smallest: int = 3) -> list[list[int]]:
-    """Joins runs of tiny blocks (the chain of a ResNet stem, an MLP) so boxes carry some content."""
+def _merge_small(groups: list[list[int]], smallest: int = 3, cap: int = MAX_BLOCK) -> list[list[int]]:
+    """Joins tiny blocks (a LayerNorm between two residual adds, the chain of a ResNet stem) to
+    their neighbour, so that every box carries some content; no block grows beyond ``cap``."""
     out: list[list[int]] = []
     for g in groups:
-        if out and (len(out[-1]) < smallest or len(g) < smallest) and len(out[-1]) + len(g) <= 3 * smallest:
+        if out and (len(g) < smallest or len(out[-1]) < smallest) and len(out[-1]) + len(g) <= cap:
             out[-1] = out[-1] + g
         else:
             out.append(list(g))

@@ -51,6 +51,8 @@ FMA_UNITS = 2
 # Bytes/s per core at which each cache is filled from the level below it (L2 -> L1, L3 -> L2, DRAM -> L3).
 FILL_BANDWIDTH = {"l1": 96e9, "l2": 32e9, "l3": 11e9}
 FORK_JOIN_S = 3e-6
+LOAD_PORTS = 2
+FMA_LATENCY = 4                    # cycles
 
 FEATURE_NAMES: tuple[str, ...] = (
     "is_gemm",
@@ -68,7 +70,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "local_bytes", "accumulators", "reg_tile_vectors", "reg_occupancy",
     "gemm_a_panel_l1", "gemm_b_panel_l1", "gemm_a_block_l2", "gemm_b_block_l2", "gemm_b_block_l3",
     "gemm_pack_a", "gemm_pack_traffic", "gemm_edge_waste", "gemm_loop_order", "gemm_dynamic",
-    "gemm_tiles_per_thread", "gemm_unroll_k", "gemm_conv",
+    "gemm_tiles_per_thread", "gemm_unroll_k", "gemm_conv", "gemm_loads_per_fma", "gemm_kernel_efficiency",
     "est_compute_s", "est_memory_s", "est_seconds",
 )
 INDEX = {n: i for i, n in enumerate(FEATURE_NAMES)}
@@ -585,10 +587,15 @@ def gemm_features(params: dict, problem: dict, target=None) -> np.ndarray:
     raw["gemm_tiles_per_thread"] = per_thread
     raw["gemm_unroll_k"] = max(1, int(p["unroll"]))
     raw["gemm_conv"] = float(bool(conv))
+    # the micro-kernel's k step: mr x nv fmas against nv vector loads of B and mr broadcasts of A (load
+    # ports), and every accumulator's fma chain (latency) -- whichever needs most cycles sets the pace
+    fma_cycles = accumulators / FMA_UNITS
+    step = max(fma_cycles, (mr + b_vecs) / LOAD_PORTS, FMA_LATENCY)
+    raw["gemm_loads_per_fma"] = (mr + b_vecs) / accumulators
+    raw["gemm_kernel_efficiency"] = fma_cycles / step
 
-    # roofline prior: the micro-kernel needs >= 2 fma units x 4 cycles latency = 8 independent
-    # accumulators to issue every cycle; spills and edge tiles waste the rest
-    eff = min(1.0, accumulators / (2 * FMA_UNITS * 2)) / (1.0 + 0.5 * spill) * (1.0 - edge)
+    # roofline prior: the micro-kernel's pace; spills and edge tiles waste the rest
+    eff = raw["gemm_kernel_efficiency"] / (1.0 + 0.5 * spill) * (1.0 - edge)
     eff *= min(1.0, kc / 64.0) ** 0.25              # short K blocks pay the C tile load/store per block
     compute = flops / (mach.peak_flops(True) * eff * threads * balance)
     memory = (l1_traffic / FILL_BANDWIDTH["l1"] + l2_traffic / FILL_BANDWIDTH["l2"] + dram / FILL_BANDWIDTH["l3"]

@@ -107,3 +107,15 @@ def test_loops_calling_them_vectorize_without_calls(tmp_path):
         assert f"v.c:{line}:" in out.stderr and "loop vectorized" in out.stderr, out.stderr
     syms = subprocess.run(["nm", "-u", str(tmp_path / "v.o")], capture_output=True, text=True).stdout
     assert "erff" not in syms and "expf" not in syms, syms
+
+
+def test_libm_math_switches_the_emitter_back_to_the_c_library():
+    from tensorforge.codegen.c.emit_loop import _math_fn
+    from tensorforge.codegen.c.vmath import libm_math
+    from tensorforge.ir.types import DType
+    assert _math_fn("exp", "x", DType.f32) == "tf_expf(x)"
+    assert _math_fn("exp", "x", DType.f64) == "exp(x)"           # double keeps libm
+    with libm_math():
+        assert _math_fn("exp", "x", DType.f32) == "expf(x)"
+        assert _math_fn("erf", "x", DType.f32) == "erff(x)"
+    assert _math_fn("erf", "x", DType.f32) == "tf_erff(x)"

@@ -105,7 +105,7 @@ def test_big_pictures_collapse_into_blocks_at_residual_boundaries():
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 def test_report_renders_in_headless_chromium(resnet_report, tmp_path):
-    from matplotlib.image import imread
+    imread = pytest.importorskip("matplotlib.image").imread
     page = tmp_path / "report.html"
     page.write_text(resnet_report[1])
     shot = tmp_path / "shot.png"

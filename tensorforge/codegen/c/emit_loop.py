@@ -30,6 +30,10 @@ PRELUDE = r"""#include <stdint.h>
 static inline int64_t tf_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 static inline int64_t tf_imod(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 /* NaN tests and order keys on the bits: -ffast-math lets gcc assume no NaN/Inf in float compares. */
+/* bf16 stored as its 16 bits; rounding to nearest even as the interpreter's cast does. */
+static inline float tf_bf16_load(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline uint16_t tf_bf16_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+static inline float tf_bf16_round(float f) { return tf_bf16_load(tf_bf16_bits(f)); }
 static inline int tf_isnan_f32(float x) { uint32_t u; memcpy(&u, &x, 4); return (u & 0x7fffffffu) > 0x7f800000u; }
 static inline int tf_isnan_f64(double x) { uint64_t u; memcpy(&u, &x, 8); return (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull; }
 static inline int tf_isnan_f16(_Float16 x) { uint16_t u; memcpy(&u, &x, 2); return (u & 0x7fffu) > 0x7c00u; }
@@ -40,13 +44,24 @@ static inline int64_t tf_key_f16(_Float16 x) { uint16_t u; memcpy(&u, &x, 2); re
 
 
 def c_type(t) -> str:
+    """The C type of a scalar value (``ScalarType``/``DType``) or of a buffer/tensor element.
+
+    bf16 has no C arithmetic type in gcc 12: its elements are stored as their 16 bits
+    (``uint16_t``) and its scalar values computed as ``float`` (loads widen, stores round).
+    """
     if isinstance(t, IndexType):
         return "int64_t"
     dt = t if isinstance(t, DType) else t.dtype
+    if dt is DType.bf16:
+        return "float" if isinstance(t, (DType, ScalarType)) else "uint16_t"
     try:
         return C_TYPES[dt]
     except KeyError:
         raise CompileError(f"element type {dt} has no C lowering yet (use f32/f64/int types)") from None
+
+
+def _is_bf16_buffer(t) -> bool:
+    return isinstance(t, BufferType) and t.dtype is DType.bf16
 
 
 def _fsuffix(dt: DType) -> str:
@@ -159,6 +174,8 @@ def _cast(a, dt_in, attrs, result_t):
     target = c_type(result_t)
     if isinstance(result_t, ScalarType) and result_t.dtype is DType.bool:
         return f"({a[0]} != 0)"
+    if isinstance(result_t, ScalarType) and result_t.dtype is DType.bf16:
+        return f"tf_bf16_round((float){a[0]})"
     return f"(({target}){a[0]})"
 
 
@@ -231,12 +248,15 @@ def _exact_division(fn: Operation) -> str:
     the like: an ulp lower, a quotient that is exactly .5 (quantization: ``round(x / scale)``)
     rounds the other way.  Only such kernels give up the fast-math rewrites.
     """
+    def is_float(v: Value) -> bool:
+        return isinstance(v.type, ScalarType) and v.type.dtype.is_float
+
     div = rounds = False
     for op in fn.walk():
-        if op.name == "scalar.div" and op.results[0].type.dtype.is_float:
+        if op.name == "scalar.div" and is_float(op.results[0]):
             div = True
-        elif op.name in _ROUNDING or (op.name == "scalar.cast" and op.operands[0].type.dtype.is_float
-                                      and not op.results[0].type.dtype.is_float):
+        elif op.name in _ROUNDING or (op.name == "scalar.cast" and is_float(op.operands[0])
+                                      and not is_float(op.results[0])):
             rounds = True
     return '__attribute__((optimize("no-unsafe-math-optimizations"))) ' if div and rounds else ""
 
@@ -350,7 +370,7 @@ class FunctionEmitter:
             self.names[id(op.results[0])] = v
             if t.rank == 0:
                 self.scalars.add(id(op.results[0]))
-                self.lines.append(f"{ind}{c_type(t)} {v};")
+                self.lines.append(f"{ind}{c_type(t.dtype)} {v};")
             elif t.nbytes <= 64 * 1024:
                 self.lines.append(f"{ind}{c_type(t)} {v}[{t.num_elements}] __attribute__((aligned(64)));")
             else:
@@ -367,6 +387,8 @@ class FunctionEmitter:
                 return
             idx = op.operands[1:]
             access = f"{self.name(buf)}[{self.index_of(buf, idx)}]"
+            if _is_bf16_buffer(buf.type):
+                access = f"tf_bf16_load({access})"
             pad = op.attributes.get("pad")
             if pad is not None:
                 conds = " && ".join(f"{self.name(i)} >= 0 && {self.name(i)} < {d}"
@@ -378,8 +400,10 @@ class FunctionEmitter:
             if id(buf) in self.scalars:
                 self.lines.append(f"{ind}{self.name(buf)} = {self.name(val)};")
             else:
-                self.lines.append(f"{ind}{self.name(buf)}[{self.index_of(buf, op.operands[2:])}] = "
-                                  f"{self.name(val)};")
+                value = self.name(val)
+                if _is_bf16_buffer(buf.type):
+                    value = f"tf_bf16_bits({value})"
+                self.lines.append(f"{ind}{self.name(buf)}[{self.index_of(buf, op.operands[2:])}] = {value};")
         elif name == "loop.return":
             for v in self.frees:
                 self.lines.append(f"{ind}free({v});")

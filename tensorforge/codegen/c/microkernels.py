@@ -152,12 +152,21 @@ def pack_b(B: np.ndarray, nr: int, trans: bool = False) -> np.ndarray:
     if trans:
         B = B.T
     K, N = B.shape
-    panels = -(-N // nr) if N else 0
-    out = _aligned_empty((panels, K, nr))
-    padded = np.zeros((K, panels * nr), dtype=np.float32)
-    padded[:, :N] = B
-    out[...] = padded.reshape(K, panels, nr).transpose(1, 0, 2)
+    out = _aligned_empty((-(-N // nr) if N else 0, K, nr))
+    pack_b_into(out, B, nr)
     return out
+
+
+def pack_b_into(out: np.ndarray, B: np.ndarray, nr: int) -> None:
+    """``pack_b`` of B [K, N] (any strides: a view of a model's weight) into ``out``
+    [ceil(N/nr), K, nr], one copy: compile time of large linear layers is this copy."""
+    K, N = B.shape
+    full, rest = divmod(N, nr)
+    if full:
+        out[:full] = B[:, :full * nr].reshape(K, full, nr).transpose(1, 0, 2)
+    if rest:
+        out[full, :, :rest] = B[:, full * nr:]
+        out[full, :, rest:] = 0.0
 
 
 def packed_b_size(K: int, N: int, nr: int) -> int:

@@ -39,7 +39,7 @@ from .contraction import (Affine, ConvPlan, GemmPlan, Roles, VAxis, match_contra
 from .emit_loop import c_type
 from .fused_epilogue import EpilogueChain, match_chain
 from .im2col import IM2COL_C, Im2colShape
-from .microkernels import GemmParams, GemmSpec, gemm_prelude, generate_gemm, pack_b, packed_b_size, signatures
+from .microkernels import GemmParams, GemmSpec, gemm_prelude, generate_gemm, pack_b_into, packed_b_size, signatures
 from .toolchain import unit
 
 KERNEL_NAME = "KERNEL_NAME"      # the placeholder model.py replaces (same as model.KERNEL_NAME)
@@ -266,12 +266,12 @@ class KernelPlan:
         ko = _group_offsets(p.b.flat, r.k)
         no = _group_offsets(p.b.flat, r.n)
         axes, _ = self._packed_batch()
-        slices = []
-        for point in np.ndindex(*[x.extent for x in axes]):
+        extents = [x.extent for x in axes]
+        out = np.empty((int(np.prod(extents)), -(-r.N // self.nr), r.K, self.nr), np.float32)
+        for s, point in enumerate(np.ndindex(*extents)):
             off = p.b.flat.const + sum(p.b.flat.coeff(x.key) * i for x, i in zip(axes, point))
-            mat = flat[off + ko[:, None] + no[None, :]]
-            slices.append(pack_b(mat, self.nr))
-        return np.ascontiguousarray(np.stack(slices)) if slices else np.zeros(0, np.float32)
+            pack_b_into(out[s], _matrix_view(flat, off, ko, no), self.nr)
+        return out if out.size else np.zeros(0, np.float32)
 
     def pack_key(self, arg: int) -> str:
         """What decides ``pack``'s result besides the constant itself."""
@@ -349,6 +349,23 @@ def _group_offsets(aff: Affine, group: list[VAxis]) -> np.ndarray:
     for ax in group:
         idx = (idx[:, None] + aff.coeff(ax.key) * np.arange(ax.extent, dtype=np.int64)[None, :]).reshape(-1)
     return idx
+
+
+def _matrix_view(flat: np.ndarray, off: int, ko: np.ndarray, no: np.ndarray) -> np.ndarray:
+    """``flat[off + ko[:, None] + no[None, :]]``: a strided view when both offset lists are
+    arithmetic progressions (the usual weight layouts), which is ~10x faster than the gather on
+    the 100-MB weights of a large linear layer."""
+    def step(o: np.ndarray) -> int | None:
+        if len(o) < 2:
+            return 0
+        d = int(o[1] - o[0])
+        return d if d >= 0 and np.array_equal(o, o[0] + d * np.arange(len(o))) else None
+
+    dk, dn = step(ko), step(no)
+    if dk is None or dn is None or not len(ko) or not len(no):
+        return flat[off + ko[:, None] + no[None, :]]
+    start = off + int(ko[0]) + int(no[0])
+    return np.lib.stride_tricks.as_strided(flat[start:], (len(ko), len(no)), (dk * 4, dn * 4), writeable=False)
 
 
 def _constant_args(kernel: Operation) -> set[int]:

@@ -25,7 +25,8 @@ below reproduce them); ``tests/codegen/test_vector_math.py`` checks the compiled
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 # erf(x) = x * P(x^2) / Q(x^2) for |x| <= ERF_CLAMP (erf(3.92) = 1 - 5e-8, which rounds to 1 in
 # float32).  Max abs error of the fit 6e-8; evaluated in float32 with FMA, 4e-7.
@@ -84,6 +85,18 @@ static inline float tf_expf(float x) {{
 INLINE_FLOAT32 = {"exp": "tf_expf", "erf": "tf_erff"}
 
 
+@contextmanager
+def libm_math() -> Iterator[None]:
+    """Code generated inside the block calls the C library's ``expf``/``erff`` instead (benchmarks
+    compare both in one run; the compile cache keys on the source, so both builds coexist)."""
+    saved = dict(INLINE_FLOAT32)
+    INLINE_FLOAT32.clear()
+    try:
+        yield
+    finally:
+        INLINE_FLOAT32.update(saved)
+
+
 # ---- how the coefficients were obtained (not used at compile time) ---------------------------------
 def fit_rational(f, x, p_deg: int, q_deg: int, iters: int = 200):
     """Coefficients (lowest degree first) of ``P``/``Q`` in ``t = x^2`` with ``Q(0) = 1`` that
@@ -125,4 +138,4 @@ def fit_exp(lo: float, hi: float, deg: int, iters: int = 150):
     return best
 
 
-__all__ = ["INLINE_FLOAT32", "c_source", "fit_exp", "fit_rational"]
+__all__ = ["INLINE_FLOAT32", "c_source", "fit_exp", "fit_rational", "libm_math"]

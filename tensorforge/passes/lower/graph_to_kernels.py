@@ -23,6 +23,7 @@ from ...ir.builtin import FuncOp, ModuleOp
 from ...ir.pass_manager import Pass
 from ..registry import register_pass
 from .to_structured import lower_op_to_kernel
+from .widen_bf16 import widen_bf16
 
 KEEP = {"graph.constant", "func.return", "structured.kernel"}
 FUSION_ATTR = "tf.fusion"          # the fusion kind of a kernel (lower-case FusionKind name)
@@ -86,6 +87,7 @@ def lower_function(func: FuncOp, target: Any = None, fusion: str | None = ...) -
     Returns how many kernels ``func`` holds afterwards."""
     if fusion is ...:
         fusion = default_fusion()
+    widen_bf16(func)
     if fusion and fusion.strip().lower() not in _OFF:
         from ..fusion import fuse_function
         fuse_function(func, target, fusion)
