@@ -7,8 +7,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
+from ..errors import TensorforgeError
 
 DIVERGED = 3          # exit code of --bisect when a result is beyond tolerance
 
@@ -26,6 +28,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from ..passes.pipeline import ModuleStats, default_pipeline, trace_pipeline
     from ..ir.pass_manager import PassManager
 
+    if args.html and not os.path.isdir(os.path.dirname(os.path.abspath(args.html))):
+        raise TensorforgeError(f"cannot write the report to '{args.html}': its directory does not exist")
     t0 = time.perf_counter()
     module, inputs = _explain_load(args)
     load_s = time.perf_counter() - t0
@@ -61,7 +65,6 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 def _explain_fusion(args: argparse.Namespace, module) -> None:
     """``explain --fusion``: fuses the optimised module, prints the groups and every decision with
     its reason, and writes a picture of the fused graph (Graphviz where ``dot`` exists)."""
-    import os
     from ..passes.fusion.explain import explain_fusion, write_picture
 
     t0 = time.perf_counter()
@@ -86,8 +89,12 @@ def _explain_native(args: argparse.Namespace, module, inputs) -> int:
             report = collect(module, args.model, inputs, profile_runs=args.profile_runs, pipeline=args.pipeline,
                              step=lambda what: bar.advance(1, note=what))
         optimised = True
-        with open(args.html, "w", encoding="utf-8") as f:
-            f.write(render_html(report))
+        try:
+            with open(args.html, "w", encoding="utf-8") as f:
+                f.write(render_html(report))
+        except OSError as exc:
+            raise TensorforgeError(f"cannot write the report to '{args.html}': {exc.strerror}; "
+                                   f"give a path in an existing, writable directory") from None
         top = sorted(report.kernels, key=lambda k: -k.seconds)[:5]
         print(f"report    {args.html} ({len(report.kernels)} kernels, run {report.run_seconds * 1e3:.2f} ms, "
               f"arena {report.memory.arena_bytes / (1 << 20):.2f} MiB)")

@@ -57,8 +57,11 @@ class LoadedModel:
     def import_module(self):
         """The graph-level module before optimisation (zoo and onnx only)."""
         if self.kind == "zoo":
+            import warnings
             from ..frontends.torch import import_torch
-            return import_torch(self.model, self.torch_inputs)
+            with warnings.catch_warnings():      # torch.export's notices about its own internals
+                warnings.simplefilter("ignore", FutureWarning)
+                return import_torch(self.model, self.torch_inputs)
         if self.kind == "onnx":
             from ..frontends.onnx import import_onnx
             return import_onnx(self.model, input_shapes=self.input_shapes)

@@ -17,6 +17,8 @@ import numpy as np
 from ..codegen.c.build import build_lowered
 from ..codegen.target import Target
 from ..ir.builtin import FuncOp, ModuleOp
+from ..ir.interpreter import run_function
+from ..ir.pass_manager import PassManager
 from ..passes.fusion.log import FusionLog
 from ..passes.fusion.passes import fuse_function
 from ..passes.lower.graph_to_kernels import default_fusion, lower_ops
@@ -134,8 +136,6 @@ def collect(module: ModuleOp, name: str, inputs: Sequence[Any] | None = None, ta
     """Optimises ``module`` in place, compiles it with kernel timers and runs it ``profile_runs``
     times (after one warm-up run) on ``inputs`` (default: ``example_inputs``).  ``check`` compares
     the outputs with the reference interpreter; ``step(what)`` is told as each of 5 stages ends."""
-    from ..ir.pass_manager import PassManager
-
     step = step or (lambda what: None)
     target = target or Target.host()
     pictures = [graph_picture(module.main, "graph as imported")]
@@ -167,7 +167,6 @@ def collect(module: ModuleOp, name: str, inputs: Sequence[Any] | None = None, ta
              if tuning is not None else "untuned: default schedules (no tuning database)"]
     err = None
     if check:
-        from ..ir.interpreter import run_function
         ref = run_function(module.main, xs)
         err = max((float(np.max(np.abs(np.asarray(o, np.float64) - np.asarray(r, np.float64)))) if np.size(r) else 0.0)
                   for o, r in zip(outs, ref))

@@ -130,3 +130,16 @@ def test_graph_work_of_a_matmul():
     f.set_return([f.builder().graph.matmul(f.args[0], f.args[1])])
     assert graph_flops(m) == 2 * 8 * 16 * 4
     assert graph_bytes(m) == 4 * (8 * 16 + 16 * 4 + 8 * 4)
+
+
+def test_tfm_bench_times_tensorforge_alone_and_says_why(tiny_onnx, cache, capsys):
+    path, _ = tiny_onnx
+    tfm = cache / "tiny.tfm"
+    assert run_cli(["compile", path, "--shape", "N=2", "-o", tfm, "--no-check"], capsys)[0] == 0
+    js = cache / "t.json"
+    code, out, err = run_cli(["bench", tfm, "--json", js, "--chart", cache / "t.png", *FAST], capsys)
+    assert code == 0, err
+    (model,) = json.loads(js.read_text())["models"]
+    assert [c["key"] for c in model["contenders"]] == ["tensorforge"]
+    assert {s["peer"] for s in model["skipped"]} == {"eager", "inductor", "inductor-freezing", "onnxruntime"}
+    assert model["check"]["reference"] is None and "outputs not checked" in out

@@ -29,7 +29,7 @@ def test_report_content_matches_the_compiled_model(resnet_report):
     report, html, module, xs = resnet_report
     # the same (optimised) module compiled the normal way: same kernels, same arena
     native, src = build_native(module)
-    assert "tf_profile" not in src
+    assert "tf_profile" not in src and native.kernel_times() is None      # timers only when asked for
     assert len(report.kernels) == len(native.layout.kernel_names) == native.build["kernels"]
     assert [k.name for k in report.kernels] == native.layout.kernel_names
     # kernel table: one row per kernel call
@@ -119,3 +119,9 @@ def test_report_renders_in_headless_chromium(resnet_report, tmp_path):
     assert gray.var() > 1e-3                                    # not a blank page
     top = gray[150:1000]                                        # where the graph pictures are
     assert (top < 0.9).mean() > 0.01
+
+
+def test_cli_refuses_an_unwritable_report_path_before_compiling(capsys):
+    from tensorforge.cli import main
+    assert main(["explain", "mlp_small", "--html", "/nonexistent-dir/report.html"]) == 1
+    assert "directory does not exist" in capsys.readouterr().err

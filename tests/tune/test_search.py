@@ -141,24 +141,24 @@ def test_a_killed_tune_loses_at_most_the_batch_in_flight(tmp_path):
     script = tmp_path / "slow_tune.py"
     script.write_text(_KILL_SCRIPT.format(root=ROOT))
     db = str(tmp_path / "k.sqlite")
+    TuningDatabase(db).close()          # created before the writer starts: polling never races its creation
     proc = subprocess.Popen([sys.executable, str(script), db], stdout=subprocess.PIPE, cwd=ROOT)
     try:
-        t_start = time.monotonic()
         assert proc.stdout.readline().strip() == b"ready"
-        print("READY", time.monotonic() - t_start)
         deadline = time.monotonic() + 60
         count = 0
         while time.monotonic() < deadline:
             try:
+                t1 = time.monotonic()
                 with TuningDatabase(db, readonly=True) as d:
                     count = d.count()
-            except TuningDatabaseError as e:                    # not created yet (or being created)
-                print("ERR", e)
+                print("DBG", round(time.monotonic() - t1, 2), count, flush=True)
+            except TuningDatabaseError:                    # not created yet (or being created)
+                pass
                 if count >= 8:
                     break
             time.sleep(0.05)
-        print("POLL", count, time.monotonic() - deadline + 60)
-        assert count >= 8, "the tune did not commit two batches in time"
+        assert 8 <= count < 400, "the tune did not commit two batches in time"
         time.sleep(0.25)                                   # now inside the next batch's measurement
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
