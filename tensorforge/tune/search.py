@@ -137,6 +137,9 @@ class TaskSearch:
     def _evolve(self, seen: set[str]) -> list[_Candidate]:
         """A population evolved in the cost model for a few generations (no measurement)."""
         o = self.options
+        if self.space.costly:             # a loop candidate is a replayed schedule: keep the pool small
+            o = SearchOptions(min(o.population, 16), min(o.generations, 2), o.elite, o.epsilon, o.random_share,
+                              min(o.max_attempts, 200))
         parents = [c for _, c in sorted(self.history, key=lambda h: h[0])[:o.elite] if c.get("kind") != "default"]
         if not parents:
             parents = [c for c in self.space.seeds() if c.get("kind") != "default"]

@@ -43,7 +43,10 @@ class InvalidCandidate(ValueError):
 
 
 class Space:
-    """Common interface: ``seeds`` (good starting points), ``sample``, ``mutate``, ``check``, ``features``."""
+    """Common interface: ``seeds`` (good starting points), ``sample``, ``mutate``, ``check``, ``features``;
+    ``costly``: checking a candidate is expensive (the search then keeps its populations small)."""
+
+    costly = False
 
     def __init__(self, task: Task, target):
         self.task, self.target = task, target
@@ -201,13 +204,23 @@ _ADDABLE = ("split", "vectorize", "unroll", "parallel", "reorder")
 class LoopSpace(Space):
     """Schedule traces of one loop kernel, grown from the default schedule's trace."""
 
+    costly = True
+
+    # Replays are memoised (a parent is replayed for every child drawn from it); the bound keeps memory flat.
+    MEMO = 256
+
     def __init__(self, task: Task, target):
         super().__init__(task, target)
         self._default: list | None = None
+        self._lowered = None
+        self._memo: dict[str, Any] = {}
 
     def lowered(self):
-        from ..passes.lower.structured_to_loop import lower_kernel
-        return lower_kernel(self.task.kernel)
+        """A fresh copy of the kernel's unscheduled loop nest."""
+        if self._lowered is None:
+            from ..passes.lower.structured_to_loop import lower_kernel
+            self._lowered = lower_kernel(self.task.kernel)
+        return self._lowered.clone()
 
     def default_trace(self) -> list:
         """The steps of the schedule the compiler gives this kernel untuned."""
@@ -270,12 +283,25 @@ class LoopSpace(Space):
         return ["vectorize", [chain[-1]], []]
 
     def _replay(self, steps: list):
+        """The schedule ``steps`` give (every primitive checks its legality; the IR verifier is left
+        to the tests, it would cost more than the replay).  Raises InvalidCandidate."""
         from ..schedule.trace import Trace, replay
+        text = json.dumps({"version": 1, "steps": steps})
+        hit = self._memo.get(text)
+        if isinstance(hit, InvalidCandidate):
+            raise hit
+        if hit is not None:
+            return hit
         try:
-            trace = Trace.from_json(json.dumps({"version": 1, "steps": steps}))
-            return replay(self.lowered(), trace, check=True)
+            result = replay(self.lowered(), Trace.from_json(text), check=False)
         except ScheduleError as exc:
-            raise InvalidCandidate(f"{self.task.name}: {exc}") from exc
+            result = InvalidCandidate(f"{self.task.name}: {exc}")
+        if len(self._memo) >= self.MEMO:
+            self._memo.pop(next(iter(self._memo)))
+        self._memo[text] = result
+        if isinstance(result, InvalidCandidate):
+            raise result
+        return result
 
     def check(self, config: dict):
         if config.get("kind") == "default":

@@ -9,9 +9,9 @@ import textwrap
 import time
 
 import numpy as np
+import pytest
 
 from tensorforge.codegen.target import Target
-from tensorforge.errors import TuningDatabaseError
 from tensorforge.tune.api import tune
 from tensorforge.tune.database import TuningDatabase
 from tensorforge.tune.measure import Result
@@ -47,8 +47,13 @@ class RankModel:
         return np.asarray(X)[:, 0]
 
 
-def test_batches_are_valid_new_and_seeds_come_first():
-    task = task_of(*stack_model(rows=64, width=64), "gemm")
+@pytest.fixture(scope="module")
+def gemm_task():
+    return task_of(*stack_model(rows=64, width=64), "gemm")
+
+
+def test_batches_are_valid_new_and_seeds_come_first(gemm_task):
+    task = gemm_task
     space = space_for(task, Target.host())
     search = TaskSearch(task, space, None, rng=random.Random(0))
     first = search.next_batch(4)
@@ -67,8 +72,8 @@ def test_batches_are_valid_new_and_seeds_come_first():
     assert search.best_s == 1e-3 and search.default_s() == 1e-3
 
 
-def test_the_cost_model_ranks_the_batch():
-    task = task_of(*stack_model(rows=64, width=64), "gemm")
+def test_the_cost_model_ranks_the_batch(gemm_task):
+    task = gemm_task
     space = space_for(task, Target.host())
     space.features = lambda config, params: np.array([params.mr * params.nr if params else 0.0])
     search = TaskSearch(task, space, RankModel(), rng=random.Random(1))
@@ -100,8 +105,8 @@ def test_scheduler_budget_counts_existing_records_and_follows_the_gain():
     assert capped.next_task() is None
 
 
-def test_tune_commits_batches_and_resumes_without_duplicates(tmp_path):
-    tasks = [task_of(*stack_model(rows=64, width=64), "gemm")]
+def test_tune_commits_batches_and_resumes_without_duplicates(tmp_path, gemm_task):
+    tasks = [gemm_task]
     db = str(tmp_path / "t.sqlite")
     fake = FakeMeasurer()
     r1 = tune(tasks, trials=10, db=db, measurer=fake, batch_size=4, progress=False)
@@ -141,22 +146,17 @@ def test_a_killed_tune_loses_at_most_the_batch_in_flight(tmp_path):
     script = tmp_path / "slow_tune.py"
     script.write_text(_KILL_SCRIPT.format(root=ROOT))
     db = str(tmp_path / "k.sqlite")
-    TuningDatabase(db).close()          # created before the writer starts: polling never races its creation
+    TuningDatabase(db).close()          # exists before the writer starts, so the poll can open it read-only
     proc = subprocess.Popen([sys.executable, str(script), db], stdout=subprocess.PIPE, cwd=ROOT)
     try:
         assert proc.stdout.readline().strip() == b"ready"
         deadline = time.monotonic() + 60
         count = 0
         while time.monotonic() < deadline:
-            try:
-                t1 = time.monotonic()
-                with TuningDatabase(db, readonly=True) as d:
-                    count = d.count()
-                print("DBG", round(time.monotonic() - t1, 2), count, flush=True)
-            except TuningDatabaseError:                    # not created yet (or being created)
-                pass
-                if count >= 8:
-                    break
+            with TuningDatabase(db, readonly=True) as d:
+                count = d.count()
+            if count >= 8:
+                break
             time.sleep(0.05)
         assert 8 <= count < 400, "the tune did not commit two batches in time"
         time.sleep(0.25)                                   # now inside the next batch's measurement
