@@ -7,7 +7,8 @@ The whole run happens in a child process whose environment sets OPENBLAS_NUM_THR
 thread count (read when NumPy loads) and drops OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (see
 benchmarks/gemm_kernel.py).  It tunes the GEMM task of ``a @ b`` with ``tensorforge.tune``, then
 compiles the model with the database (tuned) and without (untuned default) and times both against
-``np.matmul(a, b, out=c)`` interleaved (A B C A B C ..., medians after warm-up).  The machine is
+``np.matmul(a, b, out=c)`` in alternating blocks with pauses (``tune_timing.py``: thread pools that
+spin after a call would otherwise starve the next contender on 2 cores).  The machine is
 shared: ratios within one run are what to compare.
 """
 from __future__ import annotations
@@ -27,8 +28,8 @@ def child(size: int, trials: int, budget: float, db: str | None, threads: int, r
     import torch
 
     import tensorforge
-    from tensorforge.benchmark.timing import time_interleaved
     from tensorforge.tune.tasks import extract_tasks
+    from tune_timing import time_blocks
 
     class MatMul(torch.nn.Module):
         def forward(self, a, b):
@@ -51,12 +52,12 @@ def child(size: int, trials: int, budget: float, db: str | None, threads: int, r
     for name, cm, out in (("tuned", tuned, C_t), ("default", untuned, C_d)):
         cm.run(A, B, out=[out])
         errs[name] = float(np.abs(out - expected).max() / np.abs(expected).max())
-    timings = time_interleaved({"numpy": lambda: np.matmul(A, B, out=C_np),
-                                "tuned": lambda: tuned.run(A, B, out=[C_t]),
-                                "default": lambda: untuned.run(A, B, out=[C_d])}, repeats=rounds, warmup=3)
+    blocks = time_blocks({"numpy": lambda: np.matmul(A, B, out=C_np),
+                          "tuned": lambda: tuned.run(A, B, out=[C_t]),
+                          "default": lambda: untuned.run(A, B, out=[C_d])}, rounds=rounds, reps=5)
     flop = 2.0 * size ** 3
-    med = {k: statistics.median(v.samples) for k, v in timings.items()}
-    ratios = [n / t for n, t in zip(timings["numpy"].samples, timings["tuned"].samples)]
+    med = {k: statistics.median(v) for k, v in blocks.items()}
+    ratios = [n / t for n, t in zip(blocks["numpy"], blocks["tuned"])]
     task = report.tasks[0]
     return {"size": size, "threads": threads, "trials": report.trials, "records": task.records,
             "tune_s": tune_s, "stopped": report.stopped, "best_config": task.best_config,
@@ -74,7 +75,7 @@ def main() -> None:
     ap.add_argument("--time-budget", type=float, default=180.0, help="seconds of tuning at most")
     ap.add_argument("--db", help="tuning database (default: a fresh temporary one)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -82,6 +83,7 @@ def main() -> None:
         return
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     env["OPENBLAS_NUM_THREADS"] = str(args.threads)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(__file__)), env.get("PYTHONPATH", "")])
     payload = dict(size=args.size, trials=args.trials, budget=args.time_budget, db=args.db,
                    threads=args.threads, rounds=args.rounds)
     r = run_child(__file__, payload, env, f"{args.threads} thread(s)")

@@ -7,7 +7,7 @@ torch out.
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -19,8 +19,12 @@ from .ir.verifier import verify
 TARGETS = ("cpu", "interpreter")
 
 
-def import_model(model: Any, example_inputs: Sequence | None = None) -> ModuleOp:
-    """Turns any supported model object into a graph-level module (no optimisation)."""
+def import_model(model: Any, example_inputs: Sequence | None = None,
+                 shapes: Mapping[str, int] | None = None) -> ModuleOp:
+    """Turns any supported model object into a graph-level module (no optimisation).
+
+    For ONNX models, ``example_inputs`` and ``shapes`` (``{"batch": 1, "seq": 128}``) bind the
+    symbolic dimensions of the inputs, which specialises the model to those sizes."""
     if isinstance(model, ModuleOp):
         return model
     if isinstance(model, (str, os.PathLike)):
@@ -29,11 +33,11 @@ def import_model(model: Any, example_inputs: Sequence | None = None) -> ModuleOp
             raise TensorforgeError(f"cannot compile '{path}': expected an .onnx file "
                                    f"(or pass a torch.nn.Module / onnx.ModelProto)")
         from .frontends.onnx import import_onnx
-        return import_onnx(path)
+        return import_onnx(path, example_inputs=example_inputs, shapes=shapes)
     kind = type(model).__module__ + "." + type(model).__name__
     if kind.startswith("onnx") and type(model).__name__ == "ModelProto":
         from .frontends.onnx import import_onnx
-        return import_onnx(model)
+        return import_onnx(model, example_inputs=example_inputs, shapes=shapes)
     try:
         import torch
     except ImportError:
@@ -128,7 +132,8 @@ class CompiledModel:
 
 
 def compile(model: Any, example_inputs: Sequence | None = None, target: str = "cpu",
-            threads: int | None = None, passes: Any = None, db: Any = "auto", **options: Any) -> CompiledModel:
+            threads: int | None = None, passes: Any = None, db: Any = "auto",
+            shapes: Mapping[str, int] | None = None, **options: Any) -> CompiledModel:
     """Imports, checks, optimises and compiles ``model``.
 
     ``target="cpu"`` (the default) generates C for the host and loads it; ``"interpreter"`` runs
@@ -139,11 +144,12 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
     ``"const-fold,dce"``, a ``PassManager``, or False for none.  A ``ModuleOp`` given as
     ``model`` is copied, not changed.  ``db``: a tuning database (path or ``TuningDatabase``) whose
     best record of every kernel is applied, no tuning run; the default ``"auto"`` uses the default
-    database when that file exists; None compiles untuned.
+    database when that file exists; None compiles untuned.  ``shapes`` gives sizes to an ONNX
+    model's symbolic dimensions by name (``{"batch": 1, "seq": 128}``), as example inputs do.
     """
     if target not in TARGETS:
         raise TensorforgeError(f"unknown target '{target}' (choose from {', '.join(TARGETS)})")
-    module = import_model(model, example_inputs)
+    module = import_model(model, example_inputs, shapes)
     verify(module)
     if passes is not False and passes != "":
         from .passes.pipeline import optimize
@@ -152,6 +158,8 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
         verify(module)
     if target == "interpreter":
         return CompiledModel(module, target="interpreter")
+    from .frontends.onnx_ops.bindings import check_static_inputs
+    check_static_inputs([(a.name_hint or f"arg{a.index}", a.type) for a in module.main.args])
     from .codegen.c.build import build_native
     from .tune.apply import tuning_from_db
     native, source = build_native(module, threads=threads, tuning=tuning_from_db(db), **options)

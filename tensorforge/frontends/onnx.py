@@ -5,7 +5,8 @@ This module loads models and checks what it is given; the graph walk is in
 to the handler registered for its op type, which emits graph ops; operands that ONNX moved
 from attributes to inputs over the opsets are read through the import context, which folds
 them to constants when they only depend on constants and static shapes.  Initializers become
-``graph.constant``; symbolic dimensions (``dim_param``) become named symbolic dims.  Anything
+``graph.constant``; symbolic dimensions (``dim_param``) become named symbolic dims unless
+example inputs or ``shapes`` bind them (``onnx_ops/bindings.py``).  Anything
 that cannot be represented raises ``UnsupportedOpError`` naming the node, its op type, the
 opset and what is missing.
 """
@@ -19,14 +20,14 @@ import numpy as np
 from ..errors import FrontendError
 from ..ir.builtin import ModuleOp
 from ..ir.types import Dim
-from .onnx_ops.errors import NonConstantInputError
+from .onnx_ops.errors import NonConstantInputError, UnboundDimError
 
 try:
     import onnx
 except ImportError:  # pragma: no cover - onnx is an optional dependency
     onnx = None
 
-__all__ = ["import_onnx", "load_model", "supported_ops", "NonConstantInputError", "MAX_OPSET"]
+__all__ = ["import_onnx", "load_model", "supported_ops", "NonConstantInputError", "UnboundDimError", "MAX_OPSET"]
 
 
 def _require_onnx():
@@ -68,16 +69,20 @@ def load_model(model_or_path: Any) -> "onnx.ModelProto":
 
 
 def import_onnx(model_or_path: Any, *, bind_inputs: Mapping[str, np.ndarray] | None = None,
-                input_shapes: Mapping[str, Sequence[Dim]] | None = None) -> ModuleOp:
+                input_shapes: Mapping[str, Sequence[Dim]] | None = None, example_inputs: Any = None,
+                shapes: Mapping[str, int] | None = None) -> ModuleOp:
     """Imports an ONNX model into a graph-dialect module with one function, ``main``.
 
     ``bind_inputs`` turns the named model inputs into constants with the given values (used to
     specialize a model whose shape operands are model inputs); ``input_shapes`` overrides
-    declared input shapes (e.g. to fix a dynamic batch size).
+    declared input shapes (e.g. to fix a dynamic batch size).  ``example_inputs`` (arrays or
+    tensors in input order, or a name -> array mapping) and ``shapes`` (``{"batch": 1}``) bind
+    the inputs' symbolic dimensions (``dim_param``) to sizes, so that the shape arithmetic of a
+    dynamic-axes export folds away at import; unbound ones stay symbolic.
     """
     model = load_model(model_or_path)
     from .onnx_ops.importer import Importer
-    return Importer(model, bind_inputs or {}, input_shapes or {}).run()
+    return Importer(model, bind_inputs or {}, input_shapes or {}, example_inputs, shapes).run()
 
 
 def supported_ops() -> list[str]:

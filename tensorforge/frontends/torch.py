@@ -1209,7 +1209,9 @@ def register_backend() -> None:
     """
     if "torch._dynamo" not in sys.modules:
         return
-    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend as register
+    from torch._dynamo.backends.registry import _BACKENDS, _COMPILER_FNS, register_backend as register
 
-    if BACKEND_NAME not in _COMPILER_FNS:
+    # A pending entry point means Dynamo is loading us right now and registers the backend itself
+    # (registering it here too would make its own registration fail with "duplicate name").
+    if BACKEND_NAME not in _COMPILER_FNS and _BACKENDS.get(BACKEND_NAME) is None:
         register(tensorforge_backend, name=BACKEND_NAME)

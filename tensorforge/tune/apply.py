@@ -70,17 +70,17 @@ class Tuning:
         trace = Trace.from_json(json.dumps(cfg["trace"]))
         key = workload_key(kernel)
 
-        def schedule(fn: Operation) -> None:
+        def schedule(fn: Operation):
+            """Returns the Schedule (its trace is what ``explain`` shows)."""
             try:
                 replay(fn.clone(), trace, check=False)      # all or nothing: a trial run first
             except ScheduleError as exc:
                 from ..schedule.default import default_schedule
                 warnings.warn(f"tuned schedule of kernel {_name(kernel)} no longer applies ({exc}); "
                               f"using the default")
-                default_schedule(fn, self.target.cores if self.target is not None else None)
-                return
-            replay(fn, trace, check=False)
+                return default_schedule(fn, self.target.cores if self.target is not None else None)
             self.applied[key] = cfg
+            return replay(fn, trace, check=False)
 
         return schedule
 

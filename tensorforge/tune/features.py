@@ -88,16 +88,10 @@ def _log(x: float) -> float:
     return math.log2(1.0 + max(0.0, float(x)))
 
 
-def _machine(target) -> "Machine":
-    if target is None:
-        from ..codegen.target import Target
-        target = Target.host()
-    return Machine(lanes=max(1, target.vector_width), registers=max(1, target.vector_registers),
-                   cores=max(1, target.cores), caches={"l1": target.l1d, "l2": target.l2, "l3": target.l3})
-
-
 @dataclass(frozen=True)
 class Machine:
+    """What the features read of a ``codegen.target.Target``."""
+
     lanes: int
     registers: int
     cores: int
@@ -108,7 +102,15 @@ class Machine:
         return FREQ_HZ * FMA_UNITS * 2 * (self.lanes if vector else 1)
 
 
-def _finish(raw: dict[str, float], machine: Machine) -> np.ndarray:
+def _machine(target) -> "Machine":
+    if target is None:
+        from ..codegen.target import Target
+        target = Target.host()
+    return Machine(lanes=max(1, target.vector_width), registers=max(1, target.vector_registers),
+                   cores=max(1, target.cores), caches={"l1": target.l1d, "l2": target.l2, "l3": target.l3})
+
+
+def _finish(raw: dict[str, float]) -> np.ndarray:
     """Adds the roofline estimate and intensities, log-scales, orders as ``FEATURE_NAMES``."""
     compute, memory = raw["est_compute_s"], raw["est_memory_s"]
     raw["est_seconds"] = max(compute, memory) + raw.get("_overhead_s", 0.0)
@@ -453,7 +455,7 @@ def loop_features(fn: Operation, target=None) -> np.ndarray:
     mem_s += ports * (vec_share / lanes + 1.0 - vec_share) / (2 * FREQ_HZ)
     raw["est_memory_s"] = max(mem_s * share, 1e-9)
     raw["_overhead_s"] = a.forks * FORK_JOIN_S
-    return _finish(raw, mach)
+    return _finish(raw)
 
 
 def _contiguous_in_vector(m: _Mem) -> bool:
@@ -603,4 +605,4 @@ def gemm_features(params: dict, problem: dict, target=None) -> np.ndarray:
     raw["est_compute_s"] = compute
     raw["est_memory_s"] = memory
     raw["_overhead_s"] = FORK_JOIN_S * batch if threads > 1 else 0.0
-    return _finish(raw, mach)
+    return _finish(raw)

@@ -5,8 +5,9 @@ through the model code generator with the config as its override (``apply.Tuning
 timed is exactly the code a tuned compile emits.  The C compiler runs for several candidates at
 once (a thread pool; each compile is its own gcc process, content-hash cached), then the runner
 process (``runner.py``) times the libraries one after another: a warm-up call whose output is
-checked against the reference, then ``repeats`` timed repeats of enough calls to last
-``min_repeat_s``; the median is the candidate's latency.  A candidate whose build fails, whose
+checked against the reference, then timed repeats of enough calls to last ``min_repeat_s``;
+the batch's good candidates are then timed again round-robin for ``repeats`` rounds (a shared
+machine's load spikes hit all of them alike); the median is the candidate's latency.  A candidate whose build fails, whose
 runner crashes or exceeds ``timeout_s``, or whose output is wrong costs one trial: its result has
 an ``error`` and no latencies, and the next candidate gets a fresh runner.
 
@@ -142,17 +143,19 @@ class Measurer:
 
     ``workers``: parallel C compilers (default: the target's cores); ``timeout_s``: per candidate
     run; ``repeats`` x (calls lasting ``min_repeat_s``); ``threads``: what the kernels run on
-    (default: all cores, as a compiled model does); ``rtol``: allowed max relative output error.
+    (default: all cores, as a compiled model does); ``rtol``: allowed max relative output error;
+    ``interleave``: time a batch's good candidates again round-robin (see ``_interleave``).
     """
 
     def __init__(self, target=None, *, workers: int | None = None, timeout_s: float = 60.0, repeats: int = 5,
                  min_repeat_s: float = 0.02, threads: int | None = None, rtol: float = 1e-3,
-                 workdir: str | None = None):
+                 workdir: str | None = None, interleave: bool = True):
         from ..codegen.target import Target
         self.target = target or Target.host()
         self.workers = workers or max(1, self.target.cores)
         self.timeout_s, self.repeats, self.min_repeat_s, self.rtol = timeout_s, repeats, min_repeat_s, rtol
         self.threads = threads or self.target.cores
+        self.interleave = interleave
         self._own_dir = workdir is None
         self.workdir = workdir or tempfile.mkdtemp(prefix="tensorforge-tune-")
         os.makedirs(self.workdir, exist_ok=True)
@@ -279,7 +282,10 @@ class Measurer:
         return self._measure_built(task, built, b)
 
     def _measure_built(self, task: Task, built: list, b: _Bench, save: list[str] | None = None) -> list[Result]:
-        results = []
+        for _, job in built:        # every compiler of the batch done before timing starts: gcc would steal cores
+            job.wait()
+        results, timed = [], []
+        interleave = self.interleave and save is None and len(built) > 1
         for config, job in built:
             res = Result(config)
             try:
@@ -294,7 +300,7 @@ class Measurer:
             res.workspace_bytes = self.workspace_bytes(task, config, layout)
             req = {"lib": lib, "weights": weights, "arena": int(layout.arena_bytes), "inputs": b.inputs,
                    "outputs": b.outputs, "reference": b.reference, "save": save, "threads": self.threads,
-                   "repeats": self.repeats, "min_repeat_s": self.min_repeat_s, "rtol": self.rtol}
+                   "repeats": 2 if interleave else self.repeats, "min_repeat_s": self.min_repeat_s, "rtol": self.rtol}
             try:
                 reply = self.runner.request(req, self.timeout_s)
                 res.latencies = tuple(float(x) for x in reply.get("latencies") or ())
@@ -302,7 +308,25 @@ class Measurer:
             except (TimeoutError, RunnerDied) as exc:
                 res.error = f"run failed: {exc}"
             results.append(res)
+            if res.ok:
+                timed.append((res, req))
+        if interleave and len(timed) > 1:
+            self._interleave(timed)
         return results
+
+    def _interleave(self, timed: list[tuple[Result, dict]]) -> None:
+        """The batch's good candidates timed again round-robin, ``repeats`` rounds: load that comes
+        and goes on a shared machine then slows every candidate alike.  On a failure the
+        one-at-a-time numbers stay."""
+        try:
+            reply = self.runner.request({"interleave": [req for _, req in timed], "rounds": self.repeats},
+                                        self.timeout_s * len(timed))
+        except (TimeoutError, RunnerDied):
+            return
+        lat = reply.get("latencies") or []
+        if len(lat) == len(timed):
+            for (res, _), values in zip(timed, lat):
+                res.latencies = tuple(float(x) for x in values)
 
 
 class _Done:
@@ -314,16 +338,26 @@ class _Done:
     def result(self):
         raise self.exc
 
+    def wait(self) -> None:
+        pass
+
 
 class _Timed:
     def __init__(self, future, t0: float):
         self.future, self.t0, self.seconds = future, t0, 0.0
 
+    def wait(self) -> None:
+        try:
+            self.result()
+        except Exception:       # noqa: BLE001 - reported when the result is taken
+            pass
+
     def result(self):
         try:
             return self.future.result()
         finally:
-            self.seconds = time.perf_counter() - self.t0
+            if not self.seconds:
+                self.seconds = time.perf_counter() - self.t0
 
 
 def random_array(shape: Sequence[int], dtype, rng: np.random.Generator) -> np.ndarray:

@@ -8,7 +8,8 @@ one that hangs is killed on a deadline (``measure.py`` restarts it for the next 
 A request names a built library (a one-kernel model: ``tf_run(inputs, outputs, arena, weights)``),
 its weight blob, inputs, output shapes, the reference outputs (or where to save them) and the
 timing plan.  The output is checked against the reference after one warm-up call and before any
-timing: a wrong candidate gets an error, never a latency.
+timing: a wrong candidate gets an error, never a latency.  An ``interleave`` request times several
+already checked candidates round-robin (``measure.py`` sends one per batch).
 """
 from __future__ import annotations
 
@@ -62,41 +63,68 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
     return float(np.max(np.abs(o[fin] - r[fin]))) / scale if fin.any() else 0.0
 
 
-def run_request(req: dict[str, Any], arrays: _Arrays) -> dict[str, Any]:
-    lib = ctypes.CDLL(req["lib"])
-    run = lib.tf_run
-    run.argtypes = [ctypes.c_void_p] * 4
-    run.restype = None
-    lib.tf_set_num_threads.argtypes = [ctypes.c_int]
-    lib.tf_set_num_threads(int(req.get("threads", 0)))
-    inputs = [arrays.get(p) for p in req["inputs"]]
-    outputs = [_aligned_copy(np.zeros(tuple(o["shape"]), dtype=o["dtype"])) for o in req["outputs"]]
-    weights = arrays.get(req["weights"]) if req.get("weights") else _aligned_copy(np.zeros(ALIGN, np.uint8))
-    arena = _aligned_copy(np.zeros(max(int(req.get("arena", 0)), ALIGN), np.uint8))
-    in_ptrs = (ctypes.c_void_p * max(len(inputs), 1))(*[a.ctypes.data for a in inputs])
-    out_ptrs = (ctypes.c_void_p * max(len(outputs), 1))(*[o.ctypes.data for o in outputs])
-    args = (ctypes.addressof(in_ptrs), ctypes.addressof(out_ptrs), arena.ctypes.data, weights.ctypes.data)
+class _Loaded:
+    """A candidate library bound to its buffers; ``time(n)`` is the wall time of n runs."""
 
-    def call(n: int) -> float:
+    def __init__(self, req: dict[str, Any], arrays: _Arrays):
+        self.lib = lib = ctypes.CDLL(req["lib"])
+        self.run = lib.tf_run
+        self.run.argtypes = [ctypes.c_void_p] * 4
+        self.run.restype = None
+        lib.tf_set_num_threads.argtypes = [ctypes.c_int]
+        self.threads = int(req.get("threads", 0))
+        self.inputs = [arrays.get(p) for p in req["inputs"]]
+        self.outputs = [_aligned_copy(np.zeros(tuple(o["shape"]), dtype=o["dtype"])) for o in req["outputs"]]
+        self.weights = arrays.get(req["weights"]) if req.get("weights") else _aligned_copy(np.zeros(ALIGN, np.uint8))
+        self.arena = _aligned_copy(np.zeros(max(int(req.get("arena", 0)), ALIGN), np.uint8))
+        self.in_ptrs = (ctypes.c_void_p * max(len(self.inputs), 1))(*[a.ctypes.data for a in self.inputs])
+        self.out_ptrs = (ctypes.c_void_p * max(len(self.outputs), 1))(*[o.ctypes.data for o in self.outputs])
+        self.args = (ctypes.addressof(self.in_ptrs), ctypes.addressof(self.out_ptrs), self.arena.ctypes.data,
+                     self.weights.ctypes.data)
+
+    def time(self, n: int) -> float:
+        self.lib.tf_set_num_threads(self.threads)
+        run, args = self.run, self.args
         t = time.perf_counter()
         for _ in range(n):
             run(*args)
         return time.perf_counter() - t
 
-    first = call(1)
+
+def _number(req: dict[str, Any], est: float) -> int:
+    """Calls per repeat so that a repeat lasts about min_repeat_s (timer and call overhead amortised)."""
+    return max(1, min(int(req.get("max_number", 1000)), math.ceil(float(req.get("min_repeat_s", 0.01)) / max(est, 1e-7))))
+
+
+def run_request(req: dict[str, Any], arrays: _Arrays) -> dict[str, Any]:
+    """One candidate: a warm-up call, the output check, then ``repeats`` timed repeats."""
+    cand = _Loaded(req, arrays)
+    first = cand.time(1)
     if req.get("save"):
-        for path, o in zip(req["save"], outputs):
+        for path, o in zip(req["save"], cand.outputs):
             np.save(path, o)
     worst = 0.0
-    for path, o in zip(req.get("reference") or [], outputs):
+    for path, o in zip(req.get("reference") or [], cand.outputs):
         worst = max(worst, relative_error(o, arrays.get(path)))
     if worst > float(req.get("rtol", 1e-3)):
         return {"latencies": [], "error": f"wrong output: max relative error {worst:.3g}", "max_err": worst}
-    # calls per repeat so that a repeat lasts about min_repeat_s (timer and call overhead amortised)
-    est = min(first, call(1))
-    number = max(1, min(int(req.get("max_number", 1000)), math.ceil(float(req.get("min_repeat_s", 0.01)) / max(est, 1e-7))))
-    lat = [call(number) / number for _ in range(int(req.get("repeats", 5)))]
+    number = _number(req, min(first, cand.time(1)))
+    lat = [cand.time(number) / number for _ in range(int(req.get("repeats", 5)))]
     return {"latencies": lat, "error": None, "max_err": worst, "number": number}
+
+
+def run_interleaved(reqs: list[dict[str, Any]], rounds: int, arrays: _Arrays) -> dict[str, Any]:
+    """Candidates already checked, timed round-robin (A B C A B C ...): a slow spell of a shared
+    machine then hits every candidate of the batch alike instead of whichever ran during it."""
+    loaded = []
+    for req in reqs:
+        cand = _Loaded(req, arrays)
+        loaded.append((cand, _number(req, min(cand.time(1), cand.time(1)))))
+    lat: list[list[float]] = [[] for _ in reqs]
+    for _ in range(rounds):
+        for k, (cand, n) in enumerate(loaded):
+            lat[k].append(cand.time(n) / n)
+    return {"latencies": lat, "error": None}
 
 
 def main() -> None:
@@ -107,7 +135,9 @@ def main() -> None:
         if not line.strip():
             continue
         try:
-            reply = run_request(json.loads(line), arrays)
+            req = json.loads(line)
+            reply = (run_interleaved(req["interleave"], int(req["rounds"]), arrays) if "interleave" in req
+                     else run_request(req, arrays))
         except Exception as exc:        # noqa: BLE001 - any failure is this candidate's, reported
             reply = {"latencies": [], "error": f"{type(exc).__name__}: {exc}"}
         proto.write(json.dumps(reply) + "\n")

@@ -198,7 +198,7 @@ def _neighbour(choices, value, rng: random.Random):
 # ---- loop kernels -------------------------------------------------------------------------------
 SPLIT_FACTORS = (2, 4, 8, 16, 32, 64, 128)
 UNROLL_FACTORS = (2, 4, 8, 16)
-_ADDABLE = ("split", "vectorize", "unroll", "parallel", "reorder")
+_ADDABLE = ("split", "vectorize", "unroll", "parallel", "reorder", "compute_at", "cache_write")
 
 
 class LoopSpace(Space):
@@ -280,6 +280,13 @@ class LoopSpace(Space):
             return ["reorder", rng.sample(chain, 2), []]
         if prim == "parallel":
             return ["parallel", [chain[0]], []]
+        if prim in ("compute_at", "cache_write"):       # a producer's (or accumulator's) new location
+            from ..schedule.analysis import ALLOC, walk_ops
+            computes = sorted({a.attributes["tag"][:-4] for a in walk_ops(s.fn, ALLOC)
+                               if str(a.attributes.get("tag", "")).endswith(".buf")}) if prim == "compute_at" \
+                else sorted({x.split(".")[0] for x in tags if x[:1].isdigit()})
+            if computes:
+                return [prim, [rng.choice(computes), t], []]
         return ["vectorize", [chain[-1]], []]
 
     def _replay(self, steps: list):

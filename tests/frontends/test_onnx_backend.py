@@ -82,3 +82,17 @@ def test_backend_api():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     (c,) = TensorforgeBackend.run_node(node, [a, np.float32(2.5)])
     np.testing.assert_array_equal(c, a + np.float32(2.5))
+
+
+def test_run_node_cases_in_processes_matches_one_process():
+    """``jobs=2`` (forked workers, as the conformance report runs natively) gives the same results
+    in the same order as running the cases here."""
+    from tensorforge.frontends.onnx_backend import run_node_cases
+
+    cases = sorted((c for c in load_model_tests(kind="node") if c.name.startswith(("test_abs", "test_add", "test_cast_"))),
+                   key=lambda c: c.name)[:12]
+    here = run_node_cases(cases, jobs=1, target="interpreter")
+    pooled = run_node_cases(cases, jobs=2, target="interpreter")
+    assert pooled == here
+    assert [name for name, _, _ in here] == [c.name for c in cases]
+    assert sum(status == "pass" for _, status, _ in here) >= 5

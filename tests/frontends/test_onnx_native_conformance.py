@@ -2,10 +2,12 @@
 
 The whole suite natively is ~1,400 C compiles (``benchmarks/onnx_conformance_report.py
 --target cpu --jobs 2``); CI runs a representative subset: for every op (the node types of a
-non-expanded case), the first case by name that tensorforge does not reject.  Rejections
-(``UnsupportedOpError``) are cheap, so walking past them costs no compile.  Every chosen case
-must pass: its outputs are compared with the ONNX reference outputs at the case's own
-tolerances (``check_node_case``, as the ONNX backend test runner compares them).
+non-expanded case), the first case by name that the reference interpreter accepts.  That case
+must pass natively too: a native rejection (``UnsupportedOpError``) is a gap and fails here,
+as does a wrong result.  Outputs are compared with the ONNX reference outputs at the case's own
+tolerances (``check_node_case``, as the ONNX backend test runner compares them).  Interpreter
+rejections are cheap (no compile), so walking past them costs little; measured ~15 s of CPU with
+a cold compile cache for the 144 ops that have an accepted case.
 """
 from __future__ import annotations
 
@@ -27,9 +29,6 @@ KNOWN_NATIVE_DEVIATIONS = {
     "test_gru_bidirectional": "float32 exp ulps amplified by cancellation",
     "test_gru_seq_length": "float32 exp ulps amplified by cancellation",
 }
-# Ops covered when this floor was set: 215 of the 224 op groups that have a case natively
-# accepted.  Fewer means cases that passed became rejections.
-MIN_OPS = 200
 
 
 def _op_group(case) -> str:
@@ -45,25 +44,15 @@ def _cases_by_op() -> dict[str, list]:
 
 
 CASES_BY_OP = _cases_by_op()
-_covered: set[str] = set()
 
 
 @pytest.mark.parametrize("op", sorted(CASES_BY_OP))
 def test_first_accepted_case_passes_natively(op):
-    rejected = []
     for case in CASES_BY_OP[op]:
-        status, detail = check_node_case(case, target="cpu")
-        if status == "skip":
-            rejected.append(case.name)
+        reference, _ = check_node_case(case, target="interpreter")
+        if reference == "skip":
             continue
-        assert status == "pass", f"{case.name} through native code: {detail}"
-        _covered.add(op)
+        status, detail = check_node_case(case, target="cpu")
+        assert status == "pass", f"{case.name} through native code: {status}: {detail}"
         return
-    pytest.skip(f"every {op} case is rejected natively ({len(rejected)} cases)")
-
-
-def test_native_coverage_floor():
-    """Runs after the per-op tests (definition order): enough ops must have had a native pass."""
-    if len(_covered) < len(CASES_BY_OP) // 2:
-        pytest.skip("the per-op tests did not run in this session (filtered or distributed)")
-    assert len(_covered) >= MIN_OPS, f"only {len(_covered)} ops passed natively"
+    pytest.skip(f"every {op} case is rejected (by the interpreter too)")

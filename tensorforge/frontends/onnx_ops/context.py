@@ -20,8 +20,11 @@ from ...ir.builtin import FuncOp
 from ...ir.core import Value
 from ...ir.opdef import PURE, SHAPE_ONLY, lookup
 from ...ir.types import Dim, DType
+from ...passes.graph.shape_prop import Partial, _small_static, partial_value
+from .bindings import symbol_sites, unbound_error
 from .dtypes import onnx_type_name, tensor_to_numpy, to_dtype
 from .errors import NonConstantInputError
+from .symbolic import symbolic_vector
 
 _MISSING = object()
 
@@ -175,7 +178,7 @@ class ImportContext:
         """The shape of ``v`` when every dimension is known; otherwise an UnsupportedOpError."""
         shape = v.type.shape
         if not all(isinstance(d, int) for d in shape):
-            raise self._unsupported(f"{what} needs static dimensions, got {v.type}")
+            raise self.unbound(f"{what} needs static dimensions, got {v.type}", shape)
         return shape  # type: ignore[return-value]
 
     # ---- import-time constants ------------------------------------------------------------
@@ -215,12 +218,41 @@ class ImportContext:
                 continue
             for r, arr in zip(op.results, results):
                 self._folded[r] = np.asarray(arr)
-        return self._folded.get(v)
+        arr = self._folded.get(v)
+        return arr if arr is not None else self._partially_known(v)
 
-    def input_dependencies(self, v: Value) -> list[str]:
-        """Names of the function inputs that ``v`` is computed from."""
+    def _partially_known(self, v: Value) -> np.ndarray | None:
+        """The value of a shape vector computed from partly static shapes: ``Gather(Shape(x), 1)``
+        is 16 for ``x: [batch, 16]`` although ``Shape(x)`` is not a constant.  Element-wise
+        partial evaluation (``shape-prop``'s), seeded with what the import already folded."""
+        if not _small_static(v.type):
+            return None
+        memo: dict = {}
         seen: set[Value] = set()
-        names: list[str] = []
+        stack = [v]
+        while stack:
+            cur = stack.pop()
+            if cur in seen:
+                continue
+            seen.add(cur)
+            known = self._folded.get(cur)
+            if known is not None:
+                if _small_static(cur.type):
+                    memo[id(cur)] = Partial(np.asarray(known).reshape(cur.type.shape), np.ones(cur.type.shape, bool))
+            elif cur.op is not None and cur.op.opdef is not None and SHAPE_ONLY not in cur.op.opdef.traits:
+                stack.extend(cur.op.operands)
+        part = partial_value(v, memo)
+        if part is None or not part.complete:
+            return None
+        self._folded[v] = part.values
+        return part.values
+
+    def dependencies(self, v: Value) -> tuple[list[str], list[tuple[str, int, str]]]:
+        """What ``v`` is computed from: the model inputs whose *values* it reads, and the unbound
+        symbolic dims ``(input, axis, name)`` whose *sizes* it reads (through ``shape_of``)."""
+        seen: set[Value] = set()
+        names: set[str] = set()
+        syms: set[str] = set()
         stack = [v]
         while stack:
             cur = stack.pop()
@@ -228,50 +260,67 @@ class ImportContext:
                 continue
             seen.add(cur)
             if cur.is_block_arg:
-                names.append(cur.name_hint or f"arg{cur.index}")
+                names.add(cur.name_hint or f"arg{cur.index}")
             elif cur.op is not None:
-                stack.extend(cur.op.operands)
-        return sorted(set(names))
+                if cur.op.opdef is not None and SHAPE_ONLY in cur.op.opdef.traits:
+                    syms.update(d for o in cur.op.operands for d in o.type.shape if isinstance(d, str))
+                else:
+                    stack.extend(cur.op.operands)
+        return sorted(names), [site for site in self.symbol_sites() if site[2] in syms]
+
+    def input_dependencies(self, v: Value) -> list[str]:
+        """Names of the function inputs that ``v`` is computed from (by value or by shape)."""
+        data, dims = self.dependencies(v)
+        return sorted(set(data) | {inp for inp, _, _ in dims})
+
+    def symbol_sites(self) -> list[tuple[str, int, str]]:
+        """``(input, axis, name)`` of the first occurrence of every symbolic dim among the inputs."""
+        sites = symbol_sites([(a.name_hint or f"arg{a.index}", a.type.shape) for a in self.func.args])
+        return [(inp, axis, d) for d, (inp, axis) in sites.items()]
+
+    def _unbound(self, what: str, dims: list[tuple[str, int, str]]) -> UnsupportedOpError:
+        """``what`` depends on the unbound ``dims``: an error that says how to bind them."""
+        if not dims:
+            return self._unsupported(what + " (it depends on a dynamic dimension)")
+        return unbound_error(f"{self.node.describe()}: {what}" if self.node else what, dims)
+
+    def unbound(self, what: str, dims: Sequence[Dim]) -> UnsupportedOpError:
+        """``what`` needs the symbolic ones among ``dims`` bound: an error that says how."""
+        return self._unbound(what, [site for site in self.symbol_sites() if site[2] in dims])
+
+    def unbound_dims_of(self, v: Value) -> list[tuple[str, int, str]]:
+        """The unbound dims the value of ``v`` needs: exactly those in its symbolic shape vector when
+        it has one (``seq`` alone for ``Gather(Shape(ids), 1)``), else every dim whose size it reads."""
+        vector = self.shape_vector(v)
+        if vector is None:
+            return self.dependencies(v)[1]
+        return [site for site in self.symbol_sites() if site[2] in vector]
 
     def require_const(self, v: Value, what: str) -> np.ndarray:
         """The import-time value of a shape-like operand, or an error saying why it has none."""
         arr = self.value_of(v)
         if arr is not None:
             return arr
-        deps = self.input_dependencies(v)
-        msg = (f"{what} must be known at import time, but it is computed at run time"
-               + (f" from model input(s) {', '.join(deps)}" if deps else ""))
-        if deps:
-            raise NonConstantInputError(f"{self.node.describe()}: {msg}" if self.node else msg, deps)
-        raise self._unsupported(msg + " (it depends on a dynamic dimension)")
+        data, dims = self.dependencies(v)
+        if data:
+            msg = (f"{what} must be known at import time, but it is computed at run time from model "
+                   f"input(s) {', '.join(data)}")
+            raise NonConstantInputError(f"{self.node.describe()}: {msg}" if self.node else msg, data)
+        raise self._unbound(f"{what} must be known at import time", self.unbound_dims_of(v) or dims)
 
     def shape_vector(self, v: Value) -> list[Dim] | None:
         """A 1-D (or scalar) integer value as dims, symbolic dims included, when it only depends on
         constants and tensor shapes (``Shape -> Gather -> Concat`` of a dynamic batch); else None."""
-        arr = self.value_of(v)
-        if arr is not None:
-            arr = np.asarray(arr)
-            return [int(a) for a in arr.reshape(-1)] if arr.ndim <= 1 and arr.dtype.kind in "iu" else None
-        op = v.op
-        if op is None or len(v.type.shape) > 1:
-            return None
-        name, a = op.name, op.attributes
-        if name == "graph.shape_of":
-            return list(op.operands[0].type.shape)
-        if name in ("graph.identity", "graph.reshape", "graph.squeeze", "graph.unsqueeze", "graph.cast"):
-            return self.shape_vector(op.operands[0])
-        if name == "graph.concat":
-            parts = [self.shape_vector(o) for o in op.operands]
-            return None if any(p is None for p in parts) else [d for p in parts for d in p]
-        if name == "graph.gather":
-            src, idx = self.shape_vector(op.operands[0]), self.value_of(op.operands[1])
-            if src is None or idx is None or len(op.operands[0].type.shape) != 1:
-                return None
-            return [src[int(i)] for i in np.asarray(idx).reshape(-1)]
-        if name == "graph.slice" and tuple(a["axes"]) == (0,):
-            src = self.shape_vector(op.operands[0])
-            return None if src is None else src[slice(a["starts"][0], a["ends"][0], a["steps"][0])]
-        return None
+        return symbolic_vector(v, self.value_of)
+
+    def dims_operand(self, v: Value, what: str) -> tuple[Dim, ...]:
+        """A shape operand (Reshape/Expand/ConstantOfShape target) as dims: its import-time value,
+        or its entries with symbolic dims when only symbols are unknown; else an error."""
+        if self.value_of(v) is None:
+            vector = self.shape_vector(v)
+            if vector is not None:
+                return tuple(vector)
+        return self.const_ints(v, what)
 
     def const_ints(self, v: Value, what: str) -> tuple[int, ...]:
         return tuple(int(x) for x in np.asarray(self.require_const(v, what)).reshape(-1))

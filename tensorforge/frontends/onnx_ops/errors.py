@@ -1,4 +1,5 @@
-"""The frontend's own error: a shape-like operand that only model inputs determine."""
+"""The frontend's own errors: shape-like operands that only model inputs (or their unbound
+symbolic dimensions) determine."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -16,3 +17,18 @@ class NonConstantInputError(UnsupportedOpError):
     def __init__(self, message: str, inputs: Sequence[str]):
         super().__init__(message)
         self.inputs = tuple(inputs)
+
+
+class UnboundDimError(NonConstantInputError):
+    """A size that must be concrete (an import-time shape operand, or any size native code needs)
+    depends on a symbolic dimension (ONNX ``dim_param``) that nothing bound.
+
+    ``dims`` holds ``(input, axis, dim name)`` of each such dimension.  It subclasses
+    ``NonConstantInputError`` because binding the named inputs' values also fixes their shapes
+    (what the ONNX backend does); a user binds the dims instead, with example inputs or
+    ``shapes={name: size}``.
+    """
+
+    def __init__(self, message: str, dims: Sequence[tuple[str, int, str]]):
+        super().__init__(message, sorted({inp for inp, _, _ in dims}))
+        self.dims = tuple(dims)

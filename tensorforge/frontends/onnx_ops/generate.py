@@ -46,14 +46,14 @@ def constant(ctx: ImportContext, node: OnnxNode) -> Value:
 
 @handles("ConstantOfShape")
 def constant_of_shape(ctx: ImportContext, node: OnnxNode) -> Value:
-    shape = ctx.const_ints(node.required(0), "the shape")
+    shape = ctx.dims_operand(node.required(0), "the shape")
     value = node.attr("value", None)
     if value is None:
         fill, dtype = np.zeros((), np.float32), DType.f32
     else:
         t = next(a.t for a in node.proto.attribute if a.name == "value")
         fill, dtype = np.asarray(value).reshape(-1)[:1].reshape(()), to_dtype(t.data_type)
-    if math.prod(shape) <= 4096:
+    if all(isinstance(d, int) for d in shape) and math.prod(shape) <= 4096:
         return ctx.const(np.full(shape, fill, dtype=dtype.np), dtype)
     return ctx.op("expand", ctx.const(fill, dtype), shape=shape)
 

@@ -6,7 +6,7 @@ unread attributes and missing outputs are reported as unsupported.  Pure ops nob
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -15,7 +15,8 @@ from ...errors import FrontendError, TensorforgeError, UnsupportedOpError
 from ...ir.builtin import ModuleOp
 from ...ir.core import Value
 from ...ir.opdef import PURE
-from ...ir.types import Dim, TensorType
+from ...ir.types import Dim, DType, TensorType
+from .bindings import bind_dims, declared_dims, specialize
 from .context import ImportContext, OnnxNode
 from .dtypes import onnx_type_name, tensor_to_numpy, to_dtype
 
@@ -32,19 +33,23 @@ def _default_opset(model) -> int | None:
 class Importer:
     """One import: the name -> value table and the node loop."""
 
-    def __init__(self, model, bind_inputs: Mapping[str, np.ndarray], input_shapes: Mapping[str, Sequence[Dim]]):
+    def __init__(self, model, bind_inputs: Mapping[str, np.ndarray], input_shapes: Mapping[str, Sequence[Dim]],
+                 example_inputs: Any = None, shapes: Mapping[str, int] | None = None):
         from . import handler_tables
         self.handlers, self.rejected = handler_tables()
         self.model = model
         self.graph = model.graph
         self.bind_inputs = dict(bind_inputs)
         self.input_shapes = dict(input_shapes)
+        self.example_inputs = example_inputs
+        self.shapes = dict(shapes or {})
         self.opset = _default_opset(model)
         self.values: dict[str, Value] = {}
         self.initializers = {t.name: t for t in self.graph.initializer}
 
     # ---- inputs ---------------------------------------------------------------------------
-    def _input_type(self, vi) -> TensorType:
+    def _declared(self, vi) -> tuple[tuple[Dim, ...], DType]:
+        """An input's declared dims (``input_shapes`` first) and element type."""
         name = vi.name
         if not vi.type.HasField("tensor_type"):
             kind = vi.type.WhichOneof("value") or "unknown"
@@ -55,29 +60,20 @@ class Importer:
             raise UnsupportedOpError(f"model input '{name}' has element type {onnx_type_name(tt.elem_type)}, "
                                      f"which tensorforge does not support")
         if name in self.input_shapes:
-            return TensorType(self.input_shapes[name], dtype)
+            return tuple(self.input_shapes[name]), dtype
         if not tt.HasField("shape"):
             raise UnsupportedOpError(f"model input '{name}' has no declared rank; pass input_shapes={{'{name}': ...}}")
-        dims: list[Dim] = []
-        for i, d in enumerate(tt.shape.dim):
-            if d.HasField("dim_value") and d.dim_value >= 0:
-                dims.append(int(d.dim_value))
-            elif d.dim_param:
-                dims.append(d.dim_param)
-            else:
-                dims.append(f"{name}_{i}")
-        return TensorType(dims, dtype)
+        return declared_dims(name, tt.shape), dtype
 
     def _build_function(self):
-        args, types = [], []
-        for vi in self.graph.input:
-            if vi.name in self.initializers or vi.name in self.bind_inputs:
-                continue
-            args.append(vi.name)
-            types.append(self._input_type(vi))
         unknown = set(self.bind_inputs) - {vi.name for vi in self.graph.input}
         if unknown:
             raise FrontendError(f"bind_inputs names unknown model input(s): {', '.join(sorted(unknown))}")
+        data = [vi for vi in self.graph.input if vi.name not in self.initializers and vi.name not in self.bind_inputs]
+        declared = [(vi.name, *self._declared(vi)) for vi in data]
+        binding = bind_dims([(n, dims) for n, dims, _ in declared], self.example_inputs, self.shapes)
+        args = [n for n, _, _ in declared]
+        types = [TensorType(specialize(dims, binding), dtype) for _, dims, dtype in declared]
         module = ModuleOp.create()
         func = module.add_function("main", types, args)
         for name, arg in zip(args, func.args):

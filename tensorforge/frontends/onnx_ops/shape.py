@@ -18,10 +18,12 @@ from .registry import handles
 
 
 def resolve_reshape(node: OnnxNode, in_shape: tuple[Dim, ...], target: tuple[Dim, ...],
-                    allowzero: int = 0) -> tuple[Dim, ...]:
+                    allowzero: int = 0) -> tuple[Dim, ...] | None:
     """ONNX Reshape's target (0 copies a dim unless ``allowzero``, one -1 is inferred) made explicit.
 
-    ``target`` may hold symbolic dims (from the shape of a dynamic input)."""
+    ``target`` may hold symbolic dims (from the shape of a dynamic input).  None when the -1
+    would be a product of symbolic dims (``(batch, seq, 64) -> (-1, 64)``), which a dim cannot
+    name: only binding the dims resolves that."""
     out: list[Dim | None] = []
     infer = None
     for i, s in enumerate(target):
@@ -44,14 +46,19 @@ def resolve_reshape(node: OnnxNode, in_shape: tuple[Dim, ...], target: tuple[Dim
         known = [d for d in out if d is not None]
         in_syms = Counter(d for d in in_shape if isinstance(d, str))
         out_syms = Counter(d for d in known if isinstance(d, str))
-        if in_syms != out_syms:
-            raise node.unsupported(f"cannot infer the -1 of target shape {target} from dynamic input shape "
-                                   f"{in_shape}")
         total = prod([d for d in in_shape if isinstance(d, int)])
         rest = prod([d for d in known if isinstance(d, int)])
-        if rest == 0 or total % rest:
-            raise node.unsupported(f"target shape {target} does not fit input shape {in_shape}")
-        out[infer] = total // rest
+        dropped = in_syms - out_syms
+        if out_syms - in_syms or sum(dropped.values()) > 1:
+            return None
+        if dropped:                      # the -1 is the one symbol the target leaves out
+            if total != rest:
+                return None
+            out[infer] = next(iter(dropped))
+        else:
+            if rest == 0 or total % rest:
+                raise node.unsupported(f"target shape {target} does not fit input shape {in_shape}")
+            out[infer] = total // rest
     return tuple(out)  # type: ignore[arg-type]
 
 
@@ -62,10 +69,11 @@ def reshape(ctx: ImportContext, node: OnnxNode) -> Value:
     if node.opset < 5:
         target = node.attr("shape")
     else:
-        shape_v = node.required(1, "shape")
-        symbolic = ctx.value_of(shape_v) is None and ctx.shape_vector(shape_v)
-        target = tuple(symbolic) if symbolic else ctx.const_ints(shape_v, "the target shape")
+        target = ctx.dims_operand(node.required(1, "shape"), "the target shape")
     shape = resolve_reshape(node, ctx.shape(x), target, node.attr("allowzero", 0))
+    if shape is None:
+        raise ctx.unbound(f"inferring the -1 of target shape {target} from the dynamic input shape "
+                          f"{ctx.shape(x)}", ctx.shape(x) + tuple(target))
     return ctx.op("reshape", x, shape=shape)
 
 
@@ -239,7 +247,7 @@ def tile(ctx: ImportContext, node: OnnxNode) -> Value:
 @handles("Expand")
 def expand(ctx: ImportContext, node: OnnxNode) -> Value:
     x = node.required(0)
-    shape = ctx.const_ints(node.required(1), "the target shape")
+    shape = ctx.dims_operand(node.required(1), "the target shape")
     return ctx.op("expand", x, shape=shape)
 
 
