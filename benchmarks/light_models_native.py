@@ -3,7 +3,10 @@ compares them with onnxruntime on the same file (max relative error), printing c
 
     .venv/bin/python benchmarks/light_models_native.py [squeezenet vgg19 ...]
 
-Not a test: each model takes 10-50 s of gcc on a 2-core machine.
+The same check runs in CI as tests/frontends/test_onnx_light_models_native.py (other random
+weights, logits compared); this script is for a quick look at compile times. Since the GEMM
+micro-kernels became translation units cached as objects (``toolchain.unit``), a model compiles
+in seconds after the first one, which builds the units.
 """
 from __future__ import annotations
 

@@ -186,8 +186,8 @@ def test_quoted_error_messages_are_the_real_ones(tmp_path, monkeypatch):
     from tensorforge.commands.loading import load_model
     from tensorforge.ir.pass_manager import PassManager
 
-    def save(op: str, name: str, n_inputs: int = 1) -> None:
-        inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4]) for n in "xr"[:n_inputs]]
+    def save(op: str, name: str, n_inputs: int = 1, shape: list | None = None) -> None:
+        inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape or [4]) for n in "xr"[:n_inputs]]
         out = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
         graph = helper.make_graph([helper.make_node(op, [i.name for i in inputs], ["y"])], name, inputs, [out])
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
@@ -195,6 +195,7 @@ def test_quoted_error_messages_are_the_real_ones(tmp_path, monkeypatch):
 
     save("NonZero", "nonzero.onnx")
     save("MaxRoiPool", "roipool.onnx", 2)
+    save("Relu", "dyn.onnx", shape=["N", 16])
     (tmp_path / "bad.onnx").write_bytes(b"this is not a model")
     monkeypatch.chdir(tmp_path)
     messages = [
@@ -204,6 +205,8 @@ def test_quoted_error_messages_are_the_real_ones(tmp_path, monkeypatch):
         _error_message(lambda: tensorforge.compile("missing.onnx")),
         _error_message(lambda: tensorforge.compile("model.pt")),
         _error_message(lambda: load_model("resnet19")),
+        _error_message(lambda: load_model("dyn.onnx")),
+        _error_message(lambda: tensorforge.compile("dyn.onnx")),
         _error_message(lambda: PassManager.parse("nosuch")),
     ]
     guide = USER_GUIDE.read_text()
@@ -222,6 +225,7 @@ def test_readme_python_example_runs(capsys):
     code = blocks[0]
     assert len(code.strip().splitlines()) <= 10
     assert 'backend="tensorforge"' in code and 'models.get("resnet18")' in code
+    torch._dynamo.reset()        # no automatic-dynamic state left by earlier tests in this process
     try:
         exec(compile(code.replace('"resnet18"', '"mlp_small"'), "README.md", "exec"), {})
     finally:

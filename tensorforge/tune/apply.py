@@ -18,7 +18,7 @@ import os
 import warnings
 from typing import Any, Callable
 
-from ..errors import ScheduleError
+from ..errors import ScheduleError, TensorforgeError
 from ..ir.core import Operation
 from .tasks import workload_key
 
@@ -102,12 +102,18 @@ def tuning_from_db(db: Any = AUTO, target=None, latency_slack: float = 0.0) -> T
         from .database import TuningDatabase, default_path
     except ImportError:                         # pragma: no cover - database module not installed
         return None
-    if isinstance(db, str) and db == AUTO:
-        path = default_path()
-        if not os.path.exists(path):
+    auto = isinstance(db, str) and db == AUTO
+    if auto:
+        db = default_path()
+        if not os.path.exists(db):
             return None
-        db = path
-    opened = db if isinstance(db, TuningDatabase) else TuningDatabase(db, readonly=True)
+    try:
+        opened = db if isinstance(db, TuningDatabase) else TuningDatabase(db, readonly=True)
+    except TensorforgeError as exc:
+        if not auto:
+            raise
+        warnings.warn(f"the default tuning database is not usable, compiling untuned: {exc}")
+        return None
     target_key = target.key()
 
     def lookup(key: str) -> dict | None:

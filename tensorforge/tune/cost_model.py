@@ -12,11 +12,14 @@ Targets are normalised per task so that one model serves every task: a row's lab
 clipped at 1/32 of the best), so kernels of very different sizes share one scale and the trees
 learn what makes a schedule *relatively* fast.  Scores are comparable within a task only.
 
-The model boosts from an analytic prior, the roofline estimate the features carry
-(``features.estimate_seconds``): its per-task-normalised score, scaled by a least-squares factor,
-is LightGBM's ``init_score`` and is added back at prediction, so the trees learn a correction and
-an untrained model (no samples yet, or LightGBM not installed) still ranks by the prior from the
-first batch on.
+An analytic prior, the roofline estimate the features carry (``features.estimate_seconds``), ranks
+while the model is untrained (no samples yet, or LightGBM not installed), so the search is guided
+from the first batch on.  Once trained, the trees see the estimate as one feature among others
+(``prior="none"``, the default).  ``prior="fit"`` or ``"full"`` instead boost from it: its
+per-task-normalised score (scaled by a least-squares factor, or not) is LightGBM's ``init_score``
+and is added back at prediction.  On the measured samples of ``benchmarks/tune_cost_model.py``
+boosting from the prior ranked worse (held-out Spearman on the 3x3 convolution 0.07 against 0.53;
+the prior is wrong there and a few samples of the task cannot undo it), see docs/cost_model.md.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from .features import FEATURE_NAMES, estimate_seconds
 if TYPE_CHECKING:   # pragma: no cover
     from .database import Record, TuningDatabase, Workload
 
+PRIOR_MODES = ("fit", "full", "none")   # init score: least-squares weight of the prior, all of it, none
 MIN_ROWS = 8                         # fewer samples than this: the prior alone ranks
 CLIP = math.log(32.0)                # labels below log(1/32) of the task's best are all "bad"
 INSTALL_HINT = "pip install 'tensorforge[tune]' (LightGBM) for the learned cost model"
@@ -73,10 +77,12 @@ class CostModel:
     """Scores candidates (higher = faster) from feature rows; see the module docstring."""
 
     def __init__(self, *, objective: str = "regression", rounds: int = 100, seed: int = 0,
-                 min_rows: int = MIN_ROWS) -> None:
+                 min_rows: int = MIN_ROWS, prior: str = "none") -> None:
         if objective not in ("regression", "lambdarank"):
             raise ValueError(f"CostModel objective must be 'regression' or 'lambdarank', got {objective!r}")
-        self.objective, self.rounds, self.seed, self.min_rows = objective, rounds, seed, min_rows
+        if prior not in PRIOR_MODES:
+            raise ValueError(f"CostModel prior must be one of {PRIOR_MODES}, got {prior!r}")
+        self.objective, self.rounds, self.seed, self.min_rows, self.prior = objective, rounds, seed, min_rows, prior
         self.trained = False
         self.prior_weight = 1.0
         self._booster = None
@@ -139,7 +145,10 @@ class CostModel:
             return
         prior = relative_log_throughput(np.exp(self._prior(self._X)), self._groups, higher_is_better=True)
         denom = float(prior @ prior)
-        self.prior_weight = float(np.clip((prior @ y) / denom, 0.0, 1.0)) if denom > 0 else 0.0
+        if self.prior == "fit":
+            self.prior_weight = float(np.clip((prior @ y) / denom, 0.0, 1.0)) if denom > 0 else 0.0
+        else:
+            self.prior_weight = 1.0 if self.prior == "full" else 0.0
         init = self.prior_weight * prior
         params = self._params(self.rows)
         if self.objective == "lambdarank":
@@ -194,6 +203,7 @@ class CostModel:
     def save(self, path: str | os.PathLike) -> None:
         """One .npz file: the samples (so ``update`` keeps working after ``load``) and the trees."""
         meta = {"feature_names": list(FEATURE_NAMES), "objective": self.objective, "rounds": self.rounds,
+                "prior": self.prior,
                 "seed": self.seed, "min_rows": self.min_rows, "prior_weight": self.prior_weight,
                 "trained": self.trained}
         model = self._booster.model_to_string() if self._booster is not None else ""
@@ -214,7 +224,8 @@ class CostModel:
         if meta.get("feature_names") != list(FEATURE_NAMES):
             raise TensorforgeError(f"cost model {os.fspath(path)!r} was saved with another feature layout "
                                    f"(an older tensorforge); delete it to retrain from the tuning database")
-        m = cls(objective=meta["objective"], rounds=meta["rounds"], seed=meta["seed"], min_rows=meta["min_rows"])
+        m = cls(objective=meta["objective"], rounds=meta["rounds"], seed=meta["seed"], min_rows=meta["min_rows"],
+                prior=meta.get("prior", "fit"))
         m._X, m._seconds, m._groups = X, seconds, groups
         m.prior_weight = float(meta["prior_weight"])
         if meta["trained"] and model_text:

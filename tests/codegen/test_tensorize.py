@@ -182,6 +182,11 @@ def test_convolutions_through_compile(rng):
     assert len(kernels) == len(CONVS)
     assert all("tfg_" in k for k in kernels)
     assert sum("tf_im2col(&shape" in k for k in kernels) == len(CONVS) - 1      # all but the stride-1 1x1 one
+    # compile time: convolutions share GEMM translation units (one per tiling and thread count),
+    # and the im2col routine (guarded: compiled once), instead of one specialised copy per shape
+    from tensorforge.codegen.c.toolchain import split_units
+    main, units = split_units(cm.source)
+    assert len(units) <= 4 < len(CONVS) and all("_prepacked(" in u for u in units)
 
 
 def test_depthwise_conv_stays_on_the_loop_path(rng):

@@ -133,3 +133,44 @@ def test_parsers():
     assert parse_cpuinfo_flags(text) == {"fpu", "sse2", "avx2", "fma", "avx512f"}
     assert "neon" in parse_cpuinfo_flags("Features\t: fp asimd evtstrm\n")
     assert [parse_cache_size(s) for s in ("32K\n", "1024K", "32M", "512")] == [32768, 1 << 20, 32 << 20, 512]
+
+
+# ---- translation units ------------------------------------------------------------------------
+
+_UNIT = "TF_API int tf_unit_twice(int x) { return 2 * x + %d; }\n"
+
+
+def _with_unit(main_extra: int, unit_extra: int) -> str:
+    """A main unit calling a marked unit's hidden function (declared, as tensorize.py does)."""
+    return (f"int tf_unit_twice(int x);\nint tf_test_add(int a, int b) {{ return tf_unit_twice(a) + b + {main_extra}; }}\n"
+            + toolchain.unit(_UNIT % unit_extra) + toolchain.unit(_UNIT % unit_extra))
+
+
+def test_split_units_takes_each_distinct_unit_once():
+    main, units = toolchain.split_units("A" + toolchain.unit("u1") + "B" + toolchain.unit("u2") + toolchain.unit("u1"))
+    assert main.split() == ["A", "B"] and len(units) == 2
+    assert units[0].endswith("u1\n") and units[1].endswith("u2\n") and "visibility(\"hidden\")" in units[0]
+    assert toolchain.split_units("plain") == ("plain", [])
+    with pytest.raises(CompileError, match="never closed"):
+        toolchain.split_units("x" + toolchain.UNIT_BEGIN + "y")
+
+
+def test_units_compile_once_and_are_shared_between_libraries(cache):
+    toolchain.stats.reset()
+    lib = compile_c(_with_unit(1, 100), name="with_unit")
+    assert _add(lib, 3, 4) == 2 * 3 + 100 + 4 + 1
+    assert toolchain.stats.unit_runs == 1 and toolchain.stats.unit_hits == 0   # the duplicate unit: once
+    # another library with the same unit links the cached object: one compiler run, for its main unit
+    other = compile_c(_with_unit(2, 100), name="with_unit")
+    assert _add(other, 3, 4) == 2 * 3 + 100 + 4 + 2
+    assert toolchain.stats.unit_runs == 1 and toolchain.stats.unit_hits == 1
+    assert len(list(cache.glob("c/units/*/unit-*.o"))) == 1
+    # the unit's function is hidden: not a symbol of the library
+    with pytest.raises(CompileError, match="tf_unit_twice"):
+        lib.function("tf_unit_twice")
+
+
+def test_error_in_a_unit_names_its_source(cache):
+    with pytest.raises(CompileError, match="unit-") as err:
+        compile_c("int tf_ok(void) { return 1; }\n" + toolchain.unit("int broken( {"), name="bad_unit")
+    assert "error" in str(err.value)

@@ -45,6 +45,24 @@ def test_lambdarank_objective_also_ranks():
     assert spearman(m.predict(X[500:])[sel], -s[500:][sel]) > 0.7
 
 
+@pytest.mark.parametrize("prior", ["fit", "full"])
+def test_boosting_from_the_prior_still_ranks(prior):
+    """With the prior as init score, a prior that is pure noise (as in ``synthetic``) is corrected."""
+    X, s, g = synthetic(700, tasks=5, seed=8)
+    m = CostModel(prior=prior)
+    m.fit(X[:500], s[:500], g[:500])
+    assert 0.0 <= m.prior_weight <= 1.0 and (prior == "fit" or m.prior_weight == 1.0)
+    sel = g[500:] == "3"
+    assert spearman(m.predict(X[500:])[sel], -s[500:][sel]) > 0.7
+
+
+def test_unknown_options_raise():
+    with pytest.raises(ValueError, match="prior"):
+        CostModel(prior="sometimes")
+    with pytest.raises(ValueError, match="objective"):
+        CostModel(objective="huber")
+
+
 def test_untrained_model_ranks_by_the_roofline_prior():
     X = np.zeros((4, D))
     X[:, INDEX["est_seconds"]] = np.log2([1e-3, 1e-4, 1e-2, 5e-4])

@@ -95,3 +95,20 @@ def test_cli_tune_twice(tmp_path, capsys):
     assert "0 trials in" in capsys.readouterr().out
     assert cli_main(["tune", "no_such_model", "--db", db]) == 1
     assert cli_main(["tune", "mlp_small", "--kinds", "quantum", "--db", db]) == 1
+
+
+def test_compile_uses_the_default_database_when_it_exists(model, tmp_path, monkeypatch):
+    m, inputs = model
+    task = next(t for t in extract_tasks(m, inputs) if t.kind == "loop")
+    steps = space_for(task, Target.host()).seeds()[1]["trace"]["steps"]
+    path = tmp_path / "default.sqlite"
+    monkeypatch.setenv("TENSORFORGE_TUNE_DB", str(path))
+    assert tensorforge.compile(m, inputs).native.build["tuned_kernels"] == 0      # no file: untuned
+    _add_best(str(path), task, {"kind": "loop", "trace": {"version": 1, "steps": steps[:-1]}})
+    cm = tensorforge.compile(m, inputs)                                            # db="auto"
+    assert cm.native.build["tuned_kernels"] == 1
+    _close_to_torch(cm, m, inputs)
+    assert tensorforge.compile(m, inputs, db=None).native.build["tuned_kernels"] == 0
+    path.write_bytes(b"not a database" * 64)
+    with pytest.warns(UserWarning, match="not usable"):
+        assert tensorforge.compile(m, inputs).native.build["tuned_kernels"] == 0
