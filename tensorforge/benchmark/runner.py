@@ -136,7 +136,7 @@ def _work(flops: float | None, nbytes: int | None, roofline: Roofline | None, th
 def _check(outs: list, refs: list | None, lm: LoadedModel, tol: float) -> dict:
     if refs is None:
         note = ("a .tfm file has no reference model; bench its zoo name or .onnx file to check outputs"
-                if lm.kind == "tfm" else "the reference (onnxruntime) is not installed")
+                if lm.kind == "tfm" else lm.reference_note or "no reference")
         return {"reference": None, "max_rel_err": None, "ok": True, "tol": tol, "note": note}
     err = max_rel_err_all(outs, refs)
     return {"reference": lm.reference_name, "max_rel_err": err, "ok": bool(err <= tol), "tol": tol}

@@ -46,6 +46,7 @@ class LoadedModel:
     input_names: list[str] = field(default_factory=list)
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     path: str | None = None
+    reference_note: str = ""                    # why there is no reference, when there is none
 
     @property
     def reference_name(self) -> str | None:
@@ -218,8 +219,9 @@ def _load_onnx(path: str, batch: int | None, shapes: dict[str, int], seed: int,
     inputs = random_inputs(specs, seed)
     names = [vi.name for vi in data_inputs]
     name = os.path.splitext(os.path.basename(path))[0]
-    return LoadedModel(name, "onnx", proto, inputs, _onnxruntime_reference(proto, names, threads),
-                       input_names=names, input_shapes=input_shapes, path=path)
+    reference, note = _onnxruntime_reference(proto, names, threads)
+    return LoadedModel(name, "onnx", proto, inputs, reference, input_names=names, input_shapes=input_shapes,
+                       path=path, reference_note=note)
 
 
 def onnxruntime_session(model_bytes: bytes, threads: int | None = None):
@@ -238,20 +240,22 @@ def onnxruntime_session(model_bytes: bytes, threads: int | None = None):
     return ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
 
 
-def _onnxruntime_reference(proto, names: list[str], threads: int | None) -> Reference | None:
+def _onnxruntime_reference(proto, names: list[str], threads: int | None) -> tuple[Reference | None, str]:
+    """onnxruntime as the reference, or None and why not.  The session is made here, not on first
+    use, so that a model onnxruntime cannot load (e.g. an IR version newer than it knows) is
+    compiled and reported as unchecked instead of failing after the compile."""
     try:
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        return None
-    session = None
+        session = onnxruntime_session(proto.SerializeToString(), threads)
+    except Exception as exc:  # onnxruntime raises its own exception types for models it rejects
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return None, f"onnxruntime cannot run this model ({reason})"
+    if session is None:
+        return None, "the reference (onnxruntime) is not installed"
 
     def reference(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        nonlocal session
-        if session is None:
-            session = onnxruntime_session(proto.SerializeToString(), threads)
         return list(session.run(None, dict(zip(names, arrays))))
 
-    return reference
+    return reference, ""
 
 
 # -- tfm ---------------------------------------------------------------------------------------

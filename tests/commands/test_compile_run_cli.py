@@ -79,3 +79,22 @@ def test_help_lists_the_commands(capsys):
     assert code == 0
     for name in ("bench", "compile", "run", "demo"):
         assert name in out
+
+
+def test_a_model_onnxruntime_cannot_load_is_compiled_and_reported_unchecked(tiny_onnx, tmp_path, capsys):
+    """IR version 14 (what onnx.helper writes by default) is newer than onnxruntime 1.31 reads:
+    tensorforge still compiles it, and says the outputs went unchecked and why."""
+    pytest.importorskip("onnxruntime")
+    import onnx
+    path, numpy_model = tiny_onnx
+    model = onnx.load(path)
+    model.ir_version = 99
+    newer = tmp_path / "newer.onnx"
+    onnx.save(model, str(newer))
+    tfm = tmp_path / "newer.tfm"
+    code, out, err = run_cli(["compile", newer, "--shape", "N=2", "-o", tfm, "--threads", "1"], capsys)
+    assert code == 0, err
+    assert "outputs not checked: onnxruntime cannot run this model" in out
+    import tensorforge
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(tensorforge.load(tfm)(x), numpy_model(x), rtol=1e-5, atol=1e-6)
