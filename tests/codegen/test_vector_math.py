@@ -24,7 +24,8 @@ F32P = np.ctypeslib.ndpointer(np.float32, flags="C_CONTIGUOUS")
 
 @pytest.fixture(scope="module")
 def apply():
-    lib = compile_c(PRELUDE + _APPLY.format(fn="tf_erff") + _APPLY.format(fn="tf_expf"), name="vmath_test")
+    lib = compile_c(PRELUDE + "".join(_APPLY.format(fn=f) for f in ("tf_erff", "tf_expf", "tf_geluf")),
+                    name="vmath_test")
 
     def run(fn: str, x) -> np.ndarray:
         x = np.ascontiguousarray(x, np.float32)
@@ -60,6 +61,18 @@ def test_erf_limits_and_symmetry(apply):
     np.testing.assert_array_equal(pos[2:], 1.0)                        # saturates at exactly 1
     grid = apply("tf_erff", np.linspace(-6, 6, 100_001, dtype=np.float32))
     assert np.abs(grid).max() <= 1.0
+
+
+def test_gelu_error_relative_to_max_1_x(apply):
+    """tf_geluf is the erf rational with the GELU's scalings folded in: as accurate as
+    0.5 x (1 + erf(x / sqrt 2)) evaluated with tf_erff, relative to max(1, |x|)."""
+    x = np.concatenate([np.linspace(-12, 12, 400_001), [-1e30, -100, 100, 1e30]]).astype(np.float32)
+    xd = x.astype(np.float64)
+    want = 0.5 * xd * (1 + _ref(math.erf, xd / math.sqrt(2)))
+    err = np.abs(apply("tf_geluf", x) - want) / np.maximum(1, np.abs(xd))
+    assert err.max() <= 5e-7, f"error {err.max():.2e} at x = {x[err.argmax()]}"
+    tail = apply("tf_geluf", np.array([-1e30, -100, -10, 10, 100], np.float32))
+    np.testing.assert_array_equal(tail, [0, 0, 0, 10, 100])            # exact where erf saturates
 
 
 def test_exp_relative_error_over_the_float_range(apply):
@@ -98,7 +111,7 @@ def test_gelu_and_sigmoid_through_the_compiler():
                     or "avx2" not in Target.host().features, reason="checks gcc's x86 vectorizer report")
 def test_loops_calling_them_vectorize_without_calls(tmp_path):
     src = tmp_path / "v.c"
-    src.write_text(PRELUDE + _APPLY.format(fn="tf_erff") + _APPLY.format(fn="tf_expf"))
+    src.write_text(PRELUDE + "".join(_APPLY.format(fn=f) for f in ("tf_erff", "tf_expf", "tf_geluf")))
     flags = [f for f in Target.host().cflags if f != "-shared"]
     out = subprocess.run(["gcc", *flags, "-march=native", "-fopt-info-vec-optimized", "-c", str(src),
                           "-o", str(tmp_path / "v.o")], capture_output=True, text=True, check=True)
@@ -110,7 +123,7 @@ def test_loops_calling_them_vectorize_without_calls(tmp_path):
 
 
 def test_libm_math_switches_the_emitter_back_to_the_c_library():
-    from tensorforge.codegen.c.emit_loop import _math_fn
+    from tensorforge.codegen.c.emit_loop import _gelu, _math_fn
     from tensorforge.codegen.c.vmath import libm_math
     from tensorforge.ir.types import DType
     assert _math_fn("exp", "x", DType.f32) == "tf_expf(x)"
@@ -118,7 +131,10 @@ def test_libm_math_switches_the_emitter_back_to_the_c_library():
     with libm_math():
         assert _math_fn("exp", "x", DType.f32) == "expf(x)"
         assert _math_fn("erf", "x", DType.f32) == "erff(x)"
+        assert "erff(x * 0.7071067811865476f)" in _gelu(["x"], DType.f32, {})
     assert _math_fn("erf", "x", DType.f32) == "tf_erff(x)"
+    assert _gelu(["x"], DType.f32, {}) == "tf_geluf(x)"
+    assert "erf(x * 0.7071067811865476)" in _gelu(["x"], DType.f64, {})
 
 
 def test_the_fits_reach_the_shipped_accuracy():

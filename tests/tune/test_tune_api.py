@@ -19,6 +19,17 @@ def model():
     return stack_model(rows=64, width=64)
 
 
+@pytest.fixture(scope="module")
+def graph(model):
+    """The model imported once (compile copies a ModuleOp, so every test can reuse it)."""
+    return tensorforge.import_model(*model)
+
+
+@pytest.fixture(scope="module")
+def tasks(graph):
+    return extract_tasks(graph)
+
+
 def _close_to_torch(cm, model, inputs):
     with torch.no_grad():
         want = model(*inputs).numpy()
@@ -26,18 +37,18 @@ def _close_to_torch(cm, model, inputs):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
 
 
-def test_tune_then_compile_applies_and_a_second_tune_does_nothing(model, tmp_path):
+def test_tune_then_compile_applies_and_a_second_tune_does_nothing(model, graph, tmp_path):
     m, inputs = model
     db = str(tmp_path / "tune.sqlite")
-    report = tensorforge.tune(m, inputs, trials=6, db=db, progress=False, batch_size=3, kinds=("loop",))
+    report = tensorforge.tune(graph, trials=6, db=db, progress=False, batch_size=3, kinds=("loop",))
     assert report.trials == 6
     assert sum(t.records for t in report.tasks) == 6
     for t in report.tasks:
         assert t.kind == "loop" and (t.trials == 0 or np.isfinite(t.best_s))
-    again = tensorforge.tune(m, inputs, trials=6, db=db, progress=False, batch_size=3, kinds=("loop",))
+    again = tensorforge.tune(graph, trials=6, db=db, progress=False, batch_size=3, kinds=("loop",))
     assert again.trials == 0
     assert [t.best_s for t in again.tasks] == [t.best_s for t in report.tasks]     # same records, same best
-    cm = tensorforge.compile(m, inputs, db=db)
+    cm = tensorforge.compile(graph, db=db)
     _close_to_torch(cm, m, inputs)
 
 
@@ -50,10 +61,10 @@ def _add_best(db_path, task, config):
 
 
 @pytest.mark.parametrize("kind", ["gemm", "loop"])
-def test_compile_with_db_applies_the_best_record(model, tmp_path, kind):
+def test_compile_with_db_applies_the_best_record(model, graph, tasks, tmp_path, kind):
     m, inputs = model
     target = Target.host()
-    task = next(t for t in extract_tasks(m, inputs) if t.kind == kind)
+    task = next(t for t in tasks if t.kind == kind)
     space = space_for(task, target)
     if kind == "gemm":      # a register tile the default would not pick
         vw = target.vector_width
@@ -65,8 +76,8 @@ def test_compile_with_db_applies_the_best_record(model, tmp_path, kind):
     space.check(config)
     db = str(tmp_path / f"{kind}.sqlite")
     _add_best(db, task, config)
-    tuned = tensorforge.compile(m, inputs, db=db)
-    untuned = tensorforge.compile(m, inputs, db=None)
+    tuned = tensorforge.compile(graph, db=db)
+    untuned = tensorforge.compile(graph, db=None)
     assert tuned.native.build["tuned_kernels"] == 1
     assert untuned.native.build["tuned_kernels"] == 0
     assert tuned.source != untuned.source                  # the record changed the emitted code
@@ -74,13 +85,13 @@ def test_compile_with_db_applies_the_best_record(model, tmp_path, kind):
     _close_to_torch(untuned, m, inputs)
 
 
-def test_a_stale_record_falls_back_to_the_default(model, tmp_path):
+def test_a_stale_record_falls_back_to_the_default(model, graph, tasks, tmp_path):
     m, inputs = model
-    task = next(t for t in extract_tasks(m, inputs) if t.kind == "loop")
+    task = next(t for t in tasks if t.kind == "loop")
     db = str(tmp_path / "stale.sqlite")
     _add_best(db, task, {"kind": "loop", "trace": {"version": 1, "steps": [["split", ["no.such.loop"], [4]]]}})
     with pytest.warns(UserWarning, match="no longer applies"):
-        cm = tensorforge.compile(m, inputs, db=db)
+        cm = tensorforge.compile(graph, db=db)
     assert cm.native.build["tuned_kernels"] == 0
     _close_to_torch(cm, m, inputs)
 
@@ -97,18 +108,18 @@ def test_cli_tune_twice(tmp_path, capsys):
     assert cli_main(["tune", "mlp_small", "--kinds", "quantum", "--db", db]) == 1
 
 
-def test_compile_uses_the_default_database_when_it_exists(model, tmp_path, monkeypatch):
+def test_compile_uses_the_default_database_when_it_exists(model, graph, tasks, tmp_path, monkeypatch):
     m, inputs = model
-    task = next(t for t in extract_tasks(m, inputs) if t.kind == "loop")
+    task = next(t for t in tasks if t.kind == "loop")
     steps = space_for(task, Target.host()).seeds()[1]["trace"]["steps"]
     path = tmp_path / "default.sqlite"
     monkeypatch.setenv("TENSORFORGE_TUNE_DB", str(path))
-    assert tensorforge.compile(m, inputs).native.build["tuned_kernels"] == 0      # no file: untuned
+    assert tensorforge.compile(graph).native.build["tuned_kernels"] == 0      # no file: untuned
     _add_best(str(path), task, {"kind": "loop", "trace": {"version": 1, "steps": steps[:-1]}})
-    cm = tensorforge.compile(m, inputs)                                            # db="auto"
+    cm = tensorforge.compile(graph)                                            # db="auto"
     assert cm.native.build["tuned_kernels"] == 1
     _close_to_torch(cm, m, inputs)
-    assert tensorforge.compile(m, inputs, db=None).native.build["tuned_kernels"] == 0
+    assert tensorforge.compile(graph, db=None).native.build["tuned_kernels"] == 0
     path.write_bytes(b"not a database" * 64)
     with pytest.warns(UserWarning, match="not usable"):
-        assert tensorforge.compile(m, inputs).native.build["tuned_kernels"] == 0
+        assert tensorforge.compile(graph).native.build["tuned_kernels"] == 0

@@ -155,6 +155,9 @@ def _gelu(a, dt, attrs):
     x = a[0]
     if attrs.get("approximate") == "tanh":
         return f"(0.5{s} * {x} * (1.0{s} + tanh{s}(0.7978845608028654{s} * ({x} + 0.044715{s} * {x} * {x} * {x}))))"
+    inline = vmath.INLINE_FLOAT32.get("gelu")
+    if inline is not None and dt is not DType.f64:
+        return f"{inline}({x})"
     return f"(0.5{s} * {x} * (1.0{s} + {_math_fn('erf', f'{x} * 0.7071067811865476{s}', dt)}))"
 
 

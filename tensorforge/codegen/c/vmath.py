@@ -1,4 +1,4 @@
-"""Inline float32 ``exp`` and ``erf`` in plain C that gcc vectorizes together with the loop around them.
+"""Inline float32 ``exp``, ``erf`` and GELU in plain C that gcc vectorizes with the loop around them.
 
 Why not the C library: with ``-ffast-math`` gcc vectorizes ``expf``/``erff`` through glibc's vector
 math library (libmvec), but each vector is then a call, and a call clobbers every vector register:
@@ -9,10 +9,12 @@ element, the rational below 0.33; softmax over 64x12x128x128 takes 5.9 ms of CPU
 depends on the glibc of the machine that compiles; these functions vectorize wherever the loop
 does.  float64 keeps the C library (its accuracy is the point of computing in double).
 
-Both are branch-free (clamps, ``rintf``, ``copysignf``, an integer shift: all single vector
-instructions), accurate to a few float32 ulps (measured: erf 4e-7 absolute, exp 3e-7 relative),
-and exact at the limits a softmax or a GELU relies on: ``tf_expf(-inf) == 0``, ``tf_erff`` is
-exactly +-1 beyond +-3.92 and never exceeds 1 in magnitude.  ``tf_expf`` saturates at 3.4e38
+All are branch-free (clamps, ``rintf``, ``copysignf``, an integer shift: all single vector
+instructions), accurate to a few float32 ulps (measured: erf 4e-7 absolute, exp 3e-7 relative,
+GELU 2.4e-7 times max(1, |x|)), and exact at the limits a softmax or a GELU relies on:
+``tf_expf(-inf) == 0``, ``tf_erff`` is exactly +-1 beyond +-3.92 and never exceeds 1 in
+magnitude, ``tf_geluf`` is exactly 0 and x there.  ``tf_geluf`` is the erf rational with the
+GELU's scalings folded into the coefficients (8% less time for LayerNorm + GELU + residual).  ``tf_expf`` saturates at 3.4e38
 instead of overflowing: the code is compiled with ``-ffast-math``, whose reciprocal (``rcp14`` and
 a Newton step) turns ``1 / inf`` into NaN, so ``sigmoid(-100)`` = ``1 / (1 + exp(100))`` was NaN
 with libm's ``expf`` and is 2.9e-39 with this one.
@@ -48,6 +50,12 @@ EXP_LOW = -88.5
 EXP_HIGH = 88.7228
 
 
+# GELU(x) = x * (1/2 + erf(x / sqrt 2) / 2): the erf rational with the argument's 1/sqrt(2) and the
+# factor 1/2 folded into its coefficients (t = x^2 = 2 (x / sqrt 2)^2), three operations fewer.
+_GELU_P = tuple(c * 0.5 / math.sqrt(2) / 2 ** k for k, c in enumerate(ERF_P))
+_GELU_Q = tuple(c / 2 ** k for k, c in enumerate(ERF_Q))
+
+
 def _lit(v: float) -> str:
     return f"{v:.9e}f"
 
@@ -68,6 +76,13 @@ def c_source() -> str:
 {_horner("q", ERF_Q, "t")}
   return copysignf(fminf(a * p / q, 1.0f), x);
 }}
+static inline float tf_geluf(float x) {{
+  const float a = fminf(fabsf(x), {_lit(ERF_CLAMP * math.sqrt(2))});
+  const float t = a * a;
+{_horner("p", _GELU_P, "t")}
+{_horner("q", _GELU_Q, "t")}
+  return x * (0.5f + copysignf(fminf(a * p / q, 0.5f), x));
+}}
 static inline float tf_expf(float x) {{
   x = fminf(fmaxf(x, {_lit(EXP_LOW)}), {_lit(EXP_HIGH)});
   const float k = fminf(fmaxf(rintf(x * {_lit(1 / math.log(2))}), -127.0f), 127.0f);
@@ -82,7 +97,8 @@ static inline float tf_expf(float x) {{
 
 
 # C function for a scalar op on float32 (and float16, computed in float32); float64 keeps libm.
-INLINE_FLOAT32 = {"exp": "tf_expf", "erf": "tf_erff"}
+# "gelu" is the exact (erf) GELU; without an entry the emitter spells it with erf.
+INLINE_FLOAT32 = {"exp": "tf_expf", "erf": "tf_erff", "gelu": "tf_geluf"}
 
 
 @contextmanager
