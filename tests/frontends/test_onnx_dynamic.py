@@ -136,7 +136,7 @@ def test_hf_transformer_with_dynamic_axes_compiles_for_example_inputs(hf_models,
 @pytest.mark.parametrize("batch", [1, 3])
 def test_conv_net_with_dynamic_batch_compiles_for_example_inputs(convnet, batch):
     x = np.random.default_rng(batch).standard_normal((batch, 3, 16, 16)).astype(np.float32)
-    cm = tensorforge.compile(str(convnet), [x])
+    cm = tensorforge.compile(str(convnet), [torch.from_numpy(x) if batch > 1 else x])   # tensors bind too
     assert_matches_onnxruntime(convnet, cm.run(x), {"x": x})
 
 
@@ -238,6 +238,25 @@ def test_shape_chain_with_only_the_static_part_bound_runs_in_the_interpreter():
             np.testing.assert_allclose(o, r, rtol=RTOL, atol=RTOL)
 
 
+@pytest.mark.parametrize("op,const", [("Mul", 1), ("Add", 0), ("Sub", 0), ("Div", 1), ("Max", 0)])
+def test_identities_keep_an_unbound_dim_symbolic(op, const):
+    """``N op const`` is N for every size, so a Reshape to [N op const, -1] stays [N, 12]."""
+    n = helper.make_node
+    nodes = [n("Shape", ["x"], ["s"]), n("Gather", ["s", "i0"], ["nb"], axis=0), n(op, ["nb", "c"], ["nb2"]),
+             n("Unsqueeze", ["nb2", "ax0"], ["nb1"]), n("Concat", ["nb1", "m1"], ["t"], axis=0),
+             n("Reshape", ["x", "t"], ["y"])]
+    inits = {"i0": np.array(0, np.int64), "c": np.array(const, np.int64), "ax0": np.array([0], np.int64),
+             "m1": np.array([-1], np.int64)}
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, ["N", 3, 4])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, None)],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    module = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10))
+    assert module.main.outputs[0].type.shape == ("N", 12)
+    x = np.random.default_rng(0).standard_normal((5, 3, 4)).astype(np.float32)
+    (y,) = tensorforge.compile(module, target="interpreter").run(x)
+    np.testing.assert_array_equal(y, x.reshape(5, 12))
+
+
 # ---- errors ---------------------------------------------------------------------------------------------
 def test_unbound_batch_for_native_code_names_input_dim_and_fix(convnet):
     with pytest.raises(UnboundDimError) as info:
@@ -256,6 +275,16 @@ def test_unbound_sequence_at_import_names_only_the_dim_needed(hf_models):
     assert "'seq' of input 'input_ids' (axis 1)" in msg and "'batch'" not in msg
     assert "shapes={'seq': N}" in msg
     assert "ONNX node" in msg
+
+
+def test_op_that_needs_static_dims_names_the_unbound_dim():
+    graph = helper.make_graph([helper.make_node("EyeLike", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", T.FLOAT, ["rows", 3])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    with pytest.raises(UnboundDimError, match=r"EyeLike needs static dimensions.*'rows' of input 'x' \(axis 0\)"):
+        import_onnx(m)
+    assert import_onnx(m, shapes={"rows": 2}).main.outputs[0].type.shape == (2, 3)
 
 
 def _relu_model(dims):
@@ -279,7 +308,8 @@ def test_unnamed_dynamic_dim_is_bound_by_example_inputs():
     ([np.zeros((3, 7), np.float32), np.zeros((4, 2), np.float32)], None, r"'B' .* size 4, but .* gave it 3"),
     ([np.zeros((3, 7), np.float32), np.zeros((3, 2), np.float32)], {"B": 5}, r"'B' .* size 3, but shapes gave it 5"),
     ([np.zeros((3,), np.float32), np.zeros((3, 2), np.float32)], None, r"rank 1 .* declares rank 2"),
-    ([np.zeros((3, 7), np.float32), np.zeros((3, 5), np.float32)], None, r"size 5 at axis 1, where the model declares 2"),
+    ([np.zeros((3, 7), np.float32), np.zeros((3, 5), np.float32)], None,
+     r"size 5 at axis 1, where the model declares 2"),
     ([np.zeros((3, 7), np.float32)], None, r"1 example inputs for a model with 2 inputs"),
     (None, {"seq": 4}, r"'seq', which no model input declares .*'B', 'x_1'"),
 ])

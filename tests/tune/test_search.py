@@ -17,7 +17,7 @@ from tensorforge.tune.database import TuningDatabase
 from tensorforge.tune.measure import Result
 from tensorforge.tune.scheduler import TaskScheduler
 from tensorforge.tune.search import TaskSearch
-from tensorforge.tune.space import InvalidCandidate, canonical, space_for
+from tensorforge.tune.space import canonical, space_for
 
 from tests.tune.tune_util import stack_model, task_of
 

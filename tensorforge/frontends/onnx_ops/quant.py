@@ -43,9 +43,11 @@ def _broadcast_param(ctx: ImportContext, node: OnnxNode, p: Value, x: Value, axi
     return y
 
 
-def _quant_layout(node: OnnxNode, x: Value, ctx: ImportContext) -> tuple[int, int]:
-    axis = norm_axis(node, node.attr("axis", 1), max(ctx.rank(x), 1)) if ctx.rank(x) else 0
+def _quant_layout(node: OnnxNode, x: Value, scale: Value, ctx: ImportContext) -> tuple[int, int]:
     block = node.attr("block_size", 0) if node.opset >= 21 else 0
+    if not block and ctx.shape(scale) in ((), (1,)):
+        return 0, block      # per-tensor: ONNX ignores the axis (default 1, even for a 1-D input)
+    axis = norm_axis(node, node.attr("axis", 1), max(ctx.rank(x), 1)) if ctx.rank(x) else 0
     return axis, block
 
 
@@ -59,7 +61,7 @@ def _saturate(ctx: ImportContext, node: OnnxNode, y: Value, dtype: DType) -> Val
 @handles("QuantizeLinear")
 def quantize(ctx: ImportContext, node: OnnxNode) -> Value:
     x, scale, zp = node.required(0), node.required(1), node.input(2)
-    axis, block = _quant_layout(node, x, ctx)
+    axis, block = _quant_layout(node, x, scale, ctx)
     node.ignore("saturate")  # only for float8 outputs, which are rejected
     code = node.attr("output_dtype", 0) if node.opset >= 21 else 0
     if zp is not None:
@@ -87,7 +89,7 @@ def quantize(ctx: ImportContext, node: OnnxNode) -> Value:
 @handles("DequantizeLinear")
 def dequantize(ctx: ImportContext, node: OnnxNode) -> Value:
     x, scale, zp = node.required(0), node.required(1), node.input(2)
-    axis, block = _quant_layout(node, x, ctx)
+    axis, block = _quant_layout(node, x, scale, ctx)
     code = node.attr("output_dtype", 0) if node.opset >= 23 else 0
     out = to_dtype(code) if code else ctx.dtype(scale)
     if out is None:
