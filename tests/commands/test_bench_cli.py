@@ -89,7 +89,7 @@ def test_output_mismatch_exits_3(tiny_onnx, cache, capsys, monkeypatch):
     from tensorforge.commands import loading
     path, _ = tiny_onnx
     monkeypatch.setattr(loading, "_onnxruntime_reference",
-                        lambda proto, names, threads: lambda arrays: [np.zeros((3, 5), np.float32) + 7])
+                        lambda proto, names, threads: (lambda arrays: [np.zeros((3, 5), np.float32) + 7], ""))
     code, out, err = run_cli(["bench", path, "--shape", "N=3", "--peers", "none", "--json", cache / "m.json",
                               "--chart", cache / "m.png", *FAST], capsys)
     assert code == 3
