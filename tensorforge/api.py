@@ -119,10 +119,18 @@ class CompiledModel:
         """Runs later calls on ``n`` threads (the default is all cores)."""
         self._native_only("set_threads").set_threads(n)
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Writes a ``.tfm`` artifact that ``tensorforge.load`` runs without torch or onnx."""
+    def save(self, path: str | os.PathLike, include_graph: bool = True) -> None:
+        """Writes a ``.tfm`` artifact that ``tensorforge.load`` runs without torch or onnx.
+
+        ``include_graph`` also stores the optimised graph (constants included, so the file grows
+        by about the weights' size) for ``tensorforge explain`` and ``tune`` on the .tfm file."""
         from .runtime.artifact import save
-        save(self._native_only("save"), path)
+        native = self._native_only("save")
+        graph_text = None
+        if include_graph and self.module is not None:
+            from .ir.printer import print_module
+            graph_text = print_module(self.module, inline_resources=True)
+        save(native, path, graph_text)
 
     def _native_only(self, what: str):
         if self.native is None:

@@ -58,7 +58,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             print(f"tensorforge: output mismatch against {ref}: max relative error {err:.1e} > {args.tol:.0e}",
                   file=sys.stderr)
             status = EXIT_MISMATCH
-    cm.save(args.output)
+    cm.save(args.output, include_graph=args.graph)
     size_mb = os.path.getsize(args.output) / 1e6
     print(f"compiled {lm.name} in {compile_s:.1f} s -> {args.output} ({size_mb:.1f} MB)")
     print(f"  inputs:  {describe_specs(cm.native.inputs)}")
@@ -84,6 +84,9 @@ def register(sub) -> None:
                         "`tensorforge run --threads` says otherwise)")
     add_db_argument(p)
     p.add_argument("--no-check", dest="check", action="store_false", help="skip the output check")
+    p.add_argument("--no-graph", dest="graph", action="store_false",
+                   help="leave the optimised graph out of the file (smaller by about the weights' size; "
+                        "`explain` and `tune` then need the original model)")
     p.add_argument("--tol", type=float, default=1e-4,
                    help="largest max relative error the check accepts (default 1e-4)")
     p.set_defaults(fn=_cmd_compile)

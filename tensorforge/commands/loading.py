@@ -66,8 +66,13 @@ class LoadedModel:
         if self.kind == "onnx":
             from ..frontends.onnx import import_onnx
             return import_onnx(self.model, input_shapes=self.input_shapes)
-        raise TensorforgeError(f"'{self.name}' is a compiled .tfm artifact: it holds no graph to import; "
-                               f"pass the zoo name or .onnx file it was compiled from")
+        from ..runtime.artifact import read_graph
+        text = read_graph(self.path) if self.path else None
+        if text is None:
+            raise TensorforgeError(f"'{self.name}' was saved without its graph (compile --no-graph); "
+                                   f"pass the zoo name or .onnx file it was compiled from")
+        from ..ir.parser import parse_module
+        return parse_module(text, source=self.path)
 
     def compile(self, threads: int | None = None, **options: Any):
         """A native ``CompiledModel`` (a .tfm file is loaded, not recompiled; ``options`` then ignored)."""

@@ -7,6 +7,8 @@ An artifact is a zip (stored, not compressed: weights do not compress) holding
     model.so        the compiled library
     model.c         the generated C it was compiled from
     weights.bin     the weight blob (offsets are baked into the C)
+    graph.mlir      optional: the optimised graph-level module as MLIR text with its constants
+                    inline, so that ``explain`` and ``tune`` can work from a .tfm file alone
 
 Loading needs NumPy and ctypes only: not torch, not onnx, and not a C compiler when the
 library fits this machine.  It fits when its target key equals this machine's.  When it does
@@ -36,7 +38,7 @@ from .signature import TensorSpec
 
 FORMAT = "tensorforge-model"
 FORMAT_VERSION = 1
-MANIFEST, LIBRARY, SOURCE, WEIGHTS = "manifest.json", "model.so", "model.c", "weights.bin"
+MANIFEST, LIBRARY, SOURCE, WEIGHTS, GRAPH = "manifest.json", "model.so", "model.c", "weights.bin", "graph.mlir"
 _CHUNK = 16 << 20
 
 
@@ -63,8 +65,9 @@ def manifest_of(model: NativeModel) -> dict[str, Any]:
     }
 
 
-def save(model: NativeModel, path: str | os.PathLike) -> Path:
-    """Writes ``model`` to ``path`` (atomically: a reader never sees half a file)."""
+def save(model: NativeModel, path: str | os.PathLike, graph_text: str | None = None) -> Path:
+    """Writes ``model`` to ``path`` (atomically: a reader never sees half a file), with the
+    graph-level module's text when ``graph_text`` is given."""
     path = Path(path)
     manifest = manifest_of(model)
     library = Path(model.library_path).read_bytes()
@@ -76,6 +79,8 @@ def save(model: NativeModel, path: str | os.PathLike) -> Path:
             zf.writestr(MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
             zf.writestr(SOURCE, model.source)
             zf.writestr(LIBRARY, library)
+            if graph_text is not None:
+                zf.writestr(GRAPH, graph_text)
             with zf.open(WEIGHTS, "w", force_zip64=True) as w:
                 w.write(memoryview(model.weights))
         os.replace(tmp, path)
@@ -86,6 +91,13 @@ def save(model: NativeModel, path: str | os.PathLike) -> Path:
             pass
         raise
     return path
+
+
+def read_graph(path: str | os.PathLike) -> str | None:
+    """The graph-level module text saved with the model, or None when it was saved without."""
+    with _open(path) as zf:
+        _manifest(zf, path)
+        return zf.read(GRAPH).decode() if GRAPH in zf.namelist() else None
 
 
 def read_manifest(path: str | os.PathLike) -> dict[str, Any]:

@@ -98,3 +98,21 @@ def test_a_model_onnxruntime_cannot_load_is_compiled_and_reported_unchecked(tiny
     import tensorforge
     x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
     np.testing.assert_allclose(tensorforge.load(tfm)(x), numpy_model(x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_saved_model_carries_its_graph_for_explain(tmp_path, capsys):
+    """A .tfm holds the optimised graph, so `explain` works from the file alone; --no-graph leaves it out."""
+    from tensorforge.commands.loading import load_model
+    from tensorforge.ir.interpreter import run_function
+    tfm, bare = tmp_path / "m.tfm", tmp_path / "bare.tfm"
+    assert run_cli(["compile", "mlp_small", "-o", tfm, "--threads", "1"], capsys)[0] == 0
+    assert run_cli(["compile", "mlp_small", "-o", bare, "--threads", "1", "--no-graph"], capsys)[0] == 0
+    lm = load_model(str(tfm))
+    graph = lm.import_module()
+    np.testing.assert_allclose(run_function(graph.main, lm.inputs)[0], lm.model.run(*lm.inputs)[0],
+                               rtol=1e-4, atol=1e-5)
+    code, out, err = run_cli(["explain", tfm], capsys)
+    assert code == 0, err
+    assert "graph.matmul" in out or "graph.gemm" in out
+    code, out, err = run_cli(["explain", bare], capsys)
+    assert code == 1 and "saved without its graph" in err

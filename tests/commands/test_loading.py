@@ -49,8 +49,10 @@ def test_tfm_loads_the_saved_model_without_a_reference(tiny_onnx, tmp_path):
     assert lm.inputs[0].shape == (2, 4) and lm.inputs[0].dtype == np.float32
     x = np.arange(8, dtype=np.float32).reshape(2, 4) / 8
     np.testing.assert_allclose(lm.compile().run(x)[0], numpy_model(x), rtol=1e-5, atol=1e-6)
-    with pytest.raises(TensorforgeError, match="no graph"):
-        lm.import_module()
+    assert lm.import_module().main.args[0].type.shape == (2, 4)      # the graph travels with the file
+    cm.save(tmp_path / "bare.tfm", include_graph=False)
+    with pytest.raises(TensorforgeError, match="without its graph"):
+        load_model(str(tmp_path / "bare.tfm"), threads=1).import_module()
 
 
 @pytest.mark.parametrize("spec, message", [

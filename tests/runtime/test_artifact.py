@@ -98,7 +98,7 @@ def test_manifest_describes_the_model(small, tmp_path):
     assert m["target"]["key"] == Target.host().key()
     assert m["source_sha256"] == hashlib.sha256(small.source.encode()).hexdigest()
     with zipfile.ZipFile(path) as zf:
-        assert sorted(zf.namelist()) == ["manifest.json", "model.c", "model.so", "weights.bin"]
+        assert sorted(zf.namelist()) == ["graph.mlir", "manifest.json", "model.c", "model.so", "weights.bin"]
         assert zf.read("model.c").decode() == small.source
         assert hashlib.sha256(zf.read("model.so")).hexdigest() == m["library_sha256"]
 
