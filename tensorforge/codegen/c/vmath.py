@@ -137,10 +137,10 @@ def fit_rational(f, x, p_deg: int, q_deg: int, iters: int = 200):
     return best
 
 
-def fit_exp(lo: float, hi: float, deg: int, iters: int = 150):
+def fit_exp(lo: float, hi: float, deg: int, iters: int = 150, points: int = 40001):
     """``E`` with ``exp(r) ~ 1 + r + r^2 E(r)`` on [lo, hi], minimising the max relative error."""
     import numpy as np
-    r = np.linspace(lo, hi, 40001)
+    r = np.linspace(lo, hi, points)
     r = r[np.abs(r) > 1e-6]
     g = (np.exp(r) - 1 - r) / (r * r)
     lawson, best = np.ones_like(r), (math.inf, None)

@@ -109,11 +109,15 @@ def lower_compute(b: Builder, cv: ComputeView, out_buf: Value, buffers: dict[int
     for i in cv.reduction_axes:
         _, red, iv = _loop(red, dom[i], f"{index}.{i}", reduction=True)
         axis_values[i] = iv
-    val = _widen_term(red, _emit_body(red, cv, axis_values, buffers), acc_dtype)
+    val = _emit_body(red, cv, axis_values, buffers)
+    if acc_dtype is not dtype:
+        val = _widen_term(red, val, acc_dtype)
     cur = red.create("loop.load", [acc]).results[0]
     comb = red.create(f"scalar.{cv.combiner}", [cur, val]).results[0]
     red.create("loop.store", [comb, acc])
-    res = _cast(inner, inner.create("loop.load", [acc]).results[0], dtype)
+    res = inner.create("loop.load", [acc]).results[0]
+    if acc_dtype is not dtype:
+        res = _cast(inner, res, dtype)
     inner.create("loop.store", [res, out_buf] + out_idx)
 
 
