@@ -1,6 +1,15 @@
-"""Shared test fixtures: seeded random generators and tolerance helpers."""
+"""Shared test fixtures: seeded random generators and tolerance helpers.
+
+``tensorforge.compile`` applies the default tuning database when one exists; the tests must not
+depend on what a developer has tuned on this machine, so the default points at a file that does
+not exist (tests that use a database pass their own ``db=``).
+"""
+import os
+
 import numpy as np
 import pytest
+
+os.environ["TENSORFORGE_TUNE_DB"] = os.path.join(os.path.dirname(__file__), ".no-such-tuning-db", "tuning.sqlite")
 
 
 @pytest.fixture
