@@ -349,3 +349,16 @@ def test_reads_through_a_fused_reshape_stay_affine():
     cm = _compile(m)
     assert "tfg_" in cm.source
     np.testing.assert_allclose(cm.run(a)[0], a.reshape(M, K).astype(np.float64) @ w, rtol=RTOL, atol=1e-3)
+
+
+def test_large_parallel_gemms_schedule_blocks_dynamically():
+    """Many (mc x nc) blocks per thread: handed out on demand (a static split waits for a
+    descheduled thread); few blocks, or one thread: the even static split."""
+    from tensorforge.codegen import Target
+    from tensorforge.codegen.c.tensorize import _gemm_params
+    host = Target.host()
+    big = _gemm_params(host, 1024, 2, 1024)
+    assert big.schedule == "dynamic" and big.mc % big.mr == 0
+    assert -(-1024 // big.mc) * -(-1024 // big.nc) >= 8
+    assert _gemm_params(host, 768, 2, 128).schedule == "static"        # BERT's projections: 4 blocks
+    assert _gemm_params(host, 1024, 1, 1024).schedule == "static"

@@ -12,10 +12,10 @@ The generated code follows the packed-panel scheme of high-performance BLAS:
   extensions, so one generator serves AVX-512, AVX2 and NEON) and, per k, loads ``nr/vw`` vectors
   of B and broadcasts ``mr`` scalars of A.
 * Loops: ``jc`` (NC columns) > ``pc`` (KC of K) > ``ic`` (MC rows) > ``jr``/``ir`` micro-tiles in the
-  order ``loop_order`` names. There is ONE micro-kernel per GEMM (a full ``mr x nr`` tile):
-  an edge tile runs it on a zero-padded copy of its A rows into a local ``mr x nr`` buffer and
-  copies the valid part out, so any M, N, K is correct while gcc compiles a single kernel body
-  (compile time grows with every specialised kernel a model emits).
+  order ``loop_order`` names. Micro-kernels exist for every row count ``1..mr`` (a GEMV-like
+  M = 1 must not pay for mr rows); an edge tile (fewer rows or columns) runs the one for its row
+  count into a local ``mr x nr`` tile and copies the valid columns out, so any M, N, K is
+  correct and only whole vectors are stored inside the micro-kernels.
 * OpenMP splits the M tiles evenly and statically between threads (the N panels when there are
   fewer M tiles than threads), one contiguous range per thread; or, with ``schedule="dynamic"``,
   hands out (mc x nc) blocks on demand.
@@ -291,7 +291,7 @@ class _GemmWriter:
             _PRELUDE.format(omp_include=omp, vw=self.vw, vbytes=self.vw * 4) if prelude else omp,
             self.epilogue_struct(),
             self.epilogue_function(),
-            self.micro_kernel(),
+            *[self.micro_kernel(rows) for rows in range(p.mr, 0, -1)],
             self.pack_a(), self.edge_tile(), self.block_function(), self.share_function(), self.pack_b_share(),
             self.entries(),
         ]
@@ -326,18 +326,18 @@ class _GemmWriter:
             return str(self.p.mr)
         return "lda" if self.spec.trans_a else "1"
 
-    def k_step(self) -> str:
-        """One rank-1 update of the register tile: nr/vw loads of B, mr broadcasts of A."""
+    def k_step(self, rows: int) -> str:
+        """One rank-1 update of the register tile: nr/vw loads of B, ``rows`` broadcasts of A."""
         lines = [f"    const tf_vf b{v} = tf_ld(b + {v * self.vw});" for v in range(self.nv)]
-        for r in range(self.p.mr):
+        for r in range(rows):
             lines.append(f"    {{ const float ar = {self.a_elem(r)};")
             lines.append("      " + " ".join(f"c{r}_{v} += b{v} * ar;" for v in range(self.nv)) + " }")
         return "\n".join(lines)
 
-    def store(self) -> str:
-        """The full tile's stores (the inline epilogue on the last K block)."""
+    def store(self, rows: int) -> str:
+        """The tile's stores of whole vectors (the inline epilogue on the last K block)."""
         vw, lines = self.vw, []
-        for r in range(self.p.mr):
+        for r in range(rows):
             for v in range(self.nv):
                 body = [f"float *cp = c + {r} * ldc + {v * vw};", f"tf_vf x = c{r}_{v};", "if (load_c) x += tf_ld(cp);"]
                 if self.has_epilogue:
@@ -346,20 +346,20 @@ class _GemmWriter:
                 lines.append(f"    {{ {' '.join(body)} }}")
         return "\n".join(lines)
 
-    def micro_kernel(self) -> str:
-        """The one micro-kernel: C[mr x nr] (+)= A-panel @ B-panel over kc, every row and column valid."""
+    def micro_kernel(self, rows: int) -> str:
+        """C[rows x nr] (+)= A-panel @ B-panel over kc, whole vectors stored at ``c``."""
         p = self.p
-        acc = ", ".join(f"c{r}_{v} = {{0}}" for r in range(p.mr) for v in range(self.nv))
+        acc = ", ".join(f"c{r}_{v} = {{0}}" for r in range(rows) for v in range(self.nv))
         return f"""
-static __attribute__((noinline)) void {self.name}_ukr(long kc, const float *restrict a, long lda, const float *restrict b,
+static __attribute__((noinline)) void {self.name}_ukr{rows}(long kc, const float *restrict a, long lda, const float *restrict b,
     float *restrict c, long ldc, int load_c, int last, long i0, long j0, const {self.name}_epi_t *e) {{
   (void)lda; (void)last; (void)i0; (void)j0; (void)e;
   tf_vf {acc};
   TF_UNROLL({p.unroll})
   for (long k = 0; k < kc; k++, a += {self.a_step()}, b += {p.nr}) {{
-{self.k_step()}
+{self.k_step(rows)}
   }}
-{self.store()}
+{self.store(rows)}
 }}
 """
 
@@ -385,36 +385,26 @@ static void {self.name}_pack_a(float *restrict ap, const float *restrict A, long
 }}
 """
 
-    def edge_a(self) -> str:
-        """C statements pointing ``a``/``la`` at A rows the micro-kernel may read in full: a packed
-        panel is already zero padded; A read in place is copied (zero padded) into ``abuf``."""
-        p = self.p
-        if p.pack_a:
-            return "  const float *a = ap; const long la = lda;\n"
-        if self.spec.trans_a:   # a[r] per k, lda apart: panel [kc][mr]
-            copy = f"for (long k = 0; k < kc; k++) for (long r = 0; r < {p.mr}; r++) abuf[k * {p.mr} + r] = r < mr ? ap[k * lda + r] : 0.0f;"
-            stride = str(p.mr)
-        else:                   # a[r * lda] per k, 1 apart: rows of kc
-            copy = f"for (long r = 0; r < {p.mr}; r++) for (long k = 0; k < kc; k++) abuf[r * kc + k] = r < mr ? ap[r * lda + k] : 0.0f;"
-            stride = "kc"
-        return (f"  const float *a = ap; long la = lda;\n"
-                f"  if (mr < {p.mr}) {{ {copy} a = abuf; la = {stride}; }}\n")
-
     def edge_tile(self) -> str:
-        """A tile with fewer than mr rows or nr columns: the micro-kernel into a local tile, then
-        the valid part (through the inline epilogue) into C."""
+        """A tile with fewer than mr rows or nr columns: the micro-kernel for its row count into a
+        local tile (B panels are zero padded to nr columns), then the valid columns (through the
+        inline epilogue) into C."""
         p, vw = self.p, self.vw
         epi = f"if (last) x = {self.name}_epi(x, i + r, j + v * TF_VW, nv, e); " if self.has_epilogue else ""
+        cases = "\n".join(f"    case {rows}: {self.name}_ukr{rows}(kc, ap, lda, bp, ct, {p.nr}, load_c, 0, i, j, e); break;"
+                          for rows in range(p.mr, 0, -1))
         return f"""
 static __attribute__((noinline)) void {self.name}_edge(long mr, long kc, const float *ap, long lda, const float *bp,
-    float *cp, long ldc, long nr, int load_c, int last, long i, long j, const {self.name}_epi_t *e, float *abuf) {{
-  (void)abuf;
+    float *cp, long ldc, long nr, int load_c, int last, long i, long j, const {self.name}_epi_t *e) {{
   float ct[{p.mr * p.nr}] __attribute__((aligned(64)));
-{self.edge_a()}  if (load_c) {{
+  if (load_c) {{
     memset(ct, 0, sizeof ct);
     for (long r = 0; r < mr; r++) memcpy(ct + r * {p.nr}, cp + r * ldc, sizeof(float) * (size_t)nr);
   }}
-  {self.name}_ukr(kc, a, la, bp, ct, {p.nr}, load_c, 0, i, j, e);
+  switch (mr) {{
+{cases}
+    default: break;
+  }}
   for (long r = 0; r < mr; r++)
     for (long v = 0; v < {self.nv}; v++) {{
       const int nv = (int)tf_min({vw}, nr - v * {vw});
@@ -440,26 +430,24 @@ static __attribute__((noinline)) void {self.name}_edge(long mr, long kc, const f
             const long i = ic + ir, j = jc + jr;
             const float *ap = {a_ptr};
             const float *bp = Bp + (j / {p.nr}) * bstride + pc * {p.nr};
-            {self.name}_tile(mr, kc, ap, lda, bp, C + i * ldc + j, ldc, nr, load_c, last, i, j, e, ebuf);
+            {self.name}_tile(mr, kc, ap, lda, bp, C + i * ldc + j, ldc, nr, load_c, last, i, j, e);
           }}"""
         loops = {
             "jr_ir": (f"for (long jr = 0; jr < nc; jr += {p.nr})", f"for (long ir = 0; ir < mc; ir += {p.mr})"),
             "ir_jr": (f"for (long ir = 0; ir < mc; ir += {p.mr})", f"for (long jr = 0; jr < nc; jr += {p.nr})"),
         }[p.loop_order]
-        # the edge copy of A rows read in place (mr x kc floats), on this thread's stack
-        ebuf = "  float ebuf[1];\n" if p.pack_a else f"  float ebuf[{p.mr * p.kc}] __attribute__((aligned(64)));\n"
         return f"""
 static inline void {self.name}_tile(long mr, long kc, const float *ap, long lda, const float *bp, float *cp,
-    long ldc, long nr, int load_c, int last, long i, long j, const {self.name}_epi_t *e, float *ebuf) {{
-  if (mr == {p.mr} && nr == {p.nr}) {self.name}_ukr(kc, ap, lda, bp, cp, ldc, load_c, last, i, j, e);
-  else {self.name}_edge(mr, kc, ap, lda, bp, cp, ldc, nr, load_c, last, i, j, e, ebuf);
+    long ldc, long nr, int load_c, int last, long i, long j, const {self.name}_epi_t *e) {{
+  if (mr == {p.mr} && nr == {p.nr}) {self.name}_ukr{p.mr}(kc, ap, lda, bp, cp, ldc, load_c, last, i, j, e);
+  else {self.name}_edge(mr, kc, ap, lda, bp, cp, ldc, nr, load_c, last, i, j, e);
 {callback}}}
 
 /* Rows [m0, m1) and columns [n0, n1) of C; n0 is a multiple of nr. */
 static void {self.name}_block(long m0, long m1, long n0, long n1, long K, const float *A, long lda,
     const float *Bp, long bstride, float *C, long ldc, int accumulate, const {self.name}_epi_t *e, float *abuf) {{
   (void)abuf;
-{ebuf}  for (long jc = n0; jc < n1; jc += {p.nc}) {{
+  for (long jc = n0; jc < n1; jc += {p.nc}) {{
     const long nc = tf_min({p.nc}, n1 - jc);
     long pc = 0;
     do {{

@@ -39,7 +39,8 @@ from .contraction import (Affine, ConvPlan, GemmPlan, Roles, VAxis, match_contra
 from .emit_loop import c_type
 from .fused_epilogue import EpilogueChain, match_chain
 from .im2col import IM2COL_C, Im2colShape
-from .microkernels import GemmParams, GemmSpec, gemm_prelude, generate_gemm, pack_b_into, packed_b_size, signatures
+from .microkernels import (GemmParams, GemmSpec, _round_down, gemm_prelude, generate_gemm, pack_b_into,
+                           packed_b_size, signatures)
 from .toolchain import unit
 
 KERNEL_NAME = "KERNEL_NAME"      # the placeholder model.py replaces (same as model.KERNEL_NAME)
@@ -54,6 +55,8 @@ SMALL_GEMM = 1 << 22
 # Contractions with fewer multiply-adds than this run on one thread: they take ~0.1 ms, and on a
 # shared machine a parallel region waits a whole scheduler time slice for a descheduled thread.
 PARALLEL_MIN_MACS = 1 << 21
+# A multi-threaded GEMM with at least this many (mc x nc) blocks per thread schedules them dynamically.
+DYNAMIC_BLOCKS_PER_THREAD = 4
 # Register tiles (mr, nr in vectors) tried for narrow outputs: the one wasting fewest columns wins.
 _TILES = ((6, 4), (8, 3), (12, 2), (14, 1))
 
@@ -67,9 +70,17 @@ def _tile(target: Target, n: int) -> tuple[int, int]:
     return min(tiles, key=lambda t: (-(-n // t[1]) * t[1] * most / (t[0] * t[1]), -t[1]))
 
 
-def _gemm_params(target: Target, n: int, threads: int) -> GemmParams:
+def _gemm_params(target: Target, n: int, threads: int, m: int = 0) -> GemmParams:
+    """Default params; a GEMM with many (mc x nc) blocks per thread hands them out on demand
+    (``schedule="dynamic"``, half-height blocks): on a shared machine a static split waits for
+    a descheduled thread (or for another library's spinning threads), a dynamic one does not."""
     mr, nr = _tile(target, n)
-    return GemmParams.for_target(target, threads=threads, mr=mr, nr=nr)
+    params = GemmParams.for_target(target, threads=threads, mr=mr, nr=nr)
+    if threads > 1 and m:
+        mc = _round_down(params.mc // 2, mr)
+        if -(-m // mc) * -(-n // params.nc) >= DYNAMIC_BLOCKS_PER_THREAD * threads:
+            params = GemmParams.for_target(target, threads=threads, mr=mr, nr=nr, mc=mc, schedule="dynamic")
+    return params
 
 
 def _digest(text: str) -> str:
@@ -214,7 +225,7 @@ class KernelPlan:
         M, N, K = r.M, r.N, r.K
         par = self._parallel_batch()
         threads = 1 if par else self.threads
-        params = self.tuned(_gemm_params(self.target, N, threads))
+        params = self.tuned(_gemm_params(self.target, N, threads, M))
         prepacked = p.b.arg in self.packed_args
         a_trans, lda = matrix_layout(p.a, M, K)
         spec_b = (False, 0) if prepacked else matrix_layout(p.b, K, N)
