@@ -41,7 +41,9 @@ def format_table(result: dict) -> str:
     """The human-readable report: one block per model, one row per contender."""
     info = result["info"]
     lines = [f"tensorforge bench, {info['date']}, {info['cpu']}, {info['threads']} thread(s), "
-             f"median of up to {info['repeats']} interleaved rounds after {info['warmup']} warm-up"]
+             f"median of up to {info['repeats']} interleaved rounds (each contender's turn: a "
+             f"{info.get('pause_s', 0):g} s pause, one untimed call, {info.get('block', 1)} timed calls) "
+             f"after {info['warmup']} warm-up"]
     if result.get("roofline") is None:
         lines.append("(no machine peak measured yet: run `tensorforge bench --roofline` once for % of peak)")
     else:

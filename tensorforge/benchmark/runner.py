@@ -37,6 +37,10 @@ class BenchConfig:
     shapes: Mapping[str, int] = field(default_factory=dict)
     seed: int = 0                       # of generated inputs (.onnx and .tfm models)
     db: Any = "auto"                    # tuning database, as in tensorforge.compile
+    # Each contender's turn: a pause, one untimed call, then ``block`` timed calls, so that the
+    # previous contender's spinning thread pool is asleep (see time_interleaved).
+    block: int = 3
+    pause_s: float = 0.2
 
 
 def default_threads() -> int:
@@ -67,7 +71,8 @@ def run_info(cfg: BenchConfig) -> dict:
     from .roofline import host_key
     info = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "cpu": host_key()["cpu"],
             "cores": default_threads(), "machine": platform.machine(), "threads": cfg.threads,
-            "repeats": cfg.repeats, "warmup": cfg.warmup, "tolerance": cfg.tol, "load_before": load_average(),
+            "repeats": cfg.repeats, "warmup": cfg.warmup, "block": cfg.block, "pause_s": cfg.pause_s,
+            "tolerance": cfg.tol, "load_before": load_average(),
             "tuning_db": None if cfg.db is None else str(cfg.db),
             "tensorforge": tensorforge.__version__, "numpy": np.__version__}
     for pkg in ("torch", "onnxruntime"):
@@ -113,9 +118,10 @@ def bench_model(lm: LoadedModel, cfg: BenchConfig, roofline: Roofline | None) ->
             bar.advance()
         bar.set_note("timing " + ", ".join(c.key for c in contenders))
         timings = time_interleaved({c.key: c.run for c in contenders}, repeats=cfg.repeats,
-                                   warmup=cfg.warmup, budget_s=cfg.budget_s, on_round=bar.advance)
+                                   warmup=cfg.warmup, budget_s=cfg.budget_s, on_round=bar.advance,
+                                   block=cfg.block, pause_s=cfg.pause_s)
         bar.set_note("done")
-    row["contenders"] = [_contender_row(c, timings, refs, row) for c in contenders]
+    row["contenders"] = [_contender_row(c, timings, refs, row, cfg.block) for c in contenders]
     row["skipped"] = skipped
     return row
 
@@ -142,12 +148,12 @@ def _check(outs: list, refs: list | None, lm: LoadedModel, tol: float) -> dict:
     return {"reference": lm.reference_name, "max_rel_err": err, "ok": bool(err <= tol), "tol": tol}
 
 
-def _contender_row(c: Contender, timings: dict, refs: list | None, model: dict) -> dict:
+def _contender_row(c: Contender, timings: dict, refs: list | None, model: dict, block: int) -> dict:
     t = timings[c.key]
     tf = timings["tensorforge"]
     median_s = t.median_ms / 1e3
     r = {"key": c.key, "name": c.label, "median_ms": t.median_ms, "min_ms": t.min_ms,
-         "rounds": len(t.samples), "noise": quartile_spread(t.samples), "setup_s": c.setup_s,
+         "rounds": len(t.samples) // block, "samples": len(t.samples), "noise": quartile_spread(t.samples), "setup_s": c.setup_s,
          "max_rel_err": None if refs is None else max_rel_err_all(c.outputs, refs)}
     if c.key != "tensorforge":
         r["tf_speedup"] = t.median_ms / tf.median_ms

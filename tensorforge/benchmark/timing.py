@@ -27,13 +27,21 @@ class Timing:
 
 def time_interleaved(contenders: dict[str, Callable[[], object]], repeats: int = 10, warmup: int = 2,
                      budget_s: float | None = None,
-                     on_round: Callable[[], None] | None = None) -> dict[str, Timing]:
+                     on_round: Callable[[], None] | None = None,
+                     block: int = 1, pause_s: float = 0.0) -> dict[str, Timing]:
     """Times each callable ``repeats`` times, interleaved, after ``warmup`` untimed rounds.
 
     With ``budget_s``, stops early (after at least 3 rounds) once the budget is spent.
     ``on_round`` is called after every round, warm-up included (a progress bar's ``advance``).
+
+    ``block`` > 1 or ``pause_s`` > 0 time each contender in its turn as a block: a pause, one
+    untimed call, then ``block`` timed calls.  Contenders that bring their own thread pools
+    (torch's OpenMP, OpenBLAS, onnxruntime, our libgomp) keep their threads spinning for a while
+    after a call; on a 2-core machine single alternating calls then measure the previous
+    contender's spinning as much as the contender itself.
     """
     results = {name: Timing(name) for name in contenders}
+    blocked = block > 1 or pause_s > 0
     for _ in range(warmup):
         for fn in contenders.values():
             fn()
@@ -42,9 +50,13 @@ def time_interleaved(contenders: dict[str, Callable[[], object]], repeats: int =
     start = time.perf_counter()
     for r in range(repeats):
         for name, fn in contenders.items():
-            t0 = time.perf_counter()
-            fn()
-            results[name].samples.append(time.perf_counter() - t0)
+            if blocked:
+                time.sleep(pause_s)
+                fn()
+            for _ in range(block):
+                t0 = time.perf_counter()
+                fn()
+                results[name].samples.append(time.perf_counter() - t0)
         if on_round is not None:
             on_round()
         if budget_s is not None and r >= 2 and time.perf_counter() - start > budget_s:
