@@ -57,14 +57,20 @@ def _op_color(op: Operation) -> str:
     return KIND_COLORS.get(fusion.name.lower(), "#ffffff") if fusion is not None else "#ffffff"
 
 
-def graph_picture(func: FuncOp, title: str) -> Picture:
-    """Every graph op of ``func`` (constants left out: they are weights), coloured by fusion kind."""
-    pic = Picture(title)
+def _add_inputs(pic: Picture, func: FuncOp) -> dict[int, int]:
+    """A node per function argument; returns the node index of each argument (by id)."""
     index: dict[int, int] = {}
     for i, a in enumerate(func.args):
         index[id(a)] = len(pic.nodes)
         pic.nodes.append(Node(f"{a.name_hint or f'input{i}'}\n{_shape(a)}", INPUT_COLOR, kind="input",
                               is_input=True))
+    return index
+
+
+def graph_picture(func: FuncOp, title: str) -> Picture:
+    """Every graph op of ``func`` (constants left out: they are weights), coloured by fusion kind."""
+    pic = Picture(title)
+    index = _add_inputs(pic, func)
     for op in func.body:
         if op.name in ("graph.constant", "func.return"):
             continue
@@ -79,11 +85,7 @@ def graph_picture(func: FuncOp, title: str) -> Picture:
 def kernel_picture(func: FuncOp, log: FusionLog | None, names: list[str], title: str) -> Picture:
     """The kernels of a lowered function, each labelled with its C name and the ops fused into it."""
     pic = Picture(title)
-    index: dict[int, int] = {}
-    for i, a in enumerate(func.args):
-        index[id(a)] = len(pic.nodes)
-        pic.nodes.append(Node(f"{a.name_hint or f'input{i}'}\n{_shape(a)}", INPUT_COLOR, kind="input",
-                              is_input=True))
+    index = _add_inputs(pic, func)
     kernels = [op for op in func.body if op.name == "structured.kernel"]
     for k, op in enumerate(kernels):
         labels = kernel_labels(op, log)

@@ -70,8 +70,25 @@ class Workload:
     description: dict = field(default_factory=dict)
 
 
+class Measured:
+    """What a measured candidate's ``latencies`` (seconds) and ``error`` say: the database's
+    records and the tuner's fresh measurements answer these the same way."""
+
+    latencies: tuple[float, ...]
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.latencies)
+
+    @property
+    def median_s(self) -> float:
+        """Median latency in seconds (robust to a noisy repeat); ``inf`` for a failed candidate."""
+        return statistics.median(self.latencies) if self.ok else math.inf
+
+
 @dataclass(frozen=True)
-class Record:
+class Record(Measured):
     """One measured candidate of a workload on a target. Failed candidates (``error`` set, no
     latencies) are kept so that nobody measures them again."""
 
@@ -88,15 +105,6 @@ class Record:
     def __post_init__(self) -> None:
         # Lists (from JSON) and NumPy scalars become a hashable tuple of plain floats.
         object.__setattr__(self, "latencies", tuple(float(x) for x in self.latencies))
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and bool(self.latencies)
-
-    @property
-    def median_s(self) -> float:
-        """Median latency in seconds (robust to a noisy repeat); ``inf`` for a failed candidate."""
-        return statistics.median(self.latencies) if self.ok else math.inf
 
     def digest(self) -> str:
         """Identity of the record: equal content, equal digest (what import deduplicates on)."""

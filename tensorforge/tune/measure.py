@@ -23,7 +23,6 @@ import math
 import os
 import select
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ import numpy as np
 
 from ..errors import TensorforgeError
 from .apply import Tuning
+from .database import Measured
 from .space import DEFAULT
 from .tasks import Task
 
@@ -44,7 +44,7 @@ INTERPRETER_MAX_POINTS = 1 << 23
 
 
 @dataclass
-class Result:
+class Result(Measured):
     """One measured candidate (``latencies`` empty when ``error`` says why it failed)."""
 
     config: dict
@@ -53,14 +53,6 @@ class Result:
     workspace_bytes: int = 0
     code_size: int = 0
     build_s: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and bool(self.latencies)
-
-    @property
-    def median_s(self) -> float:
-        return statistics.median(self.latencies) if self.ok else math.inf
 
     def record(self, task: Task, target_key: str):
         from .database import Record
