@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from ..dialects.scalar import INDEX
 from ..errors import ScheduleError
 from ..ir.core import Operation, Value
 from .analysis import (ALLOC, FOR, LOAD, accesses, body, enclosing_loops, extent, find_tagged, indices, iv, iv_deps,
@@ -107,10 +108,42 @@ def inline_producers(s: Schedule, skip: set[str]) -> None:
         nest = top_level(stores[0])
         if nest.name != FOR or any(l.attributes.get("reduction") for l in walk_ops(nest, FOR)):
             continue
+        if len(loads) > 1 and any(_in_extremum_reduction(ld) for ld in loads) \
+                and not _exact(stores[0].parent, stores[0]):
+            continue
         cost = expression_cost(stores[0].parent, stores[0])
         runs = sum(executions(ld) for ld in loads)
         if runs * cost <= buf.type.num_elements * (cost + MEMORY_ROUND_TRIP):
             attempt(s.compute_inline, c)
+
+
+# Scalar ops whose result has no rounding: every copy of a statement made of these gives the same bits.
+_EXACT_OPS = {"scalar.const", "scalar.neg", "scalar.abs", "scalar.max", "scalar.min", "scalar.select"}
+
+
+def _exact(block, store: Operation) -> bool:
+    """Whether the statement ``store`` computes its value without rounding (loads, moves, min/max)."""
+    for op in block:
+        if op is store:
+            return True
+        if op.name.startswith("scalar.") and op.name not in _EXACT_OPS \
+                and not all(r.type == INDEX for r in op.results):
+            return False
+    return True
+
+
+def _in_extremum_reduction(load: Operation) -> bool:
+    """Whether ``load`` is read inside a max/min reduction loop.
+
+    A rounded value that a max is taken of and that is read again elsewhere stays in its buffer
+    (the fusion engine's ``decide_inline`` keeps the same rule one level up): copies of it in
+    different loops may round differently under -ffast-math, and softmax's ``exp(x - max(x))``
+    then sees every x an ulp below the max -- 512 at |x| ~ 4e9 -- so all exponentials underflow
+    and the row is 0/0."""
+    loops = enclosing_loops(load)
+    if not loops or not loops[-1].attributes.get("reduction"):
+        return False
+    return any(op.name in ("scalar.max", "scalar.min") for op in walk_ops(loops[-1]))
 
 
 def expression_cost(block, store: Operation) -> float:

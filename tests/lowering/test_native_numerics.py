@@ -90,3 +90,20 @@ def test_bf16_runs_natively_as_the_interpreter_does(rng):
         np.testing.assert_allclose(g, r, rtol=1e-6, atol=0)
     np.testing.assert_array_equal(got[1], ref[1])       # rounding to bf16 is bit-exact
     assert np.array_equal(got[1].view(np.uint32) & 0xFFFF, np.zeros(x.shape, np.uint32))
+
+
+def test_softmax_of_a_pooled_row_with_huge_equal_logits_stays_normalised():
+    """global average pool + softmax fused into one kernel: the pooled value (a sum divided by
+    the window size) is read by the row maximum and by the exponentials.  Recomputed in each loop
+    it rounded differently under -ffast-math, every x came out an ulp (512 at 4.3e9) below the
+    max, all exponentials underflowed and the softmax was 0/0 = NaN (squeezenet with random
+    weights).  Kept in one buffer, the row sums to 1 and matches NumPy's reference."""
+    rng = np.random.default_rng(0)
+    x = (4.3e9 + rng.standard_normal((1, 1000, 13, 13)) * 30).astype(np.float32)
+    m = _module([tensor(x.shape, DType.f32)],
+                lambda b, a: [b.graph.softmax(b.graph.global_avg_pool(a), axis=1)])
+    (out,) = _native(m, x)
+    assert np.isfinite(out).all()
+    assert abs(float(out.sum()) - 1.0) < 1e-5
+    pooled = x.astype(np.float64).mean(axis=(2, 3))
+    assert out.ravel().argmax() in set(np.flatnonzero(pooled.ravel() >= pooled.max() - 1024))

@@ -134,6 +134,9 @@ def decide_inline(compute: Operation, returned: bool, anchor_computes: list[Comp
         if max(_composed_map(cv, r) for r in reads) > AFFINE:
             return False, "a contraction reads it through a non-affine index map"
         return True, "data movement folded into the contraction's loads"
+    if _rounds(cv) and len(reads) > 1 and any(ComputeView(r.parent.parent.parent).combiner in ("max", "min")
+                                              for r in reads):
+        return False, "a max/min reduction and other readers must see the same rounded values: computed once"
     cost = body_cost(cv)
     runs = sum(read_runs(r) for r in reads)
     elems = max(math.prod(compute.results[0].type.shape), 1)
@@ -153,6 +156,20 @@ def decide_inline(compute: Operation, returned: bool, anchor_computes: list[Comp
     if runs * cost <= elems * (cost + MEMORY_ROUND_TRIP):
         return True, f"recompute {runs / elems:.3g}x of cost {cost:g} < buffer round trip"
     return False, f"reuse: recomputing {runs / elems:.3g}x at cost {cost:g} exceeds a buffer round trip"
+
+
+# Body ops whose result has no rounding: every copy of an expression made of these gives the same bits.
+_EXACT = {"scalar.const", "scalar.neg", "scalar.abs", "scalar.max", "scalar.min", "scalar.select", "structured.yield"}
+
+
+def _rounds(cv: ComputeView) -> bool:
+    """Whether ``cv``'s value involves rounding arithmetic.  Copies of such an expression in
+    different loops may round differently under -ffast-math (gcc vectorizes each loop on its own,
+    e.g. a division as reciprocal + Newton step).  For a value that a max is taken of and that is
+    read again elsewhere that is fatal: softmax's ``exp(x - max(x))`` then sees every x an ulp
+    below the max, which at |x| ~ 4e9 is 512, every exponential underflows and 0 is divided by 0."""
+    return any(op.name != READ and op.name not in _EXACT and not all(r.type == INDEX for r in op.results)
+               for op in cv.body)
 
 
 def _reads_any(compute: Operation, targets: set[int]) -> bool:
