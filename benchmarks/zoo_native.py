@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=60.0, help="timing budget per model")
     p.add_argument("--no-gemm", action="store_true")
     p.add_argument("--warm-cache", action="store_true", help="keep $TENSORFORGE_CACHE (default: a fresh one)")
-    p.add_argument("--json", default="zoo_native.json")
+    p.add_argument("--json", default="build/zoo_native.json")
     args = p.parse_args(argv)
     if not args.warm_cache:
         os.environ["TENSORFORGE_CACHE"] = tempfile.mkdtemp(prefix="tf-zoo-cache-")
@@ -199,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     info = {"threads": args.threads, "repeats": args.repeats, "warmup": args.warmup,
             "cpus": len(os.sched_getaffinity(0)), "torch": torch.__version__, "numpy": np.__version__,
             "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as f:
         json.dump({"info": info, "models": rows, "gemm": gemm}, f, indent=1)
     print(f"\nwrote {args.json}", file=sys.stderr)
