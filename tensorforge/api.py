@@ -26,6 +26,9 @@ def import_model(model: Any, example_inputs: Sequence | None = None,
     For ONNX models, ``example_inputs`` and ``shapes`` (``{"batch": 1, "seq": 128}``) bind the
     symbolic dimensions of the inputs, which specialises the model to those sizes."""
     if isinstance(model, ModuleOp):
+        if shapes:
+            raise TensorforgeError("shapes= binds the symbolic dimensions of an ONNX model; a graph module "
+                                   "already has its types")
         return model
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
@@ -43,6 +46,9 @@ def import_model(model: Any, example_inputs: Sequence | None = None,
     except ImportError:
         torch = None
     if torch is not None and isinstance(model, torch.nn.Module):
+        if shapes:
+            raise TensorforgeError("shapes= binds the symbolic dimensions of an ONNX model; a torch.nn.Module "
+                                   "takes its shapes from example_inputs")
         if example_inputs is None:
             raise TensorforgeError("compiling a torch.nn.Module needs example_inputs "
                                    "(a tuple of tensors with the shapes you will run)")

@@ -279,3 +279,10 @@ def test_backend_is_registered_and_discoverable():
     register_backend()
     assert _COMPILER_FNS["tensorforge"] is tensorforge_backend
     assert lookup_backend("tensorforge") is tensorforge_backend
+
+
+def test_shapes_for_a_torch_module_is_an_error_not_ignored():
+    """``shapes=`` binds ONNX dims; for a PyTorch module it would silently do nothing."""
+    model, inputs = zoo.get("mlp_small")
+    with pytest.raises(TensorforgeError, match="takes its shapes from example_inputs"):
+        tensorforge.compile(model, inputs, shapes={"batch": 4})
