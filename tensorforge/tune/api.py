@@ -74,12 +74,22 @@ class TuneReport:
                  f"{'best ms':>9s} {'GFLOP/s':>8s} {'speedup':>7s}"]
         for t in self.tasks:
             lines.append(f"{t.name[:28]:28s} {t.kind:5s} {t.weight:3d} {t.trials:6d} {t.records:7d} "
-                         f"{t.default_s * 1e3:10.3f} {t.best_s * 1e3:9.3f} {t.gflops:8.1f} {t.speedup:7.2f}")
+                         f"{_shown(t.default_s * 1e3, 10, 3)} {_shown(t.best_s * 1e3, 9, 3)} "
+                         f"{_shown(t.gflops, 8, 1)} {_shown(t.speedup, 7, 2)}")
         d, b = self.model_estimate("default_s"), self.model_estimate("best_s")
+        if math.isfinite(d) and math.isfinite(b) and b > 0:
+            estimate = f"kernels per model run: default {d * 1e3:.3f} ms, tuned {b * 1e3:.3f} ms ({d / b:.2f}x)"
+        else:
+            missing = sum(1 for t in self.tasks if not (math.isfinite(t.default_s) and math.isfinite(t.best_s)))
+            estimate = f"{missing} of {len(self.tasks)} tasks not measured yet (more --trials): no model estimate"
         lines.append(f"{self.trials} trials in {self.seconds:.1f} s{' (' + self.stopped + ')' if self.stopped else ''}"
-                     f"; kernels per model run: default {d * 1e3:.3f} ms, tuned {b * 1e3:.3f} ms"
-                     + (f" ({d / b:.2f}x)" if d == d and b == b and b > 0 else "") + f"; db {self.db_path}")
+                     f"; {estimate}; db {self.db_path}")
         return "\n".join(lines)
+
+
+def _shown(value: float, width: int, digits: int) -> str:
+    """``value`` right-aligned in ``width`` columns, or "-" when it was not measured (nan/inf)."""
+    return f"{value:{width}.{digits}f}" if math.isfinite(value) else f"{'-':>{width}s}"
 
 
 def _open_db(db: Any):

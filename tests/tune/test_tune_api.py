@@ -123,3 +123,20 @@ def test_compile_uses_the_default_database_when_it_exists(model, graph, tasks, t
     path.write_bytes(b"not a database" * 64)
     with pytest.warns(UserWarning, match="not usable"):
         assert tensorforge.compile(graph).native.build["tuned_kernels"] == 0
+
+
+def test_report_shows_unmeasured_tasks_as_dashes_not_nan():
+    """A task that got no trials yet (budget spent elsewhere) reads '-', and the model estimate
+    says how many tasks are missing instead of printing nan/inf."""
+    import math
+
+    from tensorforge.tune.api import TaskReport, TuneReport
+    done = TaskReport("k0_gemm", "a", "gemm", 2, 2e9, 4, 4, 2e-3, 1e-3, {"kind": "default"})
+    todo = TaskReport("k1_softmax", "b", "loop", 1, 1e6, 0, 0, math.inf, math.inf, None)
+    text = str(TuneReport("t", "db.sqlite", [done, todo], trials=4, seconds=1.0))
+    assert "nan" not in text and "inf" not in text
+    row = next(line for line in text.splitlines() if line.startswith("k1_softmax"))
+    assert row.split()[-4:] == ["-", "-", "0.0", "-"]
+    assert "1 of 2 tasks not measured yet" in text
+    full = str(TuneReport("t", "db.sqlite", [done], trials=4, seconds=1.0))
+    assert "default 4.000 ms, tuned 2.000 ms (2.00x)" in full
