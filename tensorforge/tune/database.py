@@ -136,12 +136,7 @@ def check_record(r: Record) -> None:
         raise TuningDatabaseError(f"record has no workload_key (got {r.workload_key!r})")
     if not isinstance(r.target_key, str) or not r.target_key:
         raise TuningDatabaseError(f"{where}: target_key must be a non-empty string (got {r.target_key!r})")
-    if not isinstance(r.config, dict):
-        raise TuningDatabaseError(f"{where}: config must be a dict (got {type(r.config).__name__})")
-    try:
-        canonical_config(r.config)
-    except (TypeError, ValueError) as exc:
-        raise TuningDatabaseError(f"{where}: config is not JSON-serialisable: {exc}") from None
+    _check_json_dict(r.config, f"{where}: config")
     if any(not math.isfinite(x) or x < 0 for x in r.latencies):
         raise TuningDatabaseError(f"{where}: latencies must be finite and >= 0 (got {list(r.latencies)})")
     for name in ("workspace_bytes", "code_size"):
@@ -157,12 +152,17 @@ def check_record(r: Record) -> None:
 def _check_workload(w: Workload) -> None:
     if not isinstance(w.key, str) or not w.key:
         raise TuningDatabaseError(f"workload has no key (got {w.key!r})")
-    if not isinstance(w.description, dict):
-        raise TuningDatabaseError(f"workload {w.key!r}: description must be a dict")
+    _check_json_dict(w.description, f"workload {w.key!r}: description")
+
+
+def _check_json_dict(value, what: str) -> None:
+    """``value`` must be a dict that JSON can hold (configs and descriptions are stored as JSON)."""
+    if not isinstance(value, dict):
+        raise TuningDatabaseError(f"{what} must be a dict (got {type(value).__name__})")
     try:
-        canonical_config(w.description)
+        canonical_config(value)
     except (TypeError, ValueError) as exc:
-        raise TuningDatabaseError(f"workload {w.key!r}: description is not JSON-serialisable: {exc}") from None
+        raise TuningDatabaseError(f"{what} is not JSON-serialisable: {exc}") from None
 
 
 def _stamped(r: Record) -> Record:
