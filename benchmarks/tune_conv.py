@@ -5,7 +5,8 @@ torch's ``F.conv2d`` in the same process.
     .venv/bin/python benchmarks/tune_conv.py --db c.sqlite --trials 128
 
 The conv is compiled as a one-layer model (the tensorizer's implicit-GEMM convolution), tuned with
-``tensorforge.tune``, then the tuned build, the untuned build and ``F.conv2d`` (torch set to the same
+``tensorforge.tune`` (whose confirmation keeps the default unless a candidate beat it re-timed
+side by side), then the tuned build, the untuned build and ``F.conv2d`` (torch set to the same
 thread count) are timed in alternating blocks with pauses (``tune_timing.py``).  The machine is shared: compare the
 ratios of one run.
 """
@@ -72,10 +73,14 @@ def main() -> None:
               "best_config": task.best_config, "rel_err": errs, "tuned_kernels": tuned.native.build["tuned_kernels"],
               "ms": {k: v * 1e3 for k, v in med.items()}, "gflops": {k: flop / v / 1e9 for k, v in med.items()},
               "torch_over_tuned": med["F.conv2d"] / med["tuned"], "torch_over_default": med["F.conv2d"] / med["default"],
+              "default_over_tuned": med["default"] / med["tuned"], "decision": task.decision,
               "threads": args.threads, "db": db}
     print(f"\nResNet-50 3x3 conv 1x64x56x56 -> 64, pad 1, {args.threads} threads; tuning: {report.trials} trials "
           f"this run ({task.records} in the db) in {tune_s:.1f} s{' (' + report.stopped + ')' if report.stopped else ''}")
-    print(f"best config: {json.dumps(task.best_config)}")
+    print(f"applied config: {json.dumps(task.best_config)}")
+    print(f"confirmation (tuner, default vs best candidates in one runner): {task.decision}"
+          f"{' (confirmed this run)' if task.confirmed_now else ' (from the db)'}; in process: default time / "
+          f"tuned time {result['default_over_tuned']:.3f}")
     for k in ("F.conv2d", "tuned", "default"):
         print(f"{k:10s} {result['ms'][k]:8.3f} ms {result['gflops'][k]:8.1f} GFLOP/s")
     print(f"F.conv2d time / tuned time: {result['torch_over_tuned']:.3f} (>= 1: tuned at least as fast); "

@@ -55,6 +55,9 @@ def bench_model(name: str, args) -> dict:
     return {"model": name, "trials": report.trials, "tasks": len(report.tasks), "tune_s": tune_s,
             "stopped": report.stopped, "records": sum(t.records for t in report.tasks),
             "tuned_kernels": tuned.native.build.get("tuned_kernels"), "compile_with_db_s": compile_s,
+            "confirmed": {"tuned": sum(t.best_config is not None and t.decision != "unconfirmed" for t in report.tasks),
+                          "default kept": sum(t.decision == "default kept" for t in report.tasks),
+                          "unconfirmed": sum(t.decision == "unconfirmed" for t in report.tasks)},
             "rel_err": errs, "ms": ms, "speedup_over_untuned": ms["untuned"] / ms["tuned"],
             "notes": notes, "kernel_estimate_ms": {"default": report.model_estimate("default_s") * 1e3,
                                                    "tuned": report.model_estimate("best_s") * 1e3}}
@@ -82,6 +85,7 @@ def main() -> None:
     for r in results:
         cells = " ".join(f"{r['ms'][c]:11.2f}" if c in r["ms"] else f"{'-':>11s}" for c in cols)
         print(f"{r['model']:10s} {r['trials']:6d} {r['tune_s']:7.0f} {cells} {r['speedup_over_untuned']:13.2f}x")
+        print(f"  confirmation per task: {r['confirmed']}")
         for peer, why in r["notes"].items():
             print(f"  ({peer} skipped: {why})")
     print(f"(ms, medians of {args.rounds} alternating blocks, {args.threads} threads; shared machine: "

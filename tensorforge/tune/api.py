@@ -8,7 +8,10 @@ The loop: extract the model's tasks, load what the database already knows about 
 records count against ``trials``, so a second run with the same database does nothing), warm-start
 the cost model from every record of this target, then until the budget or ``timeout_s`` is spent:
 the scheduler picks a task, its search proposes a batch, the measurer builds and times it, the
-batch goes to the database in one transaction and into the cost model.
+batch goes to the database in one transaction and into the cost model.  Finally every task that got
+new records is *confirmed*: the default and the best few candidates are re-timed together,
+round-robin in one process, and the database keeps that outcome; compile applies a tuned config
+only if it beat the default there by more than ``database.CONFIRM_MARGIN``.
 """
 from __future__ import annotations
 
@@ -20,9 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..errors import TensorforgeError
+from .database import CONFIRM_MARGIN, Confirmation, canonical_config
 from .scheduler import TaskScheduler
 from .search import SearchOptions, TaskSearch
-from .space import space_for
+from .space import DEFAULT, space_for
 from .tasks import KINDS, Task, extract_tasks
 
 
@@ -37,7 +41,16 @@ class TaskReport:
     records: int                # in the database after this run (this target)
     default_s: float
     best_s: float
-    best_config: dict | None
+    best_config: dict | None              # what compile applies (None: the default)
+    confirmed: float = math.nan           # applied config's confirmed speedup over the default; 1.0: default
+                                          # kept; nan: never confirmed (a database from before confirmation)
+    confirmed_now: bool = False           # the confirmation was made by this run
+
+    @property
+    def decision(self) -> str:
+        if not math.isfinite(self.confirmed):
+            return "unconfirmed"
+        return f"{self.confirmed:.3f}x" if self.best_config is not None else "default kept"
 
     @property
     def speedup(self) -> float:
@@ -67,15 +80,16 @@ class TuneReport:
     def to_dict(self) -> dict:
         return {"target": self.target_key, "db": self.db_path, "trials": self.trials, "seconds": self.seconds,
                 "stopped": self.stopped,
-                "tasks": [dict(t.__dict__, speedup=t.speedup, gflops=t.gflops) for t in self.tasks]}
+                "tasks": [dict(t.__dict__, speedup=t.speedup, gflops=t.gflops, decision=t.decision)
+                          for t in self.tasks]}
 
     def __str__(self) -> str:
         lines = [f"{'task':28s} {'kind':5s} {'x':>3s} {'trials':>6s} {'records':>7s} {'default ms':>10s} "
-                 f"{'best ms':>9s} {'GFLOP/s':>8s} {'speedup':>7s}"]
+                 f"{'best ms':>9s} {'GFLOP/s':>8s} {'speedup':>7s}  confirmed"]
         for t in self.tasks:
             lines.append(f"{t.name[:28]:28s} {t.kind:5s} {t.weight:3d} {t.trials:6d} {t.records:7d} "
                          f"{_shown(t.default_s * 1e3, 10, 3)} {_shown(t.best_s * 1e3, 9, 3)} "
-                         f"{_shown(t.gflops, 8, 1)} {_shown(t.speedup, 7, 2)}")
+                         f"{_shown(t.gflops, 8, 1)} {_shown(t.speedup, 7, 2)}  {t.decision}")
         d, b = self.model_estimate("default_s"), self.model_estimate("best_s")
         if math.isfinite(d) and math.isfinite(b) and b > 0:
             estimate = f"kernels per model run: default {d * 1e3:.3f} ms, tuned {b * 1e3:.3f} ms ({d / b:.2f}x)"
@@ -122,14 +136,17 @@ def _cost_model(database, target, target_key: str, spaces: dict):
 def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, db: Any = None,
          timeout_s: float | None = None, progress: bool = True, *, batch_size: int = 8,
          per_task: int | None = None, kinds: Sequence[str] = KINDS, target=None, seed: int = 0,
-         passes: Any = None, measurer=None, options: SearchOptions | None = None) -> TuneReport:
+         passes: Any = None, measurer=None, options: SearchOptions | None = None,
+         confirm: ConfirmOptions | None = None) -> TuneReport:
     """Tunes the kernels of ``model`` (anything ``compile`` takes, or a list of ``Task``).
 
     ``trials``: measured candidates for the whole model, records already in ``db`` included;
     ``db``: a path or ``TuningDatabase`` (None: the default database); ``timeout_s``: stop
-    starting batches after this long; ``batch_size``: candidates per measured batch (one database
-    transaction each); ``per_task``: at most this many records per task; ``kinds``: which tasks
-    ("gemm", "conv", "loop"); ``measurer``: a ``measure.Measurer`` to use (else one is made).
+    starting batches after this long (the confirmation still runs); ``batch_size``: candidates
+    per measured batch (one database transaction each); ``per_task``: at most this many records
+    per task; ``kinds``: which tasks ("gemm", "conv", "loop"); ``measurer``: a
+    ``measure.Measurer`` to use (else one is made); ``confirm``: the confirmation step
+    (``ConfirmOptions(top=0)`` turns it off).
     """
     from ..codegen.target import Target
     from ..progress import Progress
@@ -163,8 +180,6 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
             cost = _cost_model(database, target, target_key, spaces)
             for s in searches:
                 s.model = cost
-            if own_measurer:
-                measurer = Measurer(target)
         with Progress(f"tuning {len(tasks)} tasks", total=sched.remaining, enabled=progress) as bar:
             while True:
                 if timeout_s is not None and time.perf_counter() - start > timeout_s:
@@ -178,6 +193,8 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
                 if not configs:
                     sched.observe(i, 0, s.best_s, exhausted=True)
                     continue
+                if measurer is None:
+                    measurer = Measurer(target)
                 results = measurer.measure(t, configs)
                 s.commit(results, database, target_key)
                 learned = s.features_of(results) if cost is not None else None
@@ -186,11 +203,32 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
                 sched.observe(i, len(results), s.best_s, exhausted=s.exhausted)
                 run_trials[i] += len(results)
                 bar.advance(len(results), note=_note(t, s, timeout_s, start))
-        for t, s, n in zip(tasks, searches, run_trials):
-            best = s.best
+        confirm = confirm or ConfirmOptions()
+        # A measurer without ``confirm`` (a test's stand-in that only measures) skips the step.
+        can_confirm = confirm.top > 0 and (measurer is None or hasattr(measurer, "confirm"))
+        due = [i for i, (t, s) in enumerate(zip(tasks, searches))
+               if can_confirm and needs_confirmation(database, t.key, target_key, run_trials[i] > 0)
+               and len(confirm_candidates(s, confirm.top)) > 1]
+        confirmed_now = set()
+        with Progress(f"confirming {len(due)} tasks against the default", total=len(due),
+                      enabled=progress and bool(due), log_every_s=0.0) as bar:
+            for i in due:
+                if measurer is None:
+                    measurer = Measurer(target)
+                conf = confirm_task(measurer, database, tasks[i], searches[i], target_key, confirm)
+                confirmed_now.add(i)
+                bar.advance(1, note=f"{tasks[i].name}: {_decision(conf, confirm.margin)}")
+        for i, (t, s, n) in enumerate(zip(tasks, searches, run_trials)):
+            rec = database.best(t.key, target_key, margin=confirm.margin)
+            conf = database.confirmation(t.key, target_key)
+            applied = rec.config if rec is not None else None
+            speedup = math.nan
+            if conf is not None:
+                speedup = dict(zip(map(canonical_config, conf.configs), conf.speedups)).get(
+                    canonical_config(applied), math.nan) if applied is not None else 1.0
             report.tasks.append(TaskReport(t.name, t.key, t.kind, t.weight, t.flops, n,
                                            database.count(t.key, target_key), s.default_s(), s.best_s,
-                                           best[1] if best else None))
+                                           applied, speedup, i in confirmed_now))
         report.trials = sum(run_trials)
     finally:
         if own_measurer and measurer is not None:
@@ -199,6 +237,74 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
             database.close()
     report.seconds = time.perf_counter() - start
     return report
+
+
+@dataclass
+class ConfirmOptions:
+    """The confirmation step: the default and the ``top`` best measured configs of a task re-timed
+    round-robin in one runner process, ``rounds`` rounds of calls lasting ``min_repeat_s`` each;
+    compile applies a config only if its median per-round speedup over the default exceeds
+    ``1 + margin``.  ``clock``: "wall" (perf_counter) or "cpu" (process CPU time / threads); see
+    docs/tuning.md for why wall is the default."""
+
+    top: int = 3
+    rounds: int = 9
+    min_repeat_s: float = 0.05
+    margin: float = CONFIRM_MARGIN
+    clock: str = "wall"
+
+
+def needs_confirmation(database, key: str, target_key: str, new_records: bool) -> bool:
+    """A task is confirmed when this run measured something for it, or when records were added
+    after its last confirmation (a run killed before confirming).  A task of an older database
+    that was never confirmed and got nothing new keeps today's rule: no runner is started."""
+    if new_records:
+        return True
+    conf = database.confirmation(key, target_key)
+    return conf is not None and conf.records != database.count(key, target_key)
+
+
+def confirm_candidates(search: TaskSearch, top: int) -> list[dict]:
+    """The default, then up to ``top`` of the fastest distinct configs the search measured: first
+    the fastest of each thread count, then the next fastest.  Load from other processes slows a
+    kernel on all cores far more than a one-thread kernel, so under load the search's top few can
+    all be one-thread configs that lose to the default once the load is gone; the fastest
+    all-core config must get its chance too.  Empty when the default itself was never measured."""
+    if not any(c.get("kind") == "default" for _, c in search.history):
+        return []
+    ranked, seen = [], {canonical_config(DEFAULT)}
+    for _, config in sorted(search.history, key=lambda h: h[0]):
+        key = canonical_config(config)
+        if key not in seen:
+            seen.add(key)
+            ranked.append(config)
+    firsts, groups = [], set()
+    for config in ranked:
+        group = (config.get("params") or {}).get("threads")
+        if group not in groups:
+            groups.add(group)
+            firsts.append(config)
+    rest = [c for c in ranked if not any(c is f for f in firsts)]
+    return [DEFAULT] + (firsts + rest)[:top]
+
+
+def confirm_task(measurer, database, task: Task, search: TaskSearch, target_key: str,
+                 options: ConfirmOptions) -> Confirmation:
+    """Re-times the task's default and best candidates together and stores the outcome."""
+    if options.clock not in ("wall", "cpu"):
+        raise TensorforgeError(f"confirmation clock must be 'wall' or 'cpu' (got {options.clock!r})")
+    configs = confirm_candidates(search, options.top)
+    timed = measurer.confirm(task, configs, rounds=options.rounds, min_repeat_s=options.min_repeat_s)
+    conf = Confirmation(task.key, target_key, tuple(configs), tuple(map(tuple, timed[options.clock])),
+                        options.clock, database.count(task.key, target_key))
+    database.add_confirmation(conf)
+    return conf
+
+
+def _decision(conf: Confirmation, margin: float) -> str:
+    winners = conf.winners(margin)
+    return f"tuned {winners[0][1]:.3f}x the default" if winners else \
+        f"default kept (best candidate {max(conf.speedups[1:]):.3f}x)"
 
 
 def _note(t: Task, s: TaskSearch, timeout_s: float | None, start: float) -> str:

@@ -5,7 +5,8 @@
 and ``schedule_for(kernel)`` (a schedule that replays a tuned trace, via
 ``generate_model_c(schedule_for=...)``); None means "do what you do untuned".  Configs come from a
 fixed map (the measurer: one candidate) or from the tuning database (compile: the best record of
-each kernel's workload for this target, by the database's Pareto rule).
+each kernel's workload for this target, by ``TuningDatabase.best``: the confirmed winner over the
+default when the tuner confirmed the kernel, else the Pareto rule).
 
 A record that no longer applies (a trace recorded by an older schedule library, params an older
 GemmParams had) is skipped with a warning, never an error: compile then takes the default.
@@ -89,8 +90,11 @@ def _name(kernel: Operation) -> str:
     return str(kernel.attributes.get("sym_name", "kernel"))
 
 
-def tuning_from_db(db: Any = AUTO, target=None, latency_slack: float = 0.0) -> Tuning | None:
+def tuning_from_db(db: Any = AUTO, target=None, latency_slack: float = 0.0,
+                   margin: float | None = None) -> Tuning | None:
     """The best records of ``db`` for ``target`` as a Tuning; None when there is no database.
+    A confirmed kernel gets its tuned config only when it beat the default by more than
+    ``margin`` (default ``database.CONFIRM_MARGIN``) in the confirmation, else the default.
 
     ``db``: a path, an open ``TuningDatabase``, None (no tuning) or ``"auto"`` (the default
     database if the file exists: compiling never creates one)."""
@@ -117,7 +121,8 @@ def tuning_from_db(db: Any = AUTO, target=None, latency_slack: float = 0.0) -> T
     target_key = target.key()
 
     def lookup(key: str) -> dict | None:
-        rec = opened.best(key, target_key, latency_slack=latency_slack)
+        rec = opened.best(key, target_key, latency_slack=latency_slack,
+                          **({} if margin is None else {"margin": margin}))
         return rec.config if rec is not None else None
 
     return Tuning(lookup, target)

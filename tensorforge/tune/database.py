@@ -31,7 +31,7 @@ import statistics
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, TypeVar
 
@@ -41,6 +41,7 @@ SCHEMA_VERSION = 1
 APPLICATION_ID = 0x54464442          # "TFDB" in the SQLite header: marks the file as ours
 JSONL_FORMAT = "tensorforge-tuning"  # the header line of an export
 BUSY_TIMEOUT_S = 60.0                # how long a writer waits for another one before giving up
+CONFIRM_MARGIN = 0.02                # a tuned config is applied only if it beat the default by more than this
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _ADVICE = "move it away or pass --db PATH to use another file"
 
@@ -122,6 +123,75 @@ class TaskSummary(NamedTuple):
     description: dict          # {} when the workload itself was never added
 
 
+@dataclass(frozen=True)
+class Confirmation:
+    """The default and the best measured configs of a workload re-timed together, round-robin in
+    one process (``Measurer.confirm``): the evidence ``best`` decides on, because the one-by-one
+    timings of the search can rank a candidate above the default when it is not faster.
+
+    ``configs[0]`` is the default; ``latencies[k][r]`` is config k's seconds per call in round r on
+    ``clock``; ``records`` is how many records the workload had when confirmed (a later tune
+    confirms again only when that changed)."""
+
+    workload_key: str
+    target_key: str
+    configs: tuple[dict, ...]
+    latencies: tuple[tuple[float, ...], ...]
+    clock: str = "wall"
+    records: int = 0
+    version: str = ""
+    created: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "configs", tuple(self.configs))
+        object.__setattr__(self, "latencies", tuple(tuple(float(x) for x in row) for row in self.latencies))
+
+    @property
+    def speedups(self) -> tuple[float, ...]:
+        """Per config: the median over rounds of default time / this config's time in the same
+        round (1.0 for the default itself); a median of paired ratios, so that load which comes
+        and goes between rounds cancels."""
+        base = self.latencies[0]
+        return tuple(statistics.median(d / t for d, t in zip(base, row) if t > 0) if any(row) else 0.0
+                     for row in self.latencies)
+
+    def winners(self, margin: float = CONFIRM_MARGIN) -> list[tuple[dict, float]]:
+        """(config, confirmed speedup) of the tuned configs that beat the default by more than
+        ``margin``, fastest first; empty: the default is kept."""
+        ranked = sorted(((c, s) for c, s in zip(self.configs[1:], self.speedups[1:]) if s > 1.0 + margin),
+                        key=lambda cs: -cs[1])
+        return ranked
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["configs"], d["latencies"] = list(self.configs), [list(row) for row in self.latencies]
+        return d
+
+    def digest(self) -> str:
+        return hashlib.sha256(canonical_config(self.to_dict()).encode()).hexdigest()
+
+
+def check_confirmation(c: Confirmation) -> None:
+    """Raise ``TuningDatabaseError`` for a confirmation that must not be stored."""
+    where = f"confirmation of workload {c.workload_key!r}"
+    if not isinstance(c.workload_key, str) or not c.workload_key or not isinstance(c.target_key, str) \
+            or not c.target_key:
+        raise TuningDatabaseError(f"{where}: workload_key and target_key must be non-empty strings")
+    if len(c.configs) < 2 or len(c.latencies) != len(c.configs):
+        raise TuningDatabaseError(f"{where}: needs the default and at least one config, one latency row each")
+    for config in c.configs:
+        _check_json_dict(config, f"{where}: config")
+    if c.configs[0].get("kind") != "default":
+        raise TuningDatabaseError(f"{where}: the first config must be the default")
+    rounds = {len(row) for row in c.latencies}
+    if len(rounds) != 1 or 0 in rounds:
+        raise TuningDatabaseError(f"{where}: every config needs the same number (> 0) of rounds")
+    if any(not math.isfinite(x) or x <= 0 for row in c.latencies for x in row):
+        raise TuningDatabaseError(f"{where}: latencies must be finite and > 0")
+    if not isinstance(c.records, int) or c.records < 0 or not isinstance(c.clock, str):
+        raise TuningDatabaseError(f"{where}: records must be an int >= 0 and clock a string")
+
+
 def _record_dict(r: Record) -> dict:
     d = asdict(r)
     d["latencies"] = list(r.latencies)
@@ -169,8 +239,12 @@ def _stamped(r: Record) -> Record:
     """Fill in the tensorforge version and the time when the measurer left them empty."""
     if r.version and r.created:
         return r
+    return replace(r, version=r.version or _version(), created=r.created or time.time())
+
+
+def _version() -> str:
     import tensorforge
-    return replace(r, version=r.version or tensorforge.__version__, created=r.created or time.time())
+    return tensorforge.__version__
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -196,7 +270,20 @@ CREATE TABLE records (
     created REAL NOT NULL
 );
 CREATE INDEX records_task ON records (workload_key, target_key);
+""" + """
+CREATE TABLE IF NOT EXISTS confirmations (
+    id INTEGER PRIMARY KEY,
+    digest TEXT NOT NULL UNIQUE,
+    workload_key TEXT NOT NULL,
+    target_key TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS confirmations_task ON confirmations (workload_key, target_key);
 """
+# Added after schema 1 shipped: created on open when missing (a file written before has none, and a
+# read-only open of such a file reads "no confirmations"), so the schema version stays 1.
+_CONFIRMATIONS_SCHEMA = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS confirmations"):]
 _RECORD_COLUMNS = ("workload_key, target_key, config, latencies, workspace_bytes, code_size, error, "
                    "version, created")
 
@@ -261,6 +348,8 @@ class TuningDatabase:
             # WAL survives in the file header, but a file copied from elsewhere may be in rollback mode.
             self._retry(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a killed process loses nothing committed
+            if not self._has_confirmations():
+                self._write(lambda c: [c.execute(stmt) for stmt in filter(str.strip, _CONFIRMATIONS_SCHEMA.split(";"))])
 
     def _state(self) -> str:
         """"empty" (a new or zero-length file), "ours" or "foreign"."""
@@ -282,6 +371,10 @@ class TuningDatabase:
             ("created_by", tensorforge.__version__)])
         conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _has_confirmations(self) -> bool:
+        return bool(self._live().execute(
+            "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='confirmations'").fetchone()[0])
 
     def _verify(self) -> None:
         state = self._state()
@@ -376,6 +469,25 @@ class TuningDatabase:
             self._live()
             return self._write(lambda c: self._insert_records(c, batch))
 
+    def add_confirmation(self, c: Confirmation) -> int:
+        """Store a confirmation (1 if new; the latest one of a workload and target is the one
+        that counts)."""
+        c = c if c.version and c.created else replace(
+            c, version=c.version or _version(), created=c.created or time.time())
+        check_confirmation(c)
+        with self._lock, self._errors():
+            self._live()
+            return self._write(lambda conn: self._insert_confirmations(conn, [c]))
+
+    @staticmethod
+    def _insert_confirmations(conn: sqlite3.Connection, batch: list[Confirmation]) -> int:
+        before = conn.total_changes
+        conn.executemany("INSERT OR IGNORE INTO confirmations (digest, workload_key, target_key, body, created) "
+                         "VALUES (?,?,?,?,?)",
+                         [(c.digest(), c.workload_key, c.target_key, canonical_config(c.to_dict()), c.created)
+                          for c in batch])
+        return conn.total_changes - before
+
     @staticmethod
     def _insert_workloads(conn: sqlite3.Connection, ws: list[Workload]) -> int:
         now = time.time()
@@ -405,12 +517,38 @@ class TuningDatabase:
     def _ok_records(self, workload_key: str, target_key: str) -> list[Record]:
         return [r for r in self.records(workload_key, target_key) if r.ok]
 
-    def best(self, workload_key: str, target_key: str, *, latency_slack: float = 0.0) -> Record | None:
-        """The record to apply. Pareto rule: among successful records no slower than
-        ``(1 + latency_slack) x`` the fastest median, the one with the least workspace (ties: the
-        faster, then the smaller code). ``latency_slack=0`` is simply the fastest."""
+    def confirmation(self, workload_key: str, target_key: str) -> Confirmation | None:
+        """The latest confirmation of a workload on a target (None: never confirmed, e.g. a file
+        written before confirmations existed)."""
+        with self._lock, self._errors():
+            if not self._retry(self._has_confirmations):
+                return None
+        rows = self._read("SELECT body FROM confirmations WHERE workload_key=? AND target_key=? "
+                          "ORDER BY created DESC, id DESC LIMIT 1", (workload_key, target_key))
+        return _confirmation_from_dict(json.loads(rows[0][0])) if rows else None
+
+    def confirmations(self) -> list[Confirmation]:
+        with self._lock, self._errors():
+            if not self._retry(self._has_confirmations):
+                return []
+        return [_confirmation_from_dict(json.loads(b)) for (b,) in
+                self._read("SELECT body FROM confirmations ORDER BY id")]
+
+    def best(self, workload_key: str, target_key: str, *, latency_slack: float = 0.0,
+             margin: float = CONFIRM_MARGIN) -> Record | None:
+        """The record to apply, None for "use the default".
+
+        A confirmed workload (``confirmation``) gets a tuned config only if it beat the default by
+        more than ``margin`` in the confirmation: among those winners, the ones within
+        ``(1 + latency_slack) x`` the fastest confirmed time, the one with the least workspace.
+        An unconfirmed workload (older files) gets the Pareto rule on the search's medians: among
+        successful records no slower than ``(1 + latency_slack) x`` the fastest median, the one
+        with the least workspace (ties: the faster, then the smaller code)."""
         if not (latency_slack >= 0 and math.isfinite(latency_slack)):
             raise TuningDatabaseError(f"latency_slack must be a finite number >= 0 (got {latency_slack!r})")
+        conf = self.confirmation(workload_key, target_key)
+        if conf is not None:
+            return self._best_confirmed(conf, latency_slack, margin)
         # Only the records within the bound are read: compile calls this for every kernel.
         rows = self._read(
             f"SELECT {_RECORD_COLUMNS} FROM records WHERE workload_key=?1 AND target_key=?2 AND median <= "
@@ -419,6 +557,22 @@ class TuningDatabase:
         if not rows:
             return None
         return min(map(_row_to_record, rows), key=lambda r: (r.workspace_bytes, r.median_s, r.code_size))
+
+    def _best_confirmed(self, conf: Confirmation, latency_slack: float, margin: float) -> Record | None:
+        winners = conf.winners(margin)
+        if not winners:
+            return None
+        fastest = winners[0][1]
+        by_config: dict[str, Record] = {}
+        for r in self._ok_records(conf.workload_key, conf.target_key):
+            key = canonical_config(r.config)
+            if key not in by_config or r.median_s < by_config[key].median_s:
+                by_config[key] = r
+        close = [(by_config[canonical_config(c)], s) for c, s in winners
+                 if s * (1.0 + latency_slack) >= fastest and canonical_config(c) in by_config]
+        if not close:
+            return None
+        return min(close, key=lambda rs: (rs[0].workspace_bytes, -rs[1], rs[0].code_size))[0]
 
     def pareto_front(self, workload_key: str, target_key: str) -> list[Record]:
         """Successful records not dominated in (median, workspace bytes, code size), fastest
@@ -485,11 +639,11 @@ class TuningDatabase:
                 finally:
                     conn.execute("COMMIT")
             workloads, records = self._retry(snapshot)
-        import tensorforge
-        lines = [{"type": "header", "format": JSONL_FORMAT, "schema": SCHEMA_VERSION,
-                  "tensorforge": tensorforge.__version__}]
+        confirmations = self.confirmations()
+        lines = [{"type": "header", "format": JSONL_FORMAT, "schema": SCHEMA_VERSION, "tensorforge": _version()}]
         lines += [{"type": "workload", "key": k, "description": json.loads(d)} for k, d in workloads]
         lines += [{"type": "record", **_record_dict(_row_to_record(row))} for row in records]
+        lines += [{"type": "confirmation", **c.to_dict()} for c in confirmations]
         text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
         if hasattr(path_or_file, "write"):
             path_or_file.write(text)
@@ -512,10 +666,11 @@ class TuningDatabase:
                 text = Path(path_or_file).read_text()
             except (OSError, UnicodeDecodeError) as exc:
                 raise TuningDatabaseError(f"cannot read {name}: {exc}") from None
-        workloads, records = parse_jsonl(text, name)
+        workloads, records, confirmations = parse_jsonl(text, name)
         with self._lock, self._errors():
             self._live()
-            return self._write(lambda c: self._insert_workloads(c, workloads) + self._insert_records(c, records))
+            return self._write(lambda c: self._insert_workloads(c, workloads) + self._insert_records(c, records)
+                               + self._insert_confirmations(c, confirmations))
 
     # -- lifetime --------------------------------------------------------------------------------
     def close(self) -> None:
@@ -539,10 +694,24 @@ _RECORD_FIELDS = {"workload_key", "target_key", "config", "latencies", "workspac
 _REQUIRED_RECORD_FIELDS = {"workload_key", "target_key", "config", "latencies"}
 
 
-def parse_jsonl(text: str, name: str = "<jsonl>") -> tuple[list[Workload], list[Record]]:
-    """The workloads and records of an export; ``TuningDatabaseError`` names the first bad line."""
+_CONFIRMATION_FIELDS = {f.name for f in fields(Confirmation)}
+
+
+def _confirmation_from_dict(obj: dict) -> Confirmation:
+    missing, unknown = {"workload_key", "target_key", "configs", "latencies"} - set(obj), set(obj) - _CONFIRMATION_FIELDS
+    if missing or unknown:
+        raise TuningDatabaseError(f"confirmation fields missing {sorted(missing)}, unknown {sorted(unknown)}")
+    if not isinstance(obj["configs"], list) or not isinstance(obj["latencies"], list):
+        raise TuningDatabaseError("a confirmation's configs and latencies must be lists")
+    return Confirmation(**obj)
+
+
+def parse_jsonl(text: str, name: str = "<jsonl>") -> tuple[list[Workload], list[Record], list[Confirmation]]:
+    """The workloads, records and confirmations of an export; ``TuningDatabaseError`` names the
+    first bad line."""
     workloads: list[Workload] = []
     records: list[Record] = []
+    confirmations: list[Confirmation] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -576,10 +745,15 @@ def parse_jsonl(text: str, name: str = "<jsonl>") -> tuple[list[Workload], list[
                 r = Record(**obj)
                 check_record(r)
                 records.append(r)
+            elif kind == "confirmation":
+                c = _confirmation_from_dict(obj)
+                check_confirmation(c)
+                confirmations.append(c)
             else:
-                raise TuningDatabaseError(f"unknown line type {kind!r} (expected header, workload or record)")
+                raise TuningDatabaseError(f"unknown line type {kind!r} (expected header, workload, record or "
+                                          f"confirmation)")
         except TuningDatabaseError as exc:
             raise TuningDatabaseError(f"{where}: {exc}") from None
         except (TypeError, ValueError) as exc:
             raise TuningDatabaseError(f"{where}: {exc}") from None
-    return workloads, records
+    return workloads, records, confirmations

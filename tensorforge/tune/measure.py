@@ -321,6 +321,34 @@ class Measurer:
                 res.latencies = tuple(float(x) for x in values)
 
 
+    def confirm(self, task: Task, configs: Sequence[dict], rounds: int = 9,
+                min_repeat_s: float = 0.05) -> dict[str, list[list[float]]]:
+        """Per-round seconds of every config (``configs[0]`` is the baseline) timed round-robin in one
+        runner process: ``{"wall": [[...] per config], "cpu": [...]}`` (see ``runner.py``).  The
+        configs were measured (and their outputs checked) before; their libraries come from the
+        build cache.  Raises ``TensorforgeError`` when one no longer builds or the runner fails."""
+        b = self.bench(task)
+        built = [self._build(task, c) for c in configs]
+        reqs = []
+        for config, job in built:
+            try:
+                lib, weights, layout = job.result()
+            except Exception as exc:     # noqa: BLE001 - reported with the task's name
+                raise TensorforgeError(f"confirming task {task.name}: config {config} no longer builds: "
+                                       f"{_one_line(exc)}") from None
+            reqs.append({"lib": lib, "weights": weights, "arena": int(layout.arena_bytes), "inputs": b.inputs,
+                         "outputs": b.outputs, "threads": self.threads, "min_repeat_s": min_repeat_s})
+        try:
+            reply = self.runner.request({"interleave": reqs, "rounds": int(rounds)},
+                                        self.timeout_s * len(reqs))
+        except (TimeoutError, RunnerDied) as exc:
+            raise TensorforgeError(f"confirming task {task.name}: {exc}") from None
+        wall, cpu = reply.get("latencies") or [], reply.get("cpu") or []
+        if reply.get("error") or len(wall) != len(reqs) or len(cpu) != len(reqs):
+            raise TensorforgeError(f"confirming task {task.name}: {reply.get('error') or 'incomplete reply'}")
+        return {"wall": wall, "cpu": cpu}
+
+
 class _Done:
     """A build that failed before reaching the compiler."""
 

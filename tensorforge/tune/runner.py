@@ -9,7 +9,9 @@ A request names a built library (a one-kernel model: ``tf_run(inputs, outputs, a
 its weight blob, inputs, output shapes, the reference outputs (or where to save them) and the
 timing plan.  The output is checked against the reference after one warm-up call and before any
 timing: a wrong candidate gets an error, never a latency.  An ``interleave`` request times several
-already checked candidates round-robin (``measure.py`` sends one per batch).
+already checked candidates round-robin (``measure.py`` sends one per batch, and one per task for the
+confirmation against the default); its reply has the wall-clock times (``latencies``) and, per
+round, the process CPU time divided by the kernels' thread count (``cpu``).
 """
 from __future__ import annotations
 
@@ -83,12 +85,19 @@ class _Loaded:
                      self.weights.ctypes.data)
 
     def time(self, n: int) -> float:
+        return self.clocks(n)[0]
+
+    def clocks(self, n: int) -> tuple[float, float]:
+        """(wall seconds, process CPU seconds / threads) of n runs.  The CPU clock leaves out time
+        the kernel's threads spent descheduled by other processes (it still counts their spinning
+        at barriers)."""
         self.lib.tf_set_num_threads(self.threads)
         run, args = self.run, self.args
-        t = time.perf_counter()
+        c, t = time.process_time(), time.perf_counter()
         for _ in range(n):
             run(*args)
-        return time.perf_counter() - t
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+        return wall, cpu / max(1, self.threads or os.cpu_count() or 1)
 
 
 def _number(req: dict[str, Any], est: float) -> int:
@@ -114,17 +123,24 @@ def run_request(req: dict[str, Any], arrays: _Arrays) -> dict[str, Any]:
 
 
 def run_interleaved(reqs: list[dict[str, Any]], rounds: int, arrays: _Arrays) -> dict[str, Any]:
-    """Candidates already checked, timed round-robin (A B C A B C ...): a slow spell of a shared
-    machine then hits every candidate of the batch alike instead of whichever ran during it."""
+    """Candidates already checked, timed round-robin, the order reversed every other round
+    (A B C, C B A, ...): a slow spell of a shared machine then hits every candidate of the batch
+    alike instead of whichever ran during it, and no candidate always runs right after the same
+    one (whose thread pool may still be spinning)."""
     loaded = []
     for req in reqs:
         cand = _Loaded(req, arrays)
         loaded.append((cand, _number(req, min(cand.time(1), cand.time(1)))))
     lat: list[list[float]] = [[] for _ in reqs]
-    for _ in range(rounds):
-        for k, (cand, n) in enumerate(loaded):
-            lat[k].append(cand.time(n) / n)
-    return {"latencies": lat, "error": None}
+    cpu: list[list[float]] = [[] for _ in reqs]
+    order = list(range(len(loaded)))
+    for r in range(rounds):
+        for k in (order if r % 2 == 0 else order[::-1]):
+            cand, n = loaded[k]
+            wall, busy = cand.clocks(n)
+            lat[k].append(wall / n)
+            cpu[k].append(busy / n)
+    return {"latencies": lat, "cpu": cpu, "error": None}
 
 
 def main() -> None:

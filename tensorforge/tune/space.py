@@ -6,7 +6,8 @@ A candidate is a JSON-able *config*, stored as is in the tuning database and app
 * ``{"kind": "default"}``: what the compiler does untuned (measured once per task as the baseline).
 * ``{"kind": "gemm", "params": {...}}``: the GemmParams of a tensorized contraction (matmul, batch
   matmul, convolution): register tile mr x nr, cache blocks kc/mc/nc, unroll, A packing, micro-tile
-  loop order, static or dynamic thread split, thread count.
+  loop order, static or dynamic thread split, thread count; for a convolution also how it feeds the
+  GEMM (``conv_algorithm``: im2col per image, batch folded into N, or the direct stride-1 kernel).
 * ``{"kind": "loop", "trace": {...}}``: a schedule trace (``schedule/trace.py``) for a loop kernel,
   derived from the default schedule's trace by changing split/tile/unroll factors, dropping steps
   (a vectorize, a parallel, a compute_at...) and adding steps (split, vectorize, unroll, parallel).
@@ -94,6 +95,8 @@ class GemmSpace(Space):
         self.tiles = [(mr, nv * self.vw) for mr in MR_CHOICES for nv in (1, 2, 3, 4)
                       if self._fits(mr, nv) and mr * nv >= 6 and mr <= max(2, self.M) * 2]
         self.threads = sorted({1, target.cores})
+        # a convolution also chooses how it feeds the GEMM (im2col, batch folded, direct)
+        self.algorithms = list((p.get("conv") or {}).get("algorithms") or [])
 
     def _fits(self, mr: int, nv: int) -> bool:
         """Accumulators + B vectors + one broadcast must stay in the vector registers."""
@@ -111,6 +114,12 @@ class GemmSpace(Space):
                     out.append(self._config(self._params(threads=self.target.cores, mr=mr, nr=nr)))
                 except ValueError:
                     pass
+        # every convolution algorithm with the two usual tiles, so the first batch measures each
+        for algorithm in self.algorithms:
+            for mr, nr in ((6, 4 * vw), (12, 2 * vw)):
+                if self._fits(mr, nr // vw):
+                    out.append(self._config(self._params(threads=self.target.cores, mr=mr, nr=nr, pack_a=False,
+                                                         conv_algorithm=algorithm)))
         return out
 
     @staticmethod
@@ -127,6 +136,8 @@ class GemmSpace(Space):
                       nc=self._round(nr * rng.choice(NC_PANELS), nr, self.N), unroll=rng.choice(UNROLLS),
                       threads=rng.choice(self.threads), pack_a=rng.random() < 0.6,
                       loop_order=rng.choice(self.mk.LOOP_ORDERS), schedule=rng.choice(self.mk.SCHEDULES))
+        if self.algorithms:
+            params["conv_algorithm"] = rng.choice(self.algorithms)
         return {"kind": "gemm", "params": {k: v for k, v in params.items() if k in self.fields}}
 
     def mutate(self, config: dict, rng: random.Random) -> dict:
@@ -135,7 +146,8 @@ class GemmSpace(Space):
             return self.sample(rng)
         p = dict(config["params"])
         for _ in range(rng.choice((1, 1, 2))):
-            knob = rng.choice(("tile", "kc", "mc", "nc", "unroll", "pack_a", "loop_order", "schedule", "threads"))
+            knob = rng.choice(("tile", "kc", "mc", "nc", "unroll", "pack_a", "loop_order", "schedule", "threads")
+                              + (("algorithm",) if len(self.algorithms) > 1 else ()))
             if knob == "tile":
                 mr, nr = rng.choice(self.tiles)
                 p["mc"] = self._round(p.get("mc", mr) // max(p.get("mr", mr), 1) * mr, mr, self.M)
@@ -157,6 +169,8 @@ class GemmSpace(Space):
                 p["loop_order"] = rng.choice(self.mk.LOOP_ORDERS)
             elif knob == "schedule":
                 p["schedule"] = rng.choice(self.mk.SCHEDULES)
+            elif knob == "algorithm":
+                p["conv_algorithm"] = rng.choice(self.algorithms)
             else:
                 p["threads"] = rng.choice(self.threads)
         return {"kind": "gemm", "params": {k: v for k, v in p.items() if k in self.fields}}
@@ -176,6 +190,9 @@ class GemmSpace(Space):
                                    f"{self.regs} vector registers")
         if params.threads > self.target.cores:
             raise InvalidCandidate(f"{self.task.name}: {params.threads} threads on {self.target.cores} cores")
+        if params.conv_algorithm and params.conv_algorithm not in self.algorithms:
+            raise InvalidCandidate(f"{self.task.name}: convolution algorithm {params.conv_algorithm!r} does not "
+                                   f"apply (possible: {self.algorithms or 'none, not a convolution'})")
         return params
 
     def features(self, config: dict, checked) -> np.ndarray | None:

@@ -151,10 +151,14 @@ def classify(kernel: Operation, target) -> tuple[str, dict, float | None]:
         return "loop", {}, None
     r = plan.roles
     problem = {"M": r.M, "N": r.N, "K": r.K, "batch": r.batch_count, "conv": None}
-    if plan.kind == "conv":
+    kind = plan.kind
+    if kind in ("conv", "fold", "direct"):      # one task kind; the algorithm is a knob of its space
         p = plan.plan
-        problem["conv"] = {"kernel": list(p.kernel), "strides": list(p.strides), "channels": p.channels}
-    return plan.kind, problem, 2.0 * r.M * r.N * r.K * r.batch_count
+        problem["conv"] = {"kernel": list(p.kernel), "strides": list(p.strides), "channels": p.channels,
+                           "algorithm": "im2col" if kind == "conv" else kind,
+                           "algorithms": Tensorizer(target).conv_algorithms(p, set(constant_args(kernel)))}
+        kind = "conv"
+    return kind, problem, 2.0 * r.M * r.N * r.K * r.batch_count
 
 
 def extract_tasks(model: Any, example_inputs: Sequence | None = None, target=None, passes: Any = None,

@@ -136,7 +136,7 @@ def test_report_shows_unmeasured_tasks_as_dashes_not_nan():
     text = str(TuneReport("t", "db.sqlite", [done, todo], trials=4, seconds=1.0))
     assert "nan" not in text and "inf" not in text
     row = next(line for line in text.splitlines() if line.startswith("k1_softmax"))
-    assert row.split()[-4:] == ["-", "-", "0.0", "-"]
+    assert row.split()[-5:] == ["-", "-", "0.0", "-", "unconfirmed"]     # last: the confirmation column
     assert "1 of 2 tasks not measured yet" in text
     full = str(TuneReport("t", "db.sqlite", [done], trials=4, seconds=1.0))
     assert "default 4.000 ms, tuned 2.000 ms (2.00x)" in full

@@ -56,20 +56,25 @@ IM2COL_C = """
 #ifndef TF_IM2COL_DEFINED
 #define TF_IM2COL_DEFINED
 typedef struct { long %s; } tf_conv_shape;
-/* Panels [q0, q1) of the packed B (``Bp[q][k][nr]``) of image x (its group's first channel) into bp. */
-static void tf_im2col(const tf_conv_shape *s, long nr, const float *restrict x, float *restrict bp, long q0, long q1) {
+/* Panels [q0, q1) of the packed B (``Bp[q][k][nr]``) of image x (its group's first channel) into bp.
+   With images > 1 the columns run on across the images (img_stride floats apart) one after another:
+   the batch folded into the GEMM's N, for layers with few output positions. */
+static void tf_im2col(const tf_conv_shape *s, long nr, const float *restrict x, float *restrict bp, long q0, long q1,
+                      long images, long img_stride) {
   const long K = s->channels * s->k_h * s->k_w, positions = s->out_h * s->out_w, sw = s->stride_w;
+  const long total = positions * images;
   for (long q = q0; q < q1; q++) {
     float *dst = bp + (q - q0) * K * nr;
     long k = 0;
     for (long c = 0; c < s->channels; c++)
     for (long kh = 0; kh < s->k_h; kh++)
     for (long kw = 0; kw < s->k_w; kw++, k++) {
-      const float *xc = x + c * s->in_h * s->in_w;
       float *d = dst + k * nr;
-      long jj = 0, p = q * nr;
+      long jj = 0, col = q * nr;
       while (jj < nr) {
-        if (p >= positions) { for (; jj < nr; jj++) d[jj] = 0.0f; break; }
+        if (col >= total) { for (; jj < nr; jj++) d[jj] = 0.0f; break; }
+        const long img = col / positions, p = col - img * positions;
+        const float *xc = x + img * img_stride + c * s->in_h * s->in_w;
         const long oh = p / s->out_w, ow = p - oh * s->out_w;
         const long len = tf_min(s->out_w - ow, nr - jj);
         const long ih = oh * s->stride_h + kh * s->dil_h - s->pad_h;
@@ -89,10 +94,31 @@ static void tf_im2col(const tf_conv_shape *s, long nr, const float *restrict x, 
           for (long t = t1; t < len; t++) d[jj + t] = 0.0f;
         }
         jj += len;
-        p += len;
+        col += len;
       }
     }
   }
 }
 #endif
 """ % ", ".join(_FIELDS)
+
+# The GEMM callback of a batch-folded convolution (``tensorize.KernelPlan._fold``): a finished tile
+# of the scratch C (columns = images x positions) goes to each image's output rows, then through
+# that image's fused epilogue (contexts ``ctx_size`` bytes apart from ``ctx0``).
+FOLD_SCATTER_C = """
+#ifndef TF_FOLD_SCATTER_DEFINED
+#define TF_FOLD_SCATTER_DEFINED
+typedef struct { float *out; long img_stride, positions, ldc, col0; tf_epi_fn epi; const void *ctx0; long ctx_size; } tf_fold_ctx;
+static void tf_fold_scatter(const void *vctx, float *c, long ldt, long i0, long j0, long rows, long cols) {
+  const tf_fold_ctx *f = (const tf_fold_ctx *)vctx;
+  for (long j = f->col0 + j0, end = j + cols, off = 0; j < end;) {
+    const long img = j / f->positions, p = j - img * f->positions, len = tf_min(f->positions - p, end - j);
+    float *dst = f->out + img * f->img_stride + i0 * f->ldc + p;
+    for (long r = 0; r < rows; r++) memcpy(dst + r * f->ldc, c + r * ldt + off, sizeof(float) * (size_t)len);
+    if (f->epi) f->epi((const char *)f->ctx0 + img * f->ctx_size, dst, f->ldc, i0, p, rows, len);
+    j += len;
+    off += len;
+  }
+}
+#endif
+"""

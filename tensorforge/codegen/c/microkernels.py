@@ -41,6 +41,7 @@ from .epilogues import Epilogue, EpilogueParam
 
 LOOP_ORDERS = ("jr_ir", "ir_jr")
 SCHEDULES = ("static", "dynamic")
+CONV_ALGORITHMS = ("", "im2col", "fold", "direct")
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ class GemmParams:
     inner, a B micro-panel stays in L1; "ir_jr": columns inner, an A micro-panel stays in L1);
     schedule: "static" gives each thread one even, contiguous share of the M tiles (the N panels
     when M is short); "dynamic" hands out (mc x nc) blocks on demand, which costs some B reuse
-    but keeps going when another tenant takes a core.
+    but keeps going when another tenant takes a core.  conv_algorithm: how a convolution feeds
+    the GEMM (``tensorize.py``): im2col per image, im2col with the batch folded into N, or the
+    direct stride-1 kernel of ``direct_conv.py``; empty lets the tensorizer pick.
     """
 
     mr: int = 6
@@ -67,6 +70,7 @@ class GemmParams:
     pack_a: bool = True
     loop_order: str = "ir_jr"
     schedule: str = "static"
+    conv_algorithm: str = ""     # convolutions only: "im2col", "fold", "direct"; "" = the tensorizer decides
 
     def validate(self, vector_width: int) -> None:
         """Raise ValueError for parameters that cannot produce correct code."""
@@ -83,6 +87,8 @@ class GemmParams:
             raise ValueError(f"GemmParams.loop_order must be one of {LOOP_ORDERS}, got {self.loop_order!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"GemmParams.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.conv_algorithm not in CONV_ALGORITHMS:
+            raise ValueError(f"GemmParams.conv_algorithm must be one of {CONV_ALGORITHMS}, got {self.conv_algorithm!r}")
 
     def accumulators(self, vector_width: int) -> int:
         return self.mr * self.nr // vector_width
@@ -103,7 +109,7 @@ class GemmParams:
         vw, regs = target.vector_width, target.vector_registers
         knobs = dict(mr=6, nr=(4 if regs >= 32 else 2) * vw, unroll=1, pack_a=True, loop_order="ir_jr",
                      threads=threads if threads is not None else target.cores)
-        knobs.update({k: v for k, v in overrides.items() if k in ("mr", "nr", "unroll", "pack_a", "loop_order", "schedule")})
+        knobs.update({k: v for k, v in overrides.items() if k in ("mr", "nr", "unroll", "pack_a", "loop_order", "schedule", "conv_algorithm")})
         mr, nr = knobs["mr"], knobs["nr"]
         if "kc" in overrides:
             kc = overrides["kc"]

@@ -34,11 +34,12 @@ from ...ir.builtin import FuncOp
 from ...ir.core import Operation
 from ...ir.structure import structural_hash
 from ..target import Target
+from . import direct_conv
 from .contraction import (Affine, ConvPlan, GemmPlan, Roles, VAxis, match_contraction, matrix_layout, plan_conv,
                           plan_gemm)
 from .emit_loop import c_type
 from .fused_epilogue import EpilogueChain, match_chain
-from .im2col import IM2COL_C, Im2colShape
+from .im2col import FOLD_SCATTER_C, IM2COL_C, Im2colShape
 from .microkernels import (GemmParams, GemmSpec, _round_down, gemm_prelude, generate_gemm, pack_b_into,
                            packed_b_size, signatures)
 from .toolchain import unit
@@ -172,7 +173,7 @@ def _epi_callback(chain: EpilogueChain, names: dict, col0: str | None = None) ->
 class KernelPlan:
     """How one kernel is tensorized; ``emit`` writes its C, ``pack`` its constant operands."""
 
-    kind: str                                 # "gemm" or "conv"
+    kind: str                                 # "gemm", "conv" (im2col) or "direct" (stride-1 conv, direct_conv.py)
     plan: GemmPlan | ConvPlan
     chain: EpilogueChain
     target: Target
@@ -185,7 +186,7 @@ class KernelPlan:
 
     def emit(self, kernel: Operation) -> str:
         """The kernel's C: guarded helpers, then ``static void KERNEL_NAME(inputs..., outputs...)``."""
-        return self._gemm(kernel) if self.kind == "gemm" else self._conv(kernel)
+        return {"gemm": self._gemm, "conv": self._conv, "fold": self._fold, "direct": self._direct}[self.kind](kernel)
 
     @property
     def threads(self) -> int:
@@ -270,7 +271,10 @@ class KernelPlan:
         return f"{_prelude(self.target)}{gtext}{etext}\n{_signature(kernel, self.packed_args)} {{\n{body}\n}}\n"
 
     def pack(self, arg: int, array: np.ndarray) -> np.ndarray:
-        """The packed form of constant kernel input ``arg`` (``array``): [slices, panels, K, nr]."""
+        """The packed form of constant kernel input ``arg`` (``array``): [slices, panels, K, nr]
+        (a direct convolution's weights: [panels, K, mr], ``direct_conv.pack_weights``)."""
+        if self.kind == "direct":
+            return direct_conv.pack_weights(array, self.roles.M, self.roles.K, self.direct_params.mr)
         p: GemmPlan = self.plan
         r = self.roles
         flat = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
@@ -286,12 +290,18 @@ class KernelPlan:
 
     def pack_key(self, arg: int) -> str:
         """What decides ``pack``'s result besides the constant itself."""
+        if self.kind == "direct":
+            return repr(("direct", self.direct_params.mr, self.roles.M, self.roles.K))
         p: GemmPlan = self.plan
         r = self.roles
         groups = [[(x.extent, p.b.flat.coeff(x.key)) for x in g] for g in (r.k, r.n, r.batch)]
         return repr((self.nr, p.b.flat.const, groups))
 
     # -- convolution -----------------------------------------------------------------------------
+
+    def _im2col_shape(self) -> Im2colShape:
+        (ih, iw), (oh, ow), (kh, kw), (sh, sw), (dh, dw), (ph, pw) = _spatial(self.plan)
+        return Im2colShape(self.plan.channels, ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw)
 
     def _conv(self, kernel: Operation) -> str:
         p: ConvPlan = self.plan
@@ -300,14 +310,7 @@ class KernelPlan:
         T = self.threads
         mr, nr = (self.params.mr, self.params.nr) if self.params is not None else _tile(self.target, P)
         panels = -(-P // nr)
-        two_d = len(p.in_spatial) == 2
-        ih, iw = p.in_spatial if two_d else (1, p.in_spatial[0])
-        oh, ow = p.out_spatial if two_d else (1, p.out_spatial[0])
-        kh, kw = p.kernel if two_d else (1, p.kernel[0])
-        sh, sw = p.strides if two_d else (1, p.strides[0])
-        dh, dw = p.dilations if two_d else (1, p.dilations[0])
-        ph, pw = p.pads if two_d else (0, p.pads[0])
-        shape = Im2colShape(p.channels, ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw)
+        shape = self._im2col_shape()
         decl, names = _batch_index(r.batch, "bt")
         x_ptr = f"in{p.x.arg} + ({' + '.join(f'{p.x_batch_stride[k]} * {v}' for k, v in names.items()) or '0'})"
         w_ptr = f"in{p.w.arg} + ({' + '.join(f'{p.w_batch_stride[k]} * {v}' for k, v in names.items()) or '0'})"
@@ -326,7 +329,7 @@ class KernelPlan:
             lines = [f"const long ch = t % {chunks}, bt = t / {chunks};", *decl,
                      f"const long q0 = ch * {cp}, q1 = tf_min(q0 + {cp}, {panels});",
                      f"const long col0 = q0 * {nr}, ncols = tf_min(q1 * {nr}, {P}) - col0;", *edecl,
-                     f"tf_im2col(&shape, {nr}, {x_ptr}, bp, q0, q1);",
+                     f"tf_im2col(&shape, {nr}, {x_ptr}, bp, q0, q1, 1, 0);",
                      f"{gname}_prepacked({M}, ncols, {K}, {w_ptr}, {K}, bp, {c_ptr} + col0, {p.ldc}, 0, {epi});"]
             inner = "\n      ".join(lines)
             body = f"""  #pragma omp parallel
@@ -342,7 +345,7 @@ class KernelPlan:
             etext, edecl, epi = _epi_callback(self.chain, names)
             lines = [*decl, *edecl,
                      "#pragma omp parallel for schedule(static)" if panels > 1 and T > 1 else "",
-                     f"for (long q = 0; q < {panels}; q++) tf_im2col(&shape, {nr}, {x_ptr}, bp + q * {K * nr}L, q, q + 1);",
+                     f"for (long q = 0; q < {panels}; q++) tf_im2col(&shape, {nr}, {x_ptr}, bp + q * {K * nr}L, q, q + 1, 1, 0);",
                      f"{gname}_prepacked({M}, {P}, {K}, {w_ptr}, {K}, bp, {c_ptr}, {p.ldc}, 0, {epi});"]
             inner = "\n    ".join(x for x in lines if x)
             body = f"""  float *bp = tf_alloc({panels * K * nr});
@@ -352,6 +355,140 @@ class KernelPlan:
   free(bp);"""
         return (f"{_prelude(self.target)}{IM2COL_C}{gtext}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
                 f"  static const tf_conv_shape shape = {shape.c_init()};\n{body}\n}}\n")
+
+    # -- convolution with the batch folded into N ------------------------------------------------
+
+    def _fold(self, kernel: Operation) -> str:
+        """Every image's output positions as the columns of one GEMM (``tf_im2col`` with images):
+        for layers with few positions the register tile's padding then falls on the last panel of
+        the batch instead of every image, and a weight block is reused across images.  The GEMM
+        writes a chunk of columns to a scratch tile; ``tf_fold_scatter`` copies each image's
+        segment into place and runs the fused epilogue on it with that image's context."""
+        p: ConvPlan = self.plan
+        r = self.roles
+        M, P, K = r.M, r.N, r.K
+        T = self.threads
+        count = r.batch_count
+        mr, nr = (self.params.mr, self.params.nr) if self.params is not None else _tile(self.target, P * count)
+        shape = self._im2col_shape()
+        total = count * P
+        panels = -(-total // nr)
+        cp = max(1, min(-(-panels // (2 * T)), (self.target.l2 // 2) // (K * nr * 4)))
+        chunks = -(-panels // cp)
+        params = self.tuned(GemmParams.for_target(self.target, threads=1, mr=mr, nr=nr, pack_a=False))
+        gname, gtext = _gemm_source(params, self.target, False, False)
+        decl, names = _batch_index(r.batch, "bt")
+        x_stride = p.x_batch_stride[r.batch[0].key]
+        out_stride = p.c.coeff(r.batch[0].key)
+        etext, edecl, epi = _epi_callback(self.chain, names)
+        fn = epi.split(",")[0]
+        if edecl:
+            ctx_type = self.chain.ctx_type()
+            contexts = "\n    ".join([*decl, *edecl, "ctxs[bt] = ectx;"])
+            setup = (f"  {ctx_type} ctxs[{count}];\n  for (long bt = 0; bt < {count}; bt++) {{\n    {contexts}\n  }}\n")
+            ctx0, ctx_size = "ctxs", f"sizeof({ctx_type})"
+        else:
+            setup, ctx0, ctx_size = "", "0", "0"
+        body = f"""{setup}  #pragma omp parallel{'' if T > 1 else ' num_threads(1)'}
+  {{
+    float *bp = tf_alloc({cp * K * nr});
+    float *ct = tf_alloc({M * cp * nr});
+    #pragma omp for schedule(dynamic, 1)
+    for (long ch = 0; ch < {chunks}; ch++) {{
+      const long q0 = ch * {cp}, q1 = tf_min(q0 + {cp}, {panels});
+      const long col0 = q0 * {nr}, ncols = tf_min(q1 * {nr}, {total}) - col0;
+      const tf_fold_ctx fctx = {{ out0, {out_stride}, {P}, {p.ldc}, col0, {fn}, {ctx0}, {ctx_size} }};
+      tf_im2col(&shape, {nr}, in{p.x.arg}, bp, q0, q1, {count}, {x_stride});
+      {gname}_prepacked({M}, ncols, {K}, in{p.w.arg}, {K}, bp, ct, {cp * nr}, 0, tf_fold_scatter, &fctx);
+    }}
+    free(bp);
+    free(ct);
+  }}"""
+        return (f"{_prelude(self.target)}{IM2COL_C}{FOLD_SCATTER_C}{gtext}{etext}\n"
+                f"{_signature(kernel, self.packed_args)} {{\n"
+                f"  static const tf_conv_shape shape = {shape.c_init()};\n{body}\n}}\n")
+
+    # -- direct stride-1 convolution (direct_conv.py) ------------------------------------------
+
+    @property
+    def direct_shape(self) -> direct_conv.DirectShape:
+        return _direct_shape(self.plan)
+
+    @property
+    def direct_params(self) -> GemmParams:
+        """Register tile and unroll: the tuned ones, else the tile wasting fewest grid columns."""
+        if self.params is not None:
+            return self.params
+        mr, nr = _tile(self.target, self.direct_shape.grid_columns)
+        return GemmParams.for_target(self.target, threads=1, mr=mr, nr=nr)
+
+    def _direct(self, kernel: Operation) -> str:
+        p: ConvPlan = self.plan
+        r = self.roles
+        shape = self.direct_shape
+        params = self.direct_params
+        mr, nr = params.mr, params.nr
+        T = self.threads
+        name = direct_conv.routine_name(params, self.target, shape.taps)
+        unit_text = direct_conv.source(params, self.target, shape.taps, name)
+        helpers = (_guarded("tfd_shape", direct_conv.SHAPE_TYPEDEF) + _guarded(name, direct_conv.prototypes(name))
+                   + unit(unit_text))
+        count, C, panels = r.batch_count, shape.channels, shape.panels(nr)
+        m_tiles = -(-r.M // mr)
+        # enough work units for a dynamic schedule to even out a descheduled thread, rows split last
+        chunks = 1 if T == 1 else max(1, min(m_tiles, -(-4 * T // (count * panels))))
+        m_step = -(-m_tiles // chunks) * mr
+        chunks = -(-r.M // m_step)
+        decl, names = _batch_index(r.batch, "bt")
+        x_ptr = f"in{p.x.arg} + ({' + '.join(f'{p.x_batch_stride[k]} * {v}' for k, v in names.items()) or '0'})"
+        c_ptr = f"out0 + ({_offset(p.c, names)})"
+        etext, edecl, epi = _epi_callback(self.chain, names)
+        fn = epi.split(",")[0]
+        ctx = "&ectx" if edecl else "0"
+        pad_body = "\n      ".join([f"const long bt = t / {C}, c = t - bt * {C};", *decl,
+                                     f"{name}_pad(&shape, {x_ptr} + c * {shape.in_h * shape.in_w}L, xp + t * {shape.plane}L);"])
+        unit_body = "\n      ".join([f"const long bt = u / {panels * chunks}, rest = u - bt * {panels * chunks};",
+                                      f"const long q = rest / {chunks}, m0 = (rest - q * {chunks}) * {m_step};",
+                                      *decl, *edecl,
+                                      f"{name}_unit(&shape, in{p.w.arg}, xp + bt * {C * shape.plane}L, {c_ptr}, {r.M}, "
+                                      f"{p.ldc}, q, m0, tf_min(m0 + {m_step}, {r.M}), {fn}, {ctx});"])
+        par = "#pragma omp parallel" + ("" if T > 1 else " num_threads(1)")
+        body = f"""  float *xp = tf_alloc({shape.padded_floats(count, nr)});
+  memset(xp + {count * C * shape.plane}L, 0, sizeof(float) * {nr});
+  {par}
+  {{
+    #pragma omp for schedule(static)
+    for (long t = 0; t < {count * C}; t++) {{
+      {pad_body}
+    }}
+    #pragma omp for schedule(dynamic, 1)
+    for (long u = 0; u < {count * panels * chunks}; u++) {{
+      {unit_body}
+    }}
+  }}
+  free(xp);"""
+        return (f"{_prelude(self.target)}{helpers}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
+                f"  static const tfd_shape shape = {shape.c_init()};\n{body}\n}}\n")
+
+
+def _spatial(p: ConvPlan) -> tuple[tuple[int, int], ...]:
+    """(input, output, kernel, strides, dilations, leading pads) as 2-d pairs (a 1-d convolution
+    is a 2-d one of height 1)."""
+    if len(p.in_spatial) == 2:
+        return p.in_spatial, p.out_spatial, p.kernel, p.strides, p.dilations, p.pads
+    return ((1, p.in_spatial[0]), (1, p.out_spatial[0]), (1, p.kernel[0]), (1, p.strides[0]),
+            (1, p.dilations[0]), (0, p.pads[0]))
+
+
+def _direct_shape(p: ConvPlan) -> direct_conv.DirectShape:
+    (ih, iw), (oh, ow), (kh, kw), _, (dh, dw), (ph, pw) = _spatial(p)
+    return direct_conv.DirectShape(p.channels, ih, iw, oh, ow, kh, kw, dh, dw, ph, pw)
+
+
+def _column_waste(target: Target, columns: int) -> float:
+    """Share of the computed columns the default register tile pads for an output of ``columns``."""
+    nr = _tile(target, columns)[1]
+    return 1.0 - columns / (-(-columns // nr) * nr)
 
 
 def _group_offsets(aff: Affine, group: list[VAxis]) -> np.ndarray:
@@ -410,11 +547,50 @@ class Tensorizer:
                 return KernelPlan("gemm", gemm, chain, self.target, packed, self._tuned(kernel))
         conv = plan_conv(c)
         if conv is not None and self._worth(conv.roles) and chain.bind(conv.roles):
-            return KernelPlan("conv", conv, chain, self.target, params=self._tuned(kernel))
+            tuned = self._tuned(kernel)
+            kind = self._conv_algorithm(conv, constant_args, tuned.conv_algorithm if tuned else "")
+            packed = {conv.w.arg} if kind == "direct" else set()
+            return KernelPlan(kind, conv, chain, self.target, packed, tuned)
         return None
+
+    def conv_algorithms(self, p: ConvPlan, constant_args: set[int]) -> list[str]:
+        """The ``GemmParams.conv_algorithm`` values that apply to convolution ``p`` (what a tuner may try)."""
+        return (["im2col"] + (["fold"] if self._fold_ok(p) else [])
+                + (["direct"] if self._direct_ok(p, constant_args) else []))
+
+    def _conv_algorithm(self, p: ConvPlan, constant_args: set[int], asked: str = "") -> str:
+        """"direct", "fold" or "conv" (im2col per image): ``asked`` (a tuned choice) when it applies,
+        else the one whose register tiles waste fewest columns, direct preferred (it copies 1x the
+        input where im2col copies kh*kw x) unless it wastes 5 points more."""
+        direct, fold = self._direct_ok(p, constant_args), self._fold_ok(p)
+        if asked == "direct" and direct or asked == "fold" and fold:
+            return asked
+        if asked == "im2col":
+            return "conv"
+        r = p.roles
+        per_image = _column_waste(self.target, r.N)
+        folded = _column_waste(self.target, r.N * r.batch_count) if fold else per_image
+        if direct:
+            shape = _direct_shape(p)
+            if shape.waste(_tile(self.target, shape.grid_columns)[1]) <= folded + 0.05:
+                return "direct"
+        return "fold" if folded < per_image else ("direct" if direct else "conv")
+
+    @staticmethod
+    def _fold_ok(p: ConvPlan) -> bool:
+        """Folding needs one batch axis (the images) that the weights do not depend on."""
+        r = p.roles
+        return len(r.batch) == 1 and r.batch_count > 1 and not any(p.w_batch_stride.values())
 
     def _tuned(self, kernel: Operation) -> GemmParams | None:
         return self.params_for(kernel) if self.params_for is not None else None
+
+    @staticmethod
+    def _direct_ok(p: ConvPlan, constant_args: set[int]) -> bool:
+        """Direct convolution for stride-1 layers with constant weights shared by every batch point
+        (no groups); the weights are then packed at compile time."""
+        return (p.w.arg in constant_args and p.w.arg != p.x.arg and direct_conv.eligible(p.strides, p.pads)
+                and p.w.flat().const == 0 and not any(p.w_batch_stride.values()))
 
     @staticmethod
     def _worth(r: Roles) -> bool:

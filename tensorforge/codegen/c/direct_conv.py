@@ -1,0 +1,192 @@
+"""Stride-1 convolutions computed straight from a zero-padded copy of the input (no im2col).
+
+The implicit-GEMM path (``im2col.py``) copies ``kh*kw`` shifted windows of the input into packed
+B panels for every image: a copy of 9x the input for a 3x3 conv, whose cost is paid once per
+``M`` output channels of arithmetic, so it shows on the 64-channel layers of a ResNet.  With stride
+1 there is a cheaper way.  Pad the image once (``Hp x Wp`` per channel, zeros around) and compute
+the output on the padded grid: position ``j = oh*Wp + ow`` reads, for input channel ``c`` and
+kernel tap ``(a, b)``, the element ``xpad[c*Hp*Wp + j + a*dh*Wp + b*dw]``.  For a fixed ``(c, a, b)``
+consecutive ``j`` are consecutive addresses, so the micro-kernel loads its ``nr`` columns of B
+directly from the padded image: per ``(c, tap)`` step one unaligned vector load per ``vw``
+columns, ``mr`` broadcasts of the weights and ``mr*nr/vw`` FMAs, exactly the GEMM micro-kernel's
+step.  The price is ``Wp - OW`` garbage columns per output row (computed, never stored: 3% at
+56x56, 22% at 7x7, the same waste the 64-wide GEMM tile has there).
+
+Weights are constant for every model we see, so they are packed at compile time into ``mr``-row
+panels over the natural ``K = (c, kh, kw)`` order (``pack_weights``): the micro-kernel walks
+channels outer and taps inner, which keeps the few input rows of one channel in L1 while their
+taps are read.  A whole tile's reduction (all of K) stays in registers; finished tiles are copied
+out row segment by row segment and handed to the fused epilogue (``tf_epi_fn``) while in L1.
+
+The routines are one translation unit per register tile and kernel-tap count (``source``), shared
+by every layer and model; the per-layer driver (padding pass, then work units handed out
+dynamically over images x column panels x row chunks) is written by ``tensorize.py``.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..target import Target
+from .microkernels import GemmParams, GemmSpec, _GemmWriter, gemm_prelude
+
+
+@dataclass(frozen=True)
+class DirectShape:
+    """One image of a stride-1 convolution: ``channels`` inputs of ``in_h x in_w``, ``out_h x out_w``
+    outputs per output channel, kernel ``k_h x k_w`` with dilations and leading pads."""
+
+    channels: int
+    in_h: int
+    in_w: int
+    out_h: int
+    out_w: int
+    k_h: int
+    k_w: int
+    dil_h: int
+    dil_w: int
+    pad_h: int
+    pad_w: int
+
+    @property
+    def padded_h(self) -> int:
+        return self.out_h + (self.k_h - 1) * self.dil_h
+
+    @property
+    def padded_w(self) -> int:
+        return self.out_w + (self.k_w - 1) * self.dil_w
+
+    @property
+    def plane(self) -> int:
+        """Floats of one padded channel."""
+        return self.padded_h * self.padded_w
+
+    @property
+    def grid_columns(self) -> int:
+        """Columns of the padded output grid that hold outputs (the last row's tail is dropped)."""
+        return (self.out_h - 1) * self.padded_w + self.out_w
+
+    @property
+    def taps(self) -> int:
+        return self.k_h * self.k_w
+
+    @property
+    def depth(self) -> int:
+        return self.channels * self.taps
+
+    def panels(self, nr: int) -> int:
+        return -(-self.grid_columns // nr)
+
+    def waste(self, nr: int) -> float:
+        """Share of the computed columns that are thrown away (padding columns and the last panel's tail)."""
+        return 1.0 - self.out_h * self.out_w / (self.panels(nr) * nr)
+
+    def padded_floats(self, images: int, nr: int) -> int:
+        """Floats of the padded input of ``images`` images, plus the slack the last panel reads past."""
+        return images * self.channels * self.plane + nr
+
+    def c_init(self) -> str:
+        return "{ " + ", ".join(str(getattr(self, f)) for f in _FIELDS) + " }"
+
+
+_FIELDS = ("channels", "in_h", "in_w", "out_h", "out_w", "k_h", "k_w", "dil_h", "dil_w", "pad_h", "pad_w")
+
+SHAPE_TYPE = "tfd_shape"
+SHAPE_TYPEDEF = f"typedef struct {{ long {', '.join(_FIELDS)}; }} {SHAPE_TYPE};\n"
+
+
+def eligible(strides: tuple[int, ...], pads: tuple[int, ...]) -> bool:
+    """Only stride 1 makes a tap's columns consecutive addresses (leading pads must not crop)."""
+    return all(s == 1 for s in strides) and all(p >= 0 for p in pads)
+
+
+def pack_weights(w: np.ndarray, rows: int, depth: int, mr: int) -> np.ndarray:
+    """Row-major ``W [rows, depth]`` into ``[ceil(rows/mr), depth, mr]`` panels, zero rows past the end."""
+    w = np.ascontiguousarray(w, dtype=np.float32).reshape(-1)[:rows * depth].reshape(rows, depth)
+    panels = -(-rows // mr)
+    out = np.zeros((panels * mr, depth), np.float32)
+    out[:rows] = w
+    return np.ascontiguousarray(out.reshape(panels, mr, depth).transpose(0, 2, 1))
+
+
+def packed_size(rows: int, depth: int, mr: int) -> int:
+    return -(-rows // mr) * depth * mr
+
+
+def routine_name(params: GemmParams, target: Target, taps: int) -> str:
+    text = f"{params.mr}x{params.nr}/{params.unroll}/{taps}/{target.vector_width}"
+    return "tfd_" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def prototypes(name: str) -> str:
+    """The routines' declarations for the model's C file (their definitions are in ``source``)."""
+    return (f"TF_API void {name}_pad(const {SHAPE_TYPE} *s, const float *restrict x, float *restrict xp);\n"
+            f"TF_API void {name}_unit(const {SHAPE_TYPE} *s, const float *restrict wp, const float *restrict xp,\n"
+            f"    float *restrict out, long rows, long ldc, long q, long m0, long m1, tf_epi_fn epi, const void *ectx);\n")
+
+
+def source(params: GemmParams, target: Target, taps: int, name: str) -> str:
+    """The translation unit of ``name``: padding of one channel plane, micro-kernel, one work unit."""
+    mr, nr, vw = params.mr, params.nr, target.vector_width
+    writer = _GemmWriter(GemmParams(mr=mr, nr=nr, mc=mr, nc=nr, pack_a=True), vw, GemmSpec(), name)
+    acc = ", ".join(f"c{r}_{v} = {{0}}" for r in range(mr) for v in range(nr // vw))
+    stores = "\n".join(f"  tf_st(ct + {r * nr + v * vw}, c{r}_{v});" for r in range(mr) for v in range(nr // vw))
+    return f"""{gemm_prelude(target, threads=1)}
+{SHAPE_TYPEDEF}
+/* One channel plane of an image (x) into its zero-padded plane (xp); leading pads are >= 0. */
+TF_API void {name}_pad(const {SHAPE_TYPE} *s, const float *restrict x, float *restrict xp) {{
+  const long hp = s->out_h + (s->k_h - 1) * s->dil_h, wp = s->out_w + (s->k_w - 1) * s->dil_w;
+  const long w0 = tf_min(s->pad_w, wp), len = tf_min(s->in_w, wp - w0);
+  for (long y = 0; y < hp; y++) {{
+    float *d = xp + y * wp;
+    const long iy = y - s->pad_h;
+    if (iy < 0 || iy >= s->in_h || len <= 0) {{ memset(d, 0, sizeof(float) * (size_t)wp); continue; }}
+    if (w0) memset(d, 0, sizeof(float) * (size_t)w0);
+    memcpy(d + w0, x + iy * s->in_w, sizeof(float) * (size_t)len);
+    if (w0 + len < wp) memset(d + w0 + len, 0, sizeof(float) * (size_t)(wp - w0 - len));
+  }}
+}}
+
+/* C[{mr} x {nr}] of the padded grid at columns xb (already offset by the panel's first column):
+   all channels, all {taps} taps, in registers; then stored to ct. */
+static __attribute__((noinline)) void {name}_ukr(long C, long plane, const long *restrict toff,
+    const float *restrict a, const float *restrict xb, float *restrict ct) {{
+  tf_vf {acc};
+  for (long c = 0; c < C; c++, xb += plane) {{
+    TF_UNROLL({params.unroll})
+    for (long t = 0; t < {taps}; t++, a += {mr}) {{
+      const float *b = xb + toff[t];
+{writer.k_step(mr)}
+    }}
+  }}
+{stores}
+}}
+
+/* Row tiles [m0, m1) (multiples of {mr}) of column panel q of one image: rows of the output
+   ``out`` (row stride ldc, ``rows`` output channels), the fused epilogue on every stored segment. */
+TF_API void {name}_unit(const {SHAPE_TYPE} *s, const float *restrict wp, const float *restrict xp,
+    float *restrict out, long rows, long ldc, long q, long m0, long m1, tf_epi_fn epi, const void *ectx) {{
+  const long pw = s->out_w + (s->k_w - 1) * s->dil_w, plane = (s->out_h + (s->k_h - 1) * s->dil_h) * pw;
+  const long ncols = (s->out_h - 1) * pw + s->out_w, depth = s->channels * {taps};
+  long toff[{taps}];
+  for (long a = 0, t = 0; a < s->k_h; a++)
+    for (long b = 0; b < s->k_w; b++, t++) toff[t] = a * s->dil_h * pw + b * s->dil_w;
+  float ct[{mr * nr}] __attribute__((aligned(64)));
+  const long j0 = q * {nr}, j1 = tf_min(j0 + {nr}, ncols);
+  for (long i = m0; i < m1; i += {mr}) {{
+    {name}_ukr(s->channels, plane, toff, wp + (i / {mr}) * depth * {mr}, xp + j0, ct);
+    const long nrow = tf_min({mr}, rows - i);
+    for (long j = j0; j < j1;) {{
+      const long oh = j / pw, ow = j - oh * pw;
+      if (ow >= s->out_w) {{ j = (oh + 1) * pw; continue; }}
+      const long len = tf_min(s->out_w - ow, j1 - j), p = oh * s->out_w + ow;
+      float *dst = out + i * ldc + p;
+      for (long r = 0; r < nrow; r++) memcpy(dst + r * ldc, ct + r * {nr} + (j - j0), sizeof(float) * (size_t)len);
+      if (epi) epi(ectx, dst, ldc, i, p, nrow, len);
+      j += len;
+    }}
+  }}
+}}
+"""

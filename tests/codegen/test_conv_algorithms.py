@@ -1,0 +1,123 @@
+"""The three ways a convolution reaches the GEMM micro-kernels (``tensorize.py``): im2col per image,
+im2col with the batch folded into N, and the direct stride-1 kernel (``direct_conv.py``).
+
+Each case is forced onto each algorithm through the tuning hook (``GemmParams.conv_algorithm``, as
+a tuning record would) and compared with float64 torch within 1e-4 relative; the fused epilogue
+(bias, ReLU, clip, residual add) must see the right rows and columns in every algorithm, which the
+folded (epilogue per image segment) and direct (epilogue per output row segment) paths rearrange.
+"""
+import numpy as np
+import pytest
+
+from tensorforge.codegen.c import direct_conv
+from tensorforge.codegen.c.build import build_native
+from tensorforge.codegen.c.microkernels import GemmParams
+from tensorforge.codegen.target import Target
+
+from tests.codegen.test_tensorize import _epilogue_kernel_module
+
+torch = pytest.importorskip("torch")
+
+MARKERS = {"im2col": ", 1, 0);", "fold": "tf_fold_scatter, &fctx", "direct": "_unit(&shape"}
+
+
+class ForcedAlgorithm:
+    """The tuning interface build_native asks (``tune.apply.Tuning``), answering one algorithm."""
+
+    def __init__(self, algorithm: str, mr: int = 6, nr: int | None = None):
+        self.algorithm, self.mr, self.nr, self.applied = algorithm, mr, nr, {}
+
+    def params_for(self, kernel):
+        target = Target.host()
+        return GemmParams.for_target(target, threads=2, mr=self.mr, nr=self.nr or 4 * target.vector_width,
+                                     pack_a=False, conv_algorithm=self.algorithm)
+
+    def schedule_for(self, kernel):
+        return None
+
+
+# (batch, channels, height, width, out channels, kernel, pads (top, left), dilation)
+CASES = [
+    (3, 5, 9, 11, 7, (3, 3), (1, 1), 1),      # odd sizes: edge rows, edge columns, several panels
+    (2, 4, 7, 7, 13, (3, 3), (1, 1), 2),      # dilation
+    (2, 3, 6, 10, 4, (5, 3), (2, 1), 1),      # non-square kernel
+    (4, 6, 5, 5, 9, (3, 3), (0, 0), 1),       # no padding
+]
+
+
+def _case(n, c, h, w, o, k, pads, dil):
+    kh, kw = k
+    oh = h + 2 * pads[0] - dil * (kh - 1)
+    ow = w + 2 * pads[1] - dil * (kw - 1)
+    out = (n, o, oh, ow)
+
+    def body(x, wt, b, oc, y, xx, ci, a, bb):
+        return x.read([b, ci, y + a * dil - pads[0], xx + bb * dil - pads[1]], pad=0.0) * wt[oc, ci, a, bb]
+
+    contraction = (out, out + (c, kh, kw), "pppprrr", body)
+    m, wt, bias = _epilogue_kernel_module((n, c, h, w), (o, c, kh, kw), contraction, 1, 2.0)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+    res = rng.standard_normal(out, dtype=np.float32)
+    conv = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(wt, dtype=torch.float64),
+                                      padding=pads, dilation=dil).numpy()
+    want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 2.0) + res
+    return m, (x, res), want
+
+
+@pytest.mark.parametrize("algorithm", ["im2col", "fold", "direct"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:5])) + f"_k{c[5][0]}{c[5][1]}_d{c[7]}")
+def test_every_algorithm_matches_torch(algorithm, case):
+    m, args, want = _case(*case)
+    model, src = build_native(m, tuning=ForcedAlgorithm(algorithm))
+    assert MARKERS[algorithm] in src, f"{algorithm} was not used"
+    np.testing.assert_allclose(model.run(list(args))[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_small_register_tile_and_many_row_chunks():
+    """mr 4 / nr 16 tiles: several row chunks per work unit and many column panels in the direct path."""
+    m, args, want = _case(1, 8, 12, 12, 30, (3, 3), (1, 1), 1)
+    model, src = build_native(m, tuning=ForcedAlgorithm("direct", mr=4, nr=Target.host().vector_width))
+    assert MARKERS["direct"] in src
+    np.testing.assert_allclose(model.run(list(args))[0], want, rtol=1e-4, atol=1e-4)
+
+
+def _plain_conv(n, c, hw, o, stride):
+    from tensorforge.ir import DType, Module, tensor, verify
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((o, c, 3, 3), dtype=np.float32)
+    m = Module()
+    f = m.add_function("main", [tensor((n, c, hw, hw), DType.f32)])
+    b = f.builder()
+    f.set_return([b.create("graph.conv", [f.args[0], b.graph.constant(w)],
+                           {"pads": (1, 1, 1, 1), "strides": (stride, stride)}).results[0]])
+    verify(m)
+    return m
+
+
+@pytest.mark.parametrize("n, hw, stride, expected", [
+    (1, 28, 1, "direct"),     # stride 1, few garbage columns
+    (8, 7, 1, "fold"),        # 7x7 layers of a batch: the padded grid wastes 22%, folding 2%
+    (8, 14, 2, "fold"),       # strided, 7x7 outputs per image
+    (1, 14, 2, "im2col"),     # strided, one image
+])
+def test_default_choice(n, hw, stride, expected):
+    _, src = build_native(_plain_conv(n, 16, hw, 32, stride))
+    assert MARKERS[expected] in src
+    others = [a for a in MARKERS if a != expected]
+    assert not any(MARKERS[a] in src for a in others)
+
+
+def test_pack_weights_layout():
+    w = np.arange(5 * 7, dtype=np.float32).reshape(5, 7)
+    p = direct_conv.pack_weights(w, 5, 7, 3)
+    assert p.shape == (2, 7, 3)
+    assert np.array_equal(p[0], w[:3].T) and np.array_equal(p[1, :, :2], w[3:].T)
+    assert not p[1, :, 2].any()                                   # rows past the end are zero
+
+
+def test_direct_shape_geometry():
+    s = direct_conv.DirectShape(64, 7, 7, 7, 7, 3, 3, 1, 1, 1, 1)
+    assert (s.padded_h, s.padded_w, s.grid_columns) == (9, 9, 61)
+    assert s.panels(64) == 1 and abs(s.waste(64) - (1 - 49 / 64)) < 1e-12
+    assert direct_conv.eligible((1, 1), (1, 1)) and not direct_conv.eligible((2, 1), (1, 1))

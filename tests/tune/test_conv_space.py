@@ -1,0 +1,53 @@
+"""A convolution task's space includes how the convolution feeds the GEMM (``conv_algorithm``): only
+the algorithms that apply, each seeded, each measured to the right output by the isolated runner."""
+import random
+
+import numpy as np
+import pytest
+
+from tensorforge.codegen.target import Target
+from tensorforge.tune.measure import Measurer
+from tensorforge.tune.space import DEFAULT, GemmSpace, InvalidCandidate, space_for
+from tensorforge.tune.tasks import extract_tasks
+
+torch = pytest.importorskip("torch")
+
+
+def _conv_task(batch: int, stride: int):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, stride=stride, padding=1), torch.nn.ReLU()).eval()
+    x = torch.from_numpy(np.random.default_rng(0).standard_normal((batch, 8, 10, 10), dtype=np.float32))
+    return next(t for t in extract_tasks(model, (x,)) if t.kind == "conv")
+
+
+def test_algorithms_that_apply():
+    assert _conv_task(2, 1).problem["conv"]["algorithms"] == ["im2col", "fold", "direct"]
+    assert _conv_task(1, 1).problem["conv"]["algorithms"] == ["im2col", "direct"]     # nothing to fold
+    assert _conv_task(2, 2).problem["conv"]["algorithms"] == ["im2col", "fold"]       # direct needs stride 1
+    assert _conv_task(1, 1).problem["conv"]["algorithm"] == "direct"                   # the untuned choice
+
+
+def test_space_seeds_samples_and_rejects_algorithms():
+    task = _conv_task(1, 2)
+    space = GemmSpace(task, Target.host())
+    seeded = {c["params"].get("conv_algorithm", "") for c in space.seeds() if c["kind"] == "gemm"}
+    assert {"im2col"} <= seeded and "direct" not in seeded and "fold" not in seeded
+    rng = random.Random(0)
+    sampled = {space.sample(rng)["params"]["conv_algorithm"] for _ in range(40)}
+    assert sampled == {"im2col"}
+    good = space.seeds()[1]
+    with pytest.raises(InvalidCandidate, match="does not apply"):
+        space.check({"kind": "gemm", "params": {**good["params"], "conv_algorithm": "direct"}})
+    with pytest.raises(InvalidCandidate):
+        space.check({"kind": "gemm", "params": {**good["params"], "conv_algorithm": "winograd"}})
+
+
+def test_every_algorithm_is_measured_correct():
+    task = _conv_task(2, 1)
+    space = space_for(task, Target.host())
+    configs = [c for c in space.seeds() if c["kind"] == "gemm" and c["params"].get("conv_algorithm")]
+    assert {c["params"]["conv_algorithm"] for c in configs} == {"im2col", "fold", "direct"}
+    with Measurer(repeats=1, min_repeat_s=0.0, timeout_s=60) as m:
+        results = m.measure(task, [DEFAULT] + configs)
+    for r in results:        # outputs checked against the interpreter by the runner (rtol 1e-3)
+        assert r.error is None and r.ok, (r.config, r.error)
