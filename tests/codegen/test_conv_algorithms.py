@@ -42,6 +42,7 @@ CASES = [
     (2, 4, 7, 7, 13, (3, 3), (1, 1), 2),      # dilation
     (2, 3, 6, 10, 4, (5, 3), (2, 1), 1),      # non-square kernel
     (4, 6, 5, 5, 9, (3, 3), (0, 0), 1),       # no padding
+    (8, 64, 7, 7, 40, (3, 3), (1, 1), 1),     # big enough for 2 threads; folded: few chunks, one threaded GEMM
 ]
 
 

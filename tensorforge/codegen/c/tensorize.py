@@ -71,6 +71,15 @@ def _tile(target: Target, n: int) -> tuple[int, int]:
     return min(tiles, key=lambda t: (-(-n // t[1]) * t[1] * most / (t[0] * t[1]), -t[1]))
 
 
+def _tile_mn(target: Target, m: int, n: int) -> tuple[int, int]:
+    """(mr, nr) for an m x n output (convolutions): the least padded work per accumulator register,
+    counting the padded rows as well as the padded columns; ties to the widest tile."""
+    vw = target.vector_width
+    tiles = [(mr, nv * vw) for mr, nv in _TILES if target.vector_registers >= 32 or nv <= 2]
+    most = max(mr * nr for mr, nr in tiles)
+    return min(tiles, key=lambda t: (-(-m // t[0]) * t[0] * -(-n // t[1]) * t[1] * most / (t[0] * t[1]), -t[1]))
+
+
 def _gemm_params(target: Target, n: int, threads: int, m: int = 0) -> GemmParams:
     """Default params; a GEMM with many (mc x nc) blocks per thread hands them out on demand
     (``schedule="dynamic"``, half-height blocks): on a shared machine a static split waits for
@@ -308,7 +317,7 @@ class KernelPlan:
         r = self.roles
         M, P, K = r.M, r.N, r.K
         T = self.threads
-        mr, nr = (self.params.mr, self.params.nr) if self.params is not None else _tile(self.target, P)
+        mr, nr = (self.params.mr, self.params.nr) if self.params is not None else _tile_mn(self.target, M, P)
         panels = -(-P // nr)
         shape = self._im2col_shape()
         decl, names = _batch_index(r.batch, "bt")
@@ -369,13 +378,19 @@ class KernelPlan:
         M, P, K = r.M, r.N, r.K
         T = self.threads
         count = r.batch_count
-        mr, nr = (self.params.mr, self.params.nr) if self.params is not None else _tile(self.target, P * count)
+        mr, nr = (self.params.mr, self.params.nr) if self.params is not None else _tile_mn(self.target, M, P * count)
         shape = self._im2col_shape()
         total = count * P
         panels = -(-total // nr)
         cp = max(1, min(-(-panels // (2 * T)), (self.target.l2 // 2) // (K * nr * 4)))
         chunks = -(-panels // cp)
-        params = self.tuned(GemmParams.for_target(self.target, threads=1, mr=mr, nr=nr, pack_a=False))
+        # Too few chunks to keep every thread busy to the end (large K: one panel per chunk): pack
+        # all panels first, then one GEMM whose threads split the rows.
+        whole = T > 1 and chunks < 4 * T
+        if whole:
+            cp, chunks = panels, 1
+        params = self.tuned(GemmParams.for_target(self.target, threads=T if whole else 1, mr=mr, nr=nr,
+                                                  pack_a=False))
         gname, gtext = _gemm_source(params, self.target, False, False)
         decl, names = _batch_index(r.batch, "bt")
         x_stride = p.x_batch_stride[r.batch[0].key]
@@ -389,7 +404,19 @@ class KernelPlan:
             ctx0, ctx_size = "ctxs", f"sizeof({ctx_type})"
         else:
             setup, ctx0, ctx_size = "", "0", "0"
-        body = f"""{setup}  #pragma omp parallel{'' if T > 1 else ' num_threads(1)'}
+        call = (f"{gname}_prepacked({M}, ncols, {K}, in{p.w.arg}, {K}, bp, ct, {cp * nr}, 0, tf_fold_scatter, &fctx);")
+        fctx = f"const tf_fold_ctx fctx = {{ out0, {out_stride}, {P}, {p.ldc}, col0, {fn}, {ctx0}, {ctx_size} }};"
+        if whole:
+            body = f"""{setup}  float *bp = tf_alloc({panels * K * nr}), *ct = tf_alloc({M * panels * nr});
+  #pragma omp parallel for schedule(static)
+  for (long q = 0; q < {panels}; q++) tf_im2col(&shape, {nr}, in{p.x.arg}, bp + q * {K * nr}L, q, q + 1, {count}, {x_stride});
+  const long col0 = 0, ncols = {total};
+  {fctx}
+  {call}
+  free(bp);
+  free(ct);"""
+        else:
+            body = f"""{setup}  #pragma omp parallel{'' if T > 1 else ' num_threads(1)'}
   {{
     float *bp = tf_alloc({cp * K * nr});
     float *ct = tf_alloc({M * cp * nr});
@@ -397,9 +424,9 @@ class KernelPlan:
     for (long ch = 0; ch < {chunks}; ch++) {{
       const long q0 = ch * {cp}, q1 = tf_min(q0 + {cp}, {panels});
       const long col0 = q0 * {nr}, ncols = tf_min(q1 * {nr}, {total}) - col0;
-      const tf_fold_ctx fctx = {{ out0, {out_stride}, {P}, {p.ldc}, col0, {fn}, {ctx0}, {ctx_size} }};
+      {fctx}
       tf_im2col(&shape, {nr}, in{p.x.arg}, bp, q0, q1, {count}, {x_stride});
-      {gname}_prepacked({M}, ncols, {K}, in{p.w.arg}, {K}, bp, ct, {cp * nr}, 0, tf_fold_scatter, &fctx);
+      {call}
     }}
     free(bp);
     free(ct);
@@ -419,7 +446,7 @@ class KernelPlan:
         """Register tile and unroll: the tuned ones, else the tile wasting fewest grid columns."""
         if self.params is not None:
             return self.params
-        mr, nr = _tile(self.target, self.direct_shape.grid_columns)
+        mr, nr = _tile_mn(self.target, self.roles.M, self.direct_shape.grid_columns)
         return GemmParams.for_target(self.target, threads=1, mr=mr, nr=nr)
 
     def _direct(self, kernel: Operation) -> str:
@@ -485,9 +512,9 @@ def _direct_shape(p: ConvPlan) -> direct_conv.DirectShape:
     return direct_conv.DirectShape(p.channels, ih, iw, oh, ow, kh, kw, dh, dw, ph, pw)
 
 
-def _column_waste(target: Target, columns: int) -> float:
-    """Share of the computed columns the default register tile pads for an output of ``columns``."""
-    nr = _tile(target, columns)[1]
+def _column_waste(target: Target, rows: int, columns: int) -> float:
+    """Share of the computed columns the default register tile pads for a rows x columns output."""
+    nr = _tile_mn(target, rows, columns)[1]
     return 1.0 - columns / (-(-columns // nr) * nr)
 
 
@@ -568,11 +595,11 @@ class Tensorizer:
         if asked == "im2col":
             return "conv"
         r = p.roles
-        per_image = _column_waste(self.target, r.N)
-        folded = _column_waste(self.target, r.N * r.batch_count) if fold else per_image
+        per_image = _column_waste(self.target, r.M, r.N)
+        folded = _column_waste(self.target, r.M, r.N * r.batch_count) if fold else per_image
         if direct:
             shape = _direct_shape(p)
-            if shape.waste(_tile(self.target, shape.grid_columns)[1]) <= folded + 0.05:
+            if shape.waste(_tile_mn(self.target, r.M, shape.grid_columns)[1]) <= folded + 0.05:
                 return "direct"
         return "fold" if folded < per_image else ("direct" if direct else "conv")
 
