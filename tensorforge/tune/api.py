@@ -53,6 +53,12 @@ class TaskReport:
         return f"{self.confirmed:.3f}x" if self.best_config is not None else "default kept"
 
     @property
+    def applied_s(self) -> float:
+        """The latency compile gets, on the search's scale: the default's over the confirmed
+        speedup when confirmed, else the search's best."""
+        return self.default_s / self.confirmed if math.isfinite(self.confirmed) else self.best_s
+
+    @property
     def speedup(self) -> float:
         return self.default_s / self.best_s if math.isfinite(self.default_s) and self.best_s > 0 else math.nan
 
@@ -73,14 +79,16 @@ class TuneReport:
     stopped: str = ""                     # why the run ended early ("time budget"), else ""
 
     def model_estimate(self, which: str = "best_s") -> float:
-        """Sum of weight x latency over the tasks (what the kernels cost per model run)."""
+        """Sum of weight x latency over the tasks (what the kernels cost per model run);
+        ``which``: "default_s", "best_s" (the search's best) or "applied_s" (what compile applies)."""
         vals = [t.weight * getattr(t, which) for t in self.tasks]
         return sum(vals) if all(math.isfinite(v) for v in vals) else math.nan
 
     def to_dict(self) -> dict:
         return {"target": self.target_key, "db": self.db_path, "trials": self.trials, "seconds": self.seconds,
                 "stopped": self.stopped,
-                "tasks": [dict(t.__dict__, speedup=t.speedup, gflops=t.gflops, decision=t.decision)
+                "tasks": [dict(t.__dict__, speedup=t.speedup, gflops=t.gflops, decision=t.decision,
+                               applied_s=t.applied_s)
                           for t in self.tasks]}
 
     def __str__(self) -> str:
@@ -90,7 +98,7 @@ class TuneReport:
             lines.append(f"{t.name[:28]:28s} {t.kind:5s} {t.weight:3d} {t.trials:6d} {t.records:7d} "
                          f"{_shown(t.default_s * 1e3, 10, 3)} {_shown(t.best_s * 1e3, 9, 3)} "
                          f"{_shown(t.gflops, 8, 1)} {_shown(t.speedup, 7, 2)}  {t.decision}")
-        d, b = self.model_estimate("default_s"), self.model_estimate("best_s")
+        d, b = self.model_estimate("default_s"), self.model_estimate("applied_s")
         if math.isfinite(d) and math.isfinite(b) and b > 0:
             estimate = f"kernels per model run: default {d * 1e3:.3f} ms, tuned {b * 1e3:.3f} ms ({d / b:.2f}x)"
         else:

@@ -152,15 +152,13 @@ class Confirmation:
         round (1.0 for the default itself); a median of paired ratios, so that load which comes
         and goes between rounds cancels."""
         base = self.latencies[0]
-        return tuple(statistics.median(d / t for d, t in zip(base, row) if t > 0) if any(row) else 0.0
-                     for row in self.latencies)
+        return tuple(statistics.median(d / t for d, t in zip(base, row)) for row in self.latencies)
 
     def winners(self, margin: float = CONFIRM_MARGIN) -> list[tuple[dict, float]]:
         """(config, confirmed speedup) of the tuned configs that beat the default by more than
         ``margin``, fastest first; empty: the default is kept."""
-        ranked = sorted(((c, s) for c, s in zip(self.configs[1:], self.speedups[1:]) if s > 1.0 + margin),
-                        key=lambda cs: -cs[1])
-        return ranked
+        return sorted(((c, s) for c, s in zip(self.configs[1:], self.speedups[1:]) if s > 1.0 + margin),
+                      key=lambda cs: -cs[1])
 
     def to_dict(self) -> dict:
         d = asdict(self)

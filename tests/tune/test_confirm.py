@@ -86,6 +86,7 @@ def test_a_candidate_that_did_not_beat_the_default_is_not_applied(graph, task, t
     assert row.speedup > 1.5                         # the search's numbers said "much faster" ...
     assert row.best_config is None and row.decision == "default kept" and row.confirmed == 1.0
     assert "default kept" in str(report)
+    assert report.model_estimate("applied_s") == report.model_estimate("default_s")   # the estimate follows
     with TuningDatabase(db, readonly=True) as d:
         assert d.best(task.key, TARGET) is None      # ... the confirmation says no: compile uses the default
         assert d.best(task.key, TARGET, margin=0.0) is not None    # 1% faster does beat a zero margin

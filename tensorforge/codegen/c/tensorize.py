@@ -384,9 +384,10 @@ class KernelPlan:
         panels = -(-total // nr)
         cp = max(1, min(-(-panels // (2 * T)), (self.target.l2 // 2) // (K * nr * 4)))
         chunks = -(-panels // cp)
-        # Too few chunks to keep every thread busy to the end (large K: one panel per chunk): pack
-        # all panels first, then one GEMM whose threads split the rows.
-        whole = T > 1 and chunks < 4 * T
+        # Too few chunks to keep every thread busy to the end, or a K so deep that one panel per
+        # chunk would stream all the weights for nr columns: pack all panels first, then one GEMM
+        # (its threads split the rows; its cache blocking reuses a weight block across columns).
+        whole = (T > 1 and chunks < 4 * T) or K * nr * 4 > self.target.l2 // 2
         if whole:
             cp, chunks = panels, 1
         params = self.tuned(GemmParams.for_target(self.target, threads=T if whole else 1, mr=mr, nr=nr,
