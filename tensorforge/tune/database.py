@@ -41,7 +41,7 @@ SCHEMA_VERSION = 1
 APPLICATION_ID = 0x54464442          # "TFDB" in the SQLite header: marks the file as ours
 JSONL_FORMAT = "tensorforge-tuning"  # the header line of an export
 BUSY_TIMEOUT_S = 60.0                # how long a writer waits for another one before giving up
-CONFIRM_MARGIN = 0.02                # a tuned config is applied only if it beat the default by more than this
+CONFIRM_MARGIN = 0.04                # a tuned config is applied only if it beat the default by more than this
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _ADVICE = "move it away or pass --db PATH to use another file"
 

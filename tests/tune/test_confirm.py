@@ -72,7 +72,7 @@ def test_speedup_is_the_median_of_per_round_ratios():
     assert c.speedups == (1.0, 2.0)                 # ratios 2, 1, 3 -> median 2
     assert c.winners() == [(c.configs[1], 2.0)]
     tie = Confirmation("w", "t", c.configs, ((1.0, 1.0, 1.0), (1.0 / 1.01,) * 3))
-    assert tie.winners(margin=CONFIRM_MARGIN) == []  # 1% faster: within the 2% margin, default kept
+    assert tie.winners(margin=CONFIRM_MARGIN) == []  # 1% faster: within the margin, default kept
     assert tie.winners(margin=0.005)[0][1] == pytest.approx(1.01)
 
 
