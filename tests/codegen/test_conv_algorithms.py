@@ -118,7 +118,7 @@ def test_pack_weights_layout():
 
 
 def test_direct_shape_geometry():
-    s = direct_conv.DirectShape(64, 7, 7, 7, 7, 3, 3, 1, 1, 1, 1)
+    s = direct_conv.DirectShape(64, 7, 7, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1)
     assert (s.padded_h, s.padded_w, s.grid_columns) == (9, 9, 61)
     assert s.panels(64) == 1 and abs(s.waste(64) - (1 - 49 / 64)) < 1e-12
     assert direct_conv.eligible((1, 1), (1, 1)) and not direct_conv.eligible((2, 1), (1, 1))

@@ -16,7 +16,7 @@ from tensorforge.tune.measure import Result
 from tensorforge.tune.search import TaskSearch
 from tensorforge.tune.space import DEFAULT, space_for
 
-from tests.tune.tune_util import stack_model, task_of
+from tests.tune.tune_util import task_of
 
 TARGET = Target.host().key()
 ROUNDS = 9
@@ -45,16 +45,6 @@ class FixedMeasurer:
 
     def close(self):
         pass
-
-
-@pytest.fixture(scope="module")
-def model():
-    return stack_model(rows=64, width=64)
-
-
-@pytest.fixture(scope="module")
-def graph(model):
-    return tensorforge.import_model(*model)
 
 
 @pytest.fixture(scope="module")

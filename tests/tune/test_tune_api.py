@@ -11,18 +11,6 @@ from tensorforge.tune.database import Record, TuningDatabase
 from tensorforge.tune.space import DEFAULT, space_for
 from tensorforge.tune.tasks import extract_tasks
 
-from tests.tune.tune_util import stack_model
-
-
-@pytest.fixture(scope="module")
-def model():
-    return stack_model(rows=64, width=64)
-
-
-@pytest.fixture(scope="module")
-def graph(model):
-    """The model imported once (compile copies a ModuleOp, so every test can reuse it)."""
-    return tensorforge.import_model(*model)
 
 
 @pytest.fixture(scope="module")

@@ -30,25 +30,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..target import Target
+from .im2col import SHAPE_TYPEDEF, Im2colShape
 from .microkernels import GemmParams, GemmSpec, _GemmWriter, gemm_prelude
 
 
 @dataclass(frozen=True)
-class DirectShape:
-    """One image of a stride-1 convolution: ``channels`` inputs of ``in_h x in_w``, ``out_h x out_w``
-    outputs per output channel, kernel ``k_h x k_w`` with dilations and leading pads."""
-
-    channels: int
-    in_h: int
-    in_w: int
-    out_h: int
-    out_w: int
-    k_h: int
-    k_w: int
-    dil_h: int
-    dil_w: int
-    pad_h: int
-    pad_w: int
+class DirectShape(Im2colShape):
+    """One image of a stride-1 convolution (strides are 1), with the geometry of its padded grid."""
 
     @property
     def padded_h(self) -> int:
@@ -72,10 +60,6 @@ class DirectShape:
     def taps(self) -> int:
         return self.k_h * self.k_w
 
-    @property
-    def depth(self) -> int:
-        return self.channels * self.taps
-
     def panels(self, nr: int) -> int:
         return -(-self.grid_columns // nr)
 
@@ -87,14 +71,8 @@ class DirectShape:
         """Floats of the padded input of ``images`` images, plus the slack the last panel reads past."""
         return images * self.channels * self.plane + nr
 
-    def c_init(self) -> str:
-        return "{ " + ", ".join(str(getattr(self, f)) for f in _FIELDS) + " }"
 
-
-_FIELDS = ("channels", "in_h", "in_w", "out_h", "out_w", "k_h", "k_w", "dil_h", "dil_w", "pad_h", "pad_w")
-
-SHAPE_TYPE = "tfd_shape"
-SHAPE_TYPEDEF = f"typedef struct {{ long {', '.join(_FIELDS)}; }} {SHAPE_TYPE};\n"
+SHAPE_TYPE = "tf_conv_shape"        # the im2col routine's shape struct (strides unused here)
 
 
 def eligible(strides: tuple[int, ...], pads: tuple[int, ...]) -> bool:

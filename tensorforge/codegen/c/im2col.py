@@ -52,10 +52,12 @@ _FIELDS = ("channels", "in_h", "in_w", "out_h", "out_w", "k_h", "k_w", "stride_h
 # One routine for every convolution of a model, the shape a runtime argument: a copy per shape
 # made gcc compile dozens of near-identical functions for a ResNet; the runtime divisions cost
 # one per run of an input row, next to a memcpy of that run.
-IM2COL_C = """
+SHAPE_TYPEDEF = "typedef struct { long %s; } tf_conv_shape;\n" % ", ".join(_FIELDS)
+GUARDED_SHAPE_TYPEDEF = f"#ifndef TF_CONV_SHAPE_DEFINED\n#define TF_CONV_SHAPE_DEFINED\n{SHAPE_TYPEDEF}#endif\n"
+
+IM2COL_C = GUARDED_SHAPE_TYPEDEF + """
 #ifndef TF_IM2COL_DEFINED
 #define TF_IM2COL_DEFINED
-typedef struct { long %s; } tf_conv_shape;
 /* Panels [q0, q1) of the packed B (``Bp[q][k][nr]``) of image x (its group's first channel) into bp.
    With images > 1 the columns run on across the images (img_stride floats apart) one after another:
    the batch folded into the GEMM's N, for layers with few output positions. */
@@ -100,7 +102,7 @@ static void tf_im2col(const tf_conv_shape *s, long nr, const float *restrict x, 
   }
 }
 #endif
-""" % ", ".join(_FIELDS)
+"""
 
 # The GEMM callback of a batch-folded convolution (``tensorize.KernelPlan._fold``): a finished tile
 # of the scratch C (columns = images x positions) goes to each image's output rows, then through

@@ -39,7 +39,7 @@ from .contraction import (Affine, ConvPlan, GemmPlan, Roles, VAxis, match_contra
                           plan_gemm)
 from .emit_loop import c_type
 from .fused_epilogue import EpilogueChain, match_chain
-from .im2col import FOLD_SCATTER_C, IM2COL_C, Im2colShape
+from .im2col import FOLD_SCATTER_C, GUARDED_SHAPE_TYPEDEF, IM2COL_C, Im2colShape
 from .microkernels import (GemmParams, GemmSpec, _round_down, gemm_prelude, generate_gemm, pack_b_into,
                            packed_b_size, signatures)
 from .toolchain import unit
@@ -459,7 +459,7 @@ class KernelPlan:
         T = self.threads
         name = direct_conv.routine_name(params, self.target, shape.taps)
         unit_text = direct_conv.source(params, self.target, shape.taps, name)
-        helpers = (_guarded("tfd_shape", direct_conv.SHAPE_TYPEDEF) + _guarded(name, direct_conv.prototypes(name))
+        helpers = (GUARDED_SHAPE_TYPEDEF + _guarded(name, direct_conv.prototypes(name))
                    + unit(unit_text))
         count, C, panels = r.batch_count, shape.channels, shape.panels(nr)
         m_tiles = -(-r.M // mr)
@@ -496,7 +496,7 @@ class KernelPlan:
   }}
   free(xp);"""
         return (f"{_prelude(self.target)}{helpers}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
-                f"  static const tfd_shape shape = {shape.c_init()};\n{body}\n}}\n")
+                f"  static const tf_conv_shape shape = {shape.c_init()};\n{body}\n}}\n")
 
 
 def _spatial(p: ConvPlan) -> tuple[tuple[int, int], ...]:
@@ -510,7 +510,7 @@ def _spatial(p: ConvPlan) -> tuple[tuple[int, int], ...]:
 
 def _direct_shape(p: ConvPlan) -> direct_conv.DirectShape:
     (ih, iw), (oh, ow), (kh, kw), _, (dh, dw), (ph, pw) = _spatial(p)
-    return direct_conv.DirectShape(p.channels, ih, iw, oh, ow, kh, kw, dh, dw, ph, pw)
+    return direct_conv.DirectShape(p.channels, ih, iw, oh, ow, kh, kw, 1, 1, dh, dw, ph, pw)
 
 
 def _column_waste(target: Target, rows: int, columns: int) -> float:
