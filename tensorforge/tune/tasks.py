@@ -152,7 +152,7 @@ def classify(kernel: Operation, target) -> tuple[str, dict, float | None]:
     r = plan.roles
     problem = {"M": r.M, "N": r.N, "K": r.K, "batch": r.batch_count, "conv": None}
     kind = plan.kind
-    if kind in ("conv", "fold", "direct"):      # one task kind; the algorithm is a knob of its space
+    if kind in ("conv", "fold", "direct", "winograd"):   # one task kind; the algorithm is a knob of its space
         p = plan.plan
         problem["conv"] = {"kernel": list(p.kernel), "strides": list(p.strides), "channels": p.channels,
                            "algorithm": "im2col" if kind == "conv" else kind,

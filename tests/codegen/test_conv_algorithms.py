@@ -18,7 +18,8 @@ from tests.codegen.test_tensorize import _epilogue_kernel_module
 
 torch = pytest.importorskip("torch")
 
-MARKERS = {"im2col": ", 1, 0);", "fold": "tf_fold_scatter, &fctx", "direct": "_unit(&shape"}
+MARKERS = {"im2col": ", 1, 0);", "fold": "tf_fold_scatter, &fctx", "direct": "_unit(&shape",
+           "winograd": "output transform Y = A^T M A"}
 
 
 class ForcedAlgorithm:
@@ -66,10 +67,12 @@ def _case(n, c, h, w, o, k, pads, dil):
     return m, (x, res), want
 
 
-@pytest.mark.parametrize("algorithm", ["im2col", "fold", "direct"])
+@pytest.mark.parametrize("algorithm", ["im2col", "fold", "direct", "winograd"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:5])) + f"_k{c[5][0]}{c[5][1]}_d{c[7]}")
 def test_every_algorithm_matches_torch(algorithm, case):
     m, args, want = _case(*case)
+    if algorithm == "winograd" and (case[5] != (3, 3) or case[7] != 1):
+        pytest.skip("Winograd F(2x2, 3x3) is for undilated 3x3 kernels")
     model, src = build_native(m, tuning=ForcedAlgorithm(algorithm))
     assert MARKERS[algorithm] in src, f"{algorithm} was not used"
     np.testing.assert_allclose(model.run(list(args))[0], want, rtol=1e-4, atol=1e-4)
@@ -83,27 +86,30 @@ def test_small_register_tile_and_many_row_chunks():
     np.testing.assert_allclose(model.run(list(args))[0], want, rtol=1e-4, atol=1e-4)
 
 
-def _plain_conv(n, c, hw, o, stride):
+def _plain_conv(n, c, hw, o, stride, k=3):
     from tensorforge.ir import DType, Module, tensor, verify
     rng = np.random.default_rng(0)
-    w = rng.standard_normal((o, c, 3, 3), dtype=np.float32)
+    w = rng.standard_normal((o, c, k, k), dtype=np.float32)
     m = Module()
     f = m.add_function("main", [tensor((n, c, hw, hw), DType.f32)])
     b = f.builder()
     f.set_return([b.create("graph.conv", [f.args[0], b.graph.constant(w)],
-                           {"pads": (1, 1, 1, 1), "strides": (stride, stride)}).results[0]])
+                           {"pads": (k // 2,) * 4, "strides": (stride, stride)}).results[0]])
     verify(m)
     return m
 
 
-@pytest.mark.parametrize("n, hw, stride, expected", [
-    (1, 28, 1, "direct"),     # stride 1, few garbage columns
-    (8, 7, 1, "fold"),        # 7x7 layers of a batch: the padded grid wastes 22%, folding 2%
-    (8, 14, 2, "fold"),       # strided, 7x7 outputs per image
-    (1, 14, 2, "im2col"),     # strided, one image
+@pytest.mark.parametrize("n, hw, stride, k, expected", [
+    (1, 28, 1, 3, "winograd"),   # 3x3 stride 1 with 196 output tiles
+    (8, 7, 1, 3, "winograd"),    # 7x7 layers of a batch: 128 tiles
+    (1, 7, 1, 3, "direct"),      # one 7x7 image: 16 tiles are too few for Winograd
+    (1, 28, 1, 5, "direct"),     # 5x5 stride 1, few garbage columns
+    (8, 7, 1, 5, "fold"),        # 5x5 on 7x7 images of a batch: the padded grid wastes 40%, folding 2%
+    (8, 14, 2, 3, "fold"),       # strided, 7x7 outputs per image
+    (1, 14, 2, 3, "im2col"),     # strided, one image
 ])
-def test_default_choice(n, hw, stride, expected):
-    _, src = build_native(_plain_conv(n, 16, hw, 32, stride))
+def test_default_choice(n, hw, stride, k, expected):
+    _, src = build_native(_plain_conv(n, 16, hw, 32, stride, k))
     assert MARKERS[expected] in src
     others = [a for a in MARKERS if a != expected]
     assert not any(MARKERS[a] in src for a in others)

@@ -180,9 +180,9 @@ def test_convolutions_through_compile(rng):
     cm = _check(m, xs)
     kernels = [v for k, v in _kernel_sources(cm).items() if "conv" in k]
     assert len(kernels) == len(CONVS)
-    direct = [k for k in kernels if "tfd_" in k]          # stride 1, no groups: direct_conv.py
-    assert len(direct) == 1 and all("tfg_" in k for k in kernels if k not in direct)
-    assert sum("tf_im2col(&shape" in k for k in kernels) == len(CONVS) - 2      # all but the 1x1 and the direct one
+    wino = [k for k in kernels if "A^T M A" in k]        # 3x3 stride 1, no groups: winograd.py
+    assert len(wino) == 1 and all("tfg_" in k for k in kernels)
+    assert sum("tf_im2col(&shape" in k for k in kernels) == len(CONVS) - 2      # all but the 1x1 and Winograd
     # compile time: convolutions share GEMM translation units (one per tiling and thread count),
     # and the im2col routine (guarded: compiled once), instead of one specialised copy per shape
     from tensorforge.codegen.c.toolchain import split_units
@@ -252,7 +252,7 @@ def test_conv_epilogue_bias_relu_residual():
     rng = np.random.default_rng(3)
     x, res = _rand(rng, *x_shape), _rand(rng, *out)
     cm = _compile(m)
-    assert "tfd_" in cm.source and "tfe_" in cm.source      # stride 1: the direct kernel (test_conv_algorithms.py)
+    assert "A^T M A" in cm.source and "tfe_" in cm.source      # 3x3 stride 1: Winograd (test_conv_algorithms.py)
     import torch
     conv = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64), padding=1).numpy()
     want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 2.0) + res

@@ -41,7 +41,7 @@ from .epilogues import Epilogue, EpilogueParam
 
 LOOP_ORDERS = ("jr_ir", "ir_jr")
 SCHEDULES = ("static", "dynamic")
-CONV_ALGORITHMS = ("", "im2col", "fold", "direct")
+CONV_ALGORITHMS = ("", "im2col", "fold", "direct", "winograd")
 
 
 @dataclass(frozen=True)
