@@ -70,7 +70,8 @@ FEATURE_NAMES: tuple[str, ...] = (
     "local_bytes", "accumulators", "reg_tile_vectors", "reg_occupancy",
     "gemm_a_panel_l1", "gemm_b_panel_l1", "gemm_a_block_l2", "gemm_b_block_l2", "gemm_b_block_l3",
     "gemm_pack_a", "gemm_pack_traffic", "gemm_edge_waste", "gemm_loop_order", "gemm_dynamic",
-    "gemm_tiles_per_thread", "gemm_unroll_k", "gemm_conv", "gemm_loads_per_fma", "gemm_kernel_efficiency",
+    "gemm_tiles_per_thread", "gemm_unroll_k", "gemm_conv", "gemm_conv_fold", "gemm_conv_direct",
+    "gemm_conv_winograd", "gemm_loads_per_fma", "gemm_kernel_efficiency",
     "est_compute_s", "est_memory_s", "est_seconds",
 )
 INDEX = {n: i for i, n in enumerate(FEATURE_NAMES)}
@@ -525,6 +526,10 @@ def gemm_features(params: dict, problem: dict, target=None) -> np.ndarray:
     if b_block > l3 // 2:
         dram += b_block * math.ceil(M / mc) * math.ceil(N / nc) * kt * batch
     pack_traffic = K * N * es * batch * 2.0 * (2.0 if conv else 1.0)
+    algorithm = (params.get("conv_algorithm") or conv.get("algorithm") or "im2col") if conv else ""
+    taps = math.prod(conv.get("kernel") or [1]) if conv else 1
+    if algorithm == "direct":            # the input is padded once and read in place: no kh*kw copy
+        pack_traffic /= max(taps, 1)
     if p["pack_a"]:
         pack_traffic += M * K * es * batch * 2.0 * math.ceil(N / nc)
 
@@ -589,6 +594,10 @@ def gemm_features(params: dict, problem: dict, target=None) -> np.ndarray:
     raw["gemm_tiles_per_thread"] = per_thread
     raw["gemm_unroll_k"] = max(1, int(p["unroll"]))
     raw["gemm_conv"] = float(bool(conv))
+    # how a convolution feeds the GEMM (tensorize.py): the tuned choice, else the compiler's own
+    algorithm = (p.get("conv_algorithm") or (conv or {}).get("algorithm") or "im2col") if conv else ""
+    for name in ("fold", "direct", "winograd"):
+        raw[f"gemm_conv_{name}"] = float(algorithm == name)
     # the micro-kernel's k step: mr x nv fmas against nv vector loads of B and mr broadcasts of A (load
     # ports), and every accumulator's fma chain (latency) -- whichever needs most cycles sets the pace
     fma_cycles = accumulators / FMA_UNITS
@@ -600,6 +609,8 @@ def gemm_features(params: dict, problem: dict, target=None) -> np.ndarray:
     eff = raw["gemm_kernel_efficiency"] / (1.0 + 0.5 * spill) * (1.0 - edge)
     eff *= min(1.0, kc / 64.0) ** 0.25              # short K blocks pay the C tile load/store per block
     compute = flops / (mach.peak_flops(True) * eff * threads * balance)
+    if algorithm == "winograd":          # F(2x2, 3x3): 2.25x fewer multiply-adds, transforms cost some back
+        compute /= 1.8
     memory = (l1_traffic / FILL_BANDWIDTH["l1"] + l2_traffic / FILL_BANDWIDTH["l2"] + dram / FILL_BANDWIDTH["l3"]
               + pack_traffic / FILL_BANDWIDTH["l2"]) / (threads * balance)
     raw["est_compute_s"] = compute
