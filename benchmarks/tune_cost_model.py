@@ -357,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                          "tuner's own runner")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--objective", choices=("regression", "lambdarank"), default="regression")
-    ap.add_argument("--prior", choices=("none", "fit", "full"), default="none",
+    ap.add_argument("--prior", choices=("none", "fit", "full"), default="full",
                     help="CostModel(prior=...): how the trained model uses the roofline prior")
     args = ap.parse_args(argv)
     MODEL_OPTIONS.update(objective=args.objective, prior=args.prior)

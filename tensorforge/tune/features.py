@@ -494,6 +494,10 @@ def gemm_features(params: dict, problem: dict, target=None) -> np.ndarray:
     M, N, K = int(problem["M"]), int(problem["N"]), int(problem["K"])
     batch = int(problem.get("batch") or 1)
     conv = problem.get("conv")
+    algorithm = (p.get("conv_algorithm") or conv.get("algorithm") or "im2col") if conv else ""
+    taps = math.prod(conv.get("kernel") or [1]) if conv else 1
+    if algorithm == "winograd":      # what runs: 16 GEMMs of O x C x (2x2 output tiles) per image
+        K, N, batch = max(1, K // max(taps, 1)), max(1, math.ceil(N / 4)), batch * 16
     mr, nr, kc, mc, nc = (int(p[k]) for k in ("mr", "nr", "kc", "mc", "nc"))
     kc, mc, nc = min(kc, K), min(mc, math.ceil(M / mr) * mr), min(nc, math.ceil(N / nr) * nr)
     threads = max(1, min(int(p["threads"]), mach.cores))
@@ -526,8 +530,6 @@ def gemm_features(params: dict, problem: dict, target=None) -> np.ndarray:
     if b_block > l3 // 2:
         dram += b_block * math.ceil(M / mc) * math.ceil(N / nc) * kt * batch
     pack_traffic = K * N * es * batch * 2.0 * (2.0 if conv else 1.0)
-    algorithm = (params.get("conv_algorithm") or conv.get("algorithm") or "im2col") if conv else ""
-    taps = math.prod(conv.get("kernel") or [1]) if conv else 1
     if algorithm == "direct":            # the input is padded once and read in place: no kh*kw copy
         pack_traffic /= max(taps, 1)
     if p["pack_a"]:
@@ -595,7 +597,6 @@ def gemm_features(params: dict, problem: dict, target=None) -> np.ndarray:
     raw["gemm_unroll_k"] = max(1, int(p["unroll"]))
     raw["gemm_conv"] = float(bool(conv))
     # how a convolution feeds the GEMM (tensorize.py): the tuned choice, else the compiler's own
-    algorithm = (p.get("conv_algorithm") or (conv or {}).get("algorithm") or "im2col") if conv else ""
     for name in ("fold", "direct", "winograd"):
         raw[f"gemm_conv_{name}"] = float(algorithm == name)
     # the micro-kernel's k step: mr x nv fmas against nv vector loads of B and mr broadcasts of A (load
@@ -609,8 +610,6 @@ def gemm_features(params: dict, problem: dict, target=None) -> np.ndarray:
     eff = raw["gemm_kernel_efficiency"] / (1.0 + 0.5 * spill) * (1.0 - edge)
     eff *= min(1.0, kc / 64.0) ** 0.25              # short K blocks pay the C tile load/store per block
     compute = flops / (mach.peak_flops(True) * eff * threads * balance)
-    if algorithm == "winograd":          # F(2x2, 3x3): 2.25x fewer multiply-adds, transforms cost some back
-        compute /= 1.8
     memory = (l1_traffic / FILL_BANDWIDTH["l1"] + l2_traffic / FILL_BANDWIDTH["l2"] + dram / FILL_BANDWIDTH["l3"]
               + pack_traffic / FILL_BANDWIDTH["l2"]) / (threads * balance)
     raw["est_compute_s"] = compute
