@@ -58,8 +58,9 @@ SMALL_GEMM = 1 << 22
 PARALLEL_MIN_MACS = 1 << 21
 # A multi-threaded GEMM with at least this many (mc x nc) blocks per thread schedules them dynamically.
 DYNAMIC_BLOCKS_PER_THREAD = 4
-# A Winograd convolution needs this many 2x2 output tiles (all images) to beat the other algorithms.
-WINOGRAD_MIN_TILES = 64
+# A Winograd convolution needs this many 2x2 output tiles (all images) to beat the other algorithms
+# (benchmarks/conv_layers.py: 49 tiles of one 14x14 image 1.4x faster than direct, 16 of a 7x7 2x slower).
+WINOGRAD_MIN_TILES = 32
 # Register tiles (mr, nr in vectors) tried for narrow outputs: the one wasting fewest columns wins.
 _TILES = ((6, 4), (8, 3), (12, 2), (14, 1))
 
