@@ -6,6 +6,8 @@ a tuning record would) and compared with float64 torch within 1e-4 relative; the
 (bias, ReLU, clip, residual add) must see the right rows and columns in every algorithm, which the
 folded (epilogue per image segment) and direct (epilogue per output row segment) paths rearrange.
 """
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,7 @@ from tensorforge.codegen.c import direct_conv
 from tensorforge.codegen.c.build import build_native
 from tensorforge.codegen.c.microkernels import GemmParams
 from tensorforge.codegen.target import Target
+from tensorforge.tune.apply import Tuning
 
 from tests.codegen.test_tensorize import _epilogue_kernel_module
 
@@ -22,19 +25,12 @@ MARKERS = {"im2col": ", 1, 0);", "fold": "tf_fold_scatter, &fctx", "direct": "_u
            "winograd": "output transform Y = A^T M A"}
 
 
-class ForcedAlgorithm:
-    """The tuning interface build_native asks (``tune.apply.Tuning``), answering one algorithm."""
-
-    def __init__(self, algorithm: str, mr: int = 6, nr: int | None = None):
-        self.algorithm, self.mr, self.nr, self.applied = algorithm, mr, nr, {}
-
-    def params_for(self, kernel):
-        target = Target.host()
-        return GemmParams.for_target(target, threads=2, mr=self.mr, nr=self.nr or 4 * target.vector_width,
-                                     pack_a=False, conv_algorithm=self.algorithm)
-
-    def schedule_for(self, kernel):
-        return None
+def forced_algorithm(algorithm: str, mr: int = 6, nr: int | None = None) -> Tuning:
+    """A tuning (as compile gets from a database) whose record for every kernel names ``algorithm``."""
+    target = Target.host()
+    params = GemmParams.for_target(target, threads=2, mr=mr, nr=nr or 4 * target.vector_width,
+                                   pack_a=False, conv_algorithm=algorithm)
+    return Tuning(lambda key: {"kind": "gemm", "params": dataclasses.asdict(params)}, target)
 
 
 # (batch, channels, height, width, out channels, kernel, pads (top, left), dilation)
@@ -73,7 +69,7 @@ def test_every_algorithm_matches_torch(algorithm, case):
     m, args, want = _case(*case)
     if algorithm == "winograd" and (case[5] != (3, 3) or case[7] != 1):
         pytest.skip("Winograd F(2x2, 3x3) is for undilated 3x3 kernels")
-    model, src = build_native(m, tuning=ForcedAlgorithm(algorithm))
+    model, src = build_native(m, tuning=forced_algorithm(algorithm))
     assert MARKERS[algorithm] in src, f"{algorithm} was not used"
     np.testing.assert_allclose(model.run(list(args))[0], want, rtol=1e-4, atol=1e-4)
 
@@ -81,7 +77,7 @@ def test_every_algorithm_matches_torch(algorithm, case):
 def test_small_register_tile_and_many_row_chunks():
     """mr 4 / nr 16 tiles: several row chunks per work unit and many column panels in the direct path."""
     m, args, want = _case(1, 8, 12, 12, 30, (3, 3), (1, 1), 1)
-    model, src = build_native(m, tuning=ForcedAlgorithm("direct", mr=4, nr=Target.host().vector_width))
+    model, src = build_native(m, tuning=forced_algorithm("direct", mr=4, nr=Target.host().vector_width))
     assert MARKERS["direct"] in src
     np.testing.assert_allclose(model.run(list(args))[0], want, rtol=1e-4, atol=1e-4)
 

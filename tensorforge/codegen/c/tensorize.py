@@ -65,22 +65,19 @@ WINOGRAD_MIN_TILES = 32
 _TILES = ((6, 4), (8, 3), (12, 2), (14, 1))
 
 
-def _tile(target: Target, n: int) -> tuple[int, int]:
+def _tile(target: Target, n: int, m: int = 0) -> tuple[int, int]:
     """(mr, nr) for an output with n columns: the fewest padded columns per accumulator register
-    (a tile with fewer accumulators hides less of the FMA latency), ties to the widest tile."""
+    (a tile with fewer accumulators hides less of the FMA latency), ties to the widest tile.  With
+    ``m`` (convolutions) the padded rows of an m-row output count as well."""
     vw = target.vector_width
     tiles = [(mr, nv * vw) for mr, nv in _TILES if target.vector_registers >= 32 or nv <= 2]
     most = max(mr * nr for mr, nr in tiles)
-    return min(tiles, key=lambda t: (-(-n // t[1]) * t[1] * most / (t[0] * t[1]), -t[1]))
 
+    def padded_work(t: tuple[int, int]) -> float:
+        rows = -(-m // t[0]) * t[0] if m else 1
+        return rows * -(-n // t[1]) * t[1] * most / (t[0] * t[1])
 
-def _tile_mn(target: Target, m: int, n: int) -> tuple[int, int]:
-    """(mr, nr) for an m x n output (convolutions): the least padded work per accumulator register,
-    counting the padded rows as well as the padded columns; ties to the widest tile."""
-    vw = target.vector_width
-    tiles = [(mr, nv * vw) for mr, nv in _TILES if target.vector_registers >= 32 or nv <= 2]
-    most = max(mr * nr for mr, nr in tiles)
-    return min(tiles, key=lambda t: (-(-m // t[0]) * t[0] * -(-n // t[1]) * t[1] * most / (t[0] * t[1]), -t[1]))
+    return min(tiles, key=lambda t: (padded_work(t), -t[1]))
 
 
 def _gemm_params(target: Target, n: int, threads: int, m: int = 0) -> GemmParams:
@@ -144,6 +141,11 @@ def _batch_index(batch: list[VAxis], flat: str) -> tuple[list[str], dict]:
         lines.append(f"const long {v} = ({flat} / {inner}) % {ax.extent};")
         inner *= ax.extent
     return lines, names
+
+
+def _strided(base: str, strides: dict, names: dict) -> str:
+    """``base`` advanced to the batch point ``names`` (batch axis key -> C variable) by ``strides``."""
+    return f"{base} + ({' + '.join(f'{strides[k]} * {v}' for k, v in names.items()) or '0'})"
 
 
 def _offset(aff: Affine, names: dict, const: bool = True) -> str:
@@ -323,12 +325,12 @@ class KernelPlan:
         r = self.roles
         M, P, K = r.M, r.N, r.K
         T = self.threads
-        mr, nr = (self.params.mr, self.params.nr) if self.params is not None else _tile_mn(self.target, M, P)
+        mr, nr = (self.params.mr, self.params.nr) if self.params is not None else _tile(self.target, P, m=M)
         panels = -(-P // nr)
         shape = self._im2col_shape()
         decl, names = _batch_index(r.batch, "bt")
-        x_ptr = f"in{p.x.arg} + ({' + '.join(f'{p.x_batch_stride[k]} * {v}' for k, v in names.items()) or '0'})"
-        w_ptr = f"in{p.w.arg} + ({' + '.join(f'{p.w_batch_stride[k]} * {v}' for k, v in names.items()) or '0'})"
+        x_ptr = _strided(f"in{p.x.arg}", p.x_batch_stride, names)
+        w_ptr = _strided(f"in{p.w.arg}", p.w_batch_stride, names)
         c_ptr = f"out0 + ({_offset(p.c, names)})"
         count = r.batch_count
         chunked = T > 1 and panels >= 2 * T
@@ -384,7 +386,7 @@ class KernelPlan:
         M, P, K = r.M, r.N, r.K
         T = self.threads
         count = r.batch_count
-        mr, nr = (self.params.mr, self.params.nr) if self.params is not None else _tile_mn(self.target, M, P * count)
+        mr, nr = (self.params.mr, self.params.nr) if self.params is not None else _tile(self.target, P * count, m=M)
         shape = self._im2col_shape()
         total = count * P
         panels = -(-total // nr)
@@ -457,7 +459,7 @@ class KernelPlan:
         if self.params is not None:
             params = dataclasses.replace(self.params, threads=1)
         else:
-            mr, nr = _tile_mn(self.target, r.M, cap)
+            mr, nr = _tile(self.target, cap, m=r.M)
             params = GemmParams.for_target(self.target, threads=1, mr=mr, nr=nr, pack_a=False)
         gname, gtext = _gemm_source(params, self.target, False, False)
         x_image = p.x_batch_stride[r.batch[0].key] if r.batch else 0
@@ -479,7 +481,7 @@ class KernelPlan:
         """Register tile and unroll: the tuned ones, else the tile wasting fewest grid columns."""
         if self.params is not None:
             return self.params
-        mr, nr = _tile_mn(self.target, self.roles.M, self.direct_shape.grid_columns)
+        mr, nr = _tile(self.target, self.direct_shape.grid_columns, m=self.roles.M)
         return GemmParams.for_target(self.target, threads=1, mr=mr, nr=nr)
 
     def _direct(self, kernel: Operation) -> str:
@@ -500,7 +502,7 @@ class KernelPlan:
         m_step = -(-m_tiles // chunks) * mr
         chunks = -(-r.M // m_step)
         decl, names = _batch_index(r.batch, "bt")
-        x_ptr = f"in{p.x.arg} + ({' + '.join(f'{p.x_batch_stride[k]} * {v}' for k, v in names.items()) or '0'})"
+        x_ptr = _strided(f"in{p.x.arg}", p.x_batch_stride, names)
         c_ptr = f"out0 + ({_offset(p.c, names)})"
         etext, edecl, epi = _epi_callback(self.chain, names)
         fn = epi.split(",")[0]
@@ -552,7 +554,7 @@ def _direct_shape(p: ConvPlan) -> direct_conv.DirectShape:
 
 def _column_waste(target: Target, rows: int, columns: int) -> float:
     """Share of the computed columns the default register tile pads for a rows x columns output."""
-    nr = _tile_mn(target, rows, columns)[1]
+    nr = _tile(target, columns, m=rows)[1]
     return 1.0 - columns / (-(-columns // nr) * nr)
 
 
@@ -638,22 +640,24 @@ class Tensorizer:
         if asked == "im2col":
             return "conv"
         r = p.roles
-        if wino and _winograd_shape(p).tiles_h * _winograd_shape(p).tiles_w * r.batch_count >= WINOGRAD_MIN_TILES:
-            return "winograd"
+        if wino:
+            shape = _winograd_shape(p)
+            if shape.tiles_h * shape.tiles_w * r.batch_count >= WINOGRAD_MIN_TILES:
+                return "winograd"
         per_image = _column_waste(self.target, r.M, r.N)
         folded = _column_waste(self.target, r.M, r.N * r.batch_count) if fold else per_image
         if direct:
             shape = _direct_shape(p)
-            if shape.waste(_tile_mn(self.target, r.M, shape.grid_columns)[1]) <= folded + 0.05:
+            if shape.waste(_tile(self.target, shape.grid_columns, m=r.M)[1]) <= folded + 0.05:
                 return "direct"
         return "fold" if folded < per_image else ("direct" if direct else "conv")
 
-    @staticmethod
-    def _winograd_ok(p: ConvPlan, constant_args: set[int]) -> bool:
-        """F(2x2, 3x3): 2-d 3x3 stride-1 undilated convolutions with constant weights, no groups."""
-        return (p.w.arg in constant_args and p.w.arg != p.x.arg and len(p.in_spatial) == 2
-                and len(p.roles.batch) <= 1 and not any(p.w_batch_stride.values()) and p.w.flat().const == 0
-                and all(x >= 0 for x in p.pads) and winograd.eligible(p.kernel, p.strides, p.dilations))
+    @classmethod
+    def _winograd_ok(cls, p: ConvPlan, constant_args: set[int]) -> bool:
+        """F(2x2, 3x3): where the direct kernel applies (stride 1, constant weights, no groups), for
+        2-d 3x3 undilated convolutions with at most the image axis as batch."""
+        return (cls._direct_ok(p, constant_args) and len(p.in_spatial) == 2 and len(p.roles.batch) <= 1
+                and winograd.eligible(p.kernel, p.strides, p.dilations))
 
     @staticmethod
     def _fold_ok(p: ConvPlan) -> bool:

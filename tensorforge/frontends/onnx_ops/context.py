@@ -29,6 +29,20 @@ from .symbolic import symbolic_vector
 _MISSING = object()
 
 
+def _walk_upstream(v: Value, visit: Callable[[Value], bool]) -> None:
+    """Calls ``visit`` once on ``v`` and on each value it is computed from (depth first); the
+    operands of a value's producer are walked only when ``visit`` returned True for it."""
+    seen: set[Value] = set()
+    stack = [v]
+    while stack:
+        cur = stack.pop()
+        if cur in seen:
+            continue
+        seen.add(cur)
+        if visit(cur) and cur.op is not None:
+            stack.extend(cur.op.operands)
+
+
 def _decode_attr(a: AttributeProto, node: "OnnxNode") -> Any:
     t = a.type
     if t == AttributeProto.INT:
@@ -228,19 +242,16 @@ class ImportContext:
         if not _small_static(v.type):
             return None
         memo: dict = {}
-        seen: set[Value] = set()
-        stack = [v]
-        while stack:
-            cur = stack.pop()
-            if cur in seen:
-                continue
-            seen.add(cur)
+
+        def visit(cur: Value) -> bool:
             known = self._folded.get(cur)
-            if known is not None:
-                if _small_static(cur.type):
-                    memo[id(cur)] = Partial(np.asarray(known).reshape(cur.type.shape), np.ones(cur.type.shape, bool))
-            elif cur.op is not None and cur.op.opdef is not None and SHAPE_ONLY not in cur.op.opdef.traits:
-                stack.extend(cur.op.operands)
+            if known is None:
+                return cur.op is not None and cur.op.opdef is not None and SHAPE_ONLY not in cur.op.opdef.traits
+            if _small_static(cur.type):
+                memo[id(cur)] = Partial(np.asarray(known).reshape(cur.type.shape), np.ones(cur.type.shape, bool))
+            return False
+
+        _walk_upstream(v, visit)
         part = partial_value(v, memo)
         if part is None or not part.complete:
             return None
@@ -250,22 +261,19 @@ class ImportContext:
     def dependencies(self, v: Value) -> tuple[list[str], list[tuple[str, int, str]]]:
         """What ``v`` is computed from: the model inputs whose *values* it reads, and the unbound
         symbolic dims ``(input, axis, name)`` whose *sizes* it reads (through ``shape_of``)."""
-        seen: set[Value] = set()
         names: set[str] = set()
         syms: set[str] = set()
-        stack = [v]
-        while stack:
-            cur = stack.pop()
-            if cur in seen:
-                continue
-            seen.add(cur)
+
+        def visit(cur: Value) -> bool:
             if cur.is_block_arg:
                 names.add(cur.name_hint or f"arg{cur.index}")
-            elif cur.op is not None:
-                if cur.op.opdef is not None and SHAPE_ONLY in cur.op.opdef.traits:
-                    syms.update(d for o in cur.op.operands for d in o.type.shape if isinstance(d, str))
-                else:
-                    stack.extend(cur.op.operands)
+                return False
+            if cur.op is not None and cur.op.opdef is not None and SHAPE_ONLY in cur.op.opdef.traits:
+                syms.update(d for o in cur.op.operands for d in o.type.shape if isinstance(d, str))
+                return False
+            return True
+
+        _walk_upstream(v, visit)
         return sorted(names), [site for site in self.symbol_sites() if site[2] in syms]
 
     def input_dependencies(self, v: Value) -> list[str]:
