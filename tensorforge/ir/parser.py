@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import ParseError, TensorforgeError
 from .attributes import Dense
+from .symbolic import split_symbol_list
 from .builder import make_op
 from .builtin import FunctionType, ModuleOp
 from .core import Block, Operation, Region, Value
@@ -500,7 +501,7 @@ class _Parser:
         dtype = _DTYPES.get(elt)
         if dtype is None:
             raise self.fail(f"unknown element type '{elt}' in {tok}", pos)
-        syms = encoding.split(",") if encoding else []
+        syms = split_symbol_list(encoding) if encoding else []
         dims: list[int | str] = []
         k = 0
         for d in dims_text.split("x")[:-1]:

@@ -131,6 +131,16 @@ class IndexType(Type):
     __repr__ = __str__
 
 
+def _canonical_dim(d: str) -> Dim:
+    """A symbolic dim in the canonical form of ``ir/symbolic.py`` (so equal sizes compare equal);
+    a name that is not an expression (an ONNX ``dim_param`` such as ``"batch size"``) stays as it is."""
+    from .symbolic import canonical
+    try:
+        return canonical(d)
+    except Exception:
+        return d
+
+
 def _check_shape(shape: Iterable[Dim]) -> tuple:
     dims = []
     for d in shape:
@@ -141,7 +151,7 @@ def _check_shape(shape: Iterable[Dim]) -> tuple:
                 raise IRError(f"negative dimension {d} in shape {tuple(shape)}")
             dims.append(int(d))
         elif isinstance(d, str) and d:
-            dims.append(d)
+            dims.append(_canonical_dim(d))
         else:
             raise IRError(f"bad dimension {d!r}: dims are non-negative ints or symbol names")
     return tuple(dims)
