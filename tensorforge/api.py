@@ -7,6 +7,7 @@ torch out.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -20,7 +21,7 @@ TARGETS = ("cpu", "interpreter")
 
 
 def import_model(model: Any, example_inputs: Sequence | None = None,
-                 shapes: Mapping[str, int] | None = None) -> ModuleOp:
+                 shapes: Mapping[str, int] | None = None, dynamic_shapes: Any = None) -> ModuleOp:
     """Turns any supported model object into a graph-level module (no optimisation).
 
     For ONNX models, ``example_inputs`` and ``shapes`` (``{"batch": 1, "seq": 128}``) bind the
@@ -53,6 +54,9 @@ def import_model(model: Any, example_inputs: Sequence | None = None,
             raise TensorforgeError("compiling a torch.nn.Module needs example_inputs "
                                    "(a tuple of tensors with the shapes you will run)")
         from .frontends.torch import import_torch
+        if dynamic_shapes is not None:      # torch.export's spec: symbolic dims with ranges
+            from .frontends.torch_symbolic import import_torch_dynamic
+            return import_torch_dynamic(model, tuple(example_inputs), dynamic_shapes)
         return import_torch(model, tuple(example_inputs))
     raise TensorforgeError(f"cannot compile a {kind}: pass a torch.nn.Module, an onnx.ModelProto "
                            f"or a path to an .onnx file")
@@ -63,7 +67,9 @@ class CompiledModel:
 
     ``module`` is the optimised graph-level module (kept for inspection and the interpreter; None
     for a model loaded from an artifact); ``native`` is the loaded library when the target is
-    native code.
+    native code.  ``output_tree`` (set by the torch frontend) rebuilds the structure a torch
+    model returned (a ``ModelOutput``, a cache, a dict) when the model is called with torch
+    tensors; NumPy callers, ``run`` and models loaded from a ``.tfm`` get the flat outputs.
     """
 
     def __init__(self, module: ModuleOp | None, target: str = "interpreter", native=None,
@@ -73,6 +79,7 @@ class CompiledModel:
         self.func = module.main if module is not None else None
         self.native = native
         self.source = source
+        self.output_tree = _output_tree(module)
 
     @property
     def input_types(self):
@@ -86,6 +93,37 @@ class CompiledModel:
             return [s.tensor_type for s in self.native.outputs]
         return [v.type for v in self.func.outputs]
 
+    # ---- the signature: names, shapes with symbols, ranges (native and interpreter alike) ----
+    @property
+    def symbols(self):
+        """The model's ``SymbolTable``: each symbolic dim's range (empty for a static model)."""
+        if self.native is not None:
+            return self.native.symbols
+        from .ir.symbolic import symbol_table_of
+        return symbol_table_of(self.func)
+
+    @property
+    def input_specs(self) -> list:
+        """Each input as a ``TensorSpec``: name, shape (ints, or symbol expressions such as
+        ``"batch"``), element type; ``symbols`` holds the ranges."""
+        if self.native is not None:
+            return list(self.native.inputs)
+        from .runtime.signature import specs_from_values
+        return specs_from_values(self.func.args, [a.type for a in self.func.args], "input")
+
+    @property
+    def output_specs(self) -> list:
+        """Each output as a ``TensorSpec`` (shapes in terms of the inputs' symbols)."""
+        if self.native is not None:
+            return list(self.native.outputs)
+        from .runtime.signature import specs_from_values
+        return specs_from_values(self.func.outputs, [v.type for v in self.func.outputs], "output")
+
+    def describe(self) -> str:
+        """The signature for people, e.g. ``x: f32[batch, 3, 224, 224]  batch in 1..64``."""
+        from .runtime.signature import describe_signature
+        return describe_signature(self.input_specs, self.output_specs, self.symbols)
+
     def run_numpy(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         if self.native is not None:
             return self.native.run(inputs)
@@ -98,10 +136,17 @@ class CompiledModel:
             return self.native.run(inputs, out)
         if out is not None:
             raise TensorforgeError("out= needs a native target (target='cpu')")
-        result = self(*inputs)
+        result = self._call_flat(*inputs)
         return list(result) if isinstance(result, tuple) else [result]
 
     def __call__(self, *inputs):
+        result = self._call_flat(*inputs)
+        if self.output_tree is not None and any(type(x).__module__.startswith("torch") for x in inputs):
+            return self.output_tree(list(result) if isinstance(result, tuple) else [result])
+        return result
+
+    def _call_flat(self, *inputs):
+        """The outputs as the graph has them: one array, or a tuple of them."""
         if self.native is not None:
             return self.native(*inputs)
         torch_mod = None
@@ -147,7 +192,8 @@ class CompiledModel:
 
 def compile(model: Any, example_inputs: Sequence | None = None, target: str = "cpu",
             threads: int | None = None, passes: Any = None, db: Any = "auto",
-            shapes: Mapping[str, int] | None = None, **options: Any) -> CompiledModel:
+            shapes: Mapping[str, int] | None = None, dynamic_shapes: Any = None,
+            **options: Any) -> CompiledModel:
     """Imports, checks, optimises and compiles ``model``.
 
     ``target="cpu"`` (the default) generates C for the host and loads it; ``"interpreter"`` runs
@@ -160,10 +206,31 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
     best record of every kernel is applied, no tuning run; the default ``"auto"`` uses the default
     database when that file exists; None compiles untuned.  ``shapes`` gives sizes to an ONNX
     model's symbolic dimensions by name (``{"batch": 1, "seq": 128}``), as example inputs do.
+    An ONNX model whose shape operands are inputs, or whose symbolic dimensions stay unbound,
+    compiles on each call instead, per distinct value/shape (``tensorforge.specialize``; at most
+    ``max_specializations=8`` kept; 0 raises the static compile's error instead).  ``dynamic_shapes`` (a ``torch.nn.Module`` only) is
+    ``torch.export``'s spec, e.g. ``{"x": {0: torch.export.Dim("batch", min=1, max=64)}}``: the
+    model compiles once for every size in the declared ranges.
     """
     if target not in TARGETS:
         raise TensorforgeError(f"unknown target '{target}' (choose from {', '.join(TARGETS)})")
-    module = import_model(model, example_inputs, shapes)
+    from . import specialize
+    max_specializations = options.pop("max_specializations", None)
+    error = None
+    try:
+        module = import_model(model, example_inputs, shapes, dynamic_shapes)
+        if target != "interpreter" and not _has_symbol_table(module):    # symbols with ranges compile dynamic
+            from .frontends.onnx_ops.bindings import check_static_inputs
+            check_static_inputs([(a.name_hint or f"arg{a.index}", a.type) for a in module.main.args])
+    except TensorforgeError as e:
+        error = e
+    if error is not None or specialize.needs_onnx_io(model, module):
+        cm = specialize.compile_specializing(model, error, example_inputs=example_inputs, shapes=shapes, target=target,
+                                             threads=threads, passes=passes, db=db,
+                                             max_specializations=max_specializations, **options)
+        if cm is None:
+            raise error
+        return cm
     verify(module)
     if passes is not False and passes != "":
         from .passes.pipeline import optimize
@@ -172,12 +239,23 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
         verify(module)
     if target == "interpreter":
         return CompiledModel(module, target="interpreter")
-    from .frontends.onnx_ops.bindings import check_static_inputs
-    check_static_inputs([(a.name_hint or f"arg{a.index}", a.type) for a in module.main.args])
     from .codegen.c.build import build_native
     from .tune.apply import tuning_from_db
     native, source = build_native(module, threads=threads, tuning=tuning_from_db(db), **options)
     return CompiledModel(module, target=target, native=native, source=source)
+
+
+def _has_symbol_table(module: ModuleOp) -> bool:
+    """Whether the main function declares ranges for its symbolic dims (then it compiles dynamic)."""
+    from .ir.symbolic import symbol_table_of
+    return bool(symbol_table_of(module.main).ranges)
+
+
+def _output_tree(module: ModuleOp | None):
+    """The torch frontend's rebuild of a model's structured outputs, if it imported ``module``
+    (looked up only when that frontend is loaded: a NumPy-only process never imports torch)."""
+    frontend = sys.modules.get("tensorforge.frontends.torch")
+    return frontend.output_tree(module) if frontend is not None and module is not None else None
 
 
 def load(path: str | os.PathLike, threads: int | None = None) -> CompiledModel:

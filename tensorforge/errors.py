@@ -54,3 +54,14 @@ class ScheduleError(TensorforgeError):
 class TuningDatabaseError(TensorforgeError):
     """A tuning database that cannot be used (corrupt, foreign, newer schema, bad JSON lines); the
     message names the file and what to do."""
+
+
+class TensorforgeWarning(UserWarning):
+    """Something a user may want to act on that is not an error (e.g. a compiled specialisation
+    evicted from a full cache)."""
+
+
+class InputShapeError(TensorforgeError):
+    """Inputs a compiled model cannot run: a size outside a symbol's range, two inputs that
+    disagree on a shared symbol, a wrong rank or static size; one line naming the input, the axis,
+    the value and what was allowed, raised before anything runs."""

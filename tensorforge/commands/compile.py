@@ -19,6 +19,11 @@ def describe_specs(specs) -> str:
     return ", ".join(s.describe() for s in specs)
 
 
+def describe_symbols(table) -> str:
+    """``batch in 1..64, seq in 1..512``: the ranges a dynamic model runs at."""
+    return ", ".join(f"{n} in {r.describe()}" for n, r in table.ranges.items())
+
+
 def compile_loaded(lm, threads: int | None, db="auto", label: str = "compiling"):
     """``lm`` compiled to a native model, under a progress bar (compiling takes seconds);
     ``db`` as in ``tensorforge.compile``."""
@@ -36,13 +41,14 @@ def compile_loaded(lm, threads: int | None, db="auto", label: str = "compiling")
 def _cmd_compile(args: argparse.Namespace) -> int:
     from ..benchmark.stats import max_rel_err_all
     from ..errors import TensorforgeError
-    from .loading import db_option, load_model, model_kind, parse_shapes
+    from .loading import db_option, load_model, model_kind, parse_shape_specs
 
     if model_kind(args.model) == "tfm":
         raise TensorforgeError(f"'{args.model}' is already compiled; run it with `tensorforge run {args.model}`")
     if not args.output.endswith(".tfm"):
         raise TensorforgeError(f"-o {args.output}: the output file must end in .tfm")
-    lm = load_model(args.model, args.batch, parse_shapes(args.shape), seed=args.seed, threads=args.threads)
+    sizes, ranges = parse_shape_specs(args.shape)
+    lm = load_model(args.model, args.batch, sizes, seed=args.seed, threads=args.threads, ranges=ranges)
     t0 = time.perf_counter()
     cm = compile_loaded(lm, args.threads, db_option(args.db))
     compile_s = time.perf_counter() - t0
@@ -63,6 +69,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     print(f"compiled {lm.name} in {compile_s:.1f} s -> {args.output} ({size_mb:.1f} MB)")
     print(f"  inputs:  {describe_specs(cm.native.inputs)}")
     print(f"  outputs: {describe_specs(cm.native.outputs)}")
+    if cm.symbols.ranges:
+        print(f"  symbols: {describe_symbols(cm.symbols)}")
     return status
 
 
@@ -75,6 +83,8 @@ def register(sub) -> None:
                     "outputs are checked against the reference (PyTorch for zoo models, onnxruntime for "
                     ".onnx files) on example inputs first; exit status 3 means they differ.", 79),
         epilog="examples:\n  tensorforge compile resnet18 -o resnet18.tfm --batch 8\n"
+               "  tensorforge compile resnet18 -o resnet18.tfm --shape batch=1..64   # any batch 1..64\n"
+               "  tensorforge compile bert_base -o bert.tfm --shape batch=1..64 --shape seq=1..512\n"
                "  tensorforge compile model.onnx --shape N=1 -o model.tfm",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(p)

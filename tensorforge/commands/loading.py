@@ -10,6 +10,12 @@ the same spellings and fail with the same messages.  Example inputs are determin
 own (fixed seed), or for ONNX models generated from the declared input types with ``seed``.
 An ONNX model with symbolic dimensions needs their values (``shapes={"N": 1}``, the CLI's
 ``--shape N=1``); ``batch`` fixes a symbolic *leading* dimension when ``shapes`` does not name it.
+
+A range (``ranges={"batch": (1, 64)}``, the CLI's ``--shape batch=1..64``) keeps a dimension
+symbolic instead: the model compiles once for every size in the range (ONNX: the ``dim_param``
+of that name; zoo models: ``batch`` is axis 0 and ``seq`` axis 1 of every input).  The example
+inputs then use a size inside the range (``--batch``/the zoo's own, else the range's hint).  A
+.tfm model with symbolic dims gets example inputs at ``shapes``' sizes, else at each symbol's hint.
 """
 from __future__ import annotations
 
@@ -21,8 +27,10 @@ import numpy as np
 
 from ..errors import TensorforgeError
 
-__all__ = ["LoadedModel", "load_model", "model_kind", "onnxruntime_session", "parse_shapes", "random_inputs",
-           "torch_outputs"]
+__all__ = ["LoadedModel", "load_model", "model_kind", "onnxruntime_session", "parse_shape_specs", "parse_shapes",
+           "random_inputs", "torch_outputs"]
+
+ZOO_AXES = {"batch": 0, "seq": 1}     # the dims a zoo model's --shape ranges may name, and their axes
 
 Reference = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
 
@@ -47,6 +55,7 @@ class LoadedModel:
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     path: str | None = None
     reference_note: str = ""                    # why there is no reference, when there is none
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)   # dims compiled dynamic
 
     @property
     def reference_name(self) -> str | None:
@@ -62,10 +71,14 @@ class LoadedModel:
             from ..frontends.torch import import_torch
             with warnings.catch_warnings():      # torch.export's notices about its own internals
                 warnings.simplefilter("ignore", FutureWarning)
+                if self.ranges:
+                    from ..frontends.torch_symbolic import import_torch_dynamic
+                    return import_torch_dynamic(self.model, self.torch_inputs, self._torch_dynamic_shapes())
                 return import_torch(self.model, self.torch_inputs)
         if self.kind == "onnx":
             from ..frontends.onnx import import_onnx
-            return import_onnx(self.model, input_shapes=self.input_shapes)
+            module = import_onnx(self.model, input_shapes=self.input_shapes)
+            return _declare_ranges(module, self.ranges, self.name) if self.ranges else module
         from ..runtime.artifact import read_graph
         text = read_graph(self.path) if self.path else None
         if text is None:
@@ -73,6 +86,13 @@ class LoadedModel:
                                    f"pass the zoo name or .onnx file it was compiled from")
         from ..ir.parser import parse_module
         return parse_module(text, source=self.path)
+
+    def _torch_dynamic_shapes(self) -> tuple:
+        """torch.export's ``dynamic_shapes`` for the ranges: ``batch`` on axis 0, ``seq`` on axis 1."""
+        from torch.export import Dim
+        dims = {n: Dim(n, min=lo, max=hi) for n, (lo, hi) in self.ranges.items()}
+        return tuple({ZOO_AXES[n]: d for n, d in dims.items() if ZOO_AXES[n] < t.dim()} or None
+                     for t in self.torch_inputs)
 
     def compile(self, threads: int | None = None, **options: Any):
         """A native ``CompiledModel`` (a .tfm file is loaded, not recompiled; ``options`` then ignored)."""
@@ -100,6 +120,9 @@ def parse_shapes(items: Sequence[str] | None) -> dict[str, int]:
     shapes: dict[str, int] = {}
     for item in items or ():
         name, sep, value = item.partition("=")
+        if ".." in value:
+            raise TensorforgeError(f"--shape '{item}': a range compiles the dim dynamic, which only "
+                                   f"`tensorforge compile` does; here give one size, e.g. --shape {name.strip()}=4")
         try:
             if not sep or not name:
                 raise ValueError
@@ -112,20 +135,52 @@ def parse_shapes(items: Sequence[str] | None) -> dict[str, int]:
     return shapes
 
 
+def parse_shape_specs(items: Sequence[str] | None) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+    """``["N=1", "batch=1..64"]`` as sizes ``{"N": 1}`` and ranges ``{"batch": (1, 64)}``: a
+    range keeps the dim symbolic (compile once for all its sizes), a size binds it."""
+    sizes: dict[str, int] = {}
+    ranges: dict[str, tuple[int, int]] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        lo, dots, hi = value.partition("..")
+        if not dots:
+            sizes.update(parse_shapes([item]))
+            continue
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            bounds = (int(lo), int(hi))
+        except ValueError:
+            raise TensorforgeError(f"--shape '{item}': expected NAME=MIN..MAX with integer bounds, "
+                                   f"e.g. --shape batch=1..64") from None
+        if not 1 <= bounds[0] <= bounds[1]:
+            raise TensorforgeError(f"--shape '{item}': the range needs 1 <= MIN <= MAX")
+        ranges[name.strip()] = bounds
+    return sizes, ranges
+
+
 def load_model(spec: str, batch: int | None = None, shapes: Mapping[str, int] | None = None,
-               seed: int = 0, threads: int | None = None) -> LoadedModel:
+               seed: int = 0, threads: int | None = None,
+               ranges: Mapping[str, tuple[int, int]] | None = None) -> LoadedModel:
     """Loads MODEL ``spec``; every failure a user can cause is a ``TensorforgeError`` saying what to do.
 
     ``batch`` is the zoo batch size (or the value of a symbolic leading ONNX dimension);
-    ``shapes`` gives values for named symbolic ONNX dimensions; ``seed`` drives generated ONNX
-    inputs; ``threads`` is used by the onnxruntime reference and a loaded .tfm model.
+    ``shapes`` gives values for named symbolic ONNX dimensions (and the sizes of a dynamic .tfm
+    model's example inputs); ``ranges`` keeps dims symbolic over ``(min, max)`` (see the module
+    docstring); ``seed`` drives generated ONNX inputs; ``threads`` is used by the onnxruntime
+    reference and a loaded .tfm model.
     """
     kind = model_kind(spec)
+    ranges = dict(ranges or {})
     if kind == "tfm":
-        return _load_tfm(spec, threads, seed)
+        if ranges:
+            raise TensorforgeError(f"--shape {next(iter(ranges))}=MIN..MAX: '{spec}' is already compiled; ranges "
+                                   f"are for `tensorforge compile` (give a size inside its range, e.g. "
+                                   f"--shape {next(iter(ranges))}=N)")
+        return _load_tfm(spec, threads, seed, batch, dict(shapes or {}))
     if kind == "onnx":
-        return _load_onnx(spec, batch, dict(shapes or {}), seed, threads)
-    return _load_zoo(spec, batch)
+        return _load_onnx(spec, batch, dict(shapes or {}), seed, threads, ranges)
+    return _load_zoo(spec, batch, ranges)
 
 
 def random_inputs(specs: Sequence[tuple[tuple[int, ...], np.dtype]], seed: int = 0) -> list[np.ndarray]:
@@ -151,8 +206,16 @@ def random_inputs(specs: Sequence[tuple[tuple[int, ...], np.dtype]], seed: int =
 
 # -- zoo ---------------------------------------------------------------------------------------
 
-def _load_zoo(name: str, batch: int | None) -> LoadedModel:
+def _load_zoo(name: str, batch: int | None, ranges: dict[str, tuple[int, int]] | None = None) -> LoadedModel:
     from .. import models
+    ranges = ranges or {}
+    unknown = sorted(set(ranges) - set(ZOO_AXES))
+    if unknown:
+        raise TensorforgeError(f"--shape {unknown[0]}=MIN..MAX: a zoo model's dynamic dims are named "
+                               f"{' and '.join(ZOO_AXES)} (axis 0 and 1 of its inputs)")
+    if "batch" in ranges and batch is None:
+        lo, hi = ranges["batch"]
+        batch = min(hi, max(lo, 8))       # the example (and the hint kernels are scheduled for)
     if name not in models.names():
         hint = " (a file path must end in .onnx or .tfm)" if os.sep in name or "." in name else ""
         raise TensorforgeError(f"unknown model '{name}'{hint}: give a zoo name (see `tensorforge zoo`), "
@@ -169,8 +232,39 @@ def _load_zoo(name: str, batch: int | None) -> LoadedModel:
             out = module(*(torch.from_numpy(np.ascontiguousarray(a)) for a in arrays))
         return [t.numpy() for t in torch_outputs(out)]
 
+    _check_example_in_ranges(name, inputs, ranges)
     return LoadedModel(name, "zoo", module, inputs, reference, torch_inputs=tuple(torch_inputs),
-                       input_names=[f"input{i}" for i in range(len(inputs))])
+                       input_names=[f"input{i}" for i in range(len(inputs))], ranges=dict(ranges))
+
+
+def _check_example_in_ranges(name: str, inputs: Sequence[np.ndarray], ranges: Mapping[str, tuple[int, int]]) -> None:
+    for dim, (lo, hi) in ranges.items():
+        axis = ZOO_AXES[dim]
+        sizes = {a.shape[axis] for a in inputs if a.ndim > axis}
+        if not sizes:
+            raise TensorforgeError(f"--shape {dim}={lo}..{hi}: no input of '{name}' has an axis {axis}")
+        bad = sorted(v for v in sizes if not lo <= v <= hi)
+        if bad:
+            raise TensorforgeError(f"--shape {dim}={lo}..{hi}: the example inputs of '{name}' have {dim} {bad[0]}, "
+                                   f"outside the range (choose another --batch or range)")
+
+
+def _declare_ranges(module, ranges: Mapping[str, tuple[int, int]], name: str):
+    """``module`` with each ranged symbol's min..max set in its main function's symbol table
+    (hints from the example inputs kept)."""
+    from ..ir.symbolic import SymbolRange, set_symbol_table, shape_symbols, symbol_table_of
+    func = module.main
+    present = {s for a in func.args for s in shape_symbols(a.type.shape)}
+    missing = sorted(set(ranges) - present)
+    if missing:
+        raise TensorforgeError(f"--shape {missing[0]}=MIN..MAX: no input dimension of '{name}' is named {missing[0]}")
+    table = symbol_table_of(func)
+    for sym, (lo, hi) in ranges.items():
+        old = table.get(sym)
+        hint = old.hint if old.hint is not None and lo <= old.hint <= hi else min(hi, max(lo, 8))
+        table.add(SymbolRange(sym, lo, hi, old.divisor, hint))
+    set_symbol_table(func, table)
+    return module
 
 
 def torch_outputs(out) -> list:
@@ -185,7 +279,7 @@ def torch_outputs(out) -> list:
 # -- onnx --------------------------------------------------------------------------------------
 
 def _load_onnx(path: str, batch: int | None, shapes: dict[str, int], seed: int,
-               threads: int | None) -> LoadedModel:
+               threads: int | None, ranges: dict[str, tuple[int, int]] | None = None) -> LoadedModel:
     from ..frontends.onnx import load_model as load_onnx
     if not os.path.isfile(path):
         raise TensorforgeError(f"cannot load '{path}': no such file")
@@ -193,16 +287,23 @@ def _load_onnx(path: str, batch: int | None, shapes: dict[str, int], seed: int,
     import onnx
     inits = {t.name for t in proto.graph.initializer}
     data_inputs = [vi for vi in proto.graph.input if vi.name not in inits]
-    unused = set(shapes)
-    input_shapes: dict[str, tuple[int, ...]] = {}
+    ranges = ranges or {}
+    unused = set(shapes) | set(ranges)
+    input_shapes: dict[str, tuple] = {}
     specs = []
     for vi in data_inputs:
         tt = vi.type.tensor_type
         if not tt.HasField("shape"):
             raise TensorforgeError(f"ONNX input '{vi.name}' of '{path}' has no declared shape; "
                                    f"this loader needs a rank and dimension names")
-        dims = []
+        dims, example = [], []
         for axis, d in enumerate(tt.shape.dim):
+            if d.dim_param and d.dim_param in ranges and not (d.HasField("dim_value") and d.dim_value > 0):
+                lo, hi = ranges[d.dim_param]
+                dims.append(d.dim_param)       # stays symbolic: compiled for the whole range
+                example.append(shapes.get(d.dim_param, batch if axis == 0 and batch else min(hi, max(lo, 8))))
+                unused.discard(d.dim_param)
+                continue
             if d.HasField("dim_value") and d.dim_value > 0:
                 dims.append(int(d.dim_value))
             elif d.dim_param and d.dim_param in shapes:
@@ -217,8 +318,9 @@ def _load_onnx(path: str, batch: int | None, shapes: dict[str, int], seed: int,
                     fix += " (or --batch B)"
                 raise TensorforgeError(f"ONNX input '{vi.name}' of '{path}' has the symbolic dimension {what} "
                                        f"at axis {axis}: give its value with {fix}")
+            example.append(dims[-1])
         input_shapes[vi.name] = tuple(dims)
-        specs.append((tuple(dims), onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)))
+        specs.append((tuple(example), onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)))
     if unused:
         raise TensorforgeError(f"--shape names {', '.join(sorted(unused))}, which no input of '{path}' has")
     inputs = random_inputs(specs, seed)
@@ -226,7 +328,7 @@ def _load_onnx(path: str, batch: int | None, shapes: dict[str, int], seed: int,
     name = os.path.splitext(os.path.basename(path))[0]
     reference, note = _onnxruntime_reference(proto, names, threads)
     return LoadedModel(name, "onnx", proto, inputs, reference, input_names=names, input_shapes=input_shapes,
-                       path=path, reference_note=note)
+                       path=path, reference_note=note, ranges=dict(ranges))
 
 
 def onnxruntime_session(model_bytes: bytes, threads: int | None = None):
@@ -265,15 +367,39 @@ def _onnxruntime_reference(proto, names: list[str], threads: int | None) -> tupl
 
 # -- tfm ---------------------------------------------------------------------------------------
 
-def _load_tfm(path: str, threads: int | None, seed: int) -> LoadedModel:
+def _load_tfm(path: str, threads: int | None, seed: int, batch: int | None = None,
+              shapes: Mapping[str, int] | None = None) -> LoadedModel:
     import tensorforge
     if not os.path.isfile(path):
         raise TensorforgeError(f"cannot load '{path}': no such file")
     cm = tensorforge.load(path, threads=threads)
     specs = cm.native.inputs
-    inputs = random_inputs([(s.shape, s.np_dtype) for s in specs], seed)
+    concrete = example_shapes(specs, cm.symbols, shapes or {}, batch, path)
+    inputs = random_inputs([(shape, s.np_dtype) for shape, s in zip(concrete, specs)], seed)
     name = os.path.splitext(os.path.basename(path))[0]
     return LoadedModel(name, "tfm", cm, inputs, None, input_names=[s.name for s in specs], path=path)
+
+
+def example_shapes(specs, table, sizes: Mapping[str, int], batch: int | None = None,
+                   what: str = "the model") -> list[tuple[int, ...]]:
+    """Concrete input shapes for specs with symbolic dims: each symbol at ``sizes[name]``, else
+    ``batch`` for the symbol of the first input's axis 0, else its hint; out-of-range sizes and
+    names the model does not have are errors (the call would reject them anyway, less clearly)."""
+    from ..ir.symbolic import evaluate_shape
+    symbols = list(dict.fromkeys(s for spec in specs for s in spec.symbols))
+    unknown = sorted(set(sizes) - set(symbols))
+    if unknown:
+        raise TensorforgeError(f"--shape {unknown[0]}: {what} has no dimension named {unknown[0]} "
+                               f"(its symbols: {', '.join(symbols) or 'none, it is static'})")
+    first = specs[0].shape[0] if specs and specs[0].shape else None
+    env = {}
+    for sym in symbols:
+        r = table.get(sym)
+        value = sizes.get(sym, batch if batch is not None and sym == first else r.representative)
+        if not r.contains(value):
+            raise TensorforgeError(f"--shape {sym}={value}: outside {sym}'s range {r.describe()}")
+        env[sym] = value
+    return [evaluate_shape(s.shape, env) for s in specs]
 
 
 # -- command-line options ----------------------------------------------------------------------
@@ -290,8 +416,9 @@ def add_model_arguments(parser, nargs: str | None = None, default=None) -> None:
     parser.add_argument("--batch", type=int, default=None, metavar="B",
                         help="batch size of a zoo model (default: the model's), or the value of an ONNX "
                              "model's symbolic leading dimension")
-    parser.add_argument("--shape", action="append", default=[], metavar="DIM=N",
-                        help="value of a symbolic ONNX dimension, e.g. --shape seq=128 (repeatable)")
+    parser.add_argument("--shape", action="append", default=[], metavar="DIM=N|DIM=MIN..MAX",
+                        help="value of a symbolic dimension, e.g. --shape seq=128; a range such as "
+                             "--shape batch=1..64 (compile) keeps it dynamic over that range (repeatable)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the generated example inputs of .onnx/.tfm models (default 0)")
 

@@ -71,18 +71,25 @@ def _time(cm, inputs, repeats: int) -> list[float]:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from .compile import compile_loaded
-    from .loading import db_option, load_model, parse_shapes, random_inputs
+    from .loading import db_option, example_shapes, load_model, parse_shapes, random_inputs
 
-    lm = load_model(args.model, args.batch, parse_shapes(args.shape), seed=args.seed, threads=args.threads)
+    sizes = parse_shapes(args.shape)
+    lm = load_model(args.model, args.batch, sizes, seed=args.seed, threads=args.threads)
     if lm.kind == "tfm":
         cm = lm.compile(threads=args.threads)
     else:
         cm = compile_loaded(lm, args.threads, db_option(args.db))
+    if args.describe:
+        print(f"{lm.name}:")
+        print(textwrap.indent(cm.describe(), "  "))
+        return 0
     specs = cm.native.inputs
     if args.inputs:
         inputs = _read_inputs(args.inputs, specs)
     else:
-        inputs = random_inputs([(s.shape, s.np_dtype) for s in specs], args.seed)
+        shapes = example_shapes(specs, cm.symbols, sizes if lm.kind == "tfm" else {}, args.batch if lm.kind == "tfm"
+                                else None, lm.name)
+        inputs = random_inputs([(shape, s.np_dtype) for shape, s in zip(shapes, specs)], args.seed)
     outs = cm.run(*inputs)
     samples = _time(cm, inputs, args.repeats) if args.repeats > 0 else []
     print(f"{lm.name}: {len(inputs)} input(s), {len(outs)} output(s), {cm.threads} thread(s)")
@@ -117,6 +124,8 @@ def register(sub) -> None:
                     "first) on the given inputs, prints each output's shape and statistics and the median "
                     "latency, and with --out saves the outputs as .npy files named after the outputs.", 79),
         epilog="examples:\n  tensorforge run resnet18.tfm --random\n"
+               "  tensorforge run resnet18.tfm --random --shape batch=3   # a model compiled with a range\n"
+               "  tensorforge run resnet18.tfm --describe\n"
                "  tensorforge run model.tfm --inputs x.npy mask.npy --out results/\n"
                "  tensorforge run model.tfm --inputs inputs.npz     # arrays named like the inputs",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -125,7 +134,10 @@ def register(sub) -> None:
     src.add_argument("--inputs", nargs="+", metavar="FILE",
                      help=".npy files in input order, or one .npz with an array per input name")
     src.add_argument("--random", action="store_true",
-                     help="random inputs of the model's shapes (floats ~ N(0,1), integers 0/1), from --seed)")
+                     help="random inputs of the model's shapes (floats ~ N(0,1), integers 0/1), from --seed); "
+                          "a dynamic model's at the --shape sizes (e.g. --shape batch=3), else its hints")
+    src.add_argument("--describe", action="store_true",
+                     help="print the model's inputs and outputs (symbolic dims with their ranges) and exit")
     p.add_argument("--out", metavar="DIR", default=None, help="write every output to DIR/<output name>.npy")
     p.add_argument("--threads", type=int, default=None, metavar="N", help="threads to run on (default: all cores)")
     add_db_argument(p)

@@ -124,3 +124,33 @@ class IndexCast(OpDef):
     @staticmethod
     def compute(x):
         return np.asarray(x).astype(np.int64)
+
+
+@register
+class DimValue(OpDef):
+    """The run-time value of a symbolic dimension (``dim``: canonical expression text, see
+    ``ir/symbolic.py``) as an ``index``: index maps of kernels over dynamic shapes need sizes that
+    are only known when the kernel is called (row-major strides, the end of a concat piece).
+    C reads it from the kernel's ``tf_sym_<name>`` locals (``symbolic.to_c``)."""
+
+    name = "scalar.dim"
+    operands = ()
+    attrs = {"dim": Attr("str")}
+    traits = frozenset({PURE})
+
+    def infer(self, types, attrs):
+        from ..ir.symbolic import canonical
+        expect(isinstance(attrs["dim"], str) and bool(attrs["dim"]), "dim must be a symbolic expression")
+        expect(canonical(attrs["dim"]) == attrs["dim"], f"dim '{attrs['dim']}' is not in canonical form "
+               f"(write '{canonical(attrs['dim'])}')")
+        return [INDEX]
+
+    def fold(self, op, constants):
+        return None     # a run-time value: never a compile-time constant
+
+    @staticmethod
+    def compute(dim, env=None):
+        from ..ir.symbolic import evaluate
+        if env is None:
+            raise ShapeError(f"scalar.dim '{dim}' needs values for its symbols")
+        return np.asarray(evaluate(dim, env), dtype=np.int64)

@@ -31,6 +31,7 @@ import math
 import operator
 import re
 import sys
+import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -45,7 +46,7 @@ if importlib.util.find_spec("torch") is None:       # lets ``import tensorforge`
     raise ImportError("tensorforge.frontends.torch needs PyTorch (pip install 'tensorforge[torch]')")
 
 __all__ = ["import_torch", "import_exported_program", "import_fx_graph", "register_backend",
-           "tensorforge_backend", "supported_ops"]
+           "tensorforge_backend", "supported_ops", "output_tree", "OutputTree"]
 
 BACKEND_NAME = "tensorforge"
 INT64_MAX = 2 ** 63 - 1
@@ -137,13 +138,16 @@ class FxImporter:
     ``constants`` maps placeholder names to the tensors they are bound to (parameters,
     buffers, lifted constants); every other placeholder becomes a function argument.
     ``hint`` is appended to unsupported-op errors (e.g. "the module is in training mode").
+    ``symbolic`` (a ``torch_symbolic.SymbolicShapes``) imports SymInt sizes as symbolic dims;
+    without it every shape must be static.
     """
 
-    def __init__(self, graph, constants: dict[str, Any], owner=None, hint: str = ""):
+    def __init__(self, graph, constants: dict[str, Any], owner=None, hint: str = "", symbolic=None):
         self.graph = graph
         self.constants = constants
         self.owner = owner                      # GraphModule, for get_attr nodes
         self.hint = hint
+        self.symbolic = symbolic
         self.env: dict[Any, Any] = {}
         self.pending: dict[Any, Any] = {}       # placeholder -> tensor, emitted on first use
         self.node = None                        # the node being converted (for errors)
@@ -156,18 +160,23 @@ class FxImporter:
     # -- driver ------------------------------------------------------------------------
     def run(self) -> ModuleOp:
         nodes = list(self.graph.nodes)
-        args = [n for n in nodes if n.op == "placeholder" and n.name not in self.constants]
+        args = [n for n in nodes if n.op == "placeholder" and n.name not in self.constants
+                and not (self.symbolic and self.symbolic.is_scalar_node(n))]
         types = [self.meta_type(n) for n in args]
         self.func = self.module.add_function("main", types, [n.name for n in args])
         self.b = self.func.builder()
         for n, a in zip(args, self.func.args):
             self.env[n] = a
+        if self.symbolic:
+            self.symbolic.bind_arguments(self.func)
         outputs = None
         for node in nodes:
             self.node = node
             if node.op == "placeholder":
                 if node.name in self.constants:
                     self.pending[node] = self.constants[node.name]
+                elif node not in self.env:          # a SymInt input: its value is its symbol
+                    self.env[node] = self.symbolic.scalar_value(node)
             elif node.op == "get_attr":
                 self.pending[node] = _get_attr(self.owner, node.target)
             elif node.op == "call_function":
@@ -179,6 +188,8 @@ class FxImporter:
                                     f"(call_module/call_method should not survive export)")
         self.node = None
         self.func.set_return(outputs or [])
+        if self.symbolic:
+            self.symbolic.finish(self.func)
         return self.module
 
     def output_values(self, node) -> list[Value]:
@@ -195,6 +206,8 @@ class FxImporter:
 
     def convert(self, node):
         target = node.target
+        if self.symbolic and self.symbolic.is_scalar_node(node):
+            return self.symbolic.scalar_value(node)      # a size: its traced expression
         if target is operator.getitem:
             seq, index = node.args
             value = self.env[seq][index]
@@ -203,7 +216,7 @@ class FxImporter:
                                        f"but only the first result of that op is supported")
             return value
         name = _op_name(target)
-        handler = _HANDLERS.get(name)
+        handler = (self.symbolic and self.symbolic.handler(name)) or _HANDLERS.get(name)
         if handler is None:
             if name.split(".")[0] in _IGNORED:
                 return None
@@ -260,6 +273,8 @@ class FxImporter:
             return self.cast(x, dtype)
         if isinstance(x, (bool, int, float)):
             return self.scalar(x, dtype)
+        if isinstance(x, str) and self.symbolic:        # a symbolic size used as a value
+            return self.symbolic.dim_tensor(self, x, dtype)
         raise self.unsupported(f"operand {x!r} ({type(x).__name__}) where a tensor or number was expected")
 
     def cast(self, v: Value, dtype: DType) -> Value:
@@ -276,7 +291,9 @@ class FxImporter:
 
     def meta_type(self, node=None, val=None) -> TensorType:
         val = self.meta(node) if val is None else val
-        return TensorType(_static_shape(val, self.node if node is None else node), to_dtype(val.dtype))
+        node = self.node if node is None else node
+        shape = self.symbolic.shape(val) if self.symbolic else _static_shape(val, node)
+        return TensorType(shape, to_dtype(val.dtype))
 
     def out_shape(self) -> tuple[int, ...]:
         return self.meta_type().shape
@@ -1042,26 +1059,45 @@ def _upsample_linear(cx, node, x, output_size, align_corners, *_):
 
 # ---- attention -----------------------------------------------------------------------------
 
-def _attention(cx, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa=False) -> Value:
+def _attention(cx, q, k, v, mask, dropout_p, is_causal, scale) -> Value:
+    """SDPA as one ``graph.attention``.  Grouped-query attention (fewer KV heads than query
+    heads: ``enable_gqa=True``, or what the CPU flash kernel accepts without the flag) needs no
+    repeat of k and v: the op reads each KV head for every query head of its group."""
     if dropout_p:
         raise cx.unsupported(f"attention dropout p={dropout_p}")
-    if enable_gqa and k.type.rank >= 3 and k.type.shape[-3] != q.type.shape[-3]:
-        k, v = (_repeat_heads(cx, t, q.type.shape[-3] // t.type.shape[-3]) for t in (k, v))
     if mask is not None and mask.type.dtype is not DType.bool:
         mask = cx.cast(mask, q.type.dtype)
+    k, v = _unrepeated_kv_heads(k), _unrepeated_kv_heads(v)
     return cx.g.attention(q, k, v, mask, scale=scale, causal=bool(is_causal))
 
 
-def _repeat_heads(cx, t: Value, times: int) -> Value:
-    """(..., H, L, D) -> (..., H*times, L, D), each head repeated in place (grouped-query attention)."""
-    *lead, h, length, d = t.type.shape
-    wide = cx.g.expand(cx.g.unsqueeze(t, axes=(len(lead) + 1,)), shape=(*lead, h, times, length, d))
-    return cx.g.reshape(wide, shape=(*lead, h * times, length, d))
+def _unrepeated_kv_heads(t: Value) -> Value:
+    """The KV tensor before a ``repeat_kv`` (transformers' GQA without ``enable_gqa``):
+    ``x[:, :, None].expand(B, H, n, L, D).reshape(B, H * n, L, D)``.  ``graph.attention`` reads
+    head ``h // n`` of ``x`` for query head ``h``, which is what the repeat spelled out, so the
+    copy goes (dead-code elimination removes it when nothing else reads it)."""
+    shape = t.type.shape
+    wide = t.op.operands[0] if t.op is not None and t.op.name == "graph.reshape" else None
+    if wide is None or wide.op is None or wide.op.name != "graph.expand" or len(shape) < 3:
+        return t
+    unit = wide.op.operands[0]
+    if unit.op is None or unit.op.name not in ("graph.unsqueeze", "graph.reshape"):
+        return t
+    x = unit.op.operands[0]
+    if x.type.rank < 3 or wide.type.rank != x.type.rank + 1:
+        return t
+    *lead, h, length, d = x.type.shape
+    n = wide.type.shape[-3]
+    if not (isinstance(h, int) and isinstance(n, int) and n > 1):
+        return t
+    grouped = (unit.type.shape == (*lead, h, 1, length, d) and wide.type.shape == (*lead, h, n, length, d)
+               and shape == (*lead, h * n, length, d))
+    return x if grouped else t
 
 
 @aten("scaled_dot_product_attention.default")
 def _sdpa(cx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    return _attention(cx, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    return _attention(cx, q, k, v, attn_mask, dropout_p, is_causal, scale)
 
 
 @aten("_scaled_dot_product_flash_attention_for_cpu.default")
@@ -1090,16 +1126,20 @@ def import_torch(module, example_inputs: Sequence) -> ModuleOp:
     if not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)
     hint = "the module is in training mode: call module.eval() first" if module.training else ""
+    register_output_pytrees(module)
     try:
         ep = torch.export.export(module, tuple(example_inputs))
     except Exception as e:  # export's own errors carry the detail; say which step failed
         raise FrontendError(f"torch.export could not trace {type(module).__name__}: "
                             f"{type(e).__name__}: {e}{' (' + hint + ')' if hint else ''}") from e
-    return import_exported_program(ep.run_decompositions(decompositions()), hint=hint)
+    module_op = import_exported_program(ep.run_decompositions(decompositions()), hint=hint)
+    record_output_tree(module_op, ep.call_spec.out_spec)
+    return module_op
 
 
-def import_exported_program(ep, hint: str = "") -> ModuleOp:
-    """Converts a (core-ATen decomposed) ``torch.export.ExportedProgram``."""
+def import_exported_program(ep, hint: str = "", symbolic=None) -> ModuleOp:
+    """Converts a (core-ATen decomposed) ``torch.export.ExportedProgram``; ``symbolic`` (a
+    ``torch_symbolic.SymbolicShapes``) for one exported with ``dynamic_shapes``."""
     from torch.export.graph_signature import InputKind, OutputKind
 
     sig = ep.graph_signature
@@ -1120,15 +1160,91 @@ def import_exported_program(ep, hint: str = "") -> ModuleOp:
             raise UnsupportedOpError(
                 f"the model's forward mutates '{spec.target}' ({spec.kind.name}); tensorforge compiles "
                 f"pure inference graphs{' (' + hint + ')' if hint else ''}")
-    return FxImporter(ep.graph_module.graph, constants, ep.graph_module, hint).run()
+    return FxImporter(ep.graph_module.graph, constants, ep.graph_module, hint, symbolic).run()
 
 
-def import_fx_graph(gm, constants: dict[str, Any] | None = None) -> ModuleOp:
+def import_fx_graph(gm, constants: dict[str, Any] | None = None, symbolic=None) -> ModuleOp:
     """Converts a GraphModule of core ATen ops (as AOT autograd or ``make_fx`` produce).
 
-    ``constants`` binds placeholders (by name) to tensors; the others become arguments.
+    ``constants`` binds placeholders (by name) to tensors; the others become arguments
+    (SymInt placeholders excepted when ``symbolic`` is given: they are the sizes' symbols).
     """
-    return FxImporter(gm.graph, dict(constants or {}), gm).run()
+    return FxImporter(gm.graph, dict(constants or {}), gm, symbolic=symbolic).run()
+
+
+# ---- structured outputs (ModelOutput, caches, dicts, nested tuples) -------------------------
+
+def register_output_pytrees(module) -> None:
+    """Lets ``torch.export`` flatten the containers a transformers model returns.
+
+    A decoder's output holds a ``DynamicCache``, which torch's pytree does not know until
+    transformers' own exporter registers every cache class; without it export fails with
+    "Found <class 'DynamicCache'> in output, which is not a known type".  Registration is
+    process-wide and idempotent (what ``transformers.exporters`` does before each export).
+    """
+    if "transformers" not in sys.modules:          # a transformers model has imported it
+        return
+    try:
+        from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
+        from transformers.modeling_utils import PreTrainedModel
+    except ImportError:                             # another transformers version: export says what fails
+        return
+    seen: set[str] = set()
+    for sub in module.modules():
+        if isinstance(sub, PreTrainedModel) and type(sub).__module__ not in seen:
+            seen.add(type(sub).__module__)          # its module may define model-specific caches
+            register_cache_pytrees_for_model(sub)
+
+
+class OutputTree:
+    """Rebuilds what a model's ``forward`` returned (a ``ModelOutput`` holding a
+    ``DynamicCache``, a dict, nested tuples) from the compiled model's flat outputs, so that
+    ``cm(ids).last_hidden_state`` works as in eager.
+
+    ``spec`` is torch.export's ``out_spec``; the compiled function returns the tensors in its
+    leaf order (``torch.utils._pytree``).
+    """
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def __call__(self, flat: Sequence) -> Any:
+        return self.spec.unflatten(list(flat))
+
+
+_OUTPUT_TREES: "weakref.WeakKeyDictionary[ModuleOp, OutputTree]" = weakref.WeakKeyDictionary()
+
+
+def record_output_tree(module: ModuleOp, spec) -> None:
+    """Remembers how to rebuild ``module``'s outputs, unless they are one tensor or a flat tuple
+    (returned as they are) or the container cannot be rebuilt.
+
+    Rebuilding is tried once here, on placeholder tensors: a container whose pytree
+    ``unflatten`` fails (a class that needs constructor arguments its flattening did not keep)
+    is not recorded, and callers get the flat tuple of tensors instead.
+    """
+    import torch
+
+    if spec is None or _is_flat(spec):
+        return
+    try:
+        spec.unflatten([torch.empty(0) for _ in range(spec.num_leaves)])
+    except Exception:       # any failure of third-party unflatten code means: flat outputs
+        return
+    _OUTPUT_TREES[module] = OutputTree(spec)
+
+
+def output_tree(module: ModuleOp) -> OutputTree | None:
+    """The ``OutputTree`` the importer recorded for ``module`` (None: flat outputs)."""
+    return _OUTPUT_TREES.get(module)
+
+
+def _is_flat(spec) -> bool:
+    if spec.is_leaf():
+        return True
+    return spec.type is tuple and all(c.is_leaf() for c in spec.children())
 
 
 # ---- torch.compile backend -----------------------------------------------------------------
@@ -1163,11 +1279,9 @@ def tensorforge_backend(gm, example_inputs, options: dict | None = None, mode: s
     from ..api import compile as tf_compile
 
     real_inputs = list(example_inputs)
-    if any(not isinstance(x, torch.Tensor) for x in real_inputs):
-        raise UnsupportedOpError(
-            "Dynamo traced this graph with dynamic shapes (it does so after a call with new input "
-            "shapes); tensorforge compiles static shapes: use torch.compile(model, backend='tensorforge', "
-            "dynamic=False) to get one compiled graph per input shape")
+    # dynamic=True, or Dynamo's automatic dynamic after a call with new sizes: SymInts among the
+    # inputs, symbolic tensor shapes; the graph compiles once for the whole range.
+    dynamic = any(not isinstance(x, torch.Tensor) for x in real_inputs)
     static = set(_static_positions(gm))
 
     def compile_inference(aten_gm, fake_inputs):
@@ -1181,8 +1295,12 @@ def tensorforge_backend(gm, example_inputs, options: dict | None = None, mode: s
         if len(placeholders) == len(real_inputs):   # AOT kept Dynamo's inputs one to one
             for i in static - _mutated_inputs():
                 frozen[placeholders[i].name] = real_inputs[i]
-        runtime = [i for i, p in enumerate(placeholders) if p.name not in frozen]
-        compiled = tf_compile(import_fx_graph(aten_gm, frozen), **dict(options or {}))
+        symbolic, sizes = None, set()
+        if dynamic:     # SymInt placeholders are the symbols, bound from the tensors' shapes
+            from .torch_symbolic import SymbolicShapes, symint_placeholders
+            symbolic, sizes = SymbolicShapes.from_fx_graph(aten_gm.graph), symint_placeholders(aten_gm.graph)
+        runtime = [i for i, p in enumerate(placeholders) if p.name not in frozen and p.name not in sizes]
+        compiled = tf_compile(import_fx_graph(aten_gm, frozen, symbolic), **dict(options or {}))
 
         def run(args):
             picked = [args[i] for i in runtime]

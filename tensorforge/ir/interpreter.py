@@ -2,17 +2,25 @@
 
 It is the oracle of every numerical test, so it is deliberately simple: each op's NumPy
 reference semantics, one op at a time, in program order.
+
+Symbolic dims: the symbols are bound from the input arrays (an axis whose dim is exactly a
+symbol binds it; an axis ``a*s+c`` solves for a single unknown ``s``), checked against the
+function's declared ranges, and every input and every op result must have the shape its
+symbolic type evaluates to.  A symbol no input binds (a data-dependent size) is bound by the
+first result axis that is exactly that symbol.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import IRError, TensorforgeError
+from ..errors import IRError, ShapeError, TensorforgeError
 from .builtin import FuncOp, ModuleOp
 from .core import Operation, Value
+from .symbolic import Expr, SymbolTable, parse, symbol_table_of
 from .types import TensorType
 
 
@@ -24,6 +32,88 @@ def _coerce_input(x, t, i: int, fname: str) -> np.ndarray:
         if arr.dtype != t.dtype.np:
             arr = arr.astype(t.dtype.np)
     return arr
+
+
+class SymbolBinder:
+    """The run-time values of a function's symbolic dims: bound from actual shapes, then used
+    to check that every later shape is what its symbolic type evaluates to."""
+
+    def __init__(self, table: SymbolTable | None = None):
+        self.sizes: dict[str, int] = {}
+        self.table = table or SymbolTable()
+        self._exprs: dict[str, Expr | None] = {}
+
+    def expr(self, d: str) -> Expr | None:
+        """``d`` parsed once; None for a name that is no expression (ONNX ``"batch size"``)."""
+        if d not in self._exprs:
+            try:
+                self._exprs[d] = parse(d)
+            except ShapeError:
+                self._exprs[d] = None
+        return self._exprs[d]
+
+    def bind(self, shape, actual, what: str) -> None:
+        """Binds the symbols ``shape`` determines from ``actual``: plain symbols first, then
+        single unknowns of linear dims (``2*s``, ``s+1``)."""
+        pending = []
+        for d, n in zip(shape, actual):
+            if not isinstance(d, str):
+                continue
+            e = self.expr(d)
+            if e is None or (len(e.terms) == 1 and e.terms.get(((d, 1),)) == 1):
+                self._bind_one(d, int(n), what)
+            else:
+                pending.append((d, e, int(n)))
+        for d, e, n in pending:
+            self._solve_linear(d, e, n, what)
+
+    def _bind_one(self, name: str, value: int, what: str) -> None:
+        if name in self.sizes:
+            return
+        r = self.table.ranges.get(name)
+        if r is not None and not r.contains(value):
+            raise ShapeError(f"{what} gives '{name}' = {value}, outside its range {r.describe()}")
+        self.sizes[name] = value
+
+    def _solve_linear(self, d: str, e: Expr, n: int, what: str) -> None:
+        unknown = [s for s in e.symbols() if s not in self.sizes]
+        if len(unknown) != 1:
+            return
+        (u,) = unknown
+        at0, at1 = (e.evaluate({**self.sizes, u: v}) for v in (0, 1))
+        slope = at1 - at0
+        if slope > 0 and (n - at0) % slope == 0 and e.evaluate({**self.sizes, u: (n - at0) // slope}) == n:
+            self._bind_one(u, (n - at0) // slope, what)
+
+    def check(self, shape, actual, what: str) -> None:
+        """A ShapeError unless ``actual`` is ``shape`` evaluated (dims whose symbols are still
+        unbound are taken as they come)."""
+        if len(shape) != len(actual):
+            raise ShapeError(f"{what} has shape {tuple(actual)}, but its type has rank {len(shape)}")
+        for axis, (d, n) in enumerate(zip(shape, actual)):
+            want = self.value(d)
+            if want is not None and want != n:
+                raise ShapeError(f"{what} has shape {tuple(actual)}, but its type {tuple(shape)} gives "
+                                 f"{want} on axis {axis} for {self.describe(d)}")
+
+    def value(self, d) -> int | None:
+        """``d`` evaluated under the bound symbols; None while one of them is unbound."""
+        if isinstance(d, int):
+            return d
+        e = self.expr(d)
+        if e is None:
+            return self.sizes.get(d)
+        return e.evaluate(self.sizes) if e.symbols() <= self.sizes.keys() else None
+
+    def describe(self, d) -> str:
+        e = self.expr(d) if isinstance(d, str) else None
+        names = sorted(e.symbols()) if e is not None else [d]
+        return ", ".join(f"{n} = {self.sizes[n]}" for n in names if n in self.sizes) or "its symbols"
+
+    def bind_and_check(self, t, arr: np.ndarray, what: str) -> None:
+        if isinstance(t, TensorType) and not t.is_static:
+            self.bind(t.shape, arr.shape, what)
+            self.check(t.shape, arr.shape, what)
 
 
 _SYMBOL_SIZES: ContextVar[dict[str, int] | None] = ContextVar("tensorforge_symbol_sizes", default=None)
@@ -38,26 +128,36 @@ def symbol_sizes() -> dict[str, int]:
     return _SYMBOL_SIZES.get() or {}
 
 
-def run_function(func: FuncOp, inputs: Sequence, observer: Callable[[Operation, list], None] | None = None
-                 ) -> list[np.ndarray]:
-    """Evaluates ``func`` on ``inputs``; ``observer(op, results)`` sees every op's results."""
-    sizes: dict[str, int] = {}
-    for a, x in zip(func.args, inputs):
-        if isinstance(a.type, TensorType):
-            for d, n in zip(a.type.shape, np.shape(x)):
-                if isinstance(d, str):
-                    sizes.setdefault(d, int(n))
-    token = _SYMBOL_SIZES.set(sizes)
+@contextmanager
+def bound_symbols(func: FuncOp, inputs: Sequence):
+    """Binds ``func``'s symbols from ``inputs`` (checking their shapes and ranges) and makes
+    them what ``symbol_sizes()`` returns while the block runs; yields the ``SymbolBinder``.
+    For evaluators other than ``run_function`` (kernels, fused functions) that need the sizes."""
+    binder = SymbolBinder(symbol_table_of(func))
+    symbolic = [(i, a.type, np.shape(x)) for i, (a, x) in enumerate(zip(func.args, inputs))
+                if isinstance(a.type, TensorType) and not a.type.is_static and a.type.rank == np.ndim(x)]
+    for i, t, shape in symbolic:          # every input binds before any is checked
+        binder.bind(t.shape, shape, f"input #{i} of '{func.sym_name}'")
+    for i, t, shape in symbolic:
+        binder.check(t.shape, shape, f"input #{i} of '{func.sym_name}'")
+    token = _SYMBOL_SIZES.set(binder.sizes)
     try:
-        return _run_function(func, inputs, observer)
+        yield binder
     finally:
         _SYMBOL_SIZES.reset(token)
 
 
-def _run_function(func: FuncOp, inputs: Sequence, observer: Callable[[Operation, list], None] | None
-                  ) -> list[np.ndarray]:
+def run_function(func: FuncOp, inputs: Sequence, observer: Callable[[Operation, list], None] | None = None
+                 ) -> list[np.ndarray]:
+    """Evaluates ``func`` on ``inputs``; ``observer(op, results)`` sees every op's results."""
     if len(inputs) != len(func.args):
         raise IRError(f"'{func.sym_name}' takes {len(func.args)} inputs, got {len(inputs)}")
+    with bound_symbols(func, inputs) as binder:
+        return _run_function(func, inputs, observer, binder)
+
+
+def _run_function(func: FuncOp, inputs: Sequence, observer: Callable[[Operation, list], None] | None,
+                  binder: SymbolBinder) -> list[np.ndarray]:
     env: dict[int, np.ndarray] = {}
     for i, (a, x) in enumerate(zip(func.args, inputs)):
         env[id(a)] = _coerce_input(x, a.type, i, func.sym_name)
@@ -77,6 +177,8 @@ def _run_function(func: FuncOp, inputs: Sequence, observer: Callable[[Operation,
             raise
         except Exception as e:  # a reference implementation rejected its inputs
             raise IRError(f"interpreting '{op.name}'{op.location_str()} failed: {type(e).__name__}: {e}") from e
+        for k, (r, arr) in enumerate(zip(op.results, outs)):
+            binder.bind_and_check(r.type, arr, f"result #{k} of '{op.name}'{op.location_str()}")
         if observer is not None:
             observer(op, outs)
         for r, arr in zip(op.results, outs):

@@ -222,8 +222,9 @@ class OpDef:
 
     def cost(self, operand_types: Sequence[Type], result_types: Sequence[Type],
              attrs: dict[str, Any]) -> Cost:
-        out_elems = sum(t.num_elements for t in result_types if isinstance(t, TensorType))
-        nbytes = sum(t.nbytes for t in list(operand_types) + list(result_types) if isinstance(t, TensorType))
+        from .symbolic import hint_elements, hint_nbytes    # symbolic dims count as their hints
+        out_elems = sum(hint_elements(t.shape) for t in result_types if isinstance(t, TensorType))
+        nbytes = sum(hint_nbytes(t) for t in list(operand_types) + list(result_types) if isinstance(t, TensorType))
         return Cost(self.flops * out_elems, nbytes)
 
     def verify(self, op) -> None:

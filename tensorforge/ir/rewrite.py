@@ -414,8 +414,11 @@ class _GreedyDriver(RewriteListener):
                 return
 
     def _within_fold_limit(self, op: Operation, consts: list) -> bool:
-        """Folds results up to ``fold_limit`` elements, or any result no bigger than its inputs."""
+        """Folds results up to ``fold_limit`` elements, or any result no bigger than its inputs.
+        A result of symbolic shape never folds: one array cannot stand for every size."""
         types = [r.type for r in op.results]
+        if not all(getattr(t, "is_static", True) for t in types):
+            return False
         if sum(t.num_elements for t in types) <= self.fold_limit:
             return True
         return sum(t.nbytes for t in types) <= sum(c.nbytes for c in consts if c is not None)

@@ -90,6 +90,27 @@ def _dtype_of(v: Value) -> DType:
     return v.type.dtype
 
 
+def same_dim(a, b) -> bool:
+    """Two dims that are provably equal (``dims_equal`` on canonical forms), so that a rule
+    comparing an attribute's ``("s*b", 64)`` with a type's ``("b*s", 64)`` sees them equal;
+    names that are no expression (``"batch size"``) compare by spelling."""
+    if a == b:
+        return True
+    if isinstance(a, int) and isinstance(b, int):
+        return False
+    from ..errors import ShapeError
+    from .symbolic import dims_equal
+    try:
+        return dims_equal(a, b)
+    except ShapeError:
+        return False
+
+
+def same_shape(a, b) -> bool:
+    """``same_dim`` axis by axis (and equal ranks)."""
+    return len(a) == len(b) and all(same_dim(x, y) for x, y in zip(a, b))
+
+
 RULE_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "shape": lambda v: v.type.shape,
     "dtype": _dtype_of,
@@ -101,6 +122,8 @@ RULE_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "is_static": lambda v: v.type.is_static,
     "one_use": lambda v: len(v.uses) == 1,
     "same_type": lambda a, b: a.type == b.type,
+    "same_dim": same_dim,
+    "same_shape": same_shape,
     "compose": compose,
     "inverse": inverse,
     "is_identity": is_identity,

@@ -317,6 +317,8 @@ def _print_poly(e: Expr, name_of, c: bool = False) -> str:
         factors = []
         for a, p in m:
             s = _print_atom(a, name_of, c)
+            if not c and not isinstance(a, str) and a[0] in ("//", "%") and (len(m) > 1 or p > 1 or cf != 1):
+                s = f"({s})"      # "4*((h-1)//2)": "4*(h-1)//2" would read back as (4*(h-1))//2
             factors.extend([s] * p)
         if m == _CONST:
             body = f"INT64_C({abs(cf)})" if c else str(abs(cf))
@@ -701,3 +703,54 @@ def set_symbol_table(func, table: SymbolTable) -> None:
         func.attributes[SYMBOLS_ATTR] = json.dumps(table.to_json(), sort_keys=True)
     else:
         func.attributes.pop(SYMBOLS_ATTR, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hints for passes that only see types (graph-level cost models, fusion, reordering): the pass
+# that knows the function makes its table current; op cost hooks read it without a parameter.
+
+from contextlib import contextmanager as _contextmanager
+from contextvars import ContextVar as _ContextVar
+
+_CURRENT_TABLE: _ContextVar["SymbolTable | None"] = _ContextVar("tensorforge_symbol_hints", default=None)
+
+
+@_contextmanager
+def hints_from(table: "SymbolTable | None"):
+    """Makes ``table`` the one ``current_hint`` reads while the block runs (heuristics only)."""
+    token = _CURRENT_TABLE.set(table)
+    try:
+        yield table
+    finally:
+        _CURRENT_TABLE.reset(token)
+
+
+def current_hint(d: Dim) -> int:
+    """``hint_of(d)`` under the table made current by ``hints_from`` (the default one outside)."""
+    return hint_of(d, _CURRENT_TABLE.get())
+
+
+def hint_elements(shape: Iterable[Dim], table: "SymbolTable | None" = None) -> int:
+    """Element count of ``shape`` with each symbolic dim at its hint (``table``, else the current
+    one): a sensible size for cost models, where ``num_elements`` would count a symbol as 1."""
+    n = 1
+    for d in shape:
+        n *= d if isinstance(d, int) else (hint_of(d, table) if table is not None else current_hint(d))
+    return n
+
+
+def hint_nbytes(t) -> int:
+    """Bytes of a tensor or buffer type with symbolic dims at their current hints."""
+    return hint_elements(t.shape) * t.dtype.itemsize
+
+
+# ---------------------------------------------------------------------------------------------
+# Added for kernels over symbolic shapes (lowering and schedules).
+
+def dim_exact_div(a: Dim, b: Dim) -> Dim | None:
+    """``a / b`` when ``b`` provably divides ``a`` (for every value of the symbols), else None.
+    ``b`` must be one term (``64``, ``"s"``, ``"4*b*s"``); reshape index maps group dims by it."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a // b if b != 0 and a % b == 0 else None
+    q = _exact_div(_lift(a), _lift(b))
+    return None if q is None else as_dim(q)

@@ -3,7 +3,9 @@
 An artifact is a zip (stored, not compressed: weights do not compress) holding
 
     manifest.json   format version, tensorforge version, inputs/outputs (names, shapes, dtypes),
-                    arena size, weight size, the target the library was built for, hashes
+                    arena size, weight size, the target the library was built for, hashes;
+                    for a model with symbolic dims (format 2) also "symbols" (each symbol's
+                    range, divisor and hint) and "dynamic_plan" (the arena plan as data)
     model.so        the compiled library
     model.c         the generated C it was compiled from
     weights.bin     the weight blob (offsets are baked into the C)
@@ -32,12 +34,15 @@ import numpy as np
 
 from ..codegen.target import KNOWN_FEATURES
 from ..errors import CompileError, TensorforgeError
+from ..ir.symbolic import SymbolTable
+from .arena_plan import DynamicPlan
 from .buffers import aligned_empty
 from .native import NativeModel, load_library
 from .signature import TensorSpec
 
 FORMAT = "tensorforge-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2                # 2: symbolic dims; static models are still written as format 1
+STATIC_FORMAT_VERSION = 1         # so that older tensorforge versions keep loading static artifacts
 MANIFEST, LIBRARY, SOURCE, WEIGHTS, GRAPH = "manifest.json", "model.so", "model.c", "weights.bin", "graph.mlir"
 _CHUNK = 16 << 20
 
@@ -51,9 +56,9 @@ def manifest_of(model: NativeModel) -> dict[str, Any]:
     """The JSON manifest describing ``model``."""
     if model.source is None or model.library_path is None:
         raise TensorforgeError("this model has no library or generated source to save")
-    return {
+    manifest = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": FORMAT_VERSION if model.is_dynamic else STATIC_FORMAT_VERSION,
         "tensorforge_version": _version(),
         "inputs": [s.to_json() for s in model.inputs],
         "outputs": [s.to_json() for s in model.outputs],
@@ -63,6 +68,10 @@ def manifest_of(model: NativeModel) -> dict[str, Any]:
         "source_sha256": hashlib.sha256(model.source.encode()).hexdigest(),
         "cache_digest": model.build.get("digest"),
     }
+    if model.is_dynamic:
+        manifest["symbols"] = model.symbols.to_json()
+        manifest["dynamic_plan"] = model.plan.to_json()
+    return manifest
 
 
 def save(model: NativeModel, path: str | os.PathLike, graph_text: str | None = None) -> Path:
@@ -120,10 +129,12 @@ def load(path: str | os.PathLike, threads: int | None = None) -> NativeModel:
     lib = load_library(lib_path)
     build = {"target": manifest["target"], "digest": manifest.get("cache_digest"), "origin": origin,
              "artifact": str(path)}
+    plan = manifest.get("dynamic_plan")
     return NativeModel(lib, [TensorSpec.from_json(s) for s in manifest["inputs"]],
                        [TensorSpec.from_json(s) for s in manifest["outputs"]], weights,
                        int(manifest["arena_bytes"]), threads=threads, library_path=Path(lib_path),
-                       source=source, build=build)
+                       source=source, build=build, symbols=SymbolTable.from_json(manifest.get("symbols", [])),
+                       plan=DynamicPlan.from_json(plan) if plan is not None else None)
 
 
 def _open(path) -> zipfile.ZipFile:

@@ -9,6 +9,13 @@ gives torch out (sharing memory with the NumPy result).
 
 A model's arena holds the intermediates of the run in progress, so calls of one model from
 several threads take turns (a lock); separate model objects run in parallel.
+
+A model with symbolic dims (``symbols`` and a ``DynamicPlan``) runs through ``tf_run_dyn``:
+each call binds every symbol from the first input axis that is exactly that symbol, checks
+every axis and range before anything runs (one-line errors; ``out=`` is untouched on an error),
+places the intermediates for those dims (``arena_plan.py``, cached per distinct input shapes),
+grows the arena when a call needs more, and passes the dims and offsets.  The static path is
+the same code as before: a dynamic model swaps in its own ``_run_locked``.
 """
 from __future__ import annotations
 
@@ -21,12 +28,17 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import TensorforgeError
+from ..errors import InputShapeError, TensorforgeError
+from ..ir.symbolic import SymbolTable, evaluate, evaluate_shape
+from .arena_plan import DynamicPlan
 from .buffers import aligned_empty, is_aligned
 from .signature import TensorSpec
 
 # The C ABI of a model library (codegen/c/model.py emits it).
 ENTRY = "tf_run"                  # void tf_run(void* const* in, void* const* out, char* arena, const char* w)
+# models with symbolic dims: void tf_run_dyn(in, out, arena, w, const int64_t* dims, const int64_t* offsets)
+DYN_ENTRY = "tf_run_dyn"
+SHAPE_CACHE = 64                  # distinct input shape tuples whose checks and placement a model keeps
 SET_THREADS = "tf_set_num_threads"
 GET_THREADS = "tf_get_num_threads"
 PROFILE = "tf_profile"            # double[PROFILE_COUNT]: seconds per kernel call site (profiling builds only)
@@ -98,7 +110,8 @@ class NativeModel:
     def __init__(self, lib: ctypes.CDLL, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec],
                  weights: np.ndarray, arena_bytes: int, threads: int | None = None,
                  library_path: Path | None = None, source: str | None = None,
-                 build: dict[str, Any] | None = None):
+                 build: dict[str, Any] | None = None, symbols: SymbolTable | None = None,
+                 plan: DynamicPlan | None = None):
         self.lib = lib
         self.inputs = list(inputs)
         self.outputs = list(outputs)
@@ -106,7 +119,12 @@ class NativeModel:
         self.source = source
         self.build = dict(build or {})        # target record, digest, origin ("compiled", "artifact", ...)
         self.arena_bytes = int(arena_bytes)
-        self.fn = self._function(ENTRY, [ctypes.c_void_p] * 4, None)
+        self.symbols = symbols or SymbolTable()
+        self.plan = plan
+        if plan is None and not all(s.is_static for s in self.inputs + self.outputs):
+            raise TensorforgeError("a model with symbolic shapes needs its dynamic memory plan")
+        self.fn = self._function(DYN_ENTRY if plan is not None else ENTRY,
+                                 [ctypes.c_void_p] * (6 if plan is not None else 4), None)
         self._set_threads = self._function(SET_THREADS, [ctypes.c_int], None)
         self._get_threads = self._function(GET_THREADS, [], ctypes.c_int)
         if weights.dtype != np.uint8 or weights.ndim != 1 or not is_aligned(weights):
@@ -130,6 +148,13 @@ class NativeModel:
         self._lock = threading.Lock()
         self._threads = 0
         self.set_threads(threads or default_threads())
+        if plan is not None:
+            self._init_dynamic()
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Whether the model runs at any size its symbols' ranges allow (one library for all)."""
+        return self.plan is not None
 
     def _function(self, name: str, argtypes: list, restype):
         try:
@@ -302,6 +327,177 @@ class NativeModel:
         if not (o.flags.c_contiguous and o.flags.writeable):
             raise TensorforgeError(f"{what}: must be a writeable C-contiguous array")
         return o.ctypes.data
+
+
+    # ---- models with symbolic dims -----------------------------------------------------
+    def _init_dynamic(self) -> None:
+        """Where each symbol is read from, and the per-shape cache; swaps in the dynamic run."""
+        self._sites: dict[str, tuple[int, int]] = {}
+        for i, spec in enumerate(self.inputs):
+            for axis, d in enumerate(spec.shape):
+                if isinstance(d, str) and d in self.plan.symbols and d not in self._sites:
+                    self._sites[d] = (i, axis)
+        unbound = [s for s in self.plan.symbols if s not in self._sites]
+        if unbound:
+            raise TensorforgeError(f"the symbol(s) {', '.join(unbound)} are no input axis of their own, so a call "
+                                   f"cannot bind them; declare them on an input dimension")
+        self._shape_cache: dict[tuple, _Bound] = {}
+        self._run_locked = self._run_dynamic_locked
+
+    def bind(self, shapes: Sequence[Sequence[int]]) -> dict[str, int]:
+        """The symbols' values for inputs of ``shapes``, after checking every axis and range;
+        raises a one-line ``TensorforgeError`` naming the input, axis, value and range."""
+        if not self.is_dynamic:
+            return {}
+        with self._lock:
+            bound = self._bound(tuple(tuple(int(d) for d in s) for s in shapes))
+        return dict(zip(self.plan.symbols, bound.values))
+
+    def output_shapes(self, shapes: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+        """The outputs' shapes for inputs of ``shapes`` (checked as a call would)."""
+        if not self.is_dynamic:
+            return [tuple(s.shape) for s in self.outputs]
+        with self._lock:
+            return list(self._bound(tuple(tuple(int(d) for d in s) for s in shapes)).out_shapes)
+
+    def _bound(self, shapes: tuple) -> "_Bound":
+        hit = self._shape_cache.get(shapes)
+        if hit is not None:
+            return hit
+        values = self._check_shapes(shapes)
+        env = dict(zip(self.plan.symbols, values))
+        offsets, arena_bytes = self.plan.offsets_for(values)
+        bound = _Bound(values, (ctypes.c_int64 * max(len(values), 1))(*values),
+                       (ctypes.c_int64 * max(len(offsets), 1))(*offsets), arena_bytes,
+                       [evaluate_shape(s.shape, env) for s in self.outputs])
+        if len(self._shape_cache) >= SHAPE_CACHE:
+            self._shape_cache.pop(next(iter(self._shape_cache)))
+        self._shape_cache[shapes] = bound
+        return bound
+
+    def _check_shapes(self, shapes: tuple) -> tuple[int, ...]:
+        """The symbol values (model order) for these input shapes, or the first error found."""
+        for spec, shape in zip(self.inputs, shapes):
+            if len(shape) != len(spec.shape):
+                raise InputShapeError(f"input '{spec.name}' has rank {len(shape)} (shape {list(shape)}); the "
+                                       f"model takes {spec.dtype}{spec.shape_text}")
+        env: dict[str, int] = {}
+        for sym, (i, axis) in self._sites.items():
+            value, r = shapes[i][axis], self.symbols.get(sym)
+            if not r.contains(value):
+                raise InputShapeError(f"input '{self.inputs[i].name}' axis {axis} is {value}, outside "
+                                       f"{sym}'s range {r.describe()}")
+            env[sym] = value
+        for i, (spec, shape) in enumerate(zip(self.inputs, shapes)):
+            for axis, (d, got) in enumerate(zip(spec.shape, shape)):
+                self._check_axis(i, axis, d, got, env)
+        return tuple(env[s] for s in self.plan.symbols)
+
+    def _check_axis(self, i: int, axis: int, d, got: int, env: dict[str, int]) -> None:
+        name = self.inputs[i].name
+        if isinstance(d, int):
+            if got != d:
+                raise InputShapeError(f"input '{name}' axis {axis} is {got}; the model was compiled for {d} "
+                                       f"({self.inputs[i].dtype}{self.inputs[i].shape_text})")
+            return
+        want = evaluate(d, env)
+        if got == want:
+            return
+        if d in self._sites:
+            j, a = self._sites[d]
+            raise InputShapeError(f"inputs '{self.inputs[j].name}' axis {a} ({want}) and '{name}' axis {axis} "
+                                   f"({got}) must agree on '{d}'")
+        raise InputShapeError(f"input '{name}' axis {axis} is {got}, but {d} = {want} for "
+                               f"{self.plan.describe_dims([env[s] for s in self.plan.symbols])}")
+
+    def _run_dynamic_locked(self, inputs: Sequence[Any], out: Sequence[Any] | None) -> list:
+        ptrs = self._in_ptrs
+        keep = []                 # arrays whose addresses the call uses
+        shapes = []
+        as_torch = False
+        for i, x in enumerate(inputs):
+            ptr, kept, is_torch = self._dynamic_input(i, x)
+            ptrs[i] = ptr
+            keep.append(kept)
+            shapes.append(tuple(kept.shape))
+            as_torch |= is_torch
+        bound = self._bound(tuple(shapes))
+        if out is None:
+            outs = [np.empty(shape, s.np_dtype) for shape, s in zip(bound.out_shapes, self.outputs)]
+            for j, o in enumerate(outs):
+                self._out_ptrs[j] = _address(o)
+        else:
+            outs = self._set_dynamic_outputs(out, bound.out_shapes)
+        if bound.arena_bytes > self.arena.nbytes:
+            self.arena = aligned_empty(bound.arena_bytes)      # grows; reused while big enough
+        if _lib_threads.get(self._handle) != self._threads:
+            self._apply_threads()
+        in_addr, out_addr, _, w_addr = self._call_args
+        self.fn(in_addr, out_addr, self.arena.ctypes.data, w_addr, bound.dims, bound.offsets)
+        if as_torch and out is None:
+            from_numpy = _torch().from_numpy
+            return [from_numpy(o) for o in outs]
+        return outs
+
+    def _dynamic_input(self, i: int, x: Any) -> tuple[int, Any, bool]:
+        """(address, contiguous array or tensor, is torch) with dtype and device checked; the
+        shape is checked against the symbols afterwards, for all inputs together."""
+        spec = self.inputs[i]
+        what = f"input #{i} {spec.describe()}"
+        if _is_torch_tensor(x):
+            want = _torch_dtype(spec)
+            if x.dtype != want:
+                raise TensorforgeError(f"{what}: got {x.dtype}; convert it with .to({want})")
+            if x.device.type != "cpu":
+                raise TensorforgeError(f"{what}: the tensor is on {x.device}; move it with .cpu()")
+            x = x if x.is_contiguous() else x.contiguous()
+            return x.data_ptr(), x, True
+        if isinstance(x, _ndarray):
+            if x.dtype != spec.np_dtype:
+                raise TensorforgeError(f"{what}: got dtype {x.dtype}; convert it with .astype(np.{spec.np_dtype})")
+        else:
+            try:
+                x = np.asarray(x, dtype=spec.np_dtype)
+            except (TypeError, ValueError) as exc:
+                raise TensorforgeError(f"{what}: cannot convert a {type(x).__name__} to an array ({exc})") from None
+        x = np.ascontiguousarray(x)
+        return _address(x), x, False
+
+    def _set_dynamic_outputs(self, out: Sequence[Any], shapes: list[tuple[int, ...]]) -> list:
+        """Checks every ``out=`` array against this call's output shapes, then takes their addresses."""
+        if len(out) != len(self.outputs):
+            raise TensorforgeError(f"out= needs {len(self.outputs)} array(s), got {len(out)}")
+        addresses = []
+        for j, (o, shape) in enumerate(zip(out, shapes)):
+            spec = self.outputs[j]
+            what = f"out[{j}] for output {spec.describe()}"
+            if _is_torch_tensor(o):
+                if o.dtype != _torch_dtype(spec) or o.device.type != "cpu" or tuple(o.shape) != shape \
+                        or not o.is_contiguous():
+                    raise TensorforgeError(f"{what}: got a {o.dtype} tensor {list(o.shape)} on {o.device}; this call "
+                                           f"needs a contiguous CPU {_torch_dtype(spec)} tensor of shape {list(shape)}")
+                addresses.append(o.data_ptr())
+                continue
+            if not isinstance(o, _ndarray) or o.dtype != spec.np_dtype or o.shape != shape:
+                got = f"{o.dtype}{list(o.shape)}" if isinstance(o, _ndarray) else type(o).__name__
+                raise TensorforgeError(f"{what}: got {got}; this call needs np.empty({shape}, np.{spec.np_dtype})")
+            if not (o.flags.c_contiguous and o.flags.writeable):
+                raise TensorforgeError(f"{what}: must be a writeable C-contiguous array")
+            addresses.append(o.ctypes.data)
+        for j, a in enumerate(addresses):
+            self._out_ptrs[j] = a
+        return list(out)
+
+
+class _Bound:
+    """What one distinct tuple of input shapes needs for a call: the symbol values (as the C
+    ``dims`` array too), the buffers' offsets, the arena size and the output shapes."""
+
+    __slots__ = ("values", "dims", "offsets", "arena_bytes", "out_shapes")
+
+    def __init__(self, values: tuple[int, ...], dims, offsets, arena_bytes: int, out_shapes: list):
+        self.values, self.dims, self.offsets = values, dims, offsets
+        self.arena_bytes, self.out_shapes = arena_bytes, out_shapes
 
 
 def _torch_dtype(spec: TensorSpec):

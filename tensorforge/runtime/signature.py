@@ -1,7 +1,9 @@
-"""The inputs and outputs of a compiled model as plain data: names, static shapes, element types.
+"""The inputs and outputs of a compiled model as plain data: names, shapes, element types.
 
 A loaded artifact knows its model only through this (no IR, no frontend), and the call path
 checks user arrays against it; error messages name the input by the name the frontend gave it.
+A dim is an int or a symbolic expression string (``"batch"``, ``"2*seq"``) over the model's
+symbols, whose ranges the model's ``SymbolTable`` holds (``describe_signature`` prints both).
 """
 from __future__ import annotations
 
@@ -10,15 +12,33 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import TensorforgeError
+from ..ir.symbolic import Dim, SymbolTable, canonical, shape_symbols
 from ..ir.types import DType, TensorType
 
 
 @dataclass(frozen=True)
 class TensorSpec:
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[Dim, ...]          # ints, or canonical dim expressions for symbolic axes
     dtype: str                      # IR element type name, e.g. "f32"
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def symbols(self) -> list[str]:
+        """The symbols of this spec's shape in order of first appearance."""
+        return shape_symbols(self.shape)
+
+    @property
+    def shape_text(self) -> str:
+        """``[batch, 3, 224, 224]``: symbolic dims by name (``list(shape)`` would quote them)."""
+        return "[" + ", ".join(str(d) for d in self.shape) + "]"
+
+    def signature(self) -> str:
+        """``x: f32[batch, 3, 224, 224]`` (the IR's element type names)."""
+        return f"{self.name}: {self.dtype}{self.shape_text}"
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -29,20 +49,47 @@ class TensorSpec:
         return TensorType(self.shape, DType.parse(self.dtype))
 
     def describe(self) -> str:
-        return f"'{self.name}' {self.np_dtype}{list(self.shape)}"
+        return f"'{self.name}' {self.np_dtype}{self.shape_text}"
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> "TensorSpec":
-        return TensorSpec(str(data["name"]), tuple(int(d) for d in data["shape"]), str(data["dtype"]))
+        return TensorSpec(str(data["name"]), tuple(_dim_from_json(d) for d in data["shape"]), str(data["dtype"]))
 
     @staticmethod
     def from_type(name: str, t: TensorType) -> "TensorSpec":
-        if not t.is_static:
-            raise TensorforgeError(f"'{name}' has the symbolic shape {t}; native models need static shapes")
-        return TensorSpec(name, tuple(int(d) for d in t.shape), t.dtype.name)
+        return TensorSpec(name, tuple(d if isinstance(d, str) else int(d) for d in t.shape), t.dtype.name)
+
+
+def _dim_from_json(d: Any) -> Dim:
+    if isinstance(d, str):
+        return canonical(d)
+    return int(d)
+
+
+def describe_signature(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec],
+                       table: SymbolTable | None = None) -> str:
+    """The model's signature for people, one line per tensor, each symbol's range after the first
+    tensor that uses it::
+
+        inputs:
+          x: f32[batch, 3, 224, 224]  batch in 1..64
+        outputs:
+          y: f32[batch, 1000]
+    """
+    table = table or SymbolTable()
+    shown: set[str] = set()
+    lines: list[str] = []
+    for title, specs in (("inputs", inputs), ("outputs", outputs)):
+        lines.append(f"{title}:")
+        for s in specs:
+            new = [n for n in s.symbols if n not in shown]
+            shown.update(new)
+            ranges = "  ".join(f"{n} in {table.get(n).describe()}" for n in new)
+            lines.append(f"  {s.signature()}" + (f"  {ranges}" if ranges else ""))
+    return "\n".join(lines)
 
 
 def specs_from_values(values: Sequence, types: Sequence[TensorType], prefix: str) -> list[TensorSpec]:

@@ -15,6 +15,7 @@ from ..ir.core import Block, Operation, Value
 from ..ir.opdef import PURE
 from ..ir.types import IndexType
 from ..dialects.scalar import INDEX
+from ..ir.symbolic import SYMBOLS_ATTR, SymbolTable, symbol_table_of
 
 FOR, IF, LOAD, STORE, ALLOC = "loop.for", "loop.if", "loop.load", "loop.store", "loop.alloc"
 
@@ -30,8 +31,51 @@ def iv(loop: Operation) -> Value:
 
 
 def extent(loop: Operation) -> int:
+    """The trip count as a number, for heuristics and cost models: a symbolic loop counts as its
+    hint (``SymbolTable.hint`` with the table of the enclosing loop.func).  Never use it to decide
+    legality of a symbolic loop: ``dim_extent`` is the true, possibly symbolic, count."""
     a = loop.attributes
-    return max(0, -(-(a["ub"] - a["lb"]) // a["step"]))
+    if isinstance(a["ub"], int):
+        return max(0, -(-(a["ub"] - a["lb"]) // a["step"]))
+    return symbol_table(loop).hint(dim_extent(loop))
+
+
+def dim_extent(loop: Operation):
+    """The true trip count: an int, or a symbolic dim (canonical text)."""
+    from ..dialects.loop.ops import loop_extent
+    return loop_extent(loop)
+
+
+def is_symbolic_loop(loop: Operation) -> bool:
+    return isinstance(loop.attributes["ub"], str)
+
+
+_TABLES: dict[str, SymbolTable] = {}
+
+
+def symbol_table(op: Operation) -> SymbolTable:
+    """The symbols' ranges and hints of the loop.func holding ``op`` (its ``tf.symbols``
+    attribute, copied there by lowering); an empty table (default hints) when it has none."""
+    cur = op
+    while cur is not None and cur.name != "loop.func":
+        cur = cur.parent_op
+    text = cur.attributes.get(SYMBOLS_ATTR) if cur is not None else None
+    if not text:
+        return _EMPTY_TABLE
+    table = _TABLES.get(text)
+    if table is None:
+        table = _TABLES[text] = symbol_table_of(cur)
+    return table
+
+
+_EMPTY_TABLE = SymbolTable()
+
+
+def dim_value(b: Builder, d) -> Value:
+    """A dim as an index value at ``b``: a constant, or ``scalar.dim`` read at run time."""
+    if isinstance(d, int):
+        return const_index(b, d)
+    return b.create("scalar.dim", [], {"dim": d}).results[0]
 
 
 def tag(op: Operation) -> str | None:
@@ -233,8 +277,10 @@ def value_range(v: Value, ranges: dict[int, tuple[int, int]]) -> tuple[int, int]
 
 
 def loop_ranges(root: Operation) -> dict[int, tuple[int, int]]:
-    """[0, extent-1] for every loop iv in ``root`` (loops are normalised)."""
-    return {id(iv(l)): (0, extent(l) - 1) for l in root.walk() if l.name == FOR}
+    """[0, extent-1] for every static loop iv in ``root`` (loops are normalised).  Symbolic loops
+    are left out, so ``value_range`` of anything depending on them is unknown (None): ranges
+    decide legality, and a hint is no bound."""
+    return {id(iv(l)): (0, extent(l) - 1) for l in root.walk() if l.name == FOR and not is_symbolic_loop(l)}
 
 
 # ---- buffers ----------------------------------------------------------------------------------

@@ -28,8 +28,9 @@ from typing import Callable
 from ..dialects.scalar import INDEX
 from ..errors import ScheduleError
 from ..ir.core import Operation, Value
-from .analysis import (ALLOC, FOR, LOAD, accesses, body, enclosing_loops, extent, find_tagged, indices, iv, iv_deps,
-                       perfect_chain, tag, top_level, walk_ops)
+from ..ir.symbolic import dims_equal
+from .analysis import (ALLOC, FOR, LOAD, accesses, body, dim_extent, enclosing_loops, extent, find_tagged, indices, iv,
+                       iv_deps, perfect_chain, symbol_table, tag, top_level, walk_ops)
 from .primitives import Schedule
 from .rules import (PARALLEL_MIN_WORK, Context, analyze, attempt, compute_of, contraction_rule, is_contraction,
                     schedule_nest)
@@ -113,7 +114,7 @@ def inline_producers(s: Schedule, skip: set[str]) -> None:
             continue
         cost = expression_cost(stores[0].parent, stores[0])
         runs = sum(executions(ld) for ld in loads)
-        if runs * cost <= buf.type.num_elements * (cost + MEMORY_ROUND_TRIP):
+        if runs * cost <= _hint_elements(buf) * (cost + MEMORY_ROUND_TRIP):
             attempt(s.compute_inline, c)
 
 
@@ -221,7 +222,7 @@ def attach_candidates(buf: Value, loads: list[Operation], store: Operation, cons
         runs *= extent(loop)
         k_c = _fixed_leading_dims(loads, outer)
         k = min(k_c, k_p)
-        if k == 0 or runs > math.prod(shape[:k]):
+        if k == 0 or runs > math.prod(symbol_table(buf.op or consumer).hint(d) for d in shape[:k]):
             break
         if not busy or runs >= ctx.threads:
             out.append(loop)
@@ -246,7 +247,15 @@ def _plain_leading_loops(store: Operation, shape) -> int:
     chain = perfect_chain(nest)
     w = indices(store)
     k = 0
-    while (k < min(len(chain), len(shape)) and w[k] is iv(chain[k]) and extent(chain[k]) == shape[k]
+    while (k < min(len(chain), len(shape)) and w[k] is iv(chain[k]) and dims_equal(dim_extent(chain[k]), shape[k])
            and not chain[k].attributes.get("reduction")):
         k += 1
     return k
+
+
+def _hint_elements(buf: Value) -> int:
+    """Elements of a buffer, symbolic dims at their hints (a cost, not a size)."""
+    if buf.type.is_static:
+        return buf.type.num_elements
+    table = symbol_table(buf.op) if buf.op is not None else symbol_table(buf.owner.parent_op)
+    return math.prod(table.hint(d) for d in buf.type.shape)

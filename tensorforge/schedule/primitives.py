@@ -31,8 +31,10 @@ from ..ir.core import Block, Operation, Region, Value
 from ..ir.types import BufferType
 from ..ir.verifier import verify
 from ..dialects.scalar import INDEX
+from ..ir.symbolic import dim_ceildiv, dim_divides, dim_mul, dims_equal
 from .analysis import (ALLOC, FOR, IF, LOAD, STORE, Affine, accesses, affine, ancestors, body, const_index,
-                       dce, emit_affine, encloses, enclosing_loops, erase_all, extent, find_tagged,
+                       dce, dim_extent, dim_value, emit_affine, encloses, enclosing_loops, erase_all, extent,
+                       find_tagged, symbol_table,
                        first_blocker, guard, indices, is_pure, iv, iv_deps, loop_ranges, materialize,
                        perfect_chain, perfect_child, same_index, sink_guards, tag, top_level, value_range,
                        walk_ops)
@@ -87,8 +89,10 @@ def _fail(prim: str, what: str, rule: str) -> ScheduleError:
     return ScheduleError(f"{prim}: {what}: {rule}")
 
 
-def _new_loop(extent_: int, tag_: str, reduction: bool = False) -> Operation:
-    return make_op(FOR, [], {"lb": 0, "ub": int(extent_), "step": 1, "kind": "serial", "reduction": reduction,
+def _new_loop(extent_, tag_: str, reduction: bool = False) -> Operation:
+    """A normalised loop over ``extent_`` (an int, or a symbolic dim read at run time)."""
+    ub = extent_ if isinstance(extent_, str) else int(extent_)
+    return make_op(FOR, [], {"lb": 0, "ub": ub, "step": 1, "kind": "serial", "reduction": reduction,
                              "tag": tag_}, regions=[Region([Block([INDEX])])])
 
 
@@ -219,8 +223,8 @@ class Schedule:
         _positive(prim, L, factor)
         ot, it = f"{loop}.o", f"{loop}.i"
         self._fresh(prim, ot, it)
-        n = extent(L)
-        outer = _new_loop(-(-n // factor), ot, L.attributes.get("reduction", False))
+        n = dim_extent(L)
+        outer = _new_loop(dim_ceildiv(n, factor), ot, L.attributes.get("reduction", False))
         L.parent.insert_before(outer, L)
         L.detach()
         body(outer).append(L)
@@ -232,9 +236,9 @@ class Schedule:
         scaled = b.create("scalar.mul", [iv(outer), const_index(b, factor)]).results[0]
         full = b.create("scalar.add", [scaled, old]).results[0]
         _redirect(uses, old, full)
-        if n % factor:
+        if not dim_divides(factor, n, symbol_table(self.fn)):      # a symbolic extent: unless proven
             guard(body(perfect_chain(L)[-1]),
-                  lambda gb: gb.create("scalar.lt", [full, const_index(gb, n)]).results[0])
+                  lambda gb: gb.create("scalar.lt", [full, dim_value(gb, n)]).results[0])
         return ot, it
 
     @primitive(2)
@@ -301,17 +305,17 @@ class Schedule:
             raise _fail(prim, f"loops '{outer}', '{inner}'", "cannot fuse a reduction loop with a parallel one")
         new_tag = f"{outer}+{inner}"
         self._fresh(prim, new_tag)
-        eo, ei = extent(O), extent(I)
+        eo, ei = dim_extent(O), dim_extent(I)
         o_uses, i_uses = list(iv(O).uses), list(iv(I).uses)
         b = Builder(body(O), body(O).first)
-        q = b.create("scalar.floordiv", [iv(O), const_index(b, ei)]).results[0]
-        r = b.create("scalar.mod", [iv(O), const_index(b, ei)]).results[0]
+        q = b.create("scalar.floordiv", [iv(O), dim_value(b, ei)]).results[0]
+        r = b.create("scalar.mod", [iv(O), dim_value(b, ei)]).results[0]
         _redirect(o_uses, iv(O), q)
         _redirect(i_uses, iv(I), r)
         for op in body(I).ops:
             op.move_before(I)
         I.erase()
-        O.attributes["ub"] = eo * ei
+        O.attributes["ub"] = dim_mul(eo, ei)
         O.attributes["tag"] = new_tag
         return new_tag
 
@@ -427,7 +431,7 @@ class Schedule:
         # -- rewrite
         top = chain[0]
         cw_tag = f"{compute}.cw"
-        cw = Builder.before(top).create(ALLOC, [], {"type": BufferType(tuple(extent(l) for l in tile_loops),
+        cw = Builder.before(top).create(ALLOC, [], {"type": BufferType(tuple(dim_extent(l) for l in tile_loops),
                                                                        acc.type.dtype), "tag": cw_tag}).results[0]
         for suffix, keep_init in (("init", True), ("wb", False)):
             clone = top.clone()
@@ -503,13 +507,17 @@ class Schedule:
                 parts = [f.split(inner) for f in forms]
                 if all(p[0].same_form(parts[0][0]) for p in parts):
                     spans = [_span(p[1], ranges) for p in parts]
-                    lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
-                    if hi - lo + 1 < n:
+                    if any(sp is None for sp in spans):      # a symbolic loop inside: whole dimension
+                        spans = []
+                    lo = min((sp[0] for sp in spans), default=0)
+                    hi = max((sp[1] for sp in spans), default=-1)
+                    if spans and hi - lo + 1 < (n if isinstance(n, int) else symbol_table(self.fn).hint(n)):
                         o = parts[0][0]
                         base, ext = Affine(o.terms, o.const + lo, o.ivs), hi - lo + 1
             bases.append(base)
             exts.append(ext)
-        kept = [d for d in range(len(shape)) if exts[d] > 1 or (bases[d] is None and pad is not None)]
+        kept = [d for d in range(len(shape)) if not isinstance(exts[d], int) or exts[d] > 1
+                or (bases[d] is None and pad is not None)]
         order = tuple(range(len(kept))) if layout is None else layout
         if not isinstance(order, tuple) or sorted(order) != list(range(len(kept))):
             raise _fail(prim, f"buffer '{buffer}'", f"layout {order} is not a permutation of the tile's "
@@ -518,7 +526,7 @@ class Schedule:
         for d, base in enumerate(bases):
             if base is not None:
                 r = _span(base, ranges)
-                if r[0] < 0 or r[1] + exts[d] - 1 > shape[d] - 1:
+                if r is None or not isinstance(shape[d], int) or r[0] < 0 or r[1] + exts[d] - 1 > shape[d] - 1:
                     copy_pad = 0.0 if pad is None else pad
         # -- rewrite
         blk = body(scope)
@@ -607,7 +615,7 @@ class Schedule:
         w = indices(W)
         k_p = 0
         while (k_p < min(len(chain), len(shape)) and w[k_p] is iv(chain[k_p])
-               and extent(chain[k_p]) == shape[k_p] and not chain[k_p].attributes.get("reduction")
+               and dims_equal(dim_extent(chain[k_p]), shape[k_p]) and not chain[k_p].attributes.get("reduction")
                and chain[k_p].attributes["kind"] == "serial"):
             k_p += 1
         outer_ids = {id(iv(l)) for l in enclosing_loops(CL) + [CL]}
@@ -649,8 +657,9 @@ class Schedule:
 
         evals = [materialize(indices(loads[0])[d], b, visible) for d in range(k)]
         ranges = loop_ranges(self.fn)
-        spans = [value_range(e, ranges) or (-1, shape[d]) for d, e in enumerate(evals)]
-        needs_guard = any(lo < 0 or hi > shape[d] - 1 for d, (lo, hi) in enumerate(spans))
+        below = [_provably_below(e, shape[d], ranges) for d, e in enumerate(evals)]
+        nonneg = [_provably_nonneg(e, ranges) for e in evals]
+        needs_guard = not all(below) or not all(nonneg)
         moved = []
         for d in range(k):
             moved.extend(o for o in body(chain[d]).ops if d + 1 >= k or o is not chain[d + 1])
@@ -662,10 +671,10 @@ class Schedule:
             blk = Block()
             gb = Builder.before(moved[0])
             conds = []
-            for d, (e, (lo, hi)) in enumerate(zip(evals, spans)):
-                if hi > shape[d] - 1:
-                    conds.append(gb.create("scalar.lt", [e, const_index(gb, shape[d])]).results[0])
-                if lo < 0:
+            for d, e in enumerate(evals):
+                if not below[d]:
+                    conds.append(gb.create("scalar.lt", [e, dim_value(gb, shape[d])]).results[0])
+                if not nonneg[d]:
                     conds.append(gb.create("scalar.ge", [e, const_index(gb, 0)]).results[0])
             cond = conds[0]
             for c in conds[1:]:
@@ -702,7 +711,7 @@ class Schedule:
         chain = perfect_chain(N) if N.name == FOR else []
         shape = buf.type.shape
         plain = (chain and len(chain) == len(shape) and W.parent is body(chain[-1]) and all(
-            indices(W)[d] is iv(l) and extent(l) == shape[d] and not l.attributes.get("reduction")
+            indices(W)[d] is iv(l) and dims_equal(dim_extent(l), shape[d]) and not l.attributes.get("reduction")
             for d, l in enumerate(chain)))
         if not plain:
             raise _fail(prim, f"compute '{compute}'", "is not an injective expression over an unscheduled nest "
@@ -739,9 +748,12 @@ def _decision(d):
     return d
 
 
-def _span(form: Affine, ranges: dict[int, tuple[int, int]]) -> tuple[int, int]:
+def _span(form: Affine, ranges: dict[int, tuple[int, int]]) -> tuple[int, int] | None:
+    """The interval of ``form`` over the loops' ranges; None when it depends on a symbolic loop."""
     lo = hi = form.const
     for (k, c) in form.terms:
+        if k not in ranges:
+            return None
         a, b = ranges[k]
         lo += min(c * a, c * b)
         hi += max(c * a, c * b)
@@ -780,3 +792,21 @@ def _blocker_reason(loop: Operation) -> str:
         return (f"loop '{tag(loop)}' holds the scalar accumulator of compute '{c}' between its loops; "
                 f"apply cache_write('{c}', ...) first so that reduction loops can move")
     return f"loop '{tag(loop)}' holds '{blocker.name}'" + (f" '{t}'" if t else "") + " besides the nested loop"
+
+
+def _provably_below(e: Value, bound, ranges: dict[int, tuple[int, int]]) -> bool:
+    """Whether index ``e`` is < ``bound`` (a dim) for every iteration: by its value range when it
+    only depends on static loops, or, for a symbolic bound, when ``e`` is the iv of a loop whose
+    (symbolic) trip count is exactly ``bound``."""
+    if e.is_block_arg and e.owner.parent_op is not None and e.owner.parent_op.name == FOR \
+            and dims_equal(dim_extent(e.owner.parent_op), bound):
+        return True
+    r = value_range(e, ranges)
+    return r is not None and isinstance(bound, int) and r[1] <= bound - 1
+
+
+def _provably_nonneg(e: Value, ranges: dict[int, tuple[int, int]]) -> bool:
+    if e.is_block_arg and e.owner.parent_op is not None and e.owner.parent_op.name == FOR:
+        return True
+    r = value_range(e, ranges)
+    return r is not None and r[0] >= 0

@@ -26,8 +26,9 @@ from typing import Sequence
 
 from ..errors import ScheduleError
 from ..ir.core import Operation
-from .analysis import (ALLOC, FOR, LOAD, STORE, affine, body, buffer_of, extent, indices, iv, iv_deps, perfect_chain,
-                       tag, walk_ops)
+from ..ir.symbolic import dim_divides
+from .analysis import (ALLOC, FOR, LOAD, STORE, affine, body, buffer_of, dim_extent, extent, indices,
+                       is_symbolic_loop, iv, iv_deps, perfect_chain, symbol_table, tag, walk_ops)
 from .primitives import Schedule
 
 # Work (innermost iterations) below which a nest runs on one thread: an OpenMP fork/join costs a
@@ -80,6 +81,9 @@ class Access:
     @staticmethod
     def of(op: Operation) -> "Access":
         shape = buffer_of(op).type.shape
+        if not buffer_of(op).type.is_static:        # strides of a symbolic buffer at the hint sizes
+            table = symbol_table(op)
+            shape = tuple(table.hint(d) for d in shape)
         row = [1] * len(shape)
         for d in range(len(shape) - 2, -1, -1):
             row[d] = row[d + 1] * shape[d + 1]
@@ -302,8 +306,9 @@ def _register_tile(s: Schedule, nest: Nest, ctx: Context) -> Plan | None:
         return None
     if not any(a.contiguous_in(j) for a in reads):
         return None
-    ti = next((t for t in (8, 4) if extent(i) % t == 0), None)
-    tj = next((t for t in (2 * ctx.lanes, ctx.lanes) if extent(j) % t == 0), None)
+    table = symbol_table(i)
+    ti = next((t for t in (8, 4) if dim_divides(t, dim_extent(i), table)), None)
+    tj = next((t for t in (2 * ctx.lanes, ctx.lanes) if dim_divides(t, dim_extent(j), table)), None)
     if ti is None or tj is None:
         return None
     it, jt, r_tags = tag(i), tag(j), [tag(l) for l in nest.reduction]
@@ -353,7 +358,7 @@ def _tile_transpose(s: Schedule, nest: Nest, v: Operation, accesses: list[Access
     ut, vt = tag(best), tag(v)
     tags = nest.tags
     i, j = tags.index(ut), tags.index(vt)
-    fu, fv = _tile_factor(extent(best), TRANSPOSE_TILE), _tile_factor(extent(v), ctx.lanes)
+    fu, fv = _tile_factor(best, TRANSPOSE_TILE), _tile_factor(v, ctx.lanes)
 
     def apply(x: Schedule) -> tuple[str, str]:
         if j - i > 1:
@@ -364,8 +369,12 @@ def _tile_transpose(s: Schedule, nest: Nest, v: Operation, accesses: list[Access
     return _atomically(s, apply)
 
 
-def _tile_factor(n: int, f: int) -> int:
-    """``f``, or a nearby factor that divides ``n`` (no guards), or ``n`` itself when it is small."""
+def _tile_factor(loop: Operation, f: int) -> int:
+    """``f``, or a nearby factor that divides the loop's extent ``n`` (no guards), or ``n`` itself
+    when it is small.  A symbolic extent gets ``f`` (its split is guarded)."""
+    if is_symbolic_loop(loop):
+        return f
+    n = extent(loop)
     if n <= f:
         return n
     for g in (f, 2 * f, f // 2):
@@ -408,6 +417,8 @@ def _outer_strategy(s: Schedule, nest: Nest, ctx: Context, top: bool, work: int)
     vt = tag(nest.spine[-1])
     outer = math.prod(extent(l) for l in nest.spine[:-1])
     factor = split_factor(extent(nest.spine[-1]), outer, work, ctx, top, row_max=ROW_MAX_ELEMENTS, exact=True)
+    if factor and not dim_divides(factor, dim_extent(nest.spine[-1]), symbol_table(nest.root)):
+        factor = None        # a divisor of the hint need not divide the run-time extent: no split
     r_tags = [tag(l) for l in nest.reduction]
 
     def apply(x: Schedule) -> str:

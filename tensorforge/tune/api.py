@@ -145,7 +145,7 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
          timeout_s: float | None = None, progress: bool = True, *, batch_size: int = 8,
          per_task: int | None = None, kinds: Sequence[str] = KINDS, target=None, seed: int = 0,
          passes: Any = None, measurer=None, options: SearchOptions | None = None,
-         confirm: ConfirmOptions | None = None) -> TuneReport:
+         confirm: ConfirmOptions | None = None, shapes: Any = None, dynamic_shapes: Any = None) -> TuneReport:
     """Tunes the kernels of ``model`` (anything ``compile`` takes, or a list of ``Task``).
 
     ``trials``: measured candidates for the whole model, records already in ``db`` included;
@@ -154,7 +154,12 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
     per measured batch (one database transaction each); ``per_task``: at most this many records
     per task; ``kinds``: which tasks ("gemm", "conv", "loop"); ``measurer``: a
     ``measure.Measurer`` to use (else one is made); ``confirm``: the confirmation step
-    (``ConfirmOptions(top=0)`` turns it off).
+    (``ConfirmOptions(top=0)`` turns it off); ``shapes`` / ``dynamic_shapes``: as ``compile``
+    takes them.
+
+    A model with symbolic dims (``dynamic_shapes``, or a graph whose ``main`` carries a symbol
+    table) is tuned on its symbolic kernels: each is measured at the symbols' hints and its
+    records apply to every size of the range (``tasks.py``).
     """
     from ..codegen.target import Target
     from ..progress import Progress
@@ -167,7 +172,8 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
     if isinstance(model, (list, tuple)) and all(isinstance(t, Task) for t in model):
         tasks = list(model)
     else:
-        tasks = extract_tasks(model, example_inputs, target, passes, kinds)
+        tasks = extract_tasks(model, example_inputs, target, passes, kinds, shapes=shapes,
+                              dynamic_shapes=dynamic_shapes)
     database, own_db = _open_db(db)
     own_measurer = measurer is None
     report = TuneReport(target_key, str(getattr(database, "path", db)))

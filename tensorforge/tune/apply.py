@@ -10,6 +10,11 @@ default when the tuner confirmed the kernel, else the Pareto rule).
 
 A record that no longer applies (a trace recorded by an older schedule library, params an older
 GemmParams had) is skipped with a warning, never an error: compile then takes the default.
+
+Kernels over symbolic shapes are looked up by the same key (``tasks.workload_key``: the structural
+hash with the symbolic types), so one record, tuned at the symbols' hints, serves every size of
+the range.  Its trace replays on the symbolic loop nest (primitives guard what they cannot prove
+for every size); a replay the primitives reject falls back to the default schedule with a warning.
 """
 from __future__ import annotations
 
@@ -75,7 +80,7 @@ class Tuning:
             """Returns the Schedule (its trace is what ``explain`` shows)."""
             try:
                 replay(fn.clone(), trace, check=False)      # all or nothing: a trial run first
-            except ScheduleError as exc:
+            except (ScheduleError, TensorforgeError) as exc:    # also a symbolic extent a step cannot take
                 from ..schedule.default import default_schedule
                 warnings.warn(f"tuned schedule of kernel {_name(kernel)} no longer applies ({exc}); "
                               f"using the default")

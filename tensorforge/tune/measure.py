@@ -14,6 +14,12 @@ an ``error`` and no latencies, and the next candidate gets a fresh runner.
 The reference is the structured interpreter's output (NumPy) for kernels small enough to evaluate
 that way, else the untuned default build's output (the default path is what the test suite checks
 against the interpreter).
+
+A symbolic task (a kernel over symbolic shapes, ``Task.is_symbolic``) is built as a dynamic model
+builds it: its one-kernel function carries the symbol table, so the library exports
+``tf_run_dyn`` and the kernel reads its extents from ``tf_dims``.  It is measured at its hints:
+the runner passes the hint values as the dims array (in the table's order), the inputs, outputs
+and reference are sized at the hints, and the interpreter's reference is evaluated there too.
 """
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import TensorforgeError
+from ..ir.symbolic import evaluate_shape
 from .apply import Tuning
 from .database import Measured
 from .space import DEFAULT
@@ -68,6 +75,8 @@ class _Bench:
     reference: list[str] | None
     outputs: list[dict]
     weights: dict[str, str] = field(default_factory=dict)     # blob digest -> path
+    dims: list[int] | None = None           # a symbolic task's symbol values (table order), else None
+    checks: list[dict] = field(default_factory=list)    # other sizes' inputs/outputs/reference/dims
 
 
 class RunnerDied(Exception):
@@ -136,23 +145,27 @@ class Measurer:
     ``workers``: parallel C compilers (default: the target's cores); ``timeout_s``: per candidate
     run; ``repeats`` x (calls lasting ``min_repeat_s``); ``threads``: what the kernels run on
     (default: all cores, as a compiled model does); ``rtol``: allowed max relative output error;
-    ``interleave``: time a batch's good candidates again round-robin (see ``_interleave``).
+    ``interleave``: time a batch's good candidates again round-robin (see ``_interleave``);
+    ``check_other_sizes``: a symbolic task's candidate is also run once at another size of its
+    range (``other_sizes``) and checked there: a record applies to the whole range, so a
+    schedule that is right only at the hints must fail here, not in a compiled model.
     """
 
     def __init__(self, target=None, *, workers: int | None = None, timeout_s: float = 60.0, repeats: int = 5,
                  min_repeat_s: float = 0.02, threads: int | None = None, rtol: float = 1e-3,
-                 workdir: str | None = None, interleave: bool = True):
+                 workdir: str | None = None, interleave: bool = True, check_other_sizes: bool = True):
         from ..codegen.target import Target
         self.target = target or Target.host()
         self.workers = workers or max(1, self.target.cores)
         self.timeout_s, self.repeats, self.min_repeat_s, self.rtol = timeout_s, repeats, min_repeat_s, rtol
         self.threads = threads or self.target.cores
         self.interleave = interleave
+        self.check_other_sizes = check_other_sizes
         self._own_dir = workdir is None
         self.workdir = workdir or tempfile.mkdtemp(prefix="tensorforge-tune-")
         os.makedirs(self.workdir, exist_ok=True)
         self.runner = _Runner()
-        self._benches: dict[str, _Bench] = {}
+        self._benches: dict[tuple, _Bench] = {}
         self._pool = ThreadPoolExecutor(self.workers)
 
     def __enter__(self) -> "Measurer":
@@ -184,42 +197,39 @@ class Measurer:
         return src, layout
 
     def workspace_bytes(self, task: Task, config: dict, layout) -> int:
-        """Arena plus what a GEMM allocates per call (packed A blocks per thread, packed B)."""
+        """Arena plus what a GEMM allocates per call (packed A blocks per thread, packed B); a
+        symbolic task's at its hints."""
         extra = 0
         if config.get("kind") == "gemm":
             p, pr = config["params"], task.problem
             if p.get("pack_a"):
                 extra += 4 * p["mc"] * min(p["kc"], pr.get("K", p["kc"])) * p.get("threads", 1)
             extra += 4 * (-(-pr.get("N", 0) // p["nr"])) * p["nr"] * pr.get("K", 0)
-        return int(layout.arena_bytes + extra)
+        return int(_arena(layout, _dims(task))[1] + extra)
 
     # ---- task files -------------------------------------------------------------------------
     def _folder(self, task: Task) -> str:
-        d = os.path.join(self.workdir, task.key[:16])
+        dims = _dims(task)
+        d = os.path.join(self.workdir, task.key[:16] + ("" if dims is None else "_" + "x".join(map(str, dims))))
         os.makedirs(d, exist_ok=True)
         return d
 
     def bench(self, task: Task) -> _Bench:
-        """Inputs and reference outputs of ``task`` (made once per measurer)."""
-        b = self._benches.get(task.key)
+        """Inputs and reference outputs of ``task`` (made once per measurer and size); a symbolic
+        task's at its hints, plus a check at other sizes of its range (``other_sizes``) when the
+        interpreter can make that reference."""
+        cache_key = (task.key, tuple(_dims(task) or ()))
+        b = self._benches.get(cache_key)
         if b is not None:
             return b
         folder = self._folder(task)
         rng = np.random.default_rng(int(task.key[:8], 16))
-        inputs, paths = [], []
-        for i, a in enumerate(task.func.args):
-            arr = random_array(a.type.shape, a.type.dtype.np, rng)
-            inputs.append(arr)
-            paths.append(os.path.join(folder, f"in{i}.npy"))
-            np.save(paths[-1], arr)
-        outs = [{"shape": list(v.type.shape), "dtype": np.dtype(v.type.dtype.np).str} for v in task.func.outputs]
-        b = _Bench(paths, None, outs)
-        ref = self._interpreter_reference(task, inputs)
+        env = task.hints()
+        inputs, paths, outs = _write_inputs(task, env, folder, "", rng)
+        b = _Bench(paths, None, outs, dims=_dims(task))
+        ref = self._interpreter_reference(task, inputs, env)
         if ref is not None:
-            b.reference = []
-            for j, r in enumerate(ref):
-                b.reference.append(os.path.join(folder, f"ref{j}.npy"))
-                np.save(b.reference[-1], r)
+            b.reference = _write_reference(ref, folder, "")
         else:       # too big for the interpreter: the untuned default's output is the reference
             saved = [os.path.join(folder, f"ref{j}.npy") for j in range(len(outs))]
             res = self._measure_built(task, [self._build(task, DEFAULT)], b, save=saved)[0]
@@ -227,20 +237,32 @@ class Measurer:
                 raise TensorforgeError(f"cannot make a reference for task {task.name}: the untuned build failed: "
                                        f"{res.error}")
             b.reference = saved
-        self._benches[task.key] = b
+        if self.check_other_sizes:
+            for k, other in enumerate(other_sizes(task)):
+                tag = f"c{k}_"
+                x, xp, xo = _write_inputs(task, other, folder, tag, rng)
+                r = self._interpreter_reference(task, x, other)
+                if r is not None:
+                    b.checks.append({"inputs": xp, "outputs": xo, "reference": _write_reference(r, folder, tag),
+                                     "dims": [other[s] for s in task.symbols.ranges]})
+        self._benches[cache_key] = b
         return b
 
-    def _interpreter_reference(self, task: Task, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+    def _interpreter_reference(self, task: Task, inputs: list[np.ndarray],
+                               env: dict[str, int] | None = None) -> list[np.ndarray] | None:
+        """The kernel's outputs by the NumPy interpreter (symbols at ``env``, default the hints),
+        or None when the kernel spans more than ``INTERPRETER_MAX_POINTS``."""
         from ..dialects.structured.interpret import run_kernel
         from ..dialects.structured.ops import ComputeView
         kernel = task.kernel
-        points = sum(math.prod(ComputeView(op).domain) for op in kernel.regions[0].blocks[0]
+        env = task.hints() if env is None else env
+        points = sum(math.prod(evaluate_shape(ComputeView(op).domain, env)) for op in kernel.regions[0].blocks[0]
                      if op.name == "structured.compute")
         if points > INTERPRETER_MAX_POINTS:
             return None
         by_arg = {id(a): x for a, x in zip(task.func.args, inputs)}
         values = [by_arg[id(v)] if id(v) in by_arg else v.op.attributes["value"].array for v in kernel.operands]
-        return [np.asarray(r) for r in run_kernel(kernel, values)]
+        return [np.asarray(r) for r in run_kernel(kernel, values, **({"symbols": env} if env else {}))]
 
     # ---- build + run --------------------------------------------------------------------------
     def _build(self, task: Task, config: dict) -> tuple[dict, Any]:
@@ -290,9 +312,10 @@ class Measurer:
             res.build_s = job.seconds
             res.code_size = os.path.getsize(lib)
             res.workspace_bytes = self.workspace_bytes(task, config, layout)
-            req = {"lib": lib, "weights": weights, "arena": int(layout.arena_bytes), "inputs": b.inputs,
-                   "outputs": b.outputs, "reference": b.reference, "save": save, "threads": self.threads,
-                   "repeats": 2 if interleave else self.repeats, "min_repeat_s": self.min_repeat_s, "rtol": self.rtol}
+            req = dict(_request(lib, weights, layout, b), reference=b.reference, save=save, threads=self.threads,
+                       repeats=2 if interleave else self.repeats, min_repeat_s=self.min_repeat_s, rtol=self.rtol)
+            if b.checks and save is None:
+                req["checks"] = [dict(c, **_placed(layout, c["dims"])) for c in b.checks]
             try:
                 reply = self.runner.request(req, self.timeout_s)
                 res.latencies = tuple(float(x) for x in reply.get("latencies") or ())
@@ -336,8 +359,7 @@ class Measurer:
             except Exception as exc:     # noqa: BLE001 - reported with the task's name
                 raise TensorforgeError(f"confirming task {task.name}: config {config} no longer builds: "
                                        f"{_one_line(exc)}") from None
-            reqs.append({"lib": lib, "weights": weights, "arena": int(layout.arena_bytes), "inputs": b.inputs,
-                         "outputs": b.outputs, "threads": self.threads, "min_repeat_s": min_repeat_s})
+            reqs.append(dict(_request(lib, weights, layout, b), threads=self.threads, min_repeat_s=min_repeat_s))
         try:
             reply = self.runner.request({"interleave": reqs, "rounds": int(rounds)},
                                         self.timeout_s * len(reqs))
@@ -347,6 +369,81 @@ class Measurer:
         if reply.get("error") or len(wall) != len(reqs) or len(cpu) != len(reqs):
             raise TensorforgeError(f"confirming task {task.name}: {reply.get('error') or 'incomplete reply'}")
         return {"wall": wall, "cpu": cpu}
+
+
+def _dims(task: Task) -> list[int] | None:
+    """The dims array a symbolic task runs with: its hints in the table's order (the order
+    ``generate_model_c`` gives ``tf_dims``); None for a static task."""
+    table = task.symbols
+    return [r.representative for r in table.ranges.values()] if table.ranges else None
+
+
+def _arena(layout, dims: list[int] | None) -> tuple[list[int] | None, int]:
+    """(offsets of the arena buffers or None for a static library, arena bytes) at ``dims``."""
+    plan = getattr(layout, "dynamic_plan", None)
+    if plan is None:
+        return None, int(layout.arena_bytes)
+    offsets, size = plan.offsets_for(dims or [])
+    return list(offsets), int(size)
+
+
+def _placed(layout, dims: list[int]) -> dict:
+    """The arena size and offsets of a dynamic library at ``dims`` (for a runner request)."""
+    offsets, arena = _arena(layout, dims)
+    return {"arena": arena, "offsets": offsets or []}
+
+
+def other_sizes(task: Task) -> list[dict[str, int]]:
+    """Symbol values besides the hints at which a symbolic task's candidates are checked: one
+    binding where every symbol is moved off its hint to an odd neighbour inside its range (a
+    split or vector tail that the hints divide evenly is then exercised); [] when no symbol can
+    move (or for a static task)."""
+    table = task.symbols
+    env, moved = {}, False
+    for name, r in table.ranges.items():
+        h = r.representative
+        pick = h
+        for v in (h - 1, h + 1, h - 3, h + 3, h - r.divisor, h + r.divisor, r.lo):
+            if v != h and v >= 1 and r.contains(v):
+                pick = v
+                break
+        moved |= pick != h
+        env[name] = pick
+    return [env] if moved else []
+
+
+def _write_inputs(task: Task, env: dict[str, int], folder: str, tag: str,
+                  rng: np.random.Generator) -> tuple[list[np.ndarray], list[str], list[dict]]:
+    """Seeded inputs of the task's function at symbol values ``env`` (saved as .npy) and its
+    output specs there."""
+    inputs, paths = [], []
+    for i, a in enumerate(task.func.args):
+        arr = random_array(evaluate_shape(a.type.shape, env), a.type.dtype.np, rng)
+        inputs.append(arr)
+        paths.append(os.path.join(folder, f"{tag}in{i}.npy"))
+        np.save(paths[-1], arr)
+    outs = [{"shape": list(evaluate_shape(v.type.shape, env)), "dtype": np.dtype(v.type.dtype.np).str}
+            for v in task.func.outputs]
+    return inputs, paths, outs
+
+
+def _write_reference(ref: list[np.ndarray], folder: str, tag: str) -> list[str]:
+    paths = []
+    for j, r in enumerate(ref):
+        paths.append(os.path.join(folder, f"{tag}ref{j}.npy"))
+        np.save(paths[-1], r)
+    return paths
+
+
+def _request(lib: str, weights: str, layout, b: _Bench) -> dict:
+    """The part of a runner request that says what to run on which buffers: a dynamic library
+    (``tf_run_dyn``) also gets the dims and the arena offsets at the bench's sizes."""
+    offsets, arena = _arena(layout, b.dims)
+    req = {"lib": lib, "weights": weights, "arena": arena, "inputs": b.inputs, "outputs": b.outputs}
+    if offsets is not None:
+        req["dims"] = list(b.dims or [])
+        req["offsets"] = offsets
+    return req
 
 
 class _Done:

@@ -5,10 +5,13 @@ started with (fd 1 is pointed at stderr, so whatever a candidate prints cannot c
 It runs apart from the tuner so that a candidate that crashes takes only this process down, and
 one that hangs is killed on a deadline (``measure.py`` restarts it for the next candidate).
 
-A request names a built library (a one-kernel model: ``tf_run(inputs, outputs, arena, weights)``),
-its weight blob, inputs, output shapes, the reference outputs (or where to save them) and the
+A request names a built library (a one-kernel model: ``tf_run(inputs, outputs, arena, weights)``,
+or for a kernel over symbolic shapes ``tf_run_dyn(inputs, outputs, arena, weights, dims, offsets)``
+with the request's ``dims`` and ``offsets``), its weight blob, inputs, output shapes, the reference outputs (or where to save them) and the
 timing plan.  The output is checked against the reference after one warm-up call and before any
-timing: a wrong candidate gets an error, never a latency.  An ``interleave`` request times several
+timing: a wrong candidate gets an error, never a latency.  A symbolic kernel's request may add
+``checks``: other dims (with their inputs, outputs, reference, arena offsets) at which the same
+library is called once and checked too.  An ``interleave`` request times several
 already checked candidates round-robin (``measure.py`` sends one per batch, and one per task for the
 confirmation against the default); its reply has the wall-clock times (``latencies``) and, per
 round, the process CPU time divided by the kernels' thread count (``cpu``).
@@ -70,8 +73,9 @@ class _Loaded:
 
     def __init__(self, req: dict[str, Any], arrays: _Arrays):
         self.lib = lib = ctypes.CDLL(req["lib"])
-        self.run = lib.tf_run
-        self.run.argtypes = [ctypes.c_void_p] * 4
+        dynamic = req.get("dims") is not None
+        self.run = lib.tf_run_dyn if dynamic else lib.tf_run
+        self.run.argtypes = [ctypes.c_void_p] * (6 if dynamic else 4)
         self.run.restype = None
         lib.tf_set_num_threads.argtypes = [ctypes.c_int]
         self.threads = int(req.get("threads", 0))
@@ -83,6 +87,11 @@ class _Loaded:
         self.out_ptrs = (ctypes.c_void_p * max(len(self.outputs), 1))(*[o.ctypes.data for o in self.outputs])
         self.args = (ctypes.addressof(self.in_ptrs), ctypes.addressof(self.out_ptrs), self.arena.ctypes.data,
                      self.weights.ctypes.data)
+        if dynamic:       # the symbols' values and the arena buffers' offsets, kept alive with the candidate
+            dims, offsets = [int(d) for d in req["dims"]], [int(o) for o in req.get("offsets") or ()]
+            self.dims = (ctypes.c_int64 * max(len(dims), 1))(*dims)
+            self.offsets = (ctypes.c_int64 * max(len(offsets), 1))(*offsets)
+            self.args += (ctypes.addressof(self.dims), ctypes.addressof(self.offsets))
 
     def time(self, n: int) -> float:
         return self.clocks(n)[0]
@@ -117,6 +126,13 @@ def run_request(req: dict[str, Any], arrays: _Arrays) -> dict[str, Any]:
         worst = max(worst, relative_error(o, arrays.get(path)))
     if worst > float(req.get("rtol", 1e-3)):
         return {"latencies": [], "error": f"wrong output: max relative error {worst:.3g}", "max_err": worst}
+    for check in req.get("checks") or ():      # a symbolic kernel at other sizes: one call each, checked
+        other = _Loaded(dict(req, **check), arrays)
+        other.time(1)
+        err = max((relative_error(o, arrays.get(p)) for p, o in zip(check["reference"], other.outputs)), default=0.0)
+        if err > float(req.get("rtol", 1e-3)):
+            return {"latencies": [], "max_err": err,
+                    "error": f"wrong output at dims {check['dims']}: max relative error {err:.3g}"}
     number = _number(req, min(first, cand.time(1)))
     lat = [cand.time(number) / number for _ in range(int(req.get("repeats", 5)))]
     return {"latencies": lat, "error": None, "max_err": worst, "number": number}

@@ -105,21 +105,28 @@ class GemmSpace(Space):
     def _params(self, **kv):
         return self.mk.GemmParams.for_target(self.target, **kv)
 
+    def _seed_tiles(self) -> list[tuple[int, int]]:
+        """The register tiles the seeds use: the usual ones for 32 vector registers (AVX-512),
+        else, when none of those fits (16 registers: AVX2), the ones that do (6 x 2 vectors, ...)."""
+        vw = self.vw
+        usual = [(mr, nr) for mr, nr in ((6, 4 * vw), (12, 2 * vw), (14, 2 * vw), (8, 3 * vw), (4, 4 * vw), (28, vw))
+                 if self._fits(mr, nr // vw)]
+        return usual or [(mr, nr) for mr, nr in ((6, 2 * vw), (4, 3 * vw), (12, vw), (14, vw))
+                         if self._fits(mr, nr // vw)]
+
     def seeds(self) -> list[dict]:
         out = [DEFAULT]
-        vw = self.vw
-        for mr, nr in ((6, 4 * vw), (12, 2 * vw), (14, 2 * vw), (8, 3 * vw), (4, 4 * vw), (28, vw)):
-            if nr % vw == 0 and self._fits(mr, nr // vw):
-                try:
-                    out.append(self._config(self._params(threads=self.target.cores, mr=mr, nr=nr)))
-                except ValueError:
-                    pass
+        tiles = self._seed_tiles()
+        for mr, nr in tiles:
+            try:
+                out.append(self._config(self._params(threads=self.target.cores, mr=mr, nr=nr)))
+            except ValueError:
+                pass
         # every convolution algorithm with the two usual tiles, so the first batch measures each
         for algorithm in self.algorithms:
-            for mr, nr in ((6, 4 * vw), (12, 2 * vw)):
-                if self._fits(mr, nr // vw):
-                    out.append(self._config(self._params(threads=self.target.cores, mr=mr, nr=nr, pack_a=False,
-                                                         conv_algorithm=algorithm)))
+            for mr, nr in tiles[:2]:
+                out.append(self._config(self._params(threads=self.target.cores, mr=mr, nr=nr, pack_a=False,
+                                                     conv_algorithm=algorithm)))
         return out
 
     @staticmethod

@@ -9,10 +9,20 @@ database serves several machines.
 
 Each task carries a *one-kernel function* (the constants it reads, the kernel, a return): the
 measurer compiles exactly that, through the same code generator as a whole model.
+
+Kernels over symbolic shapes (docs/dynamic_shapes.md) are tasks like any other: the key is the
+structural hash of the kernel *with its symbolic types* (``"b*s"`` dims, symbolic domains), so
+one record serves every size in the symbols' ranges, and nothing about the hints or ranges goes
+into it.  The one-kernel function of such a task carries the model's symbol table (``tf.symbols``),
+so the measurer builds the kernel exactly as the model's library does (taking ``tf_dims``) and
+runs it at the hints; weight, flops, bytes and the contraction's problem are estimated at the
+hints (``SymbolTable.hint``).  A static kernel of a dynamic model stays a static task (same key
+and code as in a static model).
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -20,6 +30,7 @@ from typing import Any, Sequence
 from ..ir.builtin import FuncOp
 from ..ir.core import Operation
 from ..ir.structure import structural_hash
+from ..ir.symbolic import SYMBOLS_ATTR, SymbolTable, hint_of, hints_from, symbol_table_of
 
 KEY_VERSION = "tf-workload-v1"
 KINDS = ("gemm", "conv", "loop")
@@ -62,12 +73,42 @@ class Task:
     def kernel(self) -> Operation:
         return next(op for op in self.func.body if op.name == "structured.kernel")
 
+    @property
+    def symbols(self) -> SymbolTable:
+        """The symbol table the task's function carries (empty for a static kernel)."""
+        return symbol_table_of(self.func)
+
+    @property
+    def is_symbolic(self) -> bool:
+        return bool(self.symbols.ranges)
+
+    def hints(self) -> dict[str, int]:
+        """The symbols' values a symbolic task is measured at (its table's hints); {} when static."""
+        return self.symbols.hints()
+
+    def at(self, **values: int) -> "Task":
+        """This task measured at other symbol values: a copy whose table has those hints (the key,
+        and so the records, stay the same); e.g. ``task.at(b=3, s=100)``."""
+        from ..ir.symbolic import SymbolRange, set_symbol_table
+        table = self.symbols
+        unknown = set(values) - set(table.ranges)
+        if unknown:
+            raise ValueError(f"task {self.name} has no symbol(s) {sorted(unknown)} (it has {sorted(table.ranges)})")
+        ranges = [SymbolRange(r.name, r.lo, r.hi, r.divisor, values.get(r.name, r.hint)) for r in table.ranges.values()]
+        func = self.func.clone()
+        set_symbol_table(func, SymbolTable(ranges))
+        return Task(self.key, self.name, self.kind, func, self.weight, self.flops, self.bytes, dict(self.problem))
+
     def description(self) -> dict:
         """What a human reading the database sees about this workload."""
         k = self.kernel
-        return {"kernel": self.name, "kind": self.kind, "flops": self.flops, "bytes": self.bytes,
-                "inputs": [_type_text(v.type) for v in k.operands],
-                "outputs": [_type_text(r.type) for r in k.results], "problem": self.problem}
+        out = {"kernel": self.name, "kind": self.kind, "flops": self.flops, "bytes": self.bytes,
+               "inputs": [_type_text(v.type) for v in k.operands],
+               "outputs": [_type_text(r.type) for r in k.results], "problem": self.problem}
+        table = self.symbols
+        if table.ranges:        # what the numbers above were estimated (and the task measured) at
+            out["symbols"] = {n: {"range": r.describe(), "hint": r.representative} for n, r in table.ranges.items()}
+        return out
 
     def workload(self):
         from .database import Workload
@@ -84,14 +125,17 @@ def _type_text(t) -> str:
 
 
 def lowered_function(model: Any, example_inputs: Sequence | None = None, target=None,
-                     passes: Any = None) -> FuncOp:
-    """``model`` imported, verified, optimised and lowered to kernels as ``compile`` does it."""
+                     passes: Any = None, *, shapes: Any = None, dynamic_shapes: Any = None) -> FuncOp:
+    """``model`` imported, verified, optimised and lowered to kernels as ``compile`` does it;
+    ``shapes`` / ``dynamic_shapes`` as ``compile`` takes them (a torch module with
+    ``dynamic_shapes`` lowers to kernels over symbolic shapes)."""
     from ..api import import_model
     from ..codegen.target import Target
     from ..ir.verifier import verify
     from ..passes.lower.graph_to_kernels import lower_function
     target = target or Target.host()
-    module = import_model(model, example_inputs)
+    extra = {k: v for k, v in (("shapes", shapes), ("dynamic_shapes", dynamic_shapes)) if v is not None}
+    module = import_model(model, example_inputs, **extra)
     verify(module)
     module = module.clone()
     if passes is not False and passes != "":
@@ -103,9 +147,30 @@ def lowered_function(model: Any, example_inputs: Sequence | None = None, target=
     return func
 
 
+def is_symbolic_kernel(kernel: Operation) -> bool:
+    """Whether ``kernel`` has a symbolic dim in an operand or result type or a compute domain."""
+    for v in list(kernel.operands) + list(kernel.results):
+        if any(isinstance(d, str) for d in getattr(v.type, "shape", ())):
+            return True
+    return any(isinstance(d, str) for op in kernel.regions[0].blocks[0] if op.name == "structured.compute"
+               for d in op.attributes["domain"])
+
+
+def kernel_symbols(kernel: Operation) -> SymbolTable | None:
+    """The symbol table of the function holding a symbolic ``kernel`` (its ``tf.symbols``); None
+    for a static kernel or one whose function declares no symbols (default hints then)."""
+    if not is_symbolic_kernel(kernel):
+        return None
+    text = _symbols_text(kernel)
+    return SymbolTable.from_json(json.loads(text)) if text else None
+
+
 def single_kernel_function(kernel: Operation, name: str = "task") -> FuncOp:
     """A function computing only ``kernel``: its non-constant operands become arguments, its
-    constants are copied (the tensorizer then packs them as it would in the model)."""
+    constants are copied (the tensorizer then packs them as it would in the model).  A symbolic
+    kernel's function gets the symbol table of the kernel's function, so the code generator
+    builds it as in the model (``tf_dims`` in the model's symbol order) and lowering copies the
+    hints onto its loop nest."""
     args: list = []
     seen: dict[int, int] = {}
     for v in kernel.operands:
@@ -122,11 +187,27 @@ def single_kernel_function(kernel: Operation, name: str = "task") -> FuncOp:
     clone = kernel.clone(mapping)
     fn.body.append(clone)
     fn.set_return(list(clone.results))
+    if is_symbolic_kernel(kernel):
+        text = _symbols_text(kernel)
+        if text:
+            fn.attributes[SYMBOLS_ATTR] = text
     return fn
 
 
-def kernel_flops(kernel: Operation) -> float:
-    """Scalar operations per call: every compute's domain times the ops in its body (at least one)."""
+def _symbols_text(kernel: Operation) -> str | None:
+    """The ``tf.symbols`` attribute of the function (or other op) enclosing ``kernel``."""
+    cur = kernel.parent_op
+    while cur is not None:
+        text = cur.attributes.get(SYMBOLS_ATTR)
+        if text:
+            return text
+        cur = cur.parent_op
+    return None
+
+
+def kernel_flops(kernel: Operation, table: SymbolTable | None = None) -> float:
+    """Scalar operations per call: every compute's domain times the ops in its body (at least one);
+    symbolic extents count at their hints (``table``, else the default hints)."""
     from ..dialects.structured.ops import ComputeView
     total = 0.0
     for op in kernel.regions[0].blocks[0]:
@@ -135,22 +216,45 @@ def kernel_flops(kernel: Operation) -> float:
         cv = ComputeView(op)
         ops = sum(1 for o in op.regions[0].blocks[0] if o.name.startswith("scalar.")
                   and o.name not in ("scalar.const", "scalar.index_cast", "scalar.cast")) if op.regions else 1
-        total += math.prod(cv.domain) * max(ops, 1)
+        total += math.prod(hint_of(d, table) for d in cv.domain) * max(ops, 1)
     return float(total)
 
 
-def kernel_bytes(kernel: Operation) -> float:
-    return float(sum(getattr(v.type, "nbytes", 0) for v in list(kernel.operands) + list(kernel.results)))
+def kernel_bytes(kernel: Operation, table: SymbolTable | None = None) -> float:
+    """Bytes of the operands and results per call (symbolic dims at their hints)."""
+    total = 0
+    for v in list(kernel.operands) + list(kernel.results):
+        t = v.type
+        shape, dtype = getattr(t, "shape", None), getattr(t, "dtype", None)
+        if shape is None or dtype is None:
+            total += getattr(t, "nbytes", 0)
+            continue
+        total += math.prod(hint_of(d, table) for d in shape) * dtype.itemsize
+    return float(total)
 
 
-def classify(kernel: Operation, target) -> tuple[str, dict, float | None]:
-    """(kind, problem, flops) of a kernel: how the tensorizer would build it."""
+def classify(kernel: Operation, target, table: SymbolTable | None = None) -> tuple[str, dict, float | None]:
+    """(kind, problem, flops) of a kernel: how the tensorizer would build it.  ``table``: the
+    symbols' hints (as ``Tensorizer.prepare`` reads them from the model's function; default: the
+    kernel's function's table).  A symbolic problem's M/N/K/batch are their hints (numbers for the
+    space and the cost model); ``problem["dims"]`` keeps the symbolic ones."""
+    if table is None:
+        table = kernel_symbols(kernel)
+    with hints_from(table):
+        return _classify(kernel, target, table)
+
+
+def _classify(kernel: Operation, target, table: SymbolTable | None) -> tuple[str, dict, float | None]:
     from ..codegen.c.tensorize import Tensorizer
-    plan = Tensorizer(target).plan(kernel, set(constant_args(kernel)))
+    plan = Tensorizer(target).plan(kernel, set(constant_args(kernel)), table)
     if plan is None:
         return "loop", {}, None
     r = plan.roles
-    problem = {"M": r.M, "N": r.N, "K": r.K, "batch": r.batch_count, "conv": None}
+    dims = {"M": r.M, "N": r.N, "K": r.K, "batch": r.batch_count}
+    problem = {k: hint_of(d, table) for k, d in dims.items()}
+    problem["conv"] = None
+    if any(isinstance(d, str) for d in dims.values()):
+        problem["dims"] = dims
     kind = plan.kind
     if kind in ("conv", "fold", "direct", "winograd"):   # one task kind; the algorithm is a knob of its space
         p = plan.plan
@@ -158,15 +262,17 @@ def classify(kernel: Operation, target) -> tuple[str, dict, float | None]:
                            "algorithm": "im2col" if kind == "conv" else kind,
                            "algorithms": Tensorizer(target).conv_algorithms(p, set(constant_args(kernel)))}
         kind = "conv"
-    return kind, problem, 2.0 * r.M * r.N * r.K * r.batch_count
+    return kind, problem, 2.0 * problem["M"] * problem["N"] * problem["K"] * problem["batch"]
 
 
 def extract_tasks(model: Any, example_inputs: Sequence | None = None, target=None, passes: Any = None,
-                  kinds: Sequence[str] = KINDS) -> list[Task]:
-    """The distinct kernels of ``model`` (any object ``compile`` takes), heaviest total work first."""
+                  kinds: Sequence[str] = KINDS, *, shapes: Any = None, dynamic_shapes: Any = None) -> list[Task]:
+    """The distinct kernels of ``model`` (any object ``compile`` takes), heaviest total work first
+    (symbolic kernels weighed at their hints)."""
     from ..codegen.target import Target
     target = target or Target.host()
-    func = model if isinstance(model, FuncOp) else lowered_function(model, example_inputs, target, passes)
+    func = model if isinstance(model, FuncOp) else lowered_function(model, example_inputs, target, passes,
+                                                                    shapes=shapes, dynamic_shapes=dynamic_shapes)
     return tasks_of_function(func, target, kinds)
 
 
@@ -180,10 +286,11 @@ def tasks_of_function(func: FuncOp, target, kinds: Sequence[str] = KINDS) -> lis
         if key in tasks:
             tasks[key].weight += 1
             continue
-        kind, problem, flops = classify(op, target)
+        table = kernel_symbols(op)
+        kind, problem, flops = classify(op, target, table)
         name = str(op.attributes.get("sym_name", "kernel"))
         tasks[key] = Task(key, name, kind, single_kernel_function(op, name), 1,
-                          flops if flops is not None else kernel_flops(op), kernel_bytes(op), problem)
+                          flops if flops is not None else kernel_flops(op, table), kernel_bytes(op, table), problem)
     out = [t for t in tasks.values() if t.kind in kinds]
     out.sort(key=lambda t: -(t.weight * max(t.flops, t.bytes)))
     return out

@@ -51,7 +51,8 @@ def build_lowered(lowered: ModuleOp, module: ModuleOp, target: Target, name: str
              "kernels": len(layout.kernel_names), "unique_kernels": layout.unique_kernels,
              "tuned_kernels": len(tuning.applied) if tuning else 0}
     model = NativeModel(lib.lib, inputs, outputs, layout.weights, layout.arena_bytes,
-                        threads=threads or target.cores, library_path=lib.path, source=src, build=build)
+                        threads=threads or target.cores, library_path=lib.path, source=src, build=build,
+                        symbols=layout.symbols, plan=layout.dynamic_plan)
     model.library = lib
     model.layout = layout
     return model, src

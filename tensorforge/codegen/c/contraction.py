@@ -16,41 +16,71 @@ Two shapes are recognised:
 * ``ConvPlan``: a convolution ``x[n, g*Cg + c, oh*s + kh*d - p, ...] * w[o, c, kh, ...]`` as an
   implicit GEMM ``out[n, g][o, (oh, ow)] = W[g][o, (c, kh, kw)] @ col[(c, kh, kw), (oh, ow)]``
   whose B operand is gathered from x while it is packed.
+
+Extents, strides and offsets are dims (``ir/symbolic.py``): ``int`` for static shapes, canonical
+expression strings over the model's symbols for dynamic ones (a ``[b*s, 64]`` activation has row
+stride 64 and M = ``b*s``; ``q @ k^T`` over ``[b, 12, s, 64]`` has batch stride ``768*s``).  All
+arithmetic on them goes through the ``dim_*`` helpers, which return ints when the result is
+constant, so a static model sees exactly the numbers it always did.  Where an analysis needs an
+order or a size for a heuristic it uses the symbol hints (``symbolic.current_hint``); whether an
+access is strided is decided on the exact expressions.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
 from ...dialects.structured.ops import ComputeView
 from ...ir.core import Operation, Value
+from ...ir.symbolic import Dim, current_hint, dim_add, dim_divides, dim_floordiv, dim_mul, dim_prod
 from ...ir.types import DType, IndexType
 
 # A virtual axis: (domain axis, part) with part "" (the axis itself), "hi" (axis // q) or "lo" (axis % q).
 Key = tuple[int, str]
 
 
+def more_than_one(d: Dim) -> bool:
+    """Whether an extent may exceed 1: a symbolic extent might, so its axis is kept (an axis of
+    runtime extent 1 costs nothing; dropping one that is not would be wrong)."""
+    return not isinstance(d, int) or d > 1
+
+
+def positive(d: Dim) -> bool:
+    """Strides are positive: a symbolic stride is a product of (positive) symbolic sizes."""
+    return not isinstance(d, int) or d > 0
+
+
+def _magnitude(d: Dim) -> int:
+    """A number ordering strides: ints by size, a symbolic one by its hint (heuristic order only)."""
+    return abs(d) if isinstance(d, int) else current_hint(d)
+
+
 @dataclass
 class Affine:
     """``const + sum(coeff * axis)`` over axis keys (raw keys may be ("div"/"mod", axis, q))."""
 
-    terms: dict = field(default_factory=dict)
-    const: int = 0
+    terms: dict = field(default_factory=dict)    # key -> Dim coefficient
+    const: Dim = 0
 
-    def scaled(self, k: int) -> "Affine":
-        return Affine({a: c * k for a, c in self.terms.items() if c * k}, self.const * k)
+    def scaled(self, k: Dim) -> "Affine":
+        terms = {a: dim_mul(c, k) for a, c in self.terms.items()}
+        return Affine({a: c for a, c in terms.items() if c != 0}, dim_mul(self.const, k))
 
     def plus(self, other: "Affine", sign: int = 1) -> "Affine":
         terms = dict(self.terms)
         for a, c in other.terms.items():
-            terms[a] = terms.get(a, 0) + sign * c
-            if not terms[a]:
+            terms[a] = dim_add(terms.get(a, 0), dim_mul(sign, c))
+            if terms[a] == 0:
                 del terms[a]
-        return Affine(terms, self.const + sign * other.const)
+        return Affine(terms, dim_add(self.const, dim_mul(sign, other.const)))
 
-    def coeff(self, key: Key) -> int:
+    def coeff(self, key: Key) -> Dim:
         return self.terms.get(key, 0)
+
+    @property
+    def static(self) -> bool:
+        """Every coefficient and the constant are numbers."""
+        return isinstance(self.const, int) and all(isinstance(c, int) for c in self.terms.values())
 
 
 def parse_index(v: Value, axis_of: dict[int, int], memo: dict[int, Affine | None],
@@ -75,6 +105,8 @@ def _parse(v: Value, axis_of: dict[int, int], memo: dict, extents: Sequence[int]
     name = op.name
     if name == "scalar.const":
         return Affine({}, int(op.attributes["value"]))
+    if name == "scalar.dim":          # a symbolic size read at run time (docs/dynamic_shapes.md)
+        return Affine({}, op.attributes["dim"])
     args = [parse_index(o, axis_of, memo, extents) for o in op.operands]
     if any(a is None for a in args):
         return None
@@ -96,12 +128,13 @@ def _parse(v: Value, axis_of: dict[int, int], memo: dict, extents: Sequence[int]
 def _divmod(x: Affine, q: Affine, div: bool, extents: Sequence[int]) -> Affine | None:
     """``x // q`` or ``x % q`` for ``x = q*X + R``: X and R when R always lies in [0, q); else, when
     R is one axis ``a``, X + a // q and a % q (``a`` is then split into two virtual axes)."""
-    if q.terms or q.const <= 0 or any(t[1] != "" for t in x.terms):
+    if (q.terms or not isinstance(q.const, int) or q.const <= 0 or any(t[1] != "" for t in x.terms)
+            or not x.static):
         return None
     q = q.const
     whole = Affine({t: c // q for t, c in x.terms.items() if c % q == 0})
     rest = Affine({t: c for t, c in x.terms.items() if c % q}, x.const)
-    if extents:
+    if extents and all(isinstance(extents[t[0]], int) for t in rest.terms):
         lo = rest.const + sum(min(0, c * (extents[t[0]] - 1)) for t, c in rest.terms.items())
         hi = rest.const + sum(max(0, c * (extents[t[0]] - 1)) for t, c in rest.terms.items())
         if 0 <= lo and hi < q:
@@ -118,7 +151,7 @@ def _divmod(x: Affine, q: Affine, div: bool, extents: Sequence[int]) -> Affine |
 @dataclass(frozen=True)
 class VAxis:
     key: Key
-    extent: int
+    extent: Dim
     kind: str          # "p" or "r"
 
 
@@ -127,7 +160,7 @@ class Access:
     """One ``structured.read`` of a kernel input: per-dimension affine index maps over virtual axes."""
 
     arg: int                      # index of the kernel input read
-    shape: tuple[int, ...]
+    shape: tuple[Dim, ...]
     dims: list[Affine]
     pad: float | None
     dtype: DType
@@ -137,14 +170,14 @@ class Access:
         out, stride = Affine(), 1
         for d in range(len(self.shape) - 1, -1, -1):
             out = out.plus(self.dims[d].scaled(stride))
-            stride *= self.shape[d]
+            stride = dim_mul(stride, self.shape[d])
         return out
 
 
 class AxisSpace:
     """The virtual axes of one compute and the rewriting of raw affine forms onto them."""
 
-    def __init__(self, domain: tuple[int, ...], iterators: str):
+    def __init__(self, domain: tuple[Dim, ...], iterators: str):
         self.domain, self.iterators = domain, iterators
         self.splits: dict[int, int] = {}
 
@@ -153,7 +186,7 @@ class AxisSpace:
         for t in aff.terms:
             if t[0] in ("div", "mod"):
                 _, ax, q = t
-                if self.domain[ax] % q or self.splits.get(ax, q) != q:
+                if not dim_divides(q, self.domain[ax]) or self.splits.get(ax, q) != q:
                     return False
                 self.splits[ax] = q
         return True
@@ -164,7 +197,7 @@ class AxisSpace:
             if t[0] in ("div", "mod"):
                 part = Affine({(t[1], "hi" if t[0] == "div" else "lo"): c})
             elif t[0] in self.splits:
-                part = Affine({(t[0], "hi"): c * self.splits[t[0]], (t[0], "lo"): c})
+                part = Affine({(t[0], "hi"): dim_mul(c, self.splits[t[0]]), (t[0], "lo"): c})
             else:
                 part = Affine({t: c})
             out = out.plus(part)
@@ -177,7 +210,7 @@ class AxisSpace:
             if q is None:
                 out.append(VAxis((a, ""), e, k))
             else:
-                out += [VAxis((a, "hi"), e // q, k), VAxis((a, "lo"), q, k)]
+                out += [VAxis((a, "hi"), dim_floordiv(e, q), k), VAxis((a, "lo"), q, k)]
         return out
 
     def output(self) -> Affine:
@@ -186,7 +219,7 @@ class AxisSpace:
         out, stride = Affine(), 1
         for a in reversed(par):
             out = out.plus(self.normalize(Affine({(a, ""): stride})))
-            stride *= self.domain[a]
+            stride = dim_mul(stride, self.domain[a])
         return out
 
 
@@ -265,27 +298,32 @@ class Roles:
     k: list[VAxis]
 
     @staticmethod
-    def size(group: list[VAxis]) -> int:
-        return math.prod(a.extent for a in group)
+    def size(group: list[VAxis]) -> Dim:
+        return dim_prod(a.extent for a in group)
 
     @property
-    def M(self) -> int:
+    def M(self) -> Dim:
         return self.size(self.m)
 
     @property
-    def N(self) -> int:
+    def N(self) -> Dim:
         return self.size(self.n)
 
     @property
-    def K(self) -> int:
+    def K(self) -> Dim:
         return self.size(self.k)
 
     @property
-    def batch_count(self) -> int:
+    def batch_count(self) -> Dim:
         return self.size(self.batch)
 
+    @property
+    def symbolic(self) -> bool:
+        """Whether any extent is a runtime value."""
+        return any(not isinstance(a.extent, int) for a in self.batch + self.m + self.n + self.k)
 
-def collapse(aff: Affine, group: list[VAxis]) -> int | None:
+
+def collapse(aff: Affine, group: list[VAxis]) -> Dim | None:
     """``s`` with ``sum(coeff(a) * a for a in group) == s * flat`` (flat: row-major index over the
     group), or None when the access does not walk the group as one strided dimension."""
     s, inner = None, 1
@@ -293,9 +331,9 @@ def collapse(aff: Affine, group: list[VAxis]) -> int | None:
         c = aff.coeff(ax.key)
         if s is None:
             s = c
-        elif c != s * inner:
+        elif c != dim_mul(s, inner):
             return None
-        inner *= ax.extent
+        inner = dim_mul(inner, ax.extent)
     return 0 if s is None else s
 
 
@@ -322,11 +360,11 @@ class Matrix:
 
     arg: int
     flat: Affine           # full element offset over virtual axes (batch terms included)
-    rs: int
-    cs: int
+    rs: Dim
+    cs: Dim
 
     @property
-    def offset(self) -> int:
+    def offset(self) -> Dim:
         return self.flat.const
 
 
@@ -339,7 +377,7 @@ class GemmPlan:
     a: Matrix
     b: Matrix
     c: Affine              # output element offset over virtual axes
-    ldc: int
+    ldc: Dim
     swapped: bool = False
 
 
@@ -349,7 +387,7 @@ def plan_gemm(c: Contraction, constant_b: set[int] = frozenset()) -> GemmPlan | 
     if c.a.pad is not None or c.b.pad is not None:
         return None
     fa, fb, fc = c.a.flat(), c.b.flat(), c.space.output()
-    axes = [x for x in c.axes if x.extent > 1]
+    axes = [x for x in c.axes if more_than_one(x.extent)]
     par = [x for x in axes if x.kind == "p"]
     k = [x for x in axes if x.kind == "r"]
     batch, m, n = [], [], []
@@ -358,14 +396,14 @@ def plan_gemm(c: Contraction, constant_b: set[int] = frozenset()) -> GemmPlan | 
         (batch if in_a == in_b else m if in_a else n).append(x)
     swapped = False
     if par:
-        inner = min(par, key=lambda x: abs(fc.coeff(x.key)))
+        inner = min(par, key=lambda x: _magnitude(fc.coeff(x.key)))
         if fc.coeff(inner.key) != 1 or inner in batch:
             return None
         if inner in m:
             m, n, fa, fb, swapped = n, m, fb, fa, True
     acc_a, acc_b = (c.b, c.a) if swapped else (c.a, c.b)
     b_fixed = acc_b.arg in constant_b
-    order = lambda g: sorted(g, key=lambda x: -fc.coeff(x.key))   # noqa: E731  (output order)
+    order = lambda g: sorted(g, key=lambda x: -_magnitude(fc.coeff(x.key)))   # noqa: E731  (output order)
     peel_m, m = split_collapsible(order(m), [fa, fc])
     peel_n, n = split_collapsible(order(n), [fc] if b_fixed else [fb, fc])
     batch = [x for x in par if x in batch or x in peel_m or x in peel_n]
@@ -374,20 +412,20 @@ def plan_gemm(c: Contraction, constant_b: set[int] = frozenset()) -> GemmPlan | 
     roles = Roles(batch, m, n, k)
     sam, sak = collapse(fa, m), collapse(fa, k)
     sbk, sbn = collapse(fb, k), collapse(fb, n)
-    ldc = collapse(fc, m) if m else max(roles.N, 1)
+    ldc = collapse(fc, m) if m else (max(roles.N, 1) if isinstance(roles.N, int) else roles.N)
     if collapse(fc, n) not in (1, 0):
         return None
     return GemmPlan(c, roles, Matrix(acc_a.arg, fa, sam, sak), Matrix(acc_b.arg, fb, sbk, sbn), fc, ldc, swapped)
 
 
-def matrix_layout(mat: Matrix, rows: int, cols: int) -> tuple[bool, int] | None:
+def matrix_layout(mat: Matrix, rows: Dim, cols: Dim) -> tuple[bool, Dim] | None:
     """(transposed, leading dimension) of a runtime operand read by the GEMM's packers, or None when
     neither its rows nor its columns are contiguous."""
-    rs = mat.rs if rows > 1 else None
-    cs = mat.cs if cols > 1 else None
-    if cs in (1, None) and (rs is None or rs > 0):
-        return False, rs if rs is not None else max(cols, 1)
-    if rs in (1, None) and cs is not None and cs > 0:
+    rs = mat.rs if more_than_one(rows) else None
+    cs = mat.cs if more_than_one(cols) else None
+    if cs in (1, None) and (rs is None or positive(rs)):
+        return False, rs if rs is not None else (max(cols, 1) if isinstance(cols, int) else cols)
+    if rs in (1, None) and cs is not None and positive(cs):
         return True, cs
     return None
 

@@ -15,6 +15,7 @@ from typing import Callable
 
 from ...errors import CompileError
 from ...ir.core import Operation, Value
+from ...ir.symbolic import SYMBOLS_ATTR, c_identifier, symbol_table_of, symbols_of, to_c
 from ...ir.types import BufferType, DType, IndexType, ScalarType
 from . import vmath
 
@@ -264,19 +265,67 @@ def _exact_division(fn: Operation) -> str:
     return '__attribute__((optimize("no-unsafe-math-optimizations"))) ' if div and rounds else ""
 
 
-class FunctionEmitter:
-    """Emits one loop.func as a C function."""
+# Symbolic local buffers whose declared upper bound fits here live on the stack at that bound.
+STACK_BYTES = 64 * 1024
+DIMS_PARAM = "tf_dims"
 
-    def __init__(self, fn: Operation, c_name: str | None = None, static: bool = True):
+
+def kernel_symbols(fn: Operation) -> list[str]:
+    """The symbols a loop.func reads at run time (buffer shapes, loop bounds, ``scalar.dim``), sorted."""
+    used: set[str] = set()
+
+    def add_type(t) -> None:
+        if isinstance(t, BufferType) and not t.is_static:
+            for d in t.shape:
+                used.update(symbols_of(d))
+
+    for a in fn.regions[0].blocks[0].args:
+        add_type(a.type)
+    for op in fn.walk():
+        if op.name == "loop.for":
+            used.update(symbols_of(op.attributes["ub"]))
+        elif op.name == "loop.alloc":
+            add_type(op.attributes["type"])
+        elif op.name == "scalar.dim":
+            used.update(symbols_of(op.attributes["dim"]))
+    return sorted(used)
+
+
+class FunctionEmitter:
+    """Emits one loop.func as a C function.
+
+    ``symbols`` is the model's symbol order (``SymbolTable.ranges`` order, docs/dynamic_shapes.md):
+    when given and not empty, the function takes a last parameter ``const int64_t* restrict tf_dims``
+    and reads each symbol it uses from ``tf_dims[k]``, ``k`` its position in that order.  Without
+    it, a function over symbolic shapes takes the order of its own ``tf.symbols`` attribute; a
+    static function is emitted exactly as before.
+    """
+
+    def __init__(self, fn: Operation, c_name: str | None = None, static: bool = True,
+                 symbols: list[str] | None = None):
         self.fn = fn
         self.c_name = c_name or fn.attributes["sym_name"]
         self.static = static
+        self.used_symbols = kernel_symbols(fn)
+        self.symbols = list(symbols) if symbols is not None else self._own_symbol_order()
+        missing = [n for n in self.used_symbols if n not in self.symbols]
+        if missing:
+            raise CompileError(f"kernel '{self.c_name}' uses the symbols {missing}, which are not in the "
+                               f"model's symbol order {self.symbols}")
+        self.table = symbol_table_of(fn)
         self.names: dict[int, str] = {}
         self.scalars: set[int] = set()   # rank-0 buffers held as C locals
         self.lines: list[str] = []
         self.counter = 0
         self.parallel_depth = 0
         self.frees: list[str] = []
+
+    def _own_symbol_order(self) -> list[str]:
+        if not self.used_symbols:
+            return []
+        if self.fn.attributes.get(SYMBOLS_ATTR):
+            return list(symbol_table_of(self.fn).ranges)
+        return list(self.used_symbols)
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -292,16 +341,17 @@ class FunctionEmitter:
         params = []
         for i, a in enumerate(body.args):
             t = a.type
-            if not t.is_static:
-                raise CompileError(f"kernel '{self.c_name}': buffer {t} has a symbolic shape; "
-                                   f"dynamic shapes are not compiled to C yet")
             nm = f"in{i}" if i < n_in else f"out{i - n_in}"
             self.names[id(a)] = nm
             const = "const " if i < n_in else ""
             params.append(f"{const}{c_type(t)}* restrict {nm}")
+        if self.symbols:
+            params.append(f"const int64_t* restrict {DIMS_PARAM}")
         head = (f"{_exact_division(self.fn)}{'static ' if self.static else ''}void {self.c_name}"
                 f"({', '.join(params) or 'void'})")
         self.lines.append(head + " {")
+        for name in self.used_symbols:
+            self.lines.append(f"  const int64_t tf_sym_{c_identifier(name)} = {DIMS_PARAM}[{self.symbols.index(name)}];")
         self.block(body, 1)
         self.lines.append("}")
         return "\n".join(self.lines) + "\n"
@@ -338,7 +388,7 @@ class FunctionEmitter:
             return "0"
         expr = self.name(idx[0])
         for d, i in zip(shape[1:], idx[1:]):
-            expr = f"({expr}) * {d} + {self.name(i)}"
+            expr = f"({expr}) * {to_c(d)} + {self.name(i)}"
         return expr
 
     def op(self, op: Operation, depth: int) -> None:
@@ -357,7 +407,7 @@ class FunctionEmitter:
                 self.lines.append(f"{ind}#pragma omp simd{red}")
             elif kind == "unroll":
                 self.lines.append(f"{ind}#pragma GCC unroll {a.get('unroll') or 8}")
-            self.lines.append(f"{ind}for (int64_t {v} = {a['lb']}; {v} < {a['ub']}; {v} += {a['step']}) {{")
+            self.lines.append(f"{ind}for (int64_t {v} = {a['lb']}; {v} < {to_c(a['ub'])}; {v} += {a['step']}) {{")
             par = kind == "parallel"
             self.parallel_depth += par
             self.block(op.regions[0].blocks[0], depth + 1)
@@ -374,6 +424,8 @@ class FunctionEmitter:
             if t.rank == 0:
                 self.scalars.add(id(op.results[0]))
                 self.lines.append(f"{ind}{c_type(t.dtype)} {v};")
+            elif not t.is_static:
+                self.symbolic_alloc(t, v, ind)
             elif t.nbytes <= 64 * 1024:
                 self.lines.append(f"{ind}{c_type(t)} {v}[{t.num_elements}] __attribute__((aligned(64)));")
             else:
@@ -394,7 +446,7 @@ class FunctionEmitter:
                 access = f"tf_bf16_load({access})"
             pad = op.attributes.get("pad")
             if pad is not None:
-                conds = " && ".join(f"{self.name(i)} >= 0 && {self.name(i)} < {d}"
+                conds = " && ".join(f"{self.name(i)} >= 0 && {self.name(i)} < {to_c(d)}"
                                     for i, d in zip(idx, buf.type.shape)) or "1"
                 access = f"(({conds}) ? {access} : {c_literal(pad, op.results[0].type)})"
             self.lines.append(f"{ind}const {ct} {v} = {access};")
@@ -412,6 +464,8 @@ class FunctionEmitter:
                 self.lines.append(f"{ind}free({v});")
         elif name == "scalar.const":
             self.names[id(op.results[0])] = c_literal(op.attributes["value"], op.results[0].type)
+        elif name == "scalar.dim":
+            self.names[id(op.results[0])] = f"({to_c(op.attributes['dim'])})"
         elif name.startswith("scalar."):
             v = self.fresh("v")
             self.names[id(op.results[0])] = v
@@ -421,5 +475,21 @@ class FunctionEmitter:
             raise CompileError(f"'{name}' has no C lowering (kernel '{self.c_name}')")
 
 
-def emit_function(fn: Operation, c_name: str | None = None, static: bool = True) -> str:
-    return FunctionEmitter(fn, c_name, static).emit()
+    def symbolic_alloc(self, t: BufferType, v: str, ind: str) -> None:
+        """A local buffer of run-time size: on the stack at its declared upper bound when that is
+        small (no VLA: the frame stays bounded whatever the call's sizes), else on the heap per
+        execution of the enclosing block (freed at its end, like large static buffers)."""
+        from ...ir.symbolic import dim_prod
+        n = dim_prod(t.shape)
+        bound = self.table.upper_bound(n)
+        if bound is not None and bound * t.dtype.itemsize <= STACK_BYTES:
+            self.lines.append(f"{ind}{c_type(t)} {v}[{max(bound, 1)}] __attribute__((aligned(64)));")
+            return
+        size = f"(({to_c(n)}) * {t.dtype.itemsize} + 63) / 64 * 64"
+        self.lines.append(f"{ind}{c_type(t)}* {v} = ({c_type(t)}*)aligned_alloc(64, {size} ? {size} : 64);")
+        self.frees.append(v)
+
+
+def emit_function(fn: Operation, c_name: str | None = None, static: bool = True,
+                  symbols: list[str] | None = None) -> str:
+    return FunctionEmitter(fn, c_name, static, symbols).emit()

@@ -11,6 +11,11 @@ path), so the result is stored once and never read back.
 Reads of kernel inputs become epilogue pointer parameters; their offset must be
 ``i * cm + j * cn`` in the GEMM's row ``i`` and column ``j`` (plus a per-batch part that the
 caller adds to the pointer), which is what ``EpilogueRead`` records.
+
+Over symbolic shapes the row stride ``cm`` may be a runtime value (a C expression in the context's
+initializer, so the callback text stays shared); the column stride ``cn`` is written into the
+callback's text and must be a number (a chain whose reads step by a symbolic amount per column is
+left to the loop path).
 """
 from __future__ import annotations
 
@@ -19,7 +24,8 @@ from dataclasses import dataclass
 from ...dialects.structured.ops import ComputeView
 from ...ir.core import Operation, Value
 from ...ir.types import DType, IndexType
-from .contraction import Affine, AxisSpace, Roles, collapse, parse_index
+from ...ir.symbolic import Dim, dim_mul, to_c
+from .contraction import Affine, AxisSpace, Roles, collapse, more_than_one, parse_index
 from .emit_loop import c_literal, c_type, scalar_expr
 from .epilogues import Epilogue, EpilogueParam
 
@@ -31,7 +37,7 @@ class EpilogueRead:
     arg: int
     flat: Affine
     index: int             # position among the chain's reads (names the parameter)
-    cm: int = 0            # element stride per GEMM row
+    cm: Dim = 0            # element stride per GEMM row (symbolic: a runtime value in the context)
     cn: int = 0            # element stride per GEMM column
 
     @property
@@ -55,7 +61,9 @@ class EpilogueChain:
         """Fixes each read's row and column strides for ``roles``; False when one is not strided."""
         for r in self.reads:
             cm, cn = collapse(r.flat, roles.m), collapse(r.flat, roles.n)
-            if cm is None or cn is None or any(r.flat.coeff(x.key) for x in roles.k):
+            if cm is None or cn is None or any(r.flat.coeff(x.key) != 0 for x in roles.k):
+                return False
+            if not isinstance(cn, int):
                 return False
             r.cm, r.cn = cm, cn
         return True
@@ -117,7 +125,7 @@ class EpilogueChain:
     def ctx_init(self, pointers: list[str]) -> str:
         """A C initializer of the context from the reads' pointers (already at the GEMM's (0, 0))."""
         ptrs = ", ".join(pointers) or "0"
-        cms = ", ".join(str(r.cm) for r in self.reads) or "0"
+        cms = ", ".join(_c(r.cm) for r in self.reads) or "0"
         return f"{{ {{ {ptrs} }}, {{ {cms} }} }}"
 
     def callback(self, name: str) -> str:
@@ -148,7 +156,7 @@ class EpilogueChain:
 def _offset(rd: EpilogueRead) -> str:
     terms = []
     if rd.cm:
-        terms.append(f"i * {rd.cm}" if rd.cm != 1 else "i")
+        terms.append(f"i * {_c(rd.cm)}" if rd.cm != 1 else "i")
     if rd.cn:
         terms.append(f"(j + l) * {rd.cn}" if rd.cn != 1 else "(j + l)")
     return " + ".join(terms) or "0"
@@ -163,9 +171,9 @@ def match_chain(contraction: Operation, kernel: Operation, space: AxisSpace) -> 
     if not computes or computes[0] is not contraction:
         return None
     par_axes = [a for a, k in enumerate(space.iterators) if k == "p"]
-    big = [a for a in par_axes if space.domain[a] > 1]
+    big = [a for a in par_axes if more_than_one(space.domain[a])]
     extents = {x.key: x.extent for x in space.axes()}
-    out_flat = {k: c for k, c in space.output().terms.items() if extents[k] > 1}
+    out_flat = {k: c for k, c in space.output().terms.items() if more_than_one(extents[k])}
     chain_values = {id(contraction.results[0])}
     chain: list[Operation] = []
     reads: dict[tuple, EpilogueRead] = {}
@@ -173,7 +181,7 @@ def match_chain(contraction: Operation, kernel: Operation, space: AxisSpace) -> 
     for comp in computes[1:]:
         cv = ComputeView(comp)
         # the same elements in the same order: equal extents once unit axes are dropped
-        mine = [i for i, e in enumerate(cv.domain) if e > 1]
+        mine = [i for i, e in enumerate(cv.domain) if more_than_one(e)]
         if (cv.combiner != "none" or comp.attributes["dtype"] is not DType.f32
                 or [cv.domain[i] for i in mine] != [space.domain[a] for a in big]):
             return None
@@ -187,8 +195,8 @@ def match_chain(contraction: Operation, kernel: Operation, space: AxisSpace) -> 
             if id(src) in chain_values:
                 prev = chain[-1].results[0] if chain else contraction.results[0]
                 flat = _flat(op, src.type.shape, axis_of, memo, space)
-                if (src is not prev or flat is None or flat.const
-                        or {k: c for k, c in flat.terms.items() if extents[k] > 1} != out_flat):
+                if (src is not prev or flat is None or flat.const != 0
+                        or {k: c for k, c in flat.terms.items() if more_than_one(extents[k])} != out_flat):
                     return None
                 touches_chain = True
                 continue
@@ -217,7 +225,12 @@ def match_chain(contraction: Operation, kernel: Operation, space: AxisSpace) -> 
     return EpilogueChain(chain, list(reads.values()), read_of)
 
 
-def _flat(read: Operation, shape: tuple[int, ...], axis_of: dict[int, int], memo: dict,
+def _c(d: Dim) -> str:
+    """A stride in C: the number itself, or the runtime expression (parenthesised)."""
+    return str(d) if isinstance(d, int) else f"({to_c(d)})"
+
+
+def _flat(read: Operation, shape: tuple[Dim, ...], axis_of: dict[int, int], memo: dict,
           space: AxisSpace) -> Affine | None:
     """The element offset of ``read`` over the contraction's virtual axes, or None."""
     out, stride = Affine(), 1
@@ -230,5 +243,5 @@ def _flat(read: Operation, shape: tuple[int, ...], axis_of: dict[int, int], memo
             if t[0] in ("div", "mod") and space.splits.get(t[1]) != t[2]:
                 return None
         out = out.plus(space.normalize(aff).scaled(stride))
-        stride *= shape[d]
+        stride = dim_mul(stride, shape[d])
     return out

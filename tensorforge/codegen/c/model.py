@@ -13,6 +13,13 @@ With ``profile=True``, ``tf_run`` also adds each kernel call's wall time to the 
 The library also exports ``tf_set_num_threads(n)`` / ``tf_get_num_threads()``.  The count is
 kept in the library and applied by ``tf_run`` on entry, because OpenMP's thread count is a
 per-calling-thread setting that other libraries (or other models) in the process may change.
+
+A function with symbolic dims (a ``tf.symbols`` table, see ``docs/dynamic_shapes.md``) gets
+``tf_run_dyn(inputs, outputs, arena, weights, tf_dims, offsets)`` instead of ``tf_run``:
+``tf_dims`` holds the symbols' values in the model's symbol order (the table's order), every
+kernel takes it as its last argument, intermediates live at ``arena + offsets[k]`` (the runtime
+places them per call from the plan as data, ``runtime/arena_plan.py``), and output copies use
+byte counts computed from the dims.  A function without symbols generates the same C as before.
 """
 from __future__ import annotations
 
@@ -25,11 +32,13 @@ from ...errors import CompileError
 from ...ir.builtin import FuncOp
 from ...ir.core import Operation, Value
 from ...ir.structure import structural_hash
+from ...ir.symbolic import SymbolTable, c_identifier, symbol_table_of, symbols_of, to_c
 from ...ir.types import TensorType
 from ...passes.lower.structured_to_loop import lower_kernel
-from ...passes.memory.plan import ALIGN, MemoryPlan, plan_memory
+from ...passes.memory.plan import ALIGN, MemoryPlan, nbytes_dim, plan_dynamic, plan_memory
+from ...runtime.arena_plan import DynamicPlan
 from ...runtime.buffers import aligned_empty
-from ...runtime.native import ENTRY, GET_THREADS, PROFILE, PROFILE_COUNT, SET_THREADS
+from ...runtime.native import DYN_ENTRY, ENTRY, GET_THREADS, PROFILE, PROFILE_COUNT, SET_THREADS
 from .emit_loop import PRELUDE, FunctionEmitter, c_type
 from .tensorize import Prepared, Tensorizer
 
@@ -76,6 +85,12 @@ class ModelLayout:
     unique_kernels: int = 0
     sources: dict[str, str] = field(default_factory=dict)      # C name -> the function's text
     schedules: dict[str, str] = field(default_factory=dict)    # C name -> how it was scheduled, as text
+    symbols: SymbolTable = field(default_factory=SymbolTable)  # empty for a static model
+    dynamic_plan: DynamicPlan | None = None                    # the arena plan as data (symbolic models)
+
+    @property
+    def is_dynamic(self) -> bool:
+        return self.dynamic_plan is not None
 
 
 def _aligned(n: int) -> int:
@@ -121,20 +136,24 @@ def kernel_key(op: Operation) -> str:
     return structural_hash(op)
 
 
-def emit_kernel(op: Operation, schedule: Schedule | None, tensorized: Prepared | None = None) -> str:
+def emit_kernel(op: Operation, schedule: Schedule | None, tensorized: Prepared | None = None,
+                symbols: Sequence[str] | None = None) -> str:
     """The C text of one ``structured.kernel`` as a static function named ``KERNEL_NAME``.
 
     Its parameters are the kernel's operands (const pointers) then its results, in order. This
     is the one place that decides how a kernel becomes C: contractions that the tensorizer maps
     onto GEMM micro-kernels first, else the generic lowering to a scheduled loop nest.
+    ``symbols`` (the model's symbol order; only for a model with symbols) makes every kernel take
+    ``const int64_t* restrict tf_dims`` last; static models call the emitters exactly as before.
     """
-    text = tensorized.emit(op) if tensorized is not None else None
+    extra = {"symbols": list(symbols)} if symbols else {}
+    text = tensorized.emit(op, **extra) if tensorized is not None else None
     if text is not None:
         return text
     loop_fn = lower_kernel(op)
     if schedule is not None:
         schedule(loop_fn)
-    return FunctionEmitter(loop_fn, KERNEL_NAME).emit()
+    return FunctionEmitter(loop_fn, KERNEL_NAME, **extra).emit()
 
 
 def _c_name(op: Operation, index: int) -> str:
@@ -173,8 +192,11 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
     for j, v in enumerate(outputs):
         if v.op is not None and v.op.name == "structured.kernel" and id(v) not in out_index:
             out_index[id(v)] = j
-    plan = plan_memory(func, lambda v: v.op is not None and v.op.name == "structured.kernel"
-                       and id(v) not in out_index)
+    table = symbol_table_of(func)
+    symbols = list(table.ranges)
+    needs_arena = (lambda v: v.op is not None and v.op.name == "structured.kernel" and id(v) not in out_index)
+    dyn = plan_dynamic(func, needs_arena, symbols) if symbols else None
+    plan = MemoryPlan() if dyn is not None else plan_memory(func, needs_arena)
     tz = tensorizer.prepare(func) if tensorizer is not None else None
     blob, w_off = weight_blob(func, tz.weights, tz.replaced) if tz else weight_blob(func)
     in_index = {id(a): i for i, a in enumerate(func.args)}
@@ -187,6 +209,8 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
             return f"(({ct}*)(weights + {w_off[id(v)]}))"
         if id(v) in out_index:
             return f"(({ct}*)outputs[{out_index[id(v)]}])"
+        if dyn is not None:
+            return f"(({ct}*)(arena + offsets[{dyn.buffer(v)}]))"
         return f"(({ct}*)(arena + {plan.offset(v)}))"
 
     functions: list[str] = []
@@ -206,7 +230,7 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
         if cname is None:
             scheduled.clear()
             own = schedule_for(op) if schedule_for is not None else None
-            text = emit_kernel(op, record if own is None else (lambda fn: scheduled.append(own(fn))), tz)
+            text = emit_kernel(op, record if own is None else (lambda fn: scheduled.append(own(fn))), tz, symbols)
             cname = by_text.get(text)
             if cname is None:
                 cname = _c_name(op, len(by_text))
@@ -218,17 +242,34 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
         packed = [tz.operand_weight(op, i) if tz else None for i in range(len(op.operands))]
         args = [pointer(v) if w is None else f"((float*)(weights + {w_off[id(w)]}))"
                 for v, w in zip(op.operands, packed)] + [pointer(r) for r in op.results]
+        if symbols:
+            args.append("tf_dims")
         call = f"{cname}({', '.join(args)});"
         calls.append(f"  {{ double t0 = tf_now(); {call} {PROFILE}[{len(names)}] += tf_now() - t0; }}"
                      if profile else f"  {call}")
         names.append(cname)
-    for j, v in enumerate(outputs):
-        if out_index.get(id(v)) != j:
+    copies = [(j, v) for j, v in enumerate(outputs) if out_index.get(id(v)) != j]
+    if dyn is None:
+        for j, v in copies:
             calls.append(f"  memcpy(outputs[{j}], {pointer(v)}, {v.type.nbytes});")
-    entry = (f"void {ENTRY}(void* const* inputs, void* const* outputs, char* arena, const char* weights) {{\n"
-             + _ENTRY_PROLOGUE + "\n".join(calls) + "\n}\n")
+        entry = (f"void {ENTRY}(void* const* inputs, void* const* outputs, char* arena, const char* weights) {{\n"
+                 + _ENTRY_PROLOGUE + "\n".join(calls) + "\n}\n")
+    else:
+        entry = _dynamic_entry(calls, [(j, pointer(v), nbytes_dim(v.type)) for j, v in copies], symbols)
     timers = _PROFILE_C.format(table=PROFILE, count=PROFILE_COUNT, n=max(len(names), 1)) if profile else ""
     src = PRELUDE + _THREADS_C + timers + "\n".join(functions) + "\n" + entry
     layout = ModelLayout([a.type for a in func.args], [v.type for v in outputs], blob,
-                         plan.arena_bytes, plan, names, len(by_text), sources, schedules)
+                         plan.arena_bytes, plan, names, len(by_text), sources, schedules, table,
+                         dyn.plan if dyn is not None else None)
     return src, layout
+
+
+def _dynamic_entry(calls: list[str], copies: list[tuple[int, str, object]], symbols: list[str]) -> str:
+    """``tf_run_dyn``: the kernel calls (which pass ``tf_dims`` on), then the output copies whose
+    byte counts depend on the dims; only the symbols those counts read become C locals."""
+    used = set().union(*(symbols_of(n) for _, _, n in copies)) if copies else set()
+    locals_ = [f"  const int64_t tf_sym_{c_identifier(s)} = tf_dims[{k}];" for k, s in enumerate(symbols) if s in used]
+    tail = [f"  memcpy(outputs[{j}], {ptr}, (size_t)({to_c(n)}));" for j, ptr, n in copies]
+    return (f"void {DYN_ENTRY}(void* const* inputs, void* const* outputs, char* arena, const char* weights, "
+            f"const int64_t* tf_dims, const int64_t* offsets) {{\n"
+            + _ENTRY_PROLOGUE + "\n".join(locals_ + calls + tail) + "\n}\n")

@@ -20,11 +20,20 @@ once and cached as an object for every later model; the fused epilogues are smal
 row strides are runtime values, so layers with the same chain share one; all convolutions share one
 im2col routine whose shape is an argument. Helpers are named by a hash of their text and wrapped in
 include guards, so kernels that share one emit it once in the model's C file.
+
+Dynamic shapes (docs/dynamic_shapes.md): M, N, K, the batch count, strides and offsets may be
+symbolic dims.  They reach the C text as expressions over ``tf_sym_<name>`` locals, which a kernel
+of a model with symbols declares from its last parameter ``const int64_t* restrict tf_dims``
+(``Prepared.emit(kernel, symbols=...)``, the model's symbol order).  Choices that only need a
+number (register tile, threads, thresholds) take the symbols' hints (``KernelPlan.hint``); counts
+that decide what memory is touched (a convolution's images, Winograd's and the folded GEMM's
+chunks) are computed in C from the runtime values.  A static model gets exactly the text it did.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -33,6 +42,8 @@ import numpy as np
 from ...ir.builtin import FuncOp
 from ...ir.core import Operation
 from ...ir.structure import structural_hash
+from ...ir.symbolic import (Dim, SymbolTable, c_identifier, current_hint, dim_ceildiv, dim_mul, hint_of,
+                            hints_from, symbol_table_of, to_c)
 from ..target import Target
 from . import direct_conv, winograd
 from .contraction import (Affine, ConvPlan, GemmPlan, Roles, VAxis, match_contraction, matrix_layout, plan_conv,
@@ -93,6 +104,23 @@ def _gemm_params(target: Target, n: int, threads: int, m: int = 0) -> GemmParams
     return params
 
 
+def _c(d: Dim) -> str:
+    """A dim as C text: the number as before, or its runtime expression (parenthesised)."""
+    return str(d) if isinstance(d, int) else f"({to_c(d)})"
+
+
+def _cl(d: Dim) -> str:
+    """A dim as a C ``long`` operand: ``123L`` for a number, the parenthesised expression otherwise."""
+    return f"{d}L" if isinstance(d, int) else _c(d)
+
+
+def _packed_b_floats(K: Dim, N: Dim, nr: int) -> Dim:
+    """``packed_b_size`` over dims (an int when K and N are)."""
+    if isinstance(K, int) and isinstance(N, int):
+        return packed_b_size(K, N, nr)
+    return dim_mul(dim_mul(dim_ceildiv(N, nr), K), nr)
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -121,14 +149,32 @@ def _prelude(target: Target) -> str:
 # C fragments shared by both kernel kinds
 
 
-def _signature(kernel: Operation, packed: set[int]) -> str:
+def _signature(kernel: Operation, packed: set[int], dynamic: bool = False) -> str:
     params = []
     for i, v in enumerate(kernel.operands):
         ct = "float" if i in packed else c_type(v.type)
         params.append(f"const {ct}* restrict in{i}")
     for j, r in enumerate(kernel.results):
         params.append(f"{c_type(r.type)}* restrict out{j}")
+    if dynamic:
+        params.append("const int64_t* restrict tf_dims")
     return f"static void {KERNEL_NAME}({', '.join(params)})"
+
+
+def _with_dims(text: str, kernel: Operation, packed: set[int], symbols: list[str]) -> str | None:
+    """``text`` (a kernel written with the static signature) taking ``tf_dims`` last and declaring
+    the ``tf_sym_<name>`` locals its body reads, at their positions in ``symbols``; None when the
+    body reads a symbol the model does not declare (the caller falls back to the loop path)."""
+    head = _signature(kernel, packed) + " {\n"
+    at = text.index(head)
+    body = text[at + len(head):]
+    used = set(re.findall(r"\btf_sym_(\w+)", body))
+    index = {c_identifier(s): k for k, s in enumerate(symbols)}
+    if not used <= set(index):
+        return None
+    decls = "".join(f"  const int64_t tf_sym_{c} = tf_dims[{index[c]}];\n"
+                    for c in sorted(used, key=index.__getitem__))
+    return text[:at] + _signature(kernel, packed, True) + " {\n" + decls + body
 
 
 def _batch_index(batch: list[VAxis], flat: str) -> tuple[list[str], dict]:
@@ -138,20 +184,20 @@ def _batch_index(batch: list[VAxis], flat: str) -> tuple[list[str], dict]:
         ax = batch[pos]
         v = f"b{pos}"
         names[ax.key] = v
-        lines.append(f"const long {v} = ({flat} / {inner}) % {ax.extent};")
-        inner *= ax.extent
+        lines.append(f"const long {v} = ({flat} / {_c(inner)}) % {_c(ax.extent)};")
+        inner = dim_mul(inner, ax.extent)
     return lines, names
 
 
 def _strided(base: str, strides: dict, names: dict) -> str:
     """``base`` advanced to the batch point ``names`` (batch axis key -> C variable) by ``strides``."""
-    return f"{base} + ({' + '.join(f'{strides[k]} * {v}' for k, v in names.items()) or '0'})"
+    return f"{base} + ({' + '.join(f'{_c(strides[k])} * {v}' for k, v in names.items()) or '0'})"
 
 
 def _offset(aff: Affine, names: dict, const: bool = True) -> str:
-    terms = [f"{aff.coeff(k)} * {v}" for k, v in names.items() if aff.coeff(k)]
-    if const and aff.const:
-        terms.insert(0, str(aff.const))
+    terms = [f"{_c(aff.coeff(k))} * {v}" for k, v in names.items() if aff.coeff(k) != 0]
+    if const and aff.const != 0:
+        terms.insert(0, _c(aff.const))
     return " + ".join(terms) or "0"
 
 
@@ -193,21 +239,36 @@ class KernelPlan:
     target: Target
     packed_args: set[int] = field(default_factory=set)
     params: GemmParams | None = None          # the auto-tuner's choice (tune/apply.py); None: defaults
+    table: SymbolTable | None = None          # the model's symbols (hints); None: the current table
 
     @property
     def roles(self) -> Roles:
         return self.plan.roles
 
-    def emit(self, kernel: Operation) -> str:
-        """The kernel's C: guarded helpers, then ``static void KERNEL_NAME(inputs..., outputs...)``."""
-        return {"gemm": self._gemm, "conv": self._conv, "fold": self._fold, "direct": self._direct,
+    def hint(self, d: Dim) -> int:
+        """A number for ``d`` where a heuristic needs one (the symbol hints); ``d`` when static."""
+        if isinstance(d, int):
+            return d
+        return hint_of(d, self.table) if self.table is not None else current_hint(d)
+
+    def emit(self, kernel: Operation, symbols: list[str] | None = None) -> str | None:
+        """The kernel's C: guarded helpers, then ``static void KERNEL_NAME(inputs..., outputs...)``;
+        with ``symbols`` (the model's symbol order) the function takes ``tf_dims`` last.  None when
+        the kernel reads a symbol that ``symbols`` lacks."""
+        text = {"gemm": self._gemm, "conv": self._conv, "fold": self._fold, "direct": self._direct,
                 "winograd": self._winograd}[self.kind](kernel)
+        return _with_dims(text, kernel, self.packed_args, list(symbols)) if symbols else text
+
+    @property
+    def macs(self) -> int:
+        """Multiply-adds at the hints (heuristics only)."""
+        r = self.roles
+        return self.hint(r.M) * self.hint(r.N) * self.hint(r.K) * self.hint(r.batch_count)
 
     @property
     def threads(self) -> int:
         """Threads for this contraction: the target's cores, or 1 when it is too small to share."""
-        r = self.roles
-        return self.target.cores if r.M * r.N * r.K * r.batch_count >= PARALLEL_MIN_MACS else 1
+        return self.target.cores if self.macs >= PARALLEL_MIN_MACS else 1
 
     # -- GEMM-like ----------------------------------------------------------------------------
 
@@ -215,9 +276,9 @@ class KernelPlan:
         """One single-threaded GEMM per thread (many small GEMMs: attention heads) rather than
         every GEMM on all threads."""
         r, T = self.roles, self.threads
-        count = r.batch_count
+        count = self.hint(r.batch_count)
         return (T > 1 and count >= T and (count % T == 0 or count >= 4 * T)
-                and r.M * r.N * r.K < SMALL_GEMM)
+                and self.hint(r.M) * self.hint(r.N) * self.hint(r.K) < SMALL_GEMM)
 
     def _packed_batch(self) -> tuple[list[VAxis], int]:
         """Batch axes the packed B depends on, and the floats of one packed slice."""
@@ -227,7 +288,7 @@ class KernelPlan:
 
     @property
     def nr(self) -> int:
-        return self.params.nr if self.params is not None else _tile(self.target, self.roles.N)[1]
+        return self.params.nr if self.params is not None else _tile(self.target, self.hint(self.roles.N))[1]
 
     def tuned(self, default: GemmParams) -> GemmParams:
         """The tuned params if any (never more threads than ``default``: this path may need one), else ``default``."""
@@ -241,7 +302,7 @@ class KernelPlan:
         M, N, K = r.M, r.N, r.K
         par = self._parallel_batch()
         threads = 1 if par else self.threads
-        params = self.tuned(_gemm_params(self.target, N, threads, M))
+        params = self.tuned(_gemm_params(self.target, self.hint(N), threads, self.hint(M)))
         prepacked = p.b.arg in self.packed_args
         a_trans, lda = matrix_layout(p.a, M, K)
         spec_b = (False, 0) if prepacked else matrix_layout(p.b, K, N)
@@ -258,12 +319,14 @@ class KernelPlan:
                 offs.append(f"{inner} * {names[ax.key]}")
                 inner *= ax.extent
             b_ptr = f"in{p.b.arg} + ({' + '.join(offs) or '0'})"
-            call = f"{gname}_prepacked({M}, {N}, {K}, {a_ptr}, {lda}, {b_ptr}, {c_ptr}, {p.ldc}, 0, {epi});"
+            call = (f"{gname}_prepacked({_c(M)}, {_c(N)}, {_c(K)}, {a_ptr}, {_c(lda)}, {b_ptr}, {c_ptr}, "
+                    f"{_c(p.ldc)}, 0, {epi});")
             ws_alloc = ws_free = ""
         else:
             b_ptr = f"in{p.b.arg} + ({_offset(p.b.flat, names)})"
-            call = f"{gname}({M}, {N}, {K}, {a_ptr}, {lda}, {b_ptr}, {spec_b[1]}, {c_ptr}, {p.ldc}, 0, {epi}, ws);"
-            ws_alloc = f"float *ws = tf_alloc({packed_b_size(K, N, params.nr)});"
+            call = (f"{gname}({_c(M)}, {_c(N)}, {_c(K)}, {a_ptr}, {_c(lda)}, {b_ptr}, {_c(spec_b[1])}, {c_ptr}, "
+                    f"{_c(p.ldc)}, 0, {epi}, ws);")
+            ws_alloc = f"float *ws = tf_alloc({_c(_packed_b_floats(K, N, params.nr))});"
             ws_free = "free(ws);"
         inner_body = "\n      ".join(decl + [call])
         count = r.batch_count
@@ -272,14 +335,14 @@ class KernelPlan:
   {{
     {ws_alloc}
     #pragma omp for schedule(static)
-    for (long t = 0; t < {count}; t++) {{
+    for (long t = 0; t < {_c(count)}; t++) {{
       {inner_body}
     }}
     {ws_free}
   }}"""
         else:
             body = f"""  {ws_alloc}
-  for (long t = 0; t < {count}; t++) {{
+  for (long t = 0; t < {_c(count)}; t++) {{
       {inner_body}
   }}
   {ws_free}"""
@@ -353,7 +416,7 @@ class KernelPlan:
   {{
     float *bp = tf_alloc({cp * K * nr});
     #pragma omp for schedule(static)
-    for (long t = 0; t < {count * chunks}; t++) {{
+    for (long t = 0; t < {_c(dim_mul(count, chunks))}; t++) {{
       {inner}
     }}
     free(bp);
@@ -366,7 +429,7 @@ class KernelPlan:
                      f"{gname}_prepacked({M}, {P}, {K}, {w_ptr}, {K}, bp, {c_ptr}, {p.ldc}, 0, {epi});"]
             inner = "\n    ".join(x for x in lines if x)
             body = f"""  float *bp = tf_alloc({panels * K * nr});
-  for (long bt = 0; bt < {count}; bt++) {{
+  for (long bt = 0; bt < {_c(count)}; bt++) {{
     {inner}
   }}
   free(bp);"""
@@ -380,60 +443,98 @@ class KernelPlan:
         for layers with few positions the register tile's padding then falls on the last panel of
         the batch instead of every image, and a weight block is reused across images.  The GEMM
         writes a chunk of columns to a scratch tile; ``tf_fold_scatter`` copies each image's
-        segment into place and runs the fused epilogue on it with that image's context."""
+        segment into place and runs the fused epilogue on it with that image's context.
+
+        How the columns are split depends on the image count; with a symbolic batch the split is
+        computed in C and both forms (one threaded GEMM over all panels, or single-threaded GEMMs
+        over chunks handed out dynamically) are compiled, chosen per call as a static build would."""
         p: ConvPlan = self.plan
         r = self.roles
         M, P, K = r.M, r.N, r.K
         T = self.threads
         count = r.batch_count
-        mr, nr = (self.params.mr, self.params.nr) if self.params is not None else _tile(self.target, P * count, m=M)
+        mr, nr = ((self.params.mr, self.params.nr) if self.params is not None
+                  else _tile(self.target, P * self.hint(count), m=M))
         shape = self._im2col_shape()
-        total = count * P
-        panels = -(-total // nr)
-        cp = max(1, min(-(-panels // (2 * T)), (self.target.l2 // 2) // (K * nr * 4)))
-        chunks = -(-panels // cp)
-        # Too few chunks to keep every thread busy to the end, or a K so deep that one panel per
-        # chunk would stream all the weights for nr columns: pack all panels first, then one GEMM
-        # (its threads split the rows; its cache blocking reuses a weight block across columns).
-        whole = (T > 1 and chunks < 4 * T) or K * nr * 4 > self.target.l2 // 2
-        if whole:
-            cp, chunks = panels, 1
-        params = self.tuned(GemmParams.for_target(self.target, threads=T if whole else 1, mr=mr, nr=nr,
-                                                  pack_a=False))
-        gname, gtext = _gemm_source(params, self.target, False, False)
-        x_stride = p.x_batch_stride[r.batch[0].key]
+        cp_max = (self.target.l2 // 2) // (K * nr * 4)
+        # A K so deep that one panel per chunk would stream all the weights for nr columns: pack all
+        # panels first, then one GEMM (its threads split the rows; its blocking reuses a weight block).
+        deep = K * nr * 4 > self.target.l2 // 2
+        if isinstance(count, int):
+            total = count * P
+            panels = -(-total // nr)
+            cp = max(1, min(-(-panels // (2 * T)), cp_max))
+            chunks = -(-panels // cp)
+            # too few chunks to keep every thread busy to the end: one GEMM over all panels too
+            whole = (T > 1 and chunks < 4 * T) or deep
+            if whole:
+                cp, chunks = panels, 1
+            z = {"count": str(count), "total": str(total), "panels": str(panels), "cp": str(cp),
+                 "chunks": str(chunks), "ld": str(cp * nr), "bp": str(cp * K * nr), "ct": str(M * cp * nr),
+                 "bp_all": str(panels * K * nr), "ct_all": str(M * panels * nr)}
+            sizes, forms = "", ["whole" if whole else "chunks"]
+        else:
+            sizes = _fold_sizes_c(_c(count), P, nr, T, cp_max)
+            z = {"count": _c(count), "total": "fd_total", "panels": "fd_panels", "cp": "fd_cp",
+                 "chunks": "fd_chunks", "bp": f"fd_cp * {K * nr}", "ct": f"fd_cp * {M * nr}",
+                 "bp_all": f"fd_panels * {K * nr}", "ct_all": f"fd_panels * {M * nr}"}
+            forms = ["whole"] if deep else ["chunks"] if T == 1 else ["whole", "chunks"]
         out_stride = p.c.coeff(r.batch[0].key)
         etext, fn, setup, ctx0, ctx_size = self._image_epilogues(count)
-        call = (f"{gname}_prepacked({M}, ncols, {K}, in{p.w.arg}, {K}, bp, ct, {cp * nr}, 0, tf_fold_scatter, &fctx);")
         fctx = f"const tf_fold_ctx fctx = {{ out0, {out_stride}, {P}, {p.ldc}, col0, {fn}, {ctx0}, {ctx_size} }};"
-        if whole:
-            body = f"""{setup}  float *bp = tf_alloc({panels * K * nr}), *ct = tf_alloc({M * panels * nr});
+        texts, bodies = [], {}
+        for form in forms:
+            whole = form == "whole"
+            params = self.tuned(GemmParams.for_target(self.target, threads=T if whole else 1, mr=mr, nr=nr,
+                                                      pack_a=False))
+            gname, gtext = _gemm_source(params, self.target, False, False)
+            texts.append(gtext)
+            ld = z["ld"] if "ld" in z else f"{'fd_panels' if whole else 'fd_cp'} * {nr}"
+            call = f"{gname}_prepacked({M}, ncols, {K}, in{p.w.arg}, {K}, bp, ct, {ld}, 0, tf_fold_scatter, &fctx);"
+            bodies[form] = (self._fold_whole if whole else self._fold_chunks)(z, nr, fctx, call)
+        if len(forms) == 1:
+            body = f"{setup}{sizes}{bodies[forms[0]]}"
+        else:
+            body = (f"{setup}{sizes}  if (fd_chunks < {4 * T}) {{\n{bodies['whole']}\n  }} else {{\n"
+                    f"{bodies['chunks']}\n  }}")
+        return (f"{_prelude(self.target)}{IM2COL_C}{FOLD_SCATTER_C}{''.join(texts)}{etext}\n"
+                f"{_signature(kernel, self.packed_args)} {{\n"
+                f"  static const tf_conv_shape shape = {shape.c_init()};\n{body}\n}}\n")
+
+    def _fold_whole(self, z: dict, nr: int, fctx: str, call: str) -> str:
+        """All panels packed first (threads split the panels), then one threaded GEMM."""
+        p: ConvPlan = self.plan
+        x_stride = p.x_batch_stride[self.roles.batch[0].key]
+        pack = (f"tf_im2col(&shape, {nr}, in{p.x.arg}, bp + q * {self.roles.K * nr}L, q, q + 1, {z['count']}, "
+                f"{x_stride});")
+        return f"""  float *bp = tf_alloc({z["bp_all"]}), *ct = tf_alloc({z["ct_all"]});
   #pragma omp parallel for schedule(static)
-  for (long q = 0; q < {panels}; q++) tf_im2col(&shape, {nr}, in{p.x.arg}, bp + q * {K * nr}L, q, q + 1, {count}, {x_stride});
-  const long col0 = 0, ncols = {total};
+  for (long q = 0; q < {z["panels"]}; q++) {pack}
+  const long col0 = 0, ncols = {z["total"]};
   {fctx}
   {call}
   free(bp);
   free(ct);"""
-        else:
-            body = f"""{setup}  #pragma omp parallel{'' if T > 1 else ' num_threads(1)'}
+
+    def _fold_chunks(self, z: dict, nr: int, fctx: str, call: str) -> str:
+        """Chunks of panels handed out dynamically, each packed and multiplied on one thread."""
+        p: ConvPlan = self.plan
+        x_stride = p.x_batch_stride[self.roles.batch[0].key]
+        return f"""  #pragma omp parallel{'' if self.threads > 1 else ' num_threads(1)'}
   {{
-    float *bp = tf_alloc({cp * K * nr});
-    float *ct = tf_alloc({M * cp * nr});
+    float *bp = tf_alloc({z["bp"]});
+    float *ct = tf_alloc({z["ct"]});
     #pragma omp for schedule(dynamic, 1)
-    for (long ch = 0; ch < {chunks}; ch++) {{
-      const long q0 = ch * {cp}, q1 = tf_min(q0 + {cp}, {panels});
-      const long col0 = q0 * {nr}, ncols = tf_min(q1 * {nr}, {total}) - col0;
+    for (long ch = 0; ch < {z["chunks"]}; ch++) {{
+      const long q0 = ch * {z["cp"]}, q1 = tf_min(q0 + {z["cp"]}, {z["panels"]});
+      const long col0 = q0 * {nr}, ncols = tf_min(q1 * {nr}, {z["total"]}) - col0;
       {fctx}
-      tf_im2col(&shape, {nr}, in{p.x.arg}, bp, q0, q1, {count}, {x_stride});
+      tf_im2col(&shape, {nr}, in{p.x.arg}, bp, q0, q1, {z["count"]}, {x_stride});
       {call}
     }}
     free(bp);
     free(ct);
   }}"""
-        return (f"{_prelude(self.target)}{IM2COL_C}{FOLD_SCATTER_C}{gtext}{etext}\n"
-                f"{_signature(kernel, self.packed_args)} {{\n"
-                f"  static const tf_conv_shape shape = {shape.c_init()};\n{body}\n}}\n")
 
     def _image_epilogues(self, count: int) -> tuple[str, str, str, str, str]:
         """The fused epilogue for code that finishes several images at once: (helper text, callback
@@ -445,7 +546,8 @@ class KernelPlan:
             return etext, "0", "", "0", "0"
         ctx_type = self.chain.ctx_type()
         contexts = "\n    ".join([*decl, *edecl, "ctxs[bt] = ectx;"])
-        setup = f"  {ctx_type} ctxs[{count}];\n  for (long bt = 0; bt < {count}; bt++) {{\n    {contexts}\n  }}\n"
+        n = _c(count)
+        setup = f"  {ctx_type} ctxs[{n}];\n  for (long bt = 0; bt < {n}; bt++) {{\n    {contexts}\n  }}\n"
         return etext, epi.split(",")[0], setup, "ctxs", f"sizeof({ctx_type})"
 
     # -- Winograd F(2x2, 3x3) (winograd.py) -----------------------------------------------------
@@ -455,7 +557,7 @@ class KernelPlan:
         r = self.roles
         shape = _winograd_shape(p)
         count = r.batch_count
-        cap = shape.rows_per_chunk(count) * shape.tiles_w
+        cap = shape.rows_per_chunk(self.hint(count)) * shape.tiles_w
         if self.params is not None:
             params = dataclasses.replace(self.params, threads=1)
         else:
@@ -465,7 +567,8 @@ class KernelPlan:
         x_image = p.x_batch_stride[r.batch[0].key] if r.batch else 0
         out_image = p.c.coeff(r.batch[0].key) if r.batch else 0
         etext, fn, setup, ctx0, ctx_size = self._image_epilogues(count)
-        body = winograd.kernel_body(shape, count, params.nr, gname, f"in{p.x.arg}", f"in{p.w.arg}", "out0",
+        images = count if isinstance(count, int) else _c(count)
+        body = winograd.kernel_body(shape, images, params.nr, gname, f"in{p.x.arg}", f"in{p.w.arg}", "out0",
                                     x_image, out_image, p.ldc, fn, ctx0, ctx_size)
         return (f"{_prelude(self.target)}{gtext}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
                 f"{setup}{body}\n}}\n")
@@ -497,10 +600,17 @@ class KernelPlan:
                    + unit(unit_text))
         count, C, panels = r.batch_count, shape.channels, shape.panels(nr)
         m_tiles = -(-r.M // mr)
-        # enough work units for a dynamic schedule to even out a descheduled thread, rows split last
-        chunks = 1 if T == 1 else max(1, min(m_tiles, -(-4 * T // (count * panels))))
-        m_step = -(-m_tiles // chunks) * mr
-        chunks = -(-r.M // m_step)
+        sizes = ""
+        if isinstance(count, int) or T == 1:
+            # enough work units for a dynamic schedule to even out a descheduled thread, rows split last
+            chunks = 1 if T == 1 else max(1, min(m_tiles, -(-4 * T // (count * panels))))
+            m_step = -(-m_tiles // chunks) * mr
+            chunks = -(-r.M // m_step)
+            units, per_image = _c(dim_mul(count, panels * chunks)), panels * chunks
+        else:       # the same choice for the runtime image count
+            sizes = _direct_chunks_c(_c(count), T, m_tiles, panels, mr, r.M)
+            chunks, m_step = "chunks", "m_step"
+            per_image, units = f"({panels} * chunks)", f"{_c(count)} * {panels} * chunks"
         decl, names = _batch_index(r.batch, "bt")
         x_ptr = _strided(f"in{p.x.arg}", p.x_batch_stride, names)
         c_ptr = f"out0 + ({_offset(p.c, names)})"
@@ -509,28 +619,48 @@ class KernelPlan:
         ctx = "&ectx" if edecl else "0"
         pad_body = "\n      ".join([f"const long bt = t / {C}, c = t - bt * {C};", *decl,
                                      f"{name}_pad(&shape, {x_ptr} + c * {shape.in_h * shape.in_w}L, xp + t * {shape.plane}L);"])
-        unit_body = "\n      ".join([f"const long bt = u / {panels * chunks}, rest = u - bt * {panels * chunks};",
+        unit_body = "\n      ".join([f"const long bt = u / {per_image}, rest = u - bt * {per_image};",
                                       f"const long q = rest / {chunks}, m0 = (rest - q * {chunks}) * {m_step};",
                                       *decl, *edecl,
                                       f"{name}_unit(&shape, in{p.w.arg}, xp + bt * {C * shape.plane}L, {c_ptr}, {r.M}, "
                                       f"{p.ldc}, q, m0, tf_min(m0 + {m_step}, {r.M}), {fn}, {ctx});"])
         par = "#pragma omp parallel" + ("" if T > 1 else " num_threads(1)")
-        body = f"""  float *xp = tf_alloc({shape.padded_floats(count, nr)});
-  memset(xp + {count * C * shape.plane}L, 0, sizeof(float) * {nr});
+        images = dim_mul(count, C * shape.plane)
+        padded = _c(shape.padded_floats(count, nr)) if isinstance(count, int) else f"{_c(images)} + {nr}"
+        body = f"""{sizes}  float *xp = tf_alloc({padded});
+  memset(xp + {_cl(images)}, 0, sizeof(float) * {nr});
   {par}
   {{
     #pragma omp for schedule(static)
-    for (long t = 0; t < {count * C}; t++) {{
+    for (long t = 0; t < {_c(dim_mul(count, C))}; t++) {{
       {pad_body}
     }}
     #pragma omp for schedule(dynamic, 1)
-    for (long u = 0; u < {count * panels * chunks}; u++) {{
+    for (long u = 0; u < {units}; u++) {{
       {unit_body}
     }}
   }}
   free(xp);"""
         return (f"{_prelude(self.target)}{helpers}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
                 f"  static const tf_conv_shape shape = {shape.c_init()};\n{body}\n}}\n")
+
+
+def _fold_sizes_c(count: str, positions: int, nr: int, threads: int, cp_max: int) -> str:
+    """C declarations of the folded GEMM's columns, panels, panels per chunk and chunks for
+    ``count`` images known at run time: ``_fold``'s static formulas, evaluated in C."""
+    return (f"  const long fd_total = {count} * {positions}L, fd_panels = (fd_total + {nr - 1}) / {nr};\n"
+            f"  const long fd_cp0 = (fd_panels + {2 * threads - 1}) / {2 * threads}, "
+            f"fd_cpm = fd_cp0 < {cp_max} ? fd_cp0 : {cp_max}, fd_cp = fd_cpm < 1 ? 1 : fd_cpm;\n"
+            f"  const long fd_chunks = (fd_panels + fd_cp - 1) / fd_cp;\n")
+
+
+def _direct_chunks_c(count: str, threads: int, m_tiles: int, panels: int, mr: int, rows: int) -> str:
+    """C declarations of ``chunks`` and ``m_step`` (row chunks per image x panel and their height)
+    for ``count`` images known at run time: ``_direct``'s static formula, evaluated in C."""
+    return (f"  const long want = ({4 * threads} + {count} * {panels} - 1) / ({count} * {panels});\n"
+            f"  const long chunks0 = want < 1 ? 1 : want > {m_tiles} ? {m_tiles} : want;\n"
+            f"  const long m_step = (({m_tiles} + chunks0 - 1) / chunks0) * {mr};\n"
+            f"  const long chunks = ({rows} + m_step - 1) / m_step;\n")
 
 
 def _spatial(p: ConvPlan) -> tuple[tuple[int, int], ...]:
@@ -595,8 +725,17 @@ class Tensorizer:
         self.target = target or Target.host()
         self.params_for = params_for    # per-kernel tuned GemmParams (the auto-tuner's hook), or None
 
-    def plan(self, kernel: Operation, constant_args: set[int] = frozenset()) -> KernelPlan | None:
-        """The tensorized form of ``kernel``, or None when it stays on the loop path."""
+    def plan(self, kernel: Operation, constant_args: set[int] = frozenset(),
+             table: SymbolTable | None = None) -> KernelPlan | None:
+        """The tensorized form of ``kernel``, or None when it stays on the loop path.  ``table``
+        gives the hints of symbolic sizes (default: the current table, ``symbolic.hints_from``)."""
+        if table is None:
+            return self._plan(kernel, constant_args, None)
+        with hints_from(table):         # the analysis orders symbolic strides by these hints too
+            return self._plan(kernel, constant_args, table)
+
+    def _plan(self, kernel: Operation, constant_args: set[int], table: SymbolTable | None) -> KernelPlan | None:
+        hint = (lambda d: hint_of(d, table)) if table is not None else current_hint
         body = kernel.regions[0].blocks[0]
         computes = [o for o in body if o.name == "structured.compute"]
         if not computes or len(kernel.results) != 1:
@@ -608,44 +747,47 @@ class Tensorizer:
         if chain is None:
             return None
         gemm = plan_gemm(c, constant_args)
-        if gemm is not None and self._worth(gemm.roles) and self._layouts_ok(gemm, constant_args):
+        if gemm is not None and self._worth(gemm.roles, hint) and self._layouts_ok(gemm, constant_args):
             if chain.bind(gemm.roles):
                 packed = {gemm.b.arg} if gemm.b.arg in constant_args and gemm.b.arg != gemm.a.arg else set()
-                return KernelPlan("gemm", gemm, chain, self.target, packed, self._tuned(kernel))
+                return KernelPlan("gemm", gemm, chain, self.target, packed, self._tuned(kernel), table)
         conv = plan_conv(c)
-        if conv is not None and self._worth(conv.roles) and chain.bind(conv.roles):
+        if (conv is not None and _static_but_batch(conv) and self._worth(conv.roles, hint)
+                and chain.bind(conv.roles)):
             tuned = self._tuned(kernel)
-            kind = self._conv_algorithm(conv, constant_args, tuned.conv_algorithm if tuned else "")
+            kind = self._conv_algorithm(conv, constant_args, tuned.conv_algorithm if tuned else "", hint)
             packed = {conv.w.arg} if kind in ("direct", "winograd") else set()
-            return KernelPlan(kind, conv, chain, self.target, packed, tuned)
+            return KernelPlan(kind, conv, chain, self.target, packed, tuned, table)
         return None
 
     def conv_algorithms(self, p: ConvPlan, constant_args: set[int]) -> list[str]:
         """The ``GemmParams.conv_algorithm`` values that apply to convolution ``p`` (what a tuner may try)."""
-        return (["im2col"] + (["fold"] if self._fold_ok(p) else [])
+        return (["im2col"] + (["fold"] if self._fold_ok(p, current_hint) else [])
                 + (["direct"] if self._direct_ok(p, constant_args) else [])
                 + (["winograd"] if self._winograd_ok(p, constant_args) else []))
 
-    def _conv_algorithm(self, p: ConvPlan, constant_args: set[int], asked: str = "") -> str:
+    def _conv_algorithm(self, p: ConvPlan, constant_args: set[int], asked: str = "",
+                        hint: Callable[[Dim], int] = current_hint) -> str:
         """"winograd", "direct", "fold" or "conv" (im2col per image): ``asked`` (a tuned choice) when
         it applies; else Winograd for 3x3 stride-1 layers with enough 2x2 output tiles to feed its
         GEMMs (2.25x fewer multiply-adds; measured 1.3-1.8x faster than the others on ResNet's 3x3
         layers at batch 1 and 8, slower at 7x7 with one image: 16 tiles cannot hide the transformed
         weights' traffic); else the one whose register tiles waste fewest columns, direct preferred
         (it copies 1x the input where im2col copies kh*kw x) unless it wastes 5 points more."""
-        direct, fold = self._direct_ok(p, constant_args), self._fold_ok(p)
+        direct, fold = self._direct_ok(p, constant_args), self._fold_ok(p, hint)
         wino = self._winograd_ok(p, constant_args)
         if asked == "direct" and direct or asked == "fold" and fold or asked == "winograd" and wino:
             return asked
         if asked == "im2col":
             return "conv"
         r = p.roles
+        count = hint(r.batch_count)
         if wino:
             shape = _winograd_shape(p)
-            if shape.tiles_h * shape.tiles_w * r.batch_count >= WINOGRAD_MIN_TILES:
+            if shape.tiles_h * shape.tiles_w * count >= WINOGRAD_MIN_TILES:
                 return "winograd"
         per_image = _column_waste(self.target, r.M, r.N)
-        folded = _column_waste(self.target, r.M, r.N * r.batch_count) if fold else per_image
+        folded = _column_waste(self.target, r.M, r.N * count) if fold else per_image
         if direct:
             shape = _direct_shape(p)
             if shape.waste(_tile(self.target, shape.grid_columns, m=r.M)[1]) <= folded + 0.05:
@@ -660,10 +802,10 @@ class Tensorizer:
                 and winograd.eligible(p.kernel, p.strides, p.dilations))
 
     @staticmethod
-    def _fold_ok(p: ConvPlan) -> bool:
+    def _fold_ok(p: ConvPlan, hint: Callable[[Dim], int] = current_hint) -> bool:
         """Folding needs one batch axis (the images) that the weights do not depend on."""
         r = p.roles
-        return len(r.batch) == 1 and r.batch_count > 1 and not any(p.w_batch_stride.values())
+        return len(r.batch) == 1 and hint(r.batch_count) > 1 and not any(p.w_batch_stride.values())
 
     def _tuned(self, kernel: Operation) -> GemmParams | None:
         return self.params_for(kernel) if self.params_for is not None else None
@@ -676,9 +818,11 @@ class Tensorizer:
                 and p.w.flat().const == 0 and not any(p.w_batch_stride.values()))
 
     @staticmethod
-    def _worth(r: Roles) -> bool:
-        return (r.N >= MIN_N and r.M >= MIN_M and r.K >= MIN_K
-                and r.M * r.N * r.K * r.batch_count >= MIN_FLOPS)
+    def _worth(r: Roles, hint: Callable[[Dim], int] = current_hint) -> bool:
+        """Big enough to pay for the packing (symbolic sizes at their hints: any size runs correctly
+        either way, this only picks the faster path for the sizes the model expects)."""
+        M, N, K = hint(r.M), hint(r.N), hint(r.K)
+        return N >= MIN_N and M >= MIN_M and K >= MIN_K and M * N * K * hint(r.batch_count) >= MIN_FLOPS
 
     @staticmethod
     def _layouts_ok(p: GemmPlan, constant_args: set[int]) -> bool:
@@ -688,13 +832,26 @@ class Tensorizer:
         return p.b.arg in constant_args or matrix_layout(p.b, r.K, r.N) is not None
 
     def prepare(self, func: FuncOp) -> "Prepared":
+        """The decisions for every kernel of ``func``; symbolic sizes use the hints of the
+        function's symbol table (``symbolic.symbol_table_of``)."""
         return Prepared(self, func)
+
+
+def _static_but_batch(p: ConvPlan) -> bool:
+    """Convolutions over symbolic sizes are tensorized when only the batch axes are symbolic (the
+    images of a dynamic batch): the per-image geometry, the weights and the strides stay numbers."""
+    r = p.roles
+    dims = [r.M, r.N, r.K, p.channels, p.ldc, *p.in_spatial, *p.out_spatial, p.c.const,
+            *p.x_batch_stride.values(), *p.w_batch_stride.values(), *p.c.terms.values()]
+    return all(isinstance(d, int) for d in dims) and all(isinstance(a.extent, int) for a in r.batch[1:])
 
 
 class Prepared:
     """The tensorization decisions for one function, and its packed weights."""
 
     def __init__(self, tensorizer: Tensorizer, func: FuncOp):
+        table = symbol_table_of(func)
+        self.table = table if table.ranges else None
         self.plans: dict[int, KernelPlan] = {}
         self.weights: list[np.ndarray] = []
         self._operand: dict[tuple[int, int], np.ndarray] = {}
@@ -707,7 +864,7 @@ class Prepared:
             consts = _constant_args(op)
             key = (structural_hash(op), frozenset(consts))
             if key not in memo:
-                memo[key] = tensorizer.plan(op, consts)
+                memo[key] = tensorizer.plan(op, consts, self.table)
             plan = memo[key]
             if plan is None:
                 continue
@@ -728,9 +885,11 @@ class Prepared:
                 if v.uses and packed_uses.get(id(v), 0) == len(v.uses):
                     self.replaced.add(id(v))
 
-    def emit(self, kernel: Operation) -> str | None:
+    def emit(self, kernel: Operation, symbols: list[str] | None = None) -> str | None:
+        """The kernel's C, or None (the loop path).  ``symbols``: the model's symbol order, given
+        for a model with symbols (every kernel then takes ``tf_dims`` last, docs/dynamic_shapes.md)."""
         plan = self.plans.get(id(kernel))
-        return plan.emit(kernel) if plan is not None else None
+        return plan.emit(kernel, symbols) if plan is not None else None
 
     def key(self, kernel: Operation) -> str:
         """Added to the kernel's structural key: which operands arrive packed."""

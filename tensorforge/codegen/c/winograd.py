@@ -14,6 +14,10 @@ V and M stay in L2; all threads work on every chunk: the input transform split b
 GEMMs handed out one by one (each single-threaded, on the shared packed-B layout the input transform
 writes directly), the output transform split by output channel, and the fused epilogue applied to
 each image's finished rows while they are in cache.
+
+With a symbolic batch the image count is a runtime C expression: the chunk size, the buffers' sizes
+and strides are then computed in C by the same formulas (``_runtime_sizes``), so every batch size
+runs the chunking a static build for that size would.
 """
 from __future__ import annotations
 
@@ -61,34 +65,58 @@ class WinogradShape:
 
     def rows_per_chunk(self, images: int) -> int:
         """Tile rows per chunk: V of a chunk about CHUNK_BYTES, at least MIN_TILES tiles (or all)."""
+        return max(1, min(images * self.tiles_h, self.max_rows_per_chunk))
+
+    @property
+    def max_rows_per_chunk(self) -> int:
+        """Tile rows per chunk when the images have more: about CHUNK_BYTES of V, MIN_TILES tiles."""
         want = max(MIN_TILES, CHUNK_BYTES // (16 * 4 * self.channels))
-        return max(1, min(images * self.tiles_h, -(-want // self.tiles_w)))
+        return -(-want // self.tiles_w)
 
 
 def eligible(kernel: tuple[int, ...], strides: tuple[int, ...], dilations: tuple[int, ...]) -> bool:
     return tuple(kernel) == (3, 3) and all(s == 1 for s in strides) and all(d == 1 for d in dilations)
 
 
-def kernel_body(s: WinogradShape, images: int, nr: int, gemm: str, x: str, u: str, out: str,
+def _static_sizes(s: WinogradShape, images: int, nr: int) -> tuple[str, dict]:
+    """The chunk geometry for a known image count, as numbers in the text."""
+    rpc = s.rows_per_chunk(images)
+    total_rows = images * s.tiles_h
+    cap = rpc * s.tiles_w                           # tiles per chunk at most
+    panels = -(-cap // nr)
+    vstride = panels * s.channels * nr              # floats of one transformed-input matrix (packed B)
+    mstride = s.rows * cap                          # floats of one product matrix
+    return "", {"rows": total_rows, "rpc": rpc, "cap": cap, "v16": 16 * vstride, "m16": 16 * mstride,
+                "capL": f"{cap}L", "vsL": f"{vstride}L", "msL": f"{mstride}L"}
+
+
+def _runtime_sizes(s: WinogradShape, images: str, nr: int) -> tuple[str, dict]:
+    """The same geometry for ``images`` known only at run time (a C expression): declarations, names."""
+    most = s.max_rows_per_chunk
+    decls = (f"  const long wg_rows = {images} * {s.tiles_h}L;\n"
+             f"  const long wg_rpc = wg_rows < 1 ? 1 : wg_rows < {most} ? wg_rows : {most};\n"
+             f"  const long wg_cap = wg_rpc * {s.tiles_w};\n"
+             f"  const long wg_vs = (wg_cap + {nr - 1}) / {nr} * {s.channels * nr}L, wg_ms = {s.rows}L * wg_cap;\n")
+    return decls, {"rows": "wg_rows", "rpc": "wg_rpc", "cap": "wg_cap", "v16": "16 * wg_vs", "m16": "16 * wg_ms",
+                   "capL": "wg_cap", "vsL": "wg_vs", "msL": "wg_ms"}
+
+
+def kernel_body(s: WinogradShape, images: int | str, nr: int, gemm: str, x: str, u: str, out: str,
                 x_image: int, out_image: int, ldc: int, epi: str, contexts: str, ctx_size: str) -> str:
     """The C statements of one convolution kernel (inside its function): buffers, then the chunks.
 
+    ``images``: the image count, or a C expression of it (a symbolic batch);
     ``gemm``: a generated GEMM (``<gemm>_prepacked``, packed-B panels of ``nr`` columns) on one thread;
     ``x``/``u``/``out``: C expressions of the input, the transformed weights and the output;
     ``epi``/``contexts``/``ctx_size``: the fused epilogue callback (or ``0``) and its per-image contexts."""
     C, O, tw = s.channels, s.rows, s.tiles_w
-    rpc = s.rows_per_chunk(images)
-    total_rows = images * s.tiles_h
-    cap = rpc * tw                                  # tiles per chunk at most
-    panels = -(-cap // nr)
-    vstride = panels * C * nr                       # floats of one transformed-input matrix (packed B)
-    mstride = O * cap                               # floats of one product matrix
+    decls, z = _static_sizes(s, images, nr) if isinstance(images, int) else _runtime_sizes(s, images, nr)
     wb = 2 * tw + 2                                 # padded width of the rows a tile row reads
     lo, hi = max(0, s.pad_w), min(wb, s.pad_w + s.in_w)   # columns of those rows inside the image
-    return f"""  float *vbuf = tf_alloc({16 * vstride}), *mbuf = tf_alloc({16 * mstride});
+    return f"""{decls}  float *vbuf = tf_alloc({z["v16"]}), *mbuf = tf_alloc({z["m16"]});
   #pragma omp parallel
-  for (long r0 = 0; r0 < {total_rows}; r0 += {rpc}) {{
-    const long r1 = tf_min(r0 + {rpc}, {total_rows}), ntiles = (r1 - r0) * {tw};
+  for (long r0 = 0; r0 < {z["rows"]}; r0 += {z["rpc"]}) {{
+    const long r1 = tf_min(r0 + {z["rpc"]}, {z["rows"]}), ntiles = (r1 - r0) * {tw};
     /* input transform V = B^T d B of every tile, written into the GEMMs' packed-B panels: per tile
        row, the 4 input rows (zero padded) combined down the columns, then across in pairs */
     #pragma omp for schedule(static)
@@ -111,7 +139,7 @@ def kernel_body(s: WinogradShape, images: int, nr: int, gemm: str, x: str, u: st
           float *v = vbuf + (tile / {nr}) * {C * nr}L + c * {nr} + k0;
           for (int i = 0; i < 4; i++) {{
             const float *ti = t[i] + 2 * tx0;
-            float *v0 = v + (i * 4) * {vstride}L, *v1 = v0 + {vstride}L, *v2 = v1 + {vstride}L, *v3 = v2 + {vstride}L;
+            float *v0 = v + (i * 4) * {z["vsL"]}, *v1 = v0 + {z["vsL"]}, *v2 = v1 + {z["vsL"]}, *v3 = v2 + {z["vsL"]};
             for (long q = 0; q < len; q++) {{
               const float a = ti[2 * q], b = ti[2 * q + 1], cc = ti[2 * q + 2], dd = ti[2 * q + 3];
               v0[q] = a - cc; v1[q] = b + cc; v2[q] = cc - b; v3[q] = b - dd;
@@ -122,24 +150,24 @@ def kernel_body(s: WinogradShape, images: int, nr: int, gemm: str, x: str, u: st
       }}
       /* zero the padding columns of the last panel (the GEMM reads whole panels) */
       for (long tile = ntiles; tile < (ntiles + {nr - 1}) / {nr} * {nr}; tile++)
-        for (int e = 0; e < 16; e++) vbuf[e * {vstride}L + (tile / {nr}) * {C * nr}L + c * {nr} + tile % {nr}] = 0.0f;
+        for (int e = 0; e < 16; e++) vbuf[e * {z["vsL"]} + (tile / {nr}) * {C * nr}L + c * {nr} + tile % {nr}] = 0.0f;
     }}
     /* the 16 products M_e = U_e @ V_e, one GEMM per thread at a time */
     #pragma omp for schedule(dynamic, 1)
     for (int e = 0; e < 16; e++)
-      {gemm}_prepacked({O}, ntiles, {C}, {u} + e * {O * C}L, {C}, vbuf + e * {vstride}L, mbuf + e * {mstride}L, {cap}, 0, 0, 0);
+      {gemm}_prepacked({O}, ntiles, {C}, {u} + e * {O * C}L, {C}, vbuf + e * {z["vsL"]}, mbuf + e * {z["msL"]}, {z["cap"]}, 0, 0, 0);
     /* output transform Y = A^T M A: per output channel and tile row, down then across */
     #pragma omp for schedule(static)
     for (long o = 0; o < {O}; o++) {{
       for (long r = r0; r < r1; r++) {{
         const long n = r / {s.tiles_h}, ty = r - n * {s.tiles_h};
-        const float *m = mbuf + o * {cap}L + (r - r0) * {tw};
+        const float *m = mbuf + o * {z["capL"]} + (r - r0) * {tw};
         float y0[{2 * tw}] __attribute__((aligned(64))), y1[{2 * tw}] __attribute__((aligned(64)));
         for (long q = 0; q < {tw}; q++) {{
           float s0[4], s1[4];
           for (int j = 0; j < 4; j++) {{
-            const float m0 = m[j * {mstride}L + q], m1 = m[(4 + j) * {mstride}L + q];
-            const float m2 = m[(8 + j) * {mstride}L + q], m3 = m[(12 + j) * {mstride}L + q];
+            const float m0 = m[j * {z["msL"]} + q], m1 = m[(4 + j) * {z["msL"]} + q];
+            const float m2 = m[(8 + j) * {z["msL"]} + q], m3 = m[(12 + j) * {z["msL"]} + q];
             s0[j] = m0 + m1 + m2; s1[j] = m1 - m2 - m3;
           }}
           y0[2 * q] = s0[0] + s0[1] + s0[2]; y0[2 * q + 1] = s0[1] - s0[2] - s0[3];

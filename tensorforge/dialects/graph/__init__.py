@@ -2,5 +2,5 @@
 
 Importing this package registers every op; one module per op family.
 """
-from . import (attention, constant, conv, elementwise, index, linalg, norm, pool,  # noqa: F401
+from . import (attention, constant, conv, data_dependent, elementwise, index, linalg, norm, pool,  # noqa: F401
                reduce, shape, layout)

@@ -7,6 +7,8 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...ir.opdef import (COMMUTATIVE, ELEMENTWISE, PURE, SAME_SHAPE, Attr, FusionKind, OpDef, expect)
+from ...ir.symbolic import (as_expr, current_hint, dim_add, dim_ceildiv, dim_floordiv, dim_min, dim_mul, dim_prod,
+                            dim_sub, dims_equal, evaluate, hint_nbytes, symbols_of)
 from ...ir.types import Dim, DType, TensorType, Type
 
 
@@ -18,19 +20,26 @@ def tensor_types(types: Sequence[Type], opname: str) -> list[TensorType]:
 
 
 def broadcast_dims(a: Dim, b: Dim) -> Dim:
-    """NumPy broadcasting of one dimension, with named symbolic dims."""
-    if a == b:
+    """NumPy broadcasting of one dimension, with symbolic dims.
+
+    Provably equal dims (``dims_equal``) give that dim and a 1 gives the other; a symbolic dim
+    against a static size other than 1 gives the static size (the symbol must take that value
+    at run time, which the entry checks).  Two different symbolic dims do not broadcast: which
+    one wins would depend on a run-time value, and one compiled kernel cannot depend on that.
+    """
+    if a == b or dims_equal(a, b):
         return a
     if a == 1:
         return b
     if b == 1:
         return a
     if isinstance(a, str) and isinstance(b, int):
-        return b          # the symbol must equal b at run time (or be 1)
+        return b          # the symbol must equal b at run time
     if isinstance(b, str) and isinstance(a, int):
         return a
     if isinstance(a, str) and isinstance(b, str):
-        return a
+        raise ShapeError(f"dimensions '{a}' and '{b}' are different symbolic sizes and cannot broadcast "
+                         f"(make them the same symbol, or one of them 1)")
     raise ShapeError(f"dimensions {a} and {b} cannot broadcast")
 
 
@@ -42,8 +51,9 @@ def broadcast_shapes(*shapes: Sequence[Dim]) -> tuple:
         for i, d in enumerate(pad):
             try:
                 out[i] = broadcast_dims(out[i], d)
-            except ShapeError:
-                raise ShapeError(f"shapes {', '.join(str(tuple(x)) for x in shapes)} do not broadcast") from None
+            except ShapeError as e:
+                why = f": {e}" if isinstance(out[i], str) and isinstance(d, str) else ""
+                raise ShapeError(f"shapes {', '.join(str(tuple(x)) for x in shapes)} do not broadcast{why}") from None
     return tuple(out)
 
 
@@ -117,9 +127,15 @@ __all__ = [
 # (appended for linalg/conv/pool/reduce/norm/attention; the names above stay as they were)
 
 def match_dims(a: Dim, b: Dim, what: str) -> Dim:
-    """Two dims that must be equal (a contraction, a channel count): a symbol matches
-    any size (checked at run time); two static sizes must agree."""
-    if a == b or isinstance(b, str):
+    """Two dims that must be equal (a contraction, a channel count).  Provably equal dims
+    match; a symbolic dim matches a static size (checked at run time) and gives the static
+    size; two different static sizes, or two symbolic dims that are not provably equal, are a
+    shape error (a compiled kernel has one extent per loop)."""
+    if a == b or dims_equal(a, b):
+        return a
+    if isinstance(a, str) and isinstance(b, str):
+        raise ShapeError(f"{what}: '{a}' and '{b}' are different symbolic sizes")
+    if isinstance(b, str):
         return a
     if isinstance(a, str):
         return b
@@ -136,16 +152,22 @@ def expect_numeric(t: TensorType, what: str = "operand") -> None:
 
 def io_bytes(operand_types: Sequence[Type], result_types: Sequence[Type]) -> int:
     """Memory traffic if every operand is read once and every result written once."""
-    return sum(t.nbytes for t in list(operand_types) + list(result_types) if isinstance(t, TensorType))
+    return sum(hint_nbytes(t) for t in list(operand_types) + list(result_types) if isinstance(t, TensorType))
 
 
 def num_elements(shape: Sequence[Dim]) -> int:
-    """Product of the static dims (symbols count as 1, as ``TensorType.num_elements``)."""
+    """Element count for cost models: a symbolic dim counts as its hint (``hint_size``), so a
+    dynamic batch costs what the representative batch does, not 1."""
     n = 1
     for d in shape:
-        if isinstance(d, int):
-            n *= d
+        n *= d if isinstance(d, int) else hint_size(d)
     return n
+
+
+def hint_size(d: Dim) -> int:
+    """A representative value of ``d`` for heuristics: the hint of the symbol table that the
+    running pass made current (``symbolic.hints_from``), else ``hint_of``'s default."""
+    return current_hint(d)
 
 
 def spatial_ints(attrs: dict[str, Any], key: str, count: int, fill: int, low: int) -> tuple[int, ...]:
@@ -181,15 +203,12 @@ class Window:
 
     def out_dim(self, i: int, size: Dim, ceil_mode: bool = False) -> Dim:
         """Output size on spatial axis ``i`` (ONNX rule; ceil mode drops a last window that
-        would start in the end padding).  A symbolic size survives only where the window
-        keeps the size (stride 1, padding equal to the extent)."""
+        would start in the end padding).  A symbolic size gives the same rule as a floordiv
+        expression (``"(H-1)//2+1"``); whether the window fits is then the entry's range check."""
         ext, s = self.extents[i], self.strides[i]
         pads = self.pads_begin[i] + self.pads_end[i]
         if isinstance(size, str):
-            expect(s == 1 and pads == ext - 1,
-                   f"spatial axis {i} has symbolic size '{size}'; the window (kernel {self.kernel[i]}, "
-                   f"stride {s}, pads {pads}) changes it, so it must be static")
-            return size
+            return self._symbolic_out_dim(i, size, ceil_mode)
         span = size + pads - ext
         expect(span >= 0, f"spatial axis {i}: window extent {ext} is larger than the padded input "
                           f"{size + pads} (input {size}, pads {self.pads_begin[i]}+{self.pads_end[i]})")
@@ -199,6 +218,16 @@ class Window:
                 out -= 1
             return out
         return span // s + 1
+
+    def _symbolic_out_dim(self, i: int, size: str, ceil_mode: bool) -> Dim:
+        """``out_dim`` of a symbolic size.  Ceil mode keeps a window only when it starts before
+        the end padding, i.e. at most ``ceil((size + pad_begin) / stride)`` windows: the
+        minimum of that and the plain ceil count equals the static rule for every size."""
+        ext, s = self.extents[i], self.strides[i]
+        span = dim_sub(dim_add(size, self.pads_begin[i] + self.pads_end[i]), ext)
+        if not ceil_mode:
+            return dim_add(dim_floordiv(span, s), 1)
+        return dim_min(dim_add(dim_ceildiv(span, s), 1), dim_ceildiv(dim_add(size, self.pads_begin[i]), s))
 
 
 def compute_dtype(dtype: np.dtype) -> np.dtype:
@@ -239,35 +268,47 @@ def expect_int(t: TensorType, what: str = "operand") -> None:
     expect(t.dtype.is_int, f"{what} must have an integer element type, got {t.dtype}")
 
 
-def dims_product(dims: Sequence[Dim], what: str) -> Dim:
-    """Product of dims as one dim.  A symbol survives only when every other factor is 1: a
-    dim is an int or a single name, so ``N * 3`` has no spelling."""
-    syms = [d for d in dims if isinstance(d, str)]
-    n = num_elements(dims)
-    if not syms:
-        return n
-    expect(len(syms) == 1 and n == 1,
-           f"{what}: the product of {tuple(dims)} mixes symbolic dims with other sizes and cannot "
-           f"be written as one dim; make those dims static")
-    return syms[0]
+def dims_product(dims: Sequence[Dim], what: str = "") -> Dim:
+    """Product of dims as one dim (``("b", "s", 64)`` -> ``"64*b*s"``; an int when static)."""
+    return dim_prod(dims)
 
 
 def counts_differ(a: Sequence[Dim], b: Sequence[Dim]) -> bool:
-    """True when two shapes provably hold different element counts: same symbols (as a
-    multiset), different static products.  Different symbols prove nothing."""
-    sa = sorted(d for d in a if isinstance(d, str))
-    sb = sorted(d for d in b if isinstance(d, str))
-    return sa == sb and num_elements(a) != num_elements(b)
+    """True when two shapes provably hold different element counts: their products differ by a
+    nonzero constant, or are the same monomial with different coefficients.  Products over
+    different symbols prove nothing (the sizes may agree at run time)."""
+    ea, eb = as_expr(dim_prod(a)), as_expr(dim_prod(b))
+    if ea == eb:
+        return False
+    diff = ea - eb
+    if diff.is_const:
+        return True
+    if len(ea.terms) == 1 and len(eb.terms) == 1:
+        (ma, _), (mb, _) = next(iter(ea.terms.items())), next(iter(eb.terms.items()))
+        return ma == mb
+    return False
+
+
+def exact_quotient(total: Dim, part: Dim, what: str) -> Dim:
+    """``total / part`` when ``part`` provably divides ``total`` for every value of the symbols
+    (``dim_floordiv`` of polynomials); a ShapeError naming ``what`` otherwise."""
+    try:
+        q = dim_floordiv(total, part)
+    except ShapeError as e:
+        raise ShapeError(f"{what}: {e}") from None
+    if not dims_equal(dim_mul(q, part), total):
+        raise ShapeError(f"{what}: {part} does not divide {total}")
+    return q
 
 
 def resolve_dims(dims: Sequence[Dim], opname: str, total: int | None = None,
                  aligned: Sequence[int] | None = None) -> tuple[int, ...]:
-    """Run-time sizes for dims that may name symbols (reference semantics only).
+    """Run-time sizes for dims that may be symbolic expressions (reference semantics only).
 
-    A symbol takes, in order: its size bound by the interpreter from the function inputs;
-    the size at the same position of ``aligned`` (a run-time shape, right-aligned with
-    ``dims``, as for broadcasting); and, for a single symbol still unknown, ``total``
-    divided by the product of the others (as ONNX resolves -1).
+    A dim takes, in order: its value under the symbols the interpreter bound from the function
+    inputs (``evaluate``); the size at the same position of ``aligned`` (a run-time shape,
+    right-aligned with ``dims``, as for broadcasting); and, for a single dim still unknown (or
+    a ``-1``), ``total`` divided by the product of the others (as ONNX resolves -1).
     """
     from ...ir.interpreter import symbol_sizes
     bound = symbol_sizes()
@@ -275,9 +316,11 @@ def resolve_dims(dims: Sequence[Dim], opname: str, total: int | None = None,
     shift = len(dims) - len(aligned) if aligned is not None else 0
     for i, d in enumerate(dims):
         if isinstance(d, int):
-            out.append(d)
+            out.append(None if d == -1 and total is not None else d)
         elif d in bound:
             out.append(bound[d])
+        elif symbols_of_dim(d) <= bound.keys():
+            out.append(evaluate(d, bound))
         elif aligned is not None and 0 <= i - shift < len(aligned):
             out.append(int(aligned[i - shift]))
         else:
@@ -293,6 +336,15 @@ def resolve_dims(dims: Sequence[Dim], opname: str, total: int | None = None,
         raise ShapeError(f"'{opname}': cannot tell the run-time size of symbolic dim(s) {names} "
                          f"of {tuple(dims)}; run it through the interpreter with inputs that bind them")
     return tuple(out)  # type: ignore[arg-type]
+
+
+def symbols_of_dim(d: Dim) -> set[str]:
+    """The symbols ``d`` reads; a name that is not an expression (an ONNX ``dim_param`` such as
+    ``"batch size"``) is its own symbol."""
+    try:
+        return symbols_of(d)
+    except ShapeError:
+        return {d} if isinstance(d, str) else set()
 
 
 class FoldStaticOnly(OpDef):

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...ir.opdef import PURE, Attr, Cost, FusionKind, OpDef, expect, register
+from ...ir.symbolic import dim_add, dim_mul, dim_sub
 from ...ir.types import TensorType
 from .base import (Window, compute_dtype, expect_numeric, io_bytes, match_dims, num_elements, pad_spatial,
                    promote, spatial_ints, tensor_types, window_view)
@@ -125,8 +126,7 @@ class ConvTranspose(ConvBase):
         if isinstance(w.shape[0], int):
             expect(w.shape[0] % groups == 0, f"input channels (dim 0 of w) = {w.shape[0]} are not divisible "
                                              f"by groups = {groups}")
-        out_ch = w.shape[1] * groups if isinstance(w.shape[1], int) else w.shape[1]
-        expect(groups == 1 or isinstance(out_ch, int), "w dim 1 must be static when groups > 1")
+        out_ch = dim_mul(w.shape[1], groups)
         self.check_bias(b, x, out_ch)
         win = Window(w.shape[2:], attrs)
         extra = spatial_ints(attrs, "output_padding", x.rank - 2, 0, 0)
@@ -149,10 +149,7 @@ def _transposed_dim(win: Window, i: int, size, extra: int):
     ext, s = win.extents[i], win.strides[i]
     pads = win.pads_begin[i] + win.pads_end[i]
     if isinstance(size, str):
-        expect(s == 1 and extra + ext - 1 == pads,
-               f"spatial axis {i} has symbolic size '{size}'; this transposed window changes it, "
-               f"so it must be static")
-        return size
+        return dim_add(dim_mul(s, dim_sub(size, 1)), extra + ext - pads)
     out = s * (size - 1) + extra + ext - pads
     expect(out >= 1, f"spatial axis {i}: output size {out} is not positive (input {size}, stride {s}, "
                      f"extent {ext}, pads {win.pads_begin[i]}+{win.pads_end[i]}, output_padding {extra})")

@@ -11,9 +11,10 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...ir.opdef import PURE, Attr, Cost, FusionKind, expect, register
+from ...ir.rules import same_dim
 from ...ir.types import Dim, DType, TensorType
-from .base import (FoldStaticOnly, expect_choice, expect_float, expect_int, io_bytes, norm_axis,
-                   tensor_types)
+from .base import (FoldStaticOnly, expect_choice, expect_float, expect_int, hint_size, io_bytes, norm_axis,
+                   num_elements, tensor_types)
 
 
 class Indexing(FoldStaticOnly):
@@ -242,12 +243,12 @@ class Resize(Indexing):
         expect(len(sizes) == x.rank, f"sizes {sizes} has {len(sizes)} entries for rank {x.rank}")
         for i, (d, s) in enumerate(zip(x.shape, sizes)):
             if isinstance(d, str) or isinstance(s, str):
-                expect(d == s, f"sizes[{i}] = {s!r} but the axis has size {d!r}; a symbolic axis "
-                               f"cannot be resized, so its size must be the same symbol")
+                expect(same_dim(d, s), f"sizes[{i}] = {s!r} but the axis has size {d!r}; a symbolic axis "
+                                       f"cannot be resized, so its size must be the same symbol")
                 continue
             expect(s >= 0, f"sizes[{i}] = {s} is negative")
             expect(d > 0 or s == 0, f"sizes[{i}] = {s}: axis {i} is empty and cannot be enlarged")
-        return [x.with_shape(sizes)]
+        return [x.with_shape(tuple(d if isinstance(d, str) else s for d, s in zip(x.shape, sizes)))]
 
     def compute(self, x, sizes, mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a):
         y = x if mode == "nearest" else x.astype(np.float64)
@@ -267,7 +268,7 @@ class Resize(Indexing):
         """``resize_taps`` of every axis of ``op`` (None where the axis keeps its size)."""
         a = op.attributes
         t = op.operands[0].type
-        return [None if s == d else resize_taps(d, s, a["mode"], a["coordinate_transformation_mode"],
+        return [None if same_dim(s, d) else resize_taps(d, s, a["mode"], a["coordinate_transformation_mode"],
                                                 a["nearest_mode"], a["cubic_coeff_a"], _precision(t.dtype.np))
                 for d, s in zip(t.shape, a["sizes"])]
 
@@ -275,7 +276,7 @@ class Resize(Indexing):
         x = operand_types[0]
         taps = {"nearest": 0, "linear": 2, "cubic": 4}[attrs["mode"]]
         resized = sum(1 for d, s in zip(x.shape, attrs["sizes"]) if d != s)
-        out = result_types[0].num_elements
+        out = num_elements(result_types[0].shape)
         return Cost(2.0 * taps * resized * out, io_bytes(operand_types, result_types))
 
 
@@ -320,5 +321,5 @@ class TopK(FoldStaticOnly):
     def cost(self, operand_types, result_types, attrs):
         x = operand_types[0]
         d = x.shape[norm_axis(attrs["axis"], x.rank)]
-        n = d if isinstance(d, int) else 1
-        return Cost(float(x.num_elements * max(1.0, np.log2(max(n, 2)))), io_bytes(operand_types, result_types))
+        n = d if isinstance(d, int) else hint_size(d)
+        return Cost(float(num_elements(x.shape) * max(1.0, np.log2(max(n, 2)))), io_bytes(operand_types, result_types))

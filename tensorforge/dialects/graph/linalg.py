@@ -9,8 +9,8 @@ import numpy as np
 
 from ...ir.opdef import PURE, Attr, Cost, FusionKind, OpDef, expect, register
 from ...ir.types import TensorType
-from .base import (broadcast_shapes, broadcasts_to, expect_numeric, io_bytes, match_dims, num_elements, promote,
-                   tensor_types)
+from .base import (broadcast_shapes, broadcasts_to, expect_numeric, hint_size, io_bytes, match_dims, num_elements,
+                   promote, tensor_types)
 
 
 class Contraction(OpDef):
@@ -20,7 +20,7 @@ class Contraction(OpDef):
     fusion = FusionKind.OUT_ELEMENTWISE_FUSABLE
 
     def mnk(self, types, attrs) -> tuple[int, int, int, int]:
-        """(batch, M, N, K) with symbolic dims counted as 1."""
+        """(batch, M, N, K) with symbolic dims counted as their hints."""
         raise NotImplementedError
 
     def epilogue_flops(self, types, attrs, m: int, n: int) -> float:
@@ -33,7 +33,8 @@ class Contraction(OpDef):
 
 
 def _size(d) -> int:
-    return d if isinstance(d, int) else 1
+    """A dim as a number for the cost model: symbolic dims count as their hints."""
+    return d if isinstance(d, int) else hint_size(d)
 
 
 @register

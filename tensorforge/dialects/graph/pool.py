@@ -125,7 +125,7 @@ class GlobalPool(OpDef):
         return [TensorType(x.shape[:2] + (1,) * (x.rank - 2), x.dtype)]
 
     def cost(self, operand_types, result_types, attrs):
-        return Cost(float(operand_types[0].num_elements), io_bytes(operand_types, result_types))
+        return Cost(float(num_elements(operand_types[0].shape)), io_bytes(operand_types, result_types))
 
 
 @register

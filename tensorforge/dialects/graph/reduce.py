@@ -7,7 +7,8 @@ import numpy as np
 
 from ...ir.opdef import PURE, SAME_SHAPE, Attr, Cost, FusionKind, OpDef, expect, register
 from ...ir.types import DType, TensorType
-from .base import compute_dtype, expect_float, expect_numeric, io_bytes, norm_axes, norm_axis, tensor_types
+from .base import (compute_dtype, expect_float, expect_numeric, io_bytes, norm_axes, norm_axis, num_elements,
+                   tensor_types)
 
 
 def reduced_shape(shape: Sequence, axes: Sequence[int], keepdims: bool) -> tuple:
@@ -26,7 +27,7 @@ class Reduction(OpDef):
     flops_per_input = 1.0
 
     def cost(self, operand_types, result_types, attrs):
-        return Cost(self.flops_per_input * operand_types[0].num_elements, io_bytes(operand_types, result_types))
+        return Cost(self.flops_per_input * num_elements(operand_types[0].shape), io_bytes(operand_types, result_types))
 
 
 class AxesReduction(Reduction):

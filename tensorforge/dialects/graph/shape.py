@@ -20,8 +20,9 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from ...ir.opdef import PURE, Attr, Cost, FusionKind, expect, register
+from ...ir.symbolic import dim_add, dim_ceildiv, dim_min, dim_mul, dim_sub
 from ...ir.types import Dim, TensorType
-from .base import (FoldStaticOnly, broadcast_shapes, counts_differ, dims_product, expect_choice,
+from .base import (FoldStaticOnly, broadcast_shapes, counts_differ, dims_product, exact_quotient, expect_choice,
                    io_bytes, match_dims, norm_axes, norm_axis, promote, resolve_dims, tensor_types)
 
 # Slice bounds at least this large (or this negative) mean "to the end of the axis" even when
@@ -48,10 +49,12 @@ class BroadcastMovement(DataMovement):
 
 @register
 class Reshape(DataMovement):
-    """Same elements in row-major order under a new, fully resolved shape.
+    """Same elements in row-major order under a new shape.
 
-    The frontends resolve ONNX's ``-1`` and copy-dim ``0``; here ``0`` is a literal size (only
-    valid for an empty input).  A symbol in ``shape`` names a run-time size, e.g.
+    The frontends resolve ONNX's copy-dim ``0``; here ``0`` is a literal size (only valid for an
+    empty input).  One ``-1`` stands for the element count divided by the other dims, which
+    must divide it exactly for every value of the symbols (``("b", "s", 768) -> (-1, 12, 64)``
+    gives ``("b*s", 12, 64)``).  A symbolic dim in ``shape`` names a run-time size, e.g.
     ``(N, L, 768) -> ("N", "L", 12, 64)``.
     """
 
@@ -60,11 +63,8 @@ class Reshape(DataMovement):
 
     def infer(self, types, attrs):
         (x,) = tensor_types(types, self.name)
-        shape = attrs["shape"]
+        shape = reshape_target(x.shape, attrs["shape"])
         for i, d in enumerate(shape):
-            expect(not isinstance(d, int) or d >= 0,
-                   f"shape[{i}] = {d}: the target shape must be fully resolved (no -1); "
-                   f"the frontend computes it")
             expect(d != 0 or (x.is_static and x.num_elements == 0),
                    f"shape[{i}] = 0 for a non-empty input: ONNX's copy-dim 0 must be resolved by "
                    f"the frontend")
@@ -75,6 +75,23 @@ class Reshape(DataMovement):
 
     def compute(self, x, shape):
         return x.reshape(resolve_dims(shape, self.name, total=x.size))
+
+
+def reshape_target(shape: Sequence[Dim], target: Sequence[Dim]) -> tuple:
+    """``target`` with its ``-1`` (at most one) replaced by the exact quotient of ``shape``'s
+    element count by the other dims; other negative sizes are errors."""
+    holes = [i for i, d in enumerate(target) if isinstance(d, int) and d < 0]
+    for i in holes:
+        expect(target[i] == -1, f"shape[{i}] = {target[i]}: only -1 (the rest of the elements) may be negative")
+    expect(len(holes) <= 1, f"shape {tuple(target)} has more than one -1")
+    if not holes:
+        return tuple(target)
+    h = holes[0]
+    known = dims_product([d for i, d in enumerate(target) if i != h])
+    expect(known != 0, f"shape {tuple(target)}: -1 next to a zero dim is ambiguous")
+    rest = exact_quotient(dims_product(shape), known,
+                          f"shape {tuple(target)} does not divide the {tuple(shape)} input into whole rows")
+    return tuple(target[:h]) + (rest,) + tuple(target[h + 1:])
 
 
 @register
@@ -203,9 +220,7 @@ class Tile(DataMovement):
         out: list[Dim] = []
         for i, (d, r) in enumerate(zip(x.shape, reps)):
             expect(r >= 0, f"repeats[{i}] = {r} is negative")
-            expect(isinstance(d, int) or r == 1,
-                   f"axis {i} has symbolic size '{d}'; only repeats of 1 keep it expressible")
-            out.append(d * r if isinstance(d, int) else d)
+            out.append(dim_mul(d, r))
         return [TensorType(tuple(out), x.dtype)]
 
     @staticmethod
@@ -239,11 +254,10 @@ class Concat(FoldStaticOnly):
                 if i != a:
                     shape[i] = match_dims(shape[i], d, f"input #{k} axis {i}")
         if len(ins) > 1:
-            for k, t in enumerate(ins):
-                expect(isinstance(t.shape[a], int),
-                       f"input #{k} has symbolic size '{t.shape[a]}' on the concat axis {a}; the sum "
-                       f"cannot be written as one dim")
-            shape[a] = sum(t.shape[a] for t in ins)
+            total: Dim = 0
+            for t in ins:
+                total = dim_add(total, t.shape[a])
+            shape[a] = total
         return [TensorType(tuple(shape), first.dtype)]
 
     @staticmethod
@@ -266,7 +280,8 @@ class Split(DataMovement):
         expect(len(sizes) >= 1, "sizes is empty; a split has at least one result")
         expect(all(s >= 0 for s in sizes), f"sizes {sizes} has a negative entry")
         d = x.shape[a]
-        expect(isinstance(d, int), f"axis {a} has symbolic size '{d}'; split needs a static axis")
+        expect(isinstance(d, int), f"axis {a} has symbolic size '{d}'; split needs a static axis "
+                                   f"(its sizes are numbers)")
         expect(sum(sizes) == d, f"sizes {sizes} sum to {sum(sizes)}, but axis {a} has size {d}")
         return [x.with_shape(x.shape[:a] + (s,) + x.shape[a + 1:]) for s in sizes]
 
@@ -283,9 +298,10 @@ class Split(DataMovement):
 # ---- slice -------------------------------------------------------------------------------
 
 class SliceDim(NamedTuple):
-    """One axis of a normalised slice: elements ``start + step * k`` for k in [0, count)."""
+    """One axis of a normalised slice: elements ``start + step * k`` for k in [0, count).
+    ``start`` is symbolic only on a symbolic axis sliced from its end (``"s-1"``)."""
 
-    start: int
+    start: Dim
     step: int
     count: Dim
 
@@ -296,7 +312,7 @@ def slice_plan(shape: Sequence[Dim], attrs: dict[str, Any]) -> list[SliceDim]:
     Negative starts/ends count from the end; then for a positive step start and end clamp to
     [0, d], for a negative step start clamps to [0, d-1] and end to [-1, d-1]; the count is
     ``ceil((end - start) / step)`` (at least 0).  Unsliced axes are (0, 1, d).  An axis of
-    symbolic size may only be sliced whole (start 0, end >= 2^31-1, step 1).
+    symbolic size is sliced by ``_slice_symbolic_axis``.
     """
     starts, ends = attrs["starts"], attrs["ends"]
     n = len(starts)
@@ -312,13 +328,26 @@ def slice_plan(shape: Sequence[Dim], attrs: dict[str, Any]) -> list[SliceDim]:
     for a, s, e, st in zip(norm, starts, ends, steps):
         expect(st != 0, f"steps: the step of axis {a} is 0")
         d = shape[a]
-        if isinstance(d, str):
-            expect(st == 1 and (s == 0 or s <= -_TO_THE_END) and e >= _TO_THE_END,
-                   f"axis {a} has symbolic size '{d}'; only a whole-axis slice (start 0, end >= "
-                   f"2^31-1, step 1) keeps it; got start {s}, end {e}, step {st}")
-            continue
-        plan[a] = _slice_axis(d, s, e, st)
+        plan[a] = _slice_symbolic_axis(d, s, e, st) if isinstance(d, str) else _slice_axis(d, s, e, st)
     return plan
+
+
+def _slice_symbolic_axis(d: str, start: int, end: int, step: int) -> SliceDim:
+    """A slice of an axis of symbolic size ``d``.  Ends clamp to the axis (``min(512,s)``);
+    negative indices count from the end (``s-1``); bounds beyond +-(2^31-1) mean the ends of the
+    axis.  Starts are taken to lie inside the axis (clamping a start would give counts such as
+    ``max(0,s-1)`` that fit no kernel); the entry's range check is where a too-short axis fails.
+    """
+    if step > 0:
+        first = 0 if start <= -_TO_THE_END else (dim_add(d, start) if start < 0 else
+                                                 (d if start >= _TO_THE_END else start))
+        stop = d if end >= _TO_THE_END else (0 if end <= -_TO_THE_END else
+                                             (dim_add(d, end) if end < 0 else dim_min(end, d)))
+        return SliceDim(first, step, dim_ceildiv(dim_sub(stop, first), step))
+    last = dim_sub(d, 1)
+    first = last if start >= _TO_THE_END else (dim_add(d, start) if start < 0 else dim_min(start, last))
+    stop = -1 if end <= -_TO_THE_END else (dim_add(d, end) if end < 0 else end)
+    return SliceDim(first, step, dim_ceildiv(dim_sub(first, stop), -step))
 
 
 def _slice_axis(d: int, start: int, end: int, step: int) -> SliceDim:
@@ -373,7 +402,7 @@ class PadDim(NamedTuple):
     axis ends with ``size`` elements."""
 
     crop_begin: int
-    window: int
+    window: Dim
     begin: int
     size: Dim
 
@@ -388,9 +417,7 @@ def pad_plan(shape: Sequence[Dim], pads: Sequence[int], mode: str) -> list[PadDi
     for i, d in enumerate(shape):
         b, e = pads[i], pads[i + rank]
         if isinstance(d, str):
-            expect(b == 0 and e == 0, f"axis {i} has symbolic size '{d}'; it cannot be padded "
-                                      f"(pads {b}, {e})")
-            plan.append(PadDim(0, 0, 0, d))
+            plan.append(_pad_symbolic_axis(d, b, e, mode, i))
             continue
         crop_b, crop_e = max(0, -b), max(0, -e)
         window = d - crop_b - crop_e
@@ -403,6 +430,15 @@ def pad_plan(shape: Sequence[Dim], pads: Sequence[int], mode: str) -> list[PadDi
             expect(window >= 1, f"edge padding of an empty axis {i}")
         plan.append(PadDim(crop_b, window, grow_b, window + grow_b + grow_e))
     return plan
+
+
+def _pad_symbolic_axis(d: str, b: int, e: int, mode: str, axis: int) -> PadDim:
+    """``pad_plan`` of an axis of symbolic size: the window and size are expressions; that the
+    crop leaves a window (and a reflect pad fits in it) is taken from the symbol's range."""
+    crop_b, crop_e = max(0, -b), max(0, -e)
+    window = dim_sub(d, crop_b + crop_e)
+    grow_b, grow_e = max(0, b), max(0, e)
+    return PadDim(crop_b, window, grow_b, dim_add(window, grow_b + grow_e))
 
 
 def pad_source(p: PadDim, out: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:

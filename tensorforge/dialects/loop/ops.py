@@ -28,13 +28,20 @@ class For(OpDef):
 
     name = "loop.for"
     results = ()
-    attrs = {"lb": Attr("int", 0), "ub": Attr("int"), "step": Attr("int", 1),
+    # ``ub`` is a dim: an int, or a symbolic expression (canonical text) read at run time
+    attrs = {"lb": Attr("int", 0), "ub": Attr("any"), "step": Attr("int", 1),
              "kind": Attr("str", "serial"), "unroll": Attr("int", 0),
              "reduction": Attr("bool", False), "tag": Attr("str", None)}
 
     def verify(self, op):
         a = op.attributes
         expect(a["step"] > 0, "step must be positive")
+        ub = a["ub"]
+        expect((isinstance(ub, int) and not isinstance(ub, bool)) or (isinstance(ub, str) and bool(ub)),
+               f"ub must be an int or a symbolic dim, got {ub!r}")
+        if isinstance(ub, str):
+            from ...ir.symbolic import canonical
+            expect(canonical(ub) == ub, f"ub '{ub}' is not in canonical form (write '{canonical(ub)}')")
         expect(a["kind"] in LOOP_KINDS, f"kind must be one of {LOOP_KINDS}")
         body = op.regions[0].blocks[0]
         expect(len(body.args) == 1 and isinstance(body.args[0].type, IndexType),
@@ -112,10 +119,21 @@ class ForView(OpView):
         return self.body.args[0]
 
     @property
-    def extent(self) -> int:
-        a = self.op.attributes
-        return max(0, -(-(a["ub"] - a["lb"]) // a["step"]))
+    def extent(self):
+        """The trip count: an int, or a symbolic dim when ``ub`` is one (see ``loop_extent``)."""
+        return loop_extent(self.op)
 
     @property
     def kind(self) -> str:
         return self.op.attributes["kind"]
+
+
+def loop_extent(loop: Operation):
+    """The trip count of a ``loop.for`` as a dim: an int for a static loop, else the symbolic
+    ``ceil((ub - lb) / step)`` (sizes are never negative, so no clamp at 0 is needed there)."""
+    from ...ir.symbolic import dim_ceildiv, dim_sub
+    a = loop.attributes
+    ub, lb, step = a["ub"], a["lb"], a["step"]
+    if isinstance(ub, int):
+        return max(0, -(-(ub - lb) // step))
+    return dim_ceildiv(dim_sub(ub, lb), step)

@@ -43,6 +43,8 @@ class Expr:
             return other
         if isinstance(other, (int, float, bool)):
             return lit(self.b, other, self.type)
+        if isinstance(other, str) and self.is_index:
+            return dim_index(self.b, other)
         raise IRError(f"cannot combine an expression with {other!r}")
 
     def _bin(self, name: str, other, swap: bool = False) -> "Expr":
@@ -115,6 +117,16 @@ def lit(b: Builder, value: Number, type: Type) -> Expr:
     return Expr(b, v, value if isinstance(type, IndexType) else None)
 
 
+def dim_index(b: Builder, d: int | str) -> Expr:
+    """A dimension as an index value: a literal when static, else ``scalar.dim`` (read at run time),
+    so index maps of symbolic shapes are written with the same operators as static ones."""
+    from ...ir.symbolic import canonical
+    d = canonical(d)
+    if isinstance(d, int):
+        return lit(b, d, INDEX)
+    return Expr(b, b.create("scalar.dim", [], {"dim": d}).results[0])
+
+
 def _fold_index(name: str, a: Expr, b: Expr) -> Expr | None:
     """Constant-folds index arithmetic and drops identities (x+0, x*1, x-0, x floordiv 1)."""
     if not (a.is_index and b.is_index):
@@ -164,7 +176,8 @@ class TensorRef:
         b = self.kb.body_builder
         if b is None:
             raise IRError("tensor reads happen inside a compute body")
-        idx = [i if isinstance(i, Expr) else lit(b, int(i), INDEX) for i in indices]
+        idx = [i if isinstance(i, Expr) else dim_index(b, i) if isinstance(i, str) else lit(b, int(i), INDEX)
+               for i in indices]
         attrs = {} if pad is None else {"pad": float(pad)}
         v = b.create("structured.read", [self.value] + [i.value for i in idx], attrs).results[0]
         return Expr(b, v)
@@ -173,6 +186,12 @@ class TensorRef:
         if not isinstance(idx, tuple):
             idx = (idx,)
         return self.read(idx)
+
+
+def _domain(domain: Sequence) -> tuple:
+    """Extents as dims: ints stay ints (a static kernel is unchanged), strings canonical."""
+    from ...ir.symbolic import canonical
+    return tuple(canonical(d) if isinstance(d, str) else int(d) for d in domain)
 
 
 class KernelBuilder:
@@ -210,7 +229,7 @@ class KernelBuilder:
         finally:
             self.body_builder = prev
         op = self._outer.create("structured.compute", [],
-                                {"domain": tuple(int(d) for d in domain), "iterators": iterators,
+                                {"domain": _domain(domain), "iterators": iterators,
                                  "combiner": combiner, "dtype": dtype}, regions=[region])
         return TensorRef(self, op.results[0])
 

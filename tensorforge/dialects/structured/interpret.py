@@ -12,6 +12,7 @@ import numpy as np
 
 from ...errors import IRError
 from ...ir.core import Operation
+from ...ir.symbolic import symbols_of
 from ..scalar import element_dtype
 from .ops import REDUCTION_IDENTITY, ComputeView, KernelView
 
@@ -31,8 +32,12 @@ def _read(arr: np.ndarray, idx: list[np.ndarray], pad: float | None) -> np.ndarr
     return np.where(inside, vals, np.asarray(pad).astype(arr.dtype))
 
 
-def eval_compute(cv: ComputeView, env: dict[int, np.ndarray]) -> np.ndarray:
+def eval_compute(cv: ComputeView, env: dict[int, np.ndarray], symbols: dict[str, int] | None = None) -> np.ndarray:
+    """The result of one compute; ``symbols`` gives the values of the symbolic dims of its domain
+    and of its ``scalar.dim`` ops (a kernel over dynamic shapes)."""
     dom = cv.domain
+    if not all(isinstance(d, int) for d in dom):
+        dom = tuple(_evaluate(d, symbols) for d in dom)
     grids = np.ogrid[tuple(slice(0, d) for d in dom)] if dom else []
     grids = [grids] if isinstance(grids, np.ndarray) else list(grids)   # NumPy 2 gives a tuple, even of one
     local: dict[int, np.ndarray] = {id(a): g for a, g in zip(cv.axes, grids)}
@@ -44,6 +49,9 @@ def eval_compute(cv: ComputeView, env: dict[int, np.ndarray]) -> np.ndarray:
             val = _read(arr, [local[id(v)] for v in op.operands[1:]], op.attributes.get("pad"))
         else:
             args = [local[id(v)] for v in op.operands]
+            if op.name == "scalar.dim":
+                local[id(op.results[0])] = np.asarray(_evaluate(op.attributes["dim"], symbols), dtype=np.int64)
+                continue
             val = op.opdef.evaluate(args, op.attributes, [r.type for r in op.results])[0] \
                 if op.opdef.name != "scalar.const" else np.asarray(
                     op.attributes["value"], dtype=element_dtype(op.results[0].type).np)
@@ -60,13 +68,27 @@ def eval_compute(cv: ComputeView, env: dict[int, np.ndarray]) -> np.ndarray:
     return np.array(value, dtype=dt, order="C")   # ascontiguousarray would make rank 0 rank 1
 
 
-def run_kernel(kernel: Operation, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Runs one ``structured.kernel`` on NumPy inputs."""
+def run_kernel(kernel: Operation, inputs: Sequence[np.ndarray],
+               symbols: dict[str, int] | None = None) -> list[np.ndarray]:
+    """Runs one ``structured.kernel`` on NumPy inputs.  The values of its symbols come from
+    ``symbols``, else from the input axes whose dim is exactly a symbol."""
     kv = KernelView(kernel)
     if len(inputs) != len(kv.body.args):
         raise IRError(f"kernel '{kernel.attributes.get('sym_name')}' takes {len(kv.body.args)} inputs")
     env = {id(a): np.asarray(x) for a, x in zip(kv.body.args, inputs)}
+    symbols = dict(symbols or {})
+    for a, x in zip(kv.body.args, inputs):
+        for d, n in zip(a.type.shape, np.shape(x)):
+            if isinstance(d, str) and symbols_of(d) == {d}:
+                symbols.setdefault(d, int(n))
     for op in kv.body:
         if op.name == "structured.compute":
-            env[id(op.results[0])] = eval_compute(ComputeView(op), env)
+            env[id(op.results[0])] = eval_compute(ComputeView(op), env, symbols)
     return [env[id(v)] for v in kv.outputs]
+
+
+def _evaluate(d, symbols: dict[str, int] | None) -> int:
+    from ...ir.symbolic import evaluate
+    if symbols is None:
+        raise IRError(f"the symbolic dim '{d}' needs values for its symbols")
+    return evaluate(d, symbols)

@@ -49,7 +49,7 @@ class Compute(OpDef):
 
     name = "structured.compute"
     results = ("out",)
-    attrs = {"domain": Attr("ints"), "iterators": Attr("str"), "combiner": Attr("str", "none"),
+    attrs = {"domain": Attr("dims"), "iterators": Attr("str"), "combiner": Attr("str", "none"),
              "dtype": Attr("dtype")}
     traits = frozenset({PURE})
     fusion = FusionKind.OPAQUE
@@ -115,7 +115,8 @@ class ComputeView(OpView):
     __slots__ = ()
 
     @property
-    def domain(self) -> tuple[int, ...]:
+    def domain(self) -> tuple:
+        """The extents: ints, or symbolic dims (canonical strings) of a dynamic-shape kernel."""
         return self.op.attributes["domain"]
 
     @property

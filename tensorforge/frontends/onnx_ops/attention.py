@@ -2,9 +2,12 @@
 
 ONNX Attention has many variants (3-D packed heads, grouped-query heads, KV cache, boolean
 or additive masks, causal and sliding-window masks, soft-capping, padded KV lengths, extra
-outputs).  The plain form maps onto ``graph.attention``; every other form is written out as
-the graph ops of its definition: scaled Q K^T, an additive bias of 0 / -inf, a softmax that
-gives 0 (not NaN) for fully masked rows, and the product with V.
+outputs).  Whatever ``graph.attention`` expresses maps onto it: 3-D or 4-D heads, grouped-query
+heads (read in place, not repeated), a KV cache (concatenated), bool or additive masks as wide
+as the keys, and causal masking without a cache (top-left aligned).  Every other form
+(windows, padded KV lengths, causal with a cache, soft-capping, softmax precision, the QK
+output) is written out as the graph ops of its definition: scaled Q K^T, an additive bias of
+0 / -inf, a softmax that gives 0 (not NaN) for fully masked rows, and the product with V.
 """
 from __future__ import annotations
 
@@ -28,6 +31,25 @@ def _split_heads(ctx: ImportContext, node: OnnxNode, x: Value, heads: int | None
         raise node.unsupported(f"{what} has hidden size {hidden}, which {heads} heads do not divide")
     x = ctx.op("reshape", x, shape=(b, s, heads, hidden // heads))
     return ctx.op("transpose", x, perm=(0, 2, 1, 3))
+
+
+def _merge_heads(ctx: ImportContext, y: Value, b: int, q_len: int) -> Value:
+    """(B, H, S, Dv) -> (B, S, H*Dv), the packed layout of a 3-D Attention."""
+    _, h, _, dv = ctx.shape(y)
+    return ctx.op("reshape", ctx.op("transpose", y, perm=(0, 2, 1, 3)), shape=(b, q_len, h * dv))
+
+
+def _mask_needs_padding(ctx: ImportContext, mask: Value | None, kv_len: int) -> bool:
+    """A mask narrower than the keys (ONNX pads it with -inf / false): only the bias path pads."""
+    return mask is not None and ctx.shape(mask)[-1] != kv_len
+
+
+def _graph_mask(ctx: ImportContext, mask: Value | None, like: Value) -> list[Value]:
+    """The mask operand of ``graph.attention``: bool as it is (true = attend), else additive in
+    the query's element type; none without a mask."""
+    if mask is None:
+        return []
+    return [mask if ctx.dtype(mask) is DType.bool else ctx.cast(mask, ctx.dtype(like))]
 
 
 def _repeat_heads(ctx: ImportContext, x: Value, reps: int) -> Value:
@@ -146,6 +168,15 @@ def attention(ctx: ImportContext, node: OnnxNode) -> list[Value | None]:
     kv_len = ctx.shape(k)[2]
     if scale is None:
         scale = 1.0 / math.sqrt(d)
+    if hk and hq % hk:
+        raise node.unsupported(f"{hq} query heads are not a multiple of {hk} KV heads")
+
+    extra = softcap > 0 or node.wants(3) or precision is not None
+    windowed = left >= 0 or right >= 0 or nonpad is not None
+    if not (extra or windowed or (causal and past_k is not None) or _mask_needs_padding(ctx, mask, kv_len)):
+        y = ctx.op("attention", q, k, v, *_graph_mask(ctx, mask, q), scale=scale, causal=causal)
+        y = _merge_heads(ctx, y, b, q_len) if packed else y
+        return [y, present_k if node.wants(1) else None, present_v if node.wants(2) else None]
 
     bias = _mask_bias(ctx, mask, kv_len, q) if mask is not None else None
     if causal or left >= 0 or right >= 0:
@@ -158,14 +189,7 @@ def attention(ctx: ImportContext, node: OnnxNode) -> list[Value | None]:
         valid = ctx.op("lt", ctx.const(np.arange(kv_len, dtype=np.int64)), lengths)
         bias = _add(ctx, bias, _neg_inf_where_not(ctx, valid, q))
 
-    extra = softcap > 0 or node.wants(3) or precision is not None
-    if bias is None and not extra and hq == hk and not packed and past_k is None:
-        y = ctx.op("attention", q, k, v, scale=scale)
-        return [y, present_k if node.wants(1) else None, present_v if node.wants(2) else None]
-
     if hq != hk:
-        if hq % hk:
-            raise node.unsupported(f"{hq} query heads are not a multiple of {hk} KV heads")
         k, v = _repeat_heads(ctx, k, hq // hk), _repeat_heads(ctx, v, hq // hk)
     root = ctx.scalar(math.sqrt(scale), q)
     scores = ctx.op("matmul", ctx.op("mul", q, root),
@@ -190,8 +214,7 @@ def attention(ctx: ImportContext, node: OnnxNode) -> list[Value | None]:
         qk_out = probs
     y = ctx.op("matmul", probs, v)
     if packed:
-        y = ctx.op("transpose", y, perm=(0, 2, 1, 3))
-        y = ctx.op("reshape", y, shape=(b, q_len, hq * ctx.shape(v)[3]))
+        y = _merge_heads(ctx, y, b, q_len)
     return [y, present_k if node.wants(1) else None, present_v if node.wants(2) else None,
             qk_out if node.wants(3) else None]
 

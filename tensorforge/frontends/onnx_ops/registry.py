@@ -11,10 +11,6 @@ from .context import Handler
 HANDLERS: dict[str, Handler] = {}
 
 REJECTED: dict[str, str] = {
-    "NonZero": "its output shape depends on the input values",
-    "Unique": "its output shape depends on the input values",
-    "Compress": "its output shape depends on the input values",
-    "NonMaxSuppression": "its output shape depends on the input values",
     "StringSplit": "its output shape depends on the input values (and strings are not supported)",
     "TfIdfVectorizer": "its output depends on string/n-gram tables that are not supported",
     "Bernoulli": "it is random",

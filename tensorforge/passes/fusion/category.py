@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from ...ir.core import Operation
 from ...ir.opdef import FusionKind
+from ...ir.symbolic import hint_nbytes
 from .engine import Fusion
 from .kinds import KERNEL, kernel_kind
 
 
 def _cheap(fz: Fusion, k: Operation) -> bool:
     return (kernel_kind(k) < FusionKind.OUT_ELEMENTWISE_FUSABLE
-            and all(r.type.nbytes <= fz.machine.small_bytes for r in k.results))
+            and all(hint_nbytes(r.type) <= fz.machine.small_bytes for r in k.results))
 
 
 def fuse_category(fz: Fusion) -> int:

@@ -59,7 +59,7 @@ def hoist_constant_computes(kernel: Operation) -> int:
     hoisted = 0
     for cv in kv.computes:
         res = cv.op.results[0]
-        if id(res) in returned or res.type.nbytes > MAX_FOLD_BYTES or not _reads_only(cv, known):
+        if id(res) in returned or not _foldable(res.type) or not _reads_only(cv, known):
             continue
         value = eval_compute(cv, known)
         const = _constant(kernel, value)
@@ -74,13 +74,18 @@ def hoist_constant_computes(kernel: Operation) -> int:
     return hoisted
 
 
+def _foldable(t) -> bool:
+    """A result that may become a constant: static (a symbolic size has no array) and small."""
+    return t.is_static and t.nbytes <= MAX_FOLD_BYTES
+
+
 def fold_constant_kernels(func: FuncOp) -> int:
     """Replaces each kernel whose operands are all constants by constants; returns how many."""
     folded = 0
     for k in [op for op in func.body if op.name == KERNEL]:
         if not k.operands or not all(_is_constant(v) for v in k.operands):
             continue
-        if sum(r.type.nbytes for r in k.results) > MAX_FOLD_BYTES:
+        if not all(_foldable(r.type) for r in k.results) or sum(r.type.nbytes for r in k.results) > MAX_FOLD_BYTES:
             continue
         outs = run_kernel(k, [v.op.attributes["value"].array for v in k.operands])
         for r, arr in zip(k.results, outs):

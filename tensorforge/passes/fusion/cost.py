@@ -19,12 +19,12 @@ A candidate is judged on the kernel it would produce (built, simplified, then me
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ...dialects.structured.ops import ComputeView, KernelView
 from ...ir.core import Operation, Value
+from ...ir.symbolic import hint_elements, hint_nbytes
 from ...ir.types import IndexType, TensorType
 from .inline import reads_of
 from .kinds import READ, anchors, axis_deps
@@ -111,12 +111,12 @@ def row_footprint(kernel: Operation) -> int:
     for cv in KernelView(kernel).computes:
         if not cv.reduction_axes or id(cv.op) in anchor_ids:
             continue
-        elems = max(math.prod(cv.op.results[0].type.shape), 1)
+        elems = max(hint_elements(cv.op.results[0].type.shape), 1)
         readers = [ComputeView(r.parent.parent.parent) for r in reads_of(cv.op)]
-        if not any(math.prod(c.domain) > elems for c in readers):
+        if not any(hint_elements(c.domain) > elems for c in readers):
             continue
         reduced = [id(cv.axes[i]) for i in cv.reduction_axes]
-        count = math.prod(cv.domain[i] for i in cv.reduction_axes)
+        count = hint_elements(cv.domain[i] for i in cv.reduction_axes)
         per_row = 0
         for read in cv.reads():
             t = read.operands[0].type
@@ -128,7 +128,7 @@ def row_footprint(kernel: Operation) -> int:
 
 
 def boundary_bytes(v: Value) -> int:
-    return v.type.nbytes if isinstance(v.type, TensorType) else 0
+    return hint_nbytes(v.type) if isinstance(v.type, TensorType) else 0
 
 
 # ---- the model ------------------------------------------------------------------------------------

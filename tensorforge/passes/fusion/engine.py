@@ -35,6 +35,7 @@ class Fusion:
         self.labels: dict[Operation, list[str]] = self.log.labels
         self._graph: KernelGraph | None = None
         self._rejected: dict[tuple[int, ...], tuple[Operation, ...]] = {}
+        self.made_by: dict[Operation, str] = {}      # merged kernel -> the strategy that made it
         kernels = kernels_of(func)
         fresh = [k for k in kernels if k not in self.labels]
         for k in fresh:
@@ -98,6 +99,7 @@ class Fusion:
         labels = [lab for k in members for lab in self.labels.pop(k, [self.label(k)])]
         kernel = commit_merge(members, merged)
         self.labels[kernel] = labels
+        self.made_by[kernel] = strategy
         self._graph = None
         self.log.record(strategy, subjects, True, verdict.reason + _details(verdict), verdict.saved_bytes)
         return kernel

@@ -24,6 +24,7 @@ from ...ir.builder import Builder
 from ...ir.builtin import FuncOp
 from ...ir.core import Operation, Value
 from ...ir.opdef import FusionKind
+from ...ir.symbolic import dim_prod
 from .engine import Fusion
 from .kinds import KERNEL, kernel_kind
 from .log import FusionLog
@@ -147,9 +148,10 @@ def _concat(func: FuncOp, members: Sequence[Operation]) -> Operation:
 
 
 # ---- kernel level ----------------------------------------------------------------------------------
-def _sizes(k: Operation) -> set[int]:
-    """Element counts of a kernel's results (its iteration spaces)."""
-    return {int(np.prod(r.type.shape)) for r in k.results}
+def _sizes(k: Operation) -> set:
+    """Element counts of a kernel's results (its iteration spaces): ints, or canonical
+    expressions (``"64*b*s"``) that are equal exactly when the counts provably are."""
+    return {dim_prod(r.type.shape) for r in k.results}
 
 
 def fuse_siblings(fz: Fusion, strategy: str, accept: Callable[[Operation, Operation], str | None]) -> int:
@@ -194,7 +196,7 @@ def horizontal_accept(a: Operation, b: Operation) -> str | None:
         return "reductions on a shared input are the reuse strategy's"
     sizes = _sizes(a) | _sizes(b)
     if len(sizes) > 1:
-        return f"different iteration spaces ({' vs '.join(str(n) for n in sorted(sizes))} elements)"
+        return f"different iteration spaces ({' vs '.join(sorted(str(n) for n in sizes))} elements)"
     return None
 
 

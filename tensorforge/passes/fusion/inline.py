@@ -15,13 +15,12 @@ inlined: the micro-kernel packs its operands, so anything else would be recomput
 """
 from __future__ import annotations
 
-import math
-
 from ...dialects.scalar import INDEX
 from ...dialects.structured.ops import ComputeView, KernelView
 from ...errors import PassError
 from ...ir.builder import Builder
 from ...ir.core import Operation, Value
+from ...ir.symbolic import hint_elements
 from ...ir.types import DType, ScalarType
 from .kinds import AFFINE, COMPUTE, READ, anchors, axis_deps, is_data_movement, read_map
 
@@ -115,7 +114,7 @@ def read_runs(read: Operation) -> int:
     compute = read.parent.parent.parent
     cv = ComputeView(compute)
     deps = set().union(*(axis_deps(i, cv) for i in read.operands[1:])) if len(read.operands) > 1 else set()
-    return math.prod(d for a, d in zip(cv.axes, cv.domain) if id(a) in deps)
+    return hint_elements(d for a, d in zip(cv.axes, cv.domain) if id(a) in deps)
 
 
 def decide_inline(compute: Operation, returned: bool, anchor_computes: list[ComputeView]) -> tuple[bool, str]:
@@ -139,11 +138,11 @@ def decide_inline(compute: Operation, returned: bool, anchor_computes: list[Comp
         return False, "a max/min reduction and other readers must see the same rounded values: computed once"
     cost = body_cost(cv)
     runs = sum(read_runs(r) for r in reads)
-    elems = max(math.prod(compute.results[0].type.shape), 1)
+    elems = max(hint_elements(compute.results[0].type.shape), 1)
     if anchor_computes and not returned and not _reads_any(compute, anchor_ids):
         # a per-channel parameter of an epilogue: recomputing it per output element is noise next
         # to the contraction, and keeps the epilogue one expression the micro-kernel can apply
-        work = max(math.prod(a.domain) for a in anchor_computes)
+        work = max(hint_elements(a.domain) for a in anchor_computes)
         if runs * cost <= EPILOGUE_PARAM_SHARE * work:
             return True, f"epilogue parameter recomputed per element ({runs * cost / work:.1%} of the contraction)"
     if not is_data_movement(cv) and any(r.attributes.get("pad") is not None for r in reads):

@@ -72,6 +72,15 @@ def _reads_own_axes(cv: ComputeView, read: Operation) -> bool:
     return all(i is a or _const_index(i) == 0 for i, a in zip(idx, axes))
 
 
+_INVARIANT_INDEX_OPS = ("scalar.const", "scalar.dim")
+"""Index values fixed for a whole kernel call: a constant, or a symbolic size (``scalar.dim``)
+read at run time.  A stride that is a symbolic size keeps an index map affine (``i*s + j``)."""
+
+
+def _invariant_index(v: Value) -> bool:
+    return v.op is not None and v.op.name in _INVARIANT_INDEX_OPS
+
+
 def _const_index(v: Value):
     op = v.op
     return op.attributes["value"] if op is not None and op.name == "scalar.const" else None
@@ -127,7 +136,7 @@ def index_class(v: Value, memo: dict[int, int] | None = None) -> int:
     if got is not None:
         return got
     op = v.op
-    if op is None or op.name == "scalar.const":
+    if op is None or op.name in _INVARIANT_INDEX_OPS:
         c = PROJECTION
     elif op.name == READ or not isinstance(v.type, IndexType):
         c = INDIRECT
@@ -135,7 +144,7 @@ def index_class(v: Value, memo: dict[int, int] | None = None) -> int:
         c = max(AFFINE, *(index_class(o, memo) for o in op.operands))
     elif op.name == "scalar.mul":
         ops = op.operands
-        consts = [o for o in ops if _const_index(o) is not None]
+        consts = [o for o in ops if _invariant_index(o)]
         c = max(AFFINE, *(index_class(o, memo) for o in ops)) if consts else NONAFFINE
     elif op.name == "scalar.index_cast":
         c = INDIRECT

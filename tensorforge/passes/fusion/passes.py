@@ -18,6 +18,7 @@ from typing import Any, Callable, ClassVar
 from ...ir.builtin import FuncOp
 from ...ir.core import Operation
 from ...ir.pass_manager import Option, Pass, parse_pipeline
+from ...ir.symbolic import hints_from, symbol_table_of
 from ...errors import PassError
 from ..lower.graph_to_kernels import KEEP, lower_ops
 from ..registry import get_pass, register_pass
@@ -64,6 +65,11 @@ class FusionPass(Pass):
         return changed
 
     def run_function(self, func: FuncOp) -> bool:
+        """Fuses ``func``'s kernels; cost decisions read symbolic sizes at the function's hints."""
+        with hints_from(symbol_table_of(func)):
+            return self._run_function(func)
+
+    def _run_function(self, func: FuncOp) -> bool:
         log = self.log
         graph_ops = sum(1 for op in func.body if op.name not in KEEP)
         before = graph_ops + _kernel_count(func)

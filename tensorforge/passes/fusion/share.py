@@ -18,12 +18,12 @@ more than storing and loading it.
 """
 from __future__ import annotations
 
-import math
-
 from ...dialects.structured.ops import ComputeView, KernelView
 from ...ir.attributes import attr_key
 from ...ir.builder import Builder, make_op
 from ...ir.core import Block, Operation, Region, Value
+from ...ir.rules import same_dim
+from ...ir.symbolic import hint_elements
 from ...ir.types import ScalarType
 from .inline import op_cost
 from .kinds import COMPUTE, READ, anchors
@@ -85,10 +85,11 @@ def _indices(r: ComputeView, c: ComputeView, bind: dict[int, Value]) -> list[Val
                 return None
             out.append(None)
         elif id(v) in c_extent:
-            if c_extent[id(v)] != d:
+            if not same_dim(c_extent[id(v)], d):
                 return None
             out.append(v)
-        elif v.op is not None and v.op.name == "scalar.const" and 0 <= int(v.op.attributes["value"]) < d:
+        elif v.op is not None and v.op.name == "scalar.const" and isinstance(d, int) \
+                and 0 <= int(v.op.attributes["value"]) < d:
             out.append(v)
         else:
             return None
@@ -127,7 +128,7 @@ def share_reduction_terms(kernel: Operation, cache_bytes: int) -> list[str]:
         if term.op is None or term.op.parent is not r.body:
             continue
         cost = sum(op_cost(op) for op in _subtree(term, r.body))
-        row = math.prod(r.domain[i] for i in r.reduction_axes) * ScalarType(r.op.attributes["dtype"]).dtype.itemsize
+        row = hint_elements(r.domain[i] for i in r.reduction_axes) * ScalarType(r.op.attributes["dtype"]).dtype.itemsize
         if cost < MIN_SHARED_COST or row > cache_bytes:
             continue
         later = [ComputeView(op) for op in _after(r.op)]

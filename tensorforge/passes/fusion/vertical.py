@@ -43,10 +43,15 @@ def edge_rule(members: Sequence[Operation]) -> str | None:
 
 
 def split_fanout(fz: Fusion) -> int:
-    """Cuts each multi-output kernel of data movement whose results feed different kernels."""
+    """Cuts each multi-output kernel of data movement whose results feed different kernels.
+
+    A kernel that category fusion made is left whole: its members were put together because
+    none of them fused with its consumers, so cutting it would only undo the merge, and the
+    next round would make it again (Llama's RoPE of q and k beside the v slice went round four
+    times, to the same kernels)."""
     count = 0
     for k in fz.kernels():
-        if len(k.results) < 2 or kernel_kind(k) > FusionKind.INJECTIVE:
+        if len(k.results) < 2 or kernel_kind(k) > FusionKind.INJECTIVE or fz.made_by.get(k) == "category":
             continue
         users = {id(u) for r in k.results for u, _ in r.uses}
         if len(users) < 2:

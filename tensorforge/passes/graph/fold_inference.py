@@ -32,6 +32,7 @@ from ...ir.pass_manager import Option
 from ...ir.rewrite import (DEFAULT_FOLD_LIMIT, Pattern, PatternRewriter, RewriteStats, apply_patterns_greedily,
                            constant_value, pattern)
 from ...ir.rules import rules_to_patterns
+from ...ir.symbolic import dim_prod
 from ...ir.types import TensorType, Type
 from ..registry import register_pass
 from .const_fold import with_folding
@@ -364,7 +365,7 @@ def bias_into_matmul(op: Operation, rewriter: PatternRewriter) -> bool:
     mm, d = found
     x, w = mm.operands
     out = mm.results[0].type
-    if w.type.rank != 2 or x.type.rank < 2 or not x.type.is_static or op.results[0].type != out:
+    if w.type.rank != 2 or x.type.rank < 2 or op.results[0].type != out:
         return False
     bias = np.asarray(d, np.float64)
     if x.type.rank == 2:
@@ -372,7 +373,7 @@ def bias_into_matmul(op: Operation, rewriter: PatternRewriter) -> bool:
     vec = channel_vector(bias, out.rank, out.shape[-1], axis=-1)
     if vec is None:
         return False
-    rows = int(np.prod(x.type.shape[:-1]))
+    rows = dim_prod(x.type.shape[:-1])          # "b*s" for a symbolic batch and sequence
     flat = rewriter.create("graph.reshape", [x], {"shape": (rows, x.type.shape[-1])}).results[0]
     gemm = rewriter.create("graph.gemm", [flat, w, _const(rewriter, vec, x)], {}).results[0]
     rewriter.replace_op(op, rewriter.create("graph.reshape", [gemm], {"shape": out.shape}).results)

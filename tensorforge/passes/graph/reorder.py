@@ -28,6 +28,7 @@ from ...ir.builtin import FuncOp
 from ...ir.core import Block, Operation, Value
 from ...ir.opdef import TERMINATOR
 from ...ir.pass_manager import Option, Pass
+from ...ir.symbolic import hint_nbytes, hints_from, symbol_table_of
 from ...ir.types import TensorType
 from ...passes.memory.plan import peak_live_bytes
 from ..registry import register_pass
@@ -99,13 +100,13 @@ def simulated_peak(graph: _Graph, order: Sequence[int]) -> int:
     live = peak = 0
     for i in order:
         op = graph.ops[i]
-        alloc = sum(r.type.nbytes for r in op.results if _counted(r))
+        alloc = sum(hint_nbytes(r.type) for r in op.results if _counted(r))
         peak = max(peak, live + alloc)
-        live += sum(r.type.nbytes for r in op.results if _counted(r) and remaining.get(id(r), 0) > 0)
+        live += sum(hint_nbytes(r.type) for r in op.results if _counted(r) and remaining.get(id(r), 0) > 0)
         for v in graph.reads[i]:
             remaining[id(v)] -= 1
             if remaining[id(v)] == 0 and _counted(v):
-                live -= v.type.nbytes
+                live -= hint_nbytes(v.type)
     return peak
 
 
@@ -115,7 +116,7 @@ def working_set_bound(func: FuncOp) -> int:
     best = 0
     for op in func.body:
         values = {id(v): v for v in list(op.operands) + list(op.results) if _counted(v)}
-        best = max(best, sum(v.type.nbytes for v in values.values()))
+        best = max(best, sum(hint_nbytes(v.type) for v in values.values()))
     return best
 
 
@@ -150,13 +151,13 @@ def _list_schedule(graph: _Graph, pick: Callable[[list[int], list[int]], int]) -
 def memory_order(graph: _Graph) -> list[int]:
     """Greedy by net allocation; ties go to consumers of the last result, then program order."""
     remaining = graph.users_in_block()
-    alloc = [sum(r.type.nbytes for r in op.results if _counted(r)) for op in graph.ops]
+    alloc = [sum(hint_nbytes(r.type) for r in op.results if _counted(r)) for op in graph.ops]
 
     def pick(ready: list[int], order: list[int]) -> int:
         last = graph.succs[order[-1]] if order else set()
 
         def key(i: int):
-            freed = sum(v.type.nbytes for v in graph.reads[i] if _counted(v) and remaining[id(v)] == 1)
+            freed = sum(hint_nbytes(v.type) for v in graph.reads[i] if _counted(v) and remaining[id(v)] == 1)
             return (alloc[i] - freed, i not in last, i)
         best = min(ready, key=key)
         for v in graph.reads[best]:
@@ -232,9 +233,15 @@ class ReorderResult:
 
 
 def reorder_function(func: FuncOp, goal: str = "memory") -> ReorderResult:
-    """Reorders ``func``'s body for ``goal`` ("memory" or "siblings")."""
+    """Reorders ``func``'s body for ``goal`` ("memory" or "siblings"); symbolic sizes count at
+    the function's hints."""
     if goal not in GOALS:
         raise PassError(f"reorder: unknown goal '{goal}' (choose from {', '.join(GOALS)})")
+    with hints_from(symbol_table_of(func)):
+        return _reorder_function(func, goal)
+
+
+def _reorder_function(func: FuncOp, goal: str) -> ReorderResult:
     block = func.body
     graph = _Graph(block)
     peak_before, sib_before = peak_live_bytes(func), adjacent_siblings(block)

@@ -27,7 +27,8 @@ from typing import ClassVar, Sequence
 from ...ir.core import Operation, Value
 from ...ir.pass_manager import Option
 from ...ir.rewrite import DEFAULT_FOLD_LIMIT, Pattern, RewriteStats, apply_patterns_greedily, constant_value
-from ...ir.rules import Rule, rule, rule_function, rules_to_patterns
+from ...ir.rules import Rule, rule, rule_function, rules_to_patterns, same_dim
+from ...ir.symbolic import dim_prod
 from ...ir.types import DType
 from ..registry import register_pass
 from .const_fold import with_folding
@@ -85,7 +86,7 @@ def unit_axes_added(src: Sequence, dst: Sequence) -> tuple[int, ...]:
         return ()
     added, j = [], 0
     for i, d in enumerate(dst):
-        if j < len(src) and d == src[j]:
+        if j < len(src) and same_dim(d, src[j]):
             j += 1
         elif d == 1:
             added.append(i)
@@ -142,11 +143,9 @@ AFFINE_RULES: list[Rule] = [
 
 @rule_function
 def as_matrix(shape: Sequence) -> tuple:
-    """(rows, columns) of a static shape flattened to 2-D along its last dim."""
-    rows = 1
-    for d in shape[:-1]:
-        rows *= d
-    return (rows, shape[-1])
+    """(rows, columns) of a shape flattened to 2-D along its last dim (``("b", "s", 64)`` gives
+    ``("b*s", 64)``)."""
+    return (dim_prod(shape[:-1]), shape[-1])
 
 
 CONTRACTION_RULES: list[Rule] = [
@@ -162,7 +161,7 @@ CONTRACTION_RULES: list[Rule] = [
          where="p == (1, 0) and rank(x) == 2"),
     rule("matmul-transposed-rhs-batched", "(t := matmul(x, transpose(w, perm=p)))",
          "reshape(gemm(reshape(x, shape=as_matrix(shape(x))), w, trans_b=True), shape=shape(t))",
-         where="p == (1, 0) and rank(x) > 2 and is_static(x)"),
+         where="p == (1, 0) and rank(x) > 2"),
 ]
 """A transposed matrix operand of a GEMM is a flag, not a copy: what folding may not do for a
 weight that is shared (GPT-2's LM head reads the token embedding transposed)."""

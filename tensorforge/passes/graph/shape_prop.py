@@ -118,6 +118,8 @@ def _partial_movement(op: Operation, index: int, memo: dict) -> Partial | None:
             inputs.append(p.values)
             continue
         if p is None:
+            if not o.type.is_static:        # a symbolic data operand: its ids cannot be laid out
+                return None
             p = Partial(np.zeros(o.type.shape, o.type.dtype.np), np.zeros(o.type.shape, bool))
         inputs.append(np.arange(offset, offset + p.values.size, dtype=np.int64).reshape(p.values.shape))
         pools.append(p)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from ...errors import IRError
 from ...ir.builder import Builder, make_op
 from ...ir.core import Block, Operation, Region, Value
+from ...ir.symbolic import SYMBOLS_ATTR, canonical
 from ...ir.types import BufferType, DType, ScalarType
 from ...dialects.scalar import INDEX
 from ...dialects.structured.ops import REDUCTION_IDENTITY, ComputeView, KernelView
@@ -23,9 +24,14 @@ def buffer_of(t) -> BufferType:
     return BufferType(t.shape, t.dtype)
 
 
-def _loop(b: Builder, extent: int, tag: str, reduction: bool = False) -> tuple[Operation, Builder, Value]:
+def _ub(extent) -> int | str:
+    """A loop bound: an int, or a symbolic dim in canonical form (run-time extent)."""
+    return canonical(extent) if isinstance(extent, str) else int(extent)
+
+
+def _loop(b: Builder, extent, tag: str, reduction: bool = False) -> tuple[Operation, Builder, Value]:
     region = Region([Block([INDEX])])
-    op = b.create("loop.for", [], {"lb": 0, "ub": int(extent), "step": 1, "kind": "serial",
+    op = b.create("loop.for", [], {"lb": 0, "ub": _ub(extent), "step": 1, "kind": "serial",
                                    "reduction": reduction, "tag": tag}, regions=[region])
     blk = region.blocks[0]
     return op, Builder.at_end(blk), blk.args[0]
@@ -140,6 +146,9 @@ def lower_kernel(kernel: Operation, name: str | None = None) -> Operation:
     block = Block(in_types + out_types)
     fn = make_op("loop.func", [], {"sym_name": name or kernel.attributes.get("sym_name", "kernel"),
                                    "num_inputs": len(in_types)}, regions=[Region([block])])
+    symbols = _symbols_text(kernel)
+    if symbols is not None:
+        fn.attributes[SYMBOLS_ATTR] = symbols
     b = Builder.at_end(block)
     buffers: dict[int, Value] = {id(a): block.args[i] for i, a in enumerate(kv.body.args)}
     out_args = block.args[len(in_types):]
@@ -161,3 +170,26 @@ def lower_kernel(kernel: Operation, name: str | None = None) -> Operation:
             copies += 1
     b.create("loop.return", [])
     return fn
+
+
+def _symbols_text(kernel: Operation) -> str | None:
+    """The ``tf.symbols`` attribute of the kernel's function (its symbols' ranges and hints), for a
+    kernel over symbolic shapes; the loop.func carries it so that schedules read hints from it and
+    the C emitter knows the model's symbol order.  None for a static kernel, which stays unchanged."""
+    if not _has_symbols(kernel):
+        return None
+    cur = kernel.parent_op
+    while cur is not None:
+        text = cur.attributes.get(SYMBOLS_ATTR)
+        if text:
+            return text
+        cur = cur.parent_op
+    return None
+
+
+def _has_symbols(kernel: Operation) -> bool:
+    types = [v.type for v in kernel.operands] + [r.type for r in kernel.results]
+    if any(not t.is_static for t in types if hasattr(t, "is_static")):
+        return True
+    return any(isinstance(d, str) for op in kernel.walk() if op.name == "structured.compute"
+               for d in op.attributes["domain"])

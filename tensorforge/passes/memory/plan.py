@@ -4,6 +4,10 @@ Every intermediate tensor of a function gets an offset in one arena so that a ru
 nothing.  Tensors whose lifetimes do not overlap share bytes.  Offsets are chosen greedily,
 largest tensor first, at the lowest offset that does not collide with an already placed tensor
 whose lifetime overlaps (the classic "greedy by size" heuristic used by TFLite and ORT).
+
+The placing itself lives in ``runtime/arena_plan.py`` (``place``), because a model with symbolic
+sizes places its buffers at run time, once per distinct set of dims, from the plan this module
+makes as data (``plan_dynamic``): static and dynamic models share one algorithm.
 """
 from __future__ import annotations
 
@@ -12,13 +16,9 @@ from typing import Callable
 
 from ...ir.builtin import FuncOp
 from ...ir.core import Operation, Value
+from ...ir.symbolic import Dim, dim_mul, dim_prod, hint_nbytes
 from ...ir.types import TensorType
-
-ALIGN = 64
-
-
-def _aligned(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
+from ...runtime.arena_plan import ALIGN, DynamicPlan, PlannedBuffer, aligned as _aligned, place
 
 
 @dataclass
@@ -57,24 +57,45 @@ def _top(op: Operation, func: FuncOp) -> Operation:
 
 
 def plan_memory(func: FuncOp, needs_buffer: Callable[[Value], bool]) -> MemoryPlan:
-    intervals = live_intervals(func, needs_buffer)
-    plan = MemoryPlan()
-    placed: list[tuple[int, int, int, int]] = []   # (offset, size, start, end)
-    items = sorted(intervals.values(), key=lambda t: (-t[2].type.nbytes, t[0]))
-    for start, end, v in items:
+    """Offsets for the static-sized values ``needs_buffer`` selects (see ``plan_dynamic`` for
+    functions with symbolic sizes)."""
+    intervals = list(live_intervals(func, needs_buffer).values())
+    offsets, arena = place([v.type.nbytes for _, _, v in intervals], [(a, b) for a, b, _ in intervals])
+    plan = MemoryPlan(arena_bytes=arena)
+    for (_, _, v), off in zip(intervals, offsets):
         size = _aligned(max(v.type.nbytes, 1))
         plan.naive_bytes += size
-        clashes = sorted((o, s) for o, s, a, b in placed if not (b < start or end < a))
-        off = 0
-        for o, s in clashes:
-            if off + size <= o:
-                break
-            off = max(off, o + s)
-        placed.append((off, size, start, end))
         plan.offsets[id(v)] = off
         plan.sizes[id(v)] = size
-        plan.arena_bytes = max(plan.arena_bytes, off + size)
     return plan
+
+
+def nbytes_dim(t: TensorType) -> Dim:
+    """The byte size of ``t`` as a dim: an int for static types, an expression over its symbols."""
+    return t.nbytes if t.is_static else dim_mul(dim_prod(t.shape), t.dtype.itemsize)
+
+
+@dataclass
+class SymbolicMemoryPlan:
+    """A function's arena plan when sizes depend on symbols: ``index[id(value)]`` is the value's
+    buffer number in ``plan`` (the generated C reads ``arena + offsets[index]``)."""
+
+    plan: DynamicPlan
+    index: dict[int, int] = field(default_factory=dict)
+
+    def buffer(self, v: Value) -> int:
+        return self.index[id(v)]
+
+
+def plan_dynamic(func: FuncOp, needs_buffer: Callable[[Value], bool], symbols: list[str]) -> SymbolicMemoryPlan:
+    """The memory plan of a function with symbolic sizes as data: per buffer, its size in bytes
+    as a dim expression and its live interval, in program order; offsets are chosen at run time
+    (``DynamicPlan.offsets_for``) because they depend on the dims."""
+    out = SymbolicMemoryPlan(DynamicPlan(symbols, []))
+    for start, end, v in live_intervals(func, needs_buffer).values():
+        out.index[id(v)] = len(out.plan.buffers)
+        out.plan.buffers.append(PlannedBuffer(nbytes_dim(v.type), start, end))
+    return out
 
 
 def peak_live_bytes(func: FuncOp) -> int:
@@ -83,8 +104,9 @@ def peak_live_bytes(func: FuncOp) -> int:
                                and v.op.name != "graph.constant")
     events: dict[int, int] = {}
     for start, end, v in intervals.values():
-        events[start] = events.get(start, 0) + v.type.nbytes
-        events[end + 1] = events.get(end + 1, 0) - v.type.nbytes
+        n = v.type.nbytes if v.type.is_static else hint_nbytes(v.type)    # symbolic: at the hints
+        events[start] = events.get(start, 0) + n
+        events[end + 1] = events.get(end + 1, 0) - n
     peak = cur = 0
     for t in sorted(events):
         cur += events[t]

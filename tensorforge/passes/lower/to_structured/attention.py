@@ -5,24 +5,48 @@ contraction over D (so a later micro-kernel path can recognise it), the row max 
 sum of the softmax (scale, additive mask, bool mask and causal triangle are applied inline
 where the scores are read), the probabilities, and their contraction with ``v``.  A query
 row that sees no key gets probabilities 0, hence an output of 0, as the op defines.
+Grouped-query attention reads KV head ``h // g`` for query head ``h`` (a floordiv in the index
+map of k and v), so the KV heads are never copied.
+
+NaN and +inf follow torch: a score that is NaN or +inf makes its whole row NaN, masked or not
+(torch adds -inf to masked scores, and its ``exp(s - max)`` gives NaN there).  The native ``exp`` clamps its argument, which drops NaN, so
+the row sum carries the NaN explicitly (bit tests that ``-ffast-math`` cannot fold away).
 """
 from __future__ import annotations
 
 import math
 from typing import Sequence
 
-from ....dialects.graph.base import broadcast_shapes
+from ....dialects.graph.attention import attention_batch, kv_groups
 from ....dialects.structured.builder import Expr, TensorRef
 from ....ir.types import DType
 from .reduce import SoftmaxParts, acc_dtype, cast_to, elementwise
 from .registry import LoweringContext, broadcast_read, lowering
 
 
-def batch_index(t: TensorRef, batch: Sequence[int], axes: Sequence[Expr]) -> list:
-    """The leading (batch) indices of ``t`` (..., L, D) at broadcast batch position ``axes``."""
+class PoisonedSoftmax(SoftmaxParts):
+    """``SoftmaxParts`` whose exponential is NaN where a logit is NaN or +inf, so that the row
+    total is NaN exactly when torch's softmax row would be; ``probability`` passes it on."""
+
+    def exp(self, idx) -> Expr:
+        s = self.logit(list(idx))
+        return (s.ne(s) | s.eq(math.inf)).select(math.nan, super().exp(idx))
+
+    def probability(self, idx) -> Expr:
+        """exp / total, 0 for a row that sees no key (total 0), NaN for a poisoned row."""
+        total = self.total(idx)
+        return total.ne(total).select(total, self.exp(idx) / total.max(1.0))
+
+
+def batch_index(t: TensorRef, batch: Sequence[int], axes: Sequence[Expr], groups: int = 1) -> list:
+    """The leading (batch) indices of ``t`` (..., L, D) at broadcast batch position ``axes``;
+    with ``groups > 1`` its heads dim (-3) is shared by that many query heads (GQA)."""
     own = t.shape[:-2]
     lead = len(batch) - len(own)
-    return [0 if d == 1 and batch[lead + j] != 1 else axes[lead + j] for j, d in enumerate(own)]
+    index = [0 if d == 1 and batch[lead + j] != 1 else axes[lead + j] for j, d in enumerate(own)]
+    if groups > 1:
+        index[-1] = axes[len(batch) - 1] // groups
+    return index
 
 
 @lowering("graph.attention")
@@ -31,7 +55,8 @@ def lower_attention(ctx: LoweringContext):
     mask = ctx.inputs[3] if len(ctx.inputs) > 3 else None
     kb, out_dt = ctx.kb, ctx.out_dtype()
     dt = acc_dtype(out_dt)
-    batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    batch = attention_batch(q.shape, k.shape, v.shape)
+    gk, gv = kv_groups(q.shape, k.shape), kv_groups(q.shape, v.shape)
     nb = len(batch)
     lq, lk, d, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     scale = ctx.attrs.get("scale")
@@ -41,7 +66,7 @@ def lower_attention(ctx: LoweringContext):
 
     def dot(*ax):
         b, i, j, e = ax[:nb], ax[nb], ax[nb + 1], ax[nb + 2]
-        return q.read(batch_index(q, batch, b) + [i, e]).cast(dt) * k.read(batch_index(k, batch, b) + [j, e]).cast(dt)
+        return q.read(batch_index(q, batch, b) + [i, e]).cast(dt) * k.read(batch_index(k, batch, b, gk) + [j, e]).cast(dt)
 
     scores = kb.compute(rows + (d,), "p" * (nb + 2) + "r", dt, dot, combiner="add")
     bool_mask = mask is not None and mask.dtype is DType.bool
@@ -60,12 +85,12 @@ def lower_attention(ctx: LoweringContext):
             conds.append(idx[-1] <= idx[-2])
         return conds[0] & conds[1] if len(conds) == 2 else conds[0]
 
-    parts = SoftmaxParts(kb, rows, nb + 1, dt, logit, keep if (bool_mask or causal) else None, guard_empty=True)
-    probs = elementwise(kb, rows, dt, lambda *i: parts.exp(i) / parts.total(i).max(1.0))
+    parts = PoisonedSoftmax(kb, rows, nb + 1, dt, logit, keep if (bool_mask or causal) else None, guard_empty=True)
+    probs = elementwise(kb, rows, dt, lambda *i: parts.probability(i))
 
     def weighted(*ax):
         b, i, e, j = ax[:nb], ax[nb], ax[nb + 1], ax[nb + 2]
-        return probs.read(list(b) + [i, j]) * v.read(batch_index(v, batch, b) + [j, e]).cast(dt)
+        return probs.read(list(b) + [i, j]) * v.read(batch_index(v, batch, b, gv) + [j, e]).cast(dt)
 
     out = kb.compute(tuple(batch) + (lq, dv, lk), "p" * (nb + 2) + "r", dt, weighted, combiner="add")
     return [cast_to(kb, out, out_dt)]

@@ -11,6 +11,7 @@ from typing import Sequence
 
 from ....dialects.graph.base import Window
 from ....dialects.structured.builder import Expr, KernelBuilder, TensorRef
+from ....ir.symbolic import Dim, dim_add, dim_mul, dim_sub
 from ....ir.types import DType
 from .reduce import acc_dtype, elementwise
 from .registry import LoweringContext, lowering
@@ -23,10 +24,15 @@ def window_source(win: Window, out: Sequence[Expr], kernel: Sequence[Expr]) -> l
             zip(out, kernel, win.strides, win.dilations, win.pads_begin)]
 
 
-def window_inside(win: Window, sizes: Sequence[int], out: Sequence[int]) -> bool:
+def window_inside(win: Window, sizes: Sequence[Dim], out: Sequence[Dim]) -> bool:
     """True when every window of every output position lies within the unpadded input, so
-    reads need no bounds check."""
-    return all(pb == 0 and (o - 1) * s + ext <= n for pb, o, s, ext, n in
+    reads need no bounds check.  Over symbolic sizes only when provable: the last window's end
+    minus the size simplifies to a constant <= 0 (``(s-3)*1 + 3 - s``); else reads are checked."""
+    def fits(o: Dim, s: int, ext: int, n: Dim) -> bool:
+        slack = dim_sub(dim_add(dim_mul(dim_sub(o, 1), s), ext), n)
+        return isinstance(slack, int) and slack <= 0
+
+    return all(pb == 0 and fits(o, s, ext, n) for pb, o, s, ext, n in
                zip(win.pads_begin, out, win.strides, win.extents, sizes))
 
 

@@ -28,6 +28,7 @@ from ....dialects.graph.base import norm_axis
 from ....errors import UnsupportedOpError
 from ....ir.types import DType
 from ....dialects.structured.builder import Expr
+from ....ir.symbolic import Dim, dim_sub
 from .registry import LoweringContext, lowering
 from .shape import Index, clamp, emit_result
 
@@ -35,13 +36,13 @@ from .shape import Index, clamp, emit_result
 TOPK_MAX_AXIS = 2048
 
 
-def data_index(v: Expr, size: int, wrap: bool) -> Expr:
+def data_index(v: Expr, size: Dim, wrap: bool) -> Expr:
     """An index read from data, as an index into an axis of ``size``: negatives count from the
     end when ``wrap``; then clamped into [0, size) so that native code never reads outside."""
     j = v.to_index()
     if wrap:
         j = (j < 0).select(j + size, j)
-    return clamp(j, 0, size - 1)
+    return clamp(j, 0, dim_sub(size, 1))
 
 
 # ---- gather family -----------------------------------------------------------------------
@@ -188,8 +189,13 @@ def lower_resize(ctx: LoweringContext):
     at = ctx.attrs
     mode = at["mode"]
     ft = DType.f64 if x.dtype is DType.f64 else DType.f32
-    refs = ctx.op.opdef.taps(ctx.op)
     out_shape = ctx.out_shape()
+    for k, (d, o) in enumerate(zip(x.shape, out_shape)):
+        if (isinstance(d, str) or isinstance(o, str)) and d != o:
+            raise UnsupportedOpError(f"'{ctx.op.name}'{ctx.op.location_str()}: axis {k} is resized from {d} to "
+                                     f"{o}; native resize needs static sizes on resized axes (its index maps "
+                                     f"are exact rationals of the sizes)")
+    refs = ctx.op.opdef.taps(ctx.op)
 
     def axis_taps(o: Expr, k: int) -> list[tuple[Index, Expr | None]]:
         d, s = x.shape[k], out_shape[k]
@@ -218,6 +224,15 @@ def lower_resize(ctx: LoweringContext):
     return [emit_result(ctx, body)]
 
 
+def _upper_bound(ctx: LoweringContext, d: Dim) -> int | None:
+    """The largest value of ``d`` over the symbol ranges of the op's function (None: unbounded)."""
+    from ....ir.symbolic import symbol_table_of
+    cur = ctx.op.parent_op
+    while cur is not None and cur.name != "func.func":
+        cur = cur.parent_op
+    return symbol_table_of(cur).upper_bound(d) if cur is not None else None
+
+
 # ---- topk --------------------------------------------------------------------------------
 
 @lowering("graph.topk")
@@ -229,7 +244,9 @@ def lower_topk(ctx: LoweringContext):
     kb, at = ctx.kb, ctx.attrs
     a = norm_axis(at["axis"], len(x.shape))
     n = x.shape[a]
-    if n > TOPK_MAX_AXIS:
+    bound = n if isinstance(n, int) else _upper_bound(ctx, n)
+    if bound is None or bound > TOPK_MAX_AXIS:
+        n = f"{n} (declared max {bound})" if isinstance(n, str) else n
         raise UnsupportedOpError(f"'{ctx.op.name}'{ctx.op.location_str()}: native topk compares all pairs "
                                  f"of an axis and is limited to {TOPK_MAX_AXIS} elements, axis {a} has {n}; "
                                  f"use target='interpreter'")

@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 from ....dialects.graph.base import norm_axis
 from ....dialects.structured.builder import Expr, KernelBuilder, TensorRef
 from ....ir.types import DType
-from .reduce import ReduceLayout, acc_dtype, elementwise, reduce_over
+from .reduce import ReduceLayout, acc_dtype, count_value, elementwise, reduce_over
 from .registry import LoweringContext, broadcast_read, lowering
 
 Read = Callable[[list[Expr]], Expr]
@@ -24,17 +24,17 @@ def stats_dtype(dtype: DType) -> DType:
 def moments(kb: KernelBuilder, layout: ReduceLayout, read: Read, dtype: DType,
             epsilon: float) -> tuple[TensorRef, TensorRef]:
     """Mean and ``1 / sqrt(var + epsilon)`` of ``read`` over the layout's reduced axes."""
-    n = float(layout.count)
+    n = layout.count
     rows = layout.out_shape
     total = reduce_over(kb, layout, "add", dtype, lambda src, _: read(src))
-    mean = elementwise(kb, rows, dtype, lambda *r: total[r] / n)
+    mean = elementwise(kb, rows, dtype, lambda *r: total[r] / count_value(kb, n, dtype))
 
     def squared_deviation(src, res):
         d = read(src) - mean.read(res)
         return d * d
 
     var = reduce_over(kb, layout, "add", dtype, squared_deviation)
-    rstd = elementwise(kb, rows, dtype, lambda *r: (var[r] / n + epsilon).apply("rsqrt"))
+    rstd = elementwise(kb, rows, dtype, lambda *r: (var[r] / count_value(kb, n, dtype) + epsilon).apply("rsqrt"))
     return mean, rstd
 
 

@@ -10,6 +10,7 @@ from typing import Sequence
 
 from ....dialects.graph.base import Window
 from ....dialects.structured.builder import Expr
+from ....ir.symbolic import dim_add, dim_mul, dim_sub
 from .conv import window_inside, window_source
 from .reduce import ReduceLayout, acc_dtype, elementwise, lowest, mean_of, reduce_over
 from .registry import LoweringContext, lowering
@@ -40,7 +41,7 @@ def lower_max_pool(ctx: LoweringContext):
 
 def _counted_span(win: Window, i: int, size: int, include_pad: bool) -> tuple[int, int]:
     """The input positions on spatial axis ``i`` that count in an average's divisor."""
-    return (-win.pads_begin[i], size + win.pads_end[i]) if include_pad else (0, size)
+    return (-win.pads_begin[i], dim_add(size, win.pads_end[i])) if include_pad else (0, size)
 
 
 def _window_count(win: Window, sizes: Sequence[int], out: Sequence[int], include_pad: bool,
@@ -51,12 +52,18 @@ def _window_count(win: Window, sizes: Sequence[int], out: Sequence[int], include
     for i, (p, n, o) in enumerate(zip(positions, sizes, out)):
         lo, hi = _counted_span(win, i, n, include_pad)
         s, k, pb = win.strides[i], win.kernel[i], win.pads_begin[i]
-        if -pb >= lo and (o - 1) * s - pb + k <= hi:
+        if -pb >= lo and _provably_le(dim_add(dim_sub(dim_mul(dim_sub(o, 1), s), pb), k), hi):
             count = count * k
             continue
         start = p * s - pb
         count = ((start + k).min(hi) - start.max(lo)) * count
     return count
+
+
+def _provably_le(a, b) -> bool:
+    """``a <= b`` for every value of the symbols (the difference simplifies to a constant)."""
+    slack = dim_sub(a, b)
+    return isinstance(slack, int) and slack <= 0
 
 
 @lowering("graph.avg_pool")

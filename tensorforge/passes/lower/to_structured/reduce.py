@@ -15,7 +15,8 @@ import numpy as np
 
 from ....dialects.graph.base import norm_axes, norm_axis
 from ....dialects.graph.reduce import reduced_shape
-from ....dialects.structured.builder import Expr, KernelBuilder, TensorRef
+from ....dialects.structured.builder import Expr, KernelBuilder, TensorRef, dim_index
+from ....ir.symbolic import dim_add, dim_prod
 from ....ir.types import DType
 from .registry import LoweringContext, lowering
 
@@ -44,10 +45,20 @@ def cast_to(kb: KernelBuilder, t: TensorRef, dtype: DType) -> TensorRef:
     return kb.compute(shape, "p" * len(shape), dtype, lambda *i: t[i])
 
 
-def index_data(e: Expr, bound: int) -> Expr:
+def count_value(kb: KernelBuilder, n, dtype: DType) -> float | Expr:
+    """A count (a dim) as a number inside a compute body: a float literal when static, else the
+    run-time dim converted to ``dtype`` (a mean over a symbolic axis divides by it)."""
+    if isinstance(n, int):
+        return float(n)
+    return dim_index(kb.body_builder, n).cast(dtype)
+
+
+def index_data(e: Expr, bound) -> Expr:
     """An index expression (``|e| < bound``) as i64 data.  ``scalar.cast`` to i64 keeps an
-    index an index, so the value goes through i32 (or f64 past 2**31, exact up to 2**53)."""
-    return e.cast(DType.i32 if bound < 2 ** 31 else DType.f64).cast(DType.i64)
+    index an index, so the value goes through i32 (or f64 past 2**31, exact up to 2**53; a
+    symbolic bound has no proven limit, so it takes f64)."""
+    small = isinstance(bound, int) and bound < 2 ** 31
+    return e.cast(DType.i32 if small else DType.f64).cast(DType.i64)
 
 
 class ReduceLayout:
@@ -68,9 +79,9 @@ class ReduceLayout:
         self.iterators = "p" * len(self.out_shape) + "r" * len(self.axes)
 
     @property
-    def count(self) -> int:
-        """How many elements each result element reduces."""
-        return math.prod(self.shape[a] for a in self.axes)
+    def count(self):
+        """How many elements each result element reduces (a dim: symbolic over symbolic axes)."""
+        return dim_prod(self.shape[a] for a in self.axes)
 
     def split(self, dom: Index) -> tuple[list[Expr], list[Expr]]:
         n = len(self.out_shape)
@@ -113,7 +124,7 @@ def mean_of(kb: KernelBuilder, layout: ReduceLayout, read: Callable[[list[Expr]]
     dt = acc_dtype(out_dtype) if out_dtype.is_float else DType.f64
     total = reduce_over(kb, layout, "add", dt, lambda src, _: read(src).cast(dt))
     n = layout.count
-    return elementwise(kb, layout.out_shape, out_dtype, lambda *r: total[r] / float(n))
+    return elementwise(kb, layout.out_shape, out_dtype, lambda *r: total[r] / count_value(kb, n, dt))
 
 
 def _axes_layout(ctx: LoweringContext) -> ReduceLayout:
@@ -154,7 +165,7 @@ def lower_arg_reduction(ctx: LoweringContext):
     miss = -1 if last else x.shape[axis]
 
     def position(src, res):
-        return index_data(x.read(src).eq(extreme.read(res)).select(src[axis], miss), x.shape[axis] + 1)
+        return index_data(x.read(src).eq(extreme.read(res)).select(src[axis], miss), dim_add(x.shape[axis], 1))
 
     return [reduce_over(kb, layout, "max" if last else "min", DType.i64, position)]
 

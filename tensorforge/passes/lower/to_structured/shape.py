@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 from ....dialects.graph.base import norm_axis
 from ....dialects.graph.shape import Split, permutation
 from ....dialects.structured.builder import Expr, TensorRef
+from ....ir.symbolic import Dim, dim_add, dim_exact_div, dim_mul, dim_prod, dim_sub, dims_equal
 from .registry import LoweringContext, broadcast_read, lowering
 
 Index = Expr | int
@@ -23,36 +24,45 @@ Index = Expr | int
 
 # ---- index helpers -----------------------------------------------------------------------
 
-def clamp(e: Index, lo: int, hi: int, known: tuple[int, int] | None = None) -> Index:
-    """``e`` limited to [lo, hi]; a side is skipped when ``known`` (e's range) already respects it."""
-    if isinstance(e, int):
+def clamp(e: Index, lo: int, hi: Dim, known: tuple[int, Dim] | None = None) -> Index:
+    """``e`` limited to [lo, hi]; a side is skipped when ``known`` (e's range) already respects it.
+    ``hi`` may be a symbolic dim (read at run time); that side is then only skipped when ``known``
+    ends at exactly ``hi``."""
+    if isinstance(e, int) and isinstance(hi, int):
         return min(max(e, lo), hi)
+    if isinstance(e, int):
+        raise ValueError("clamp of a constant index to a symbolic bound: build the index as an expression")
     if known is None or known[0] < lo:
         e = e.max(lo)
-    if known is None or known[1] > hi:
+    if known is None or not _at_most(known[1], hi):
         e = e.min(hi)
     return e
 
 
-def linearize(idx: Sequence[Index], dims: Sequence[int]) -> Index:
-    """Row-major offset of ``idx`` within ``dims``."""
+def _at_most(a: Dim, b: Dim) -> bool:
+    """``a <= b`` provably (ints compare; symbolic dims only when equal)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a <= b
+    return dims_equal(a, b)
+
+
+def linearize(idx: Sequence[Index], dims: Sequence[Dim]) -> Index:
+    """Row-major offset of ``idx`` within ``dims`` (symbolic dims are read at run time)."""
     flat = idx[0]
     for i, d in zip(idx[1:], dims[1:]):
         flat = flat * d + i
     return flat
 
 
-def delinearize(flat: Index, dims: Sequence[int]) -> list[Index]:
+def delinearize(flat: Index, dims: Sequence[Dim]) -> list[Index]:
     """Row-major coordinates of offset ``flat`` (< prod(dims)) within ``dims``."""
     out: list[Index] = []
-    suffix = 1
-    for d in dims[1:]:
-        suffix *= d
+    suffix = dim_prod(dims[1:])
     for m, d in enumerate(dims):
         e = flat // suffix if suffix != 1 else flat
         out.append(e % d if m > 0 else e)
         if m + 1 < len(dims):
-            suffix //= dims[m + 1]
+            suffix = dim_exact_div(suffix, dims[m + 1])
     return out
 
 
@@ -67,6 +77,8 @@ def reshape_indices(out_axes: Sequence[Expr], out_shape: Sequence[int], in_shape
     idx: list[Index] = [0] * len(in_shape)
     outs = [k for k, d in enumerate(out_shape) if d != 1]
     ins = [k for k, d in enumerate(in_shape) if d != 1]
+    if not all(isinstance(d, int) for d in list(out_shape) + list(in_shape)):
+        return _symbolic_reshape_indices(out_axes, out_shape, in_shape, outs, ins)
     i = j = 0
     while i < len(outs):
         go, gi = [outs[i]], [ins[j]]
@@ -85,6 +97,42 @@ def reshape_indices(out_axes: Sequence[Expr], out_shape: Sequence[int], in_shape
             idx[k] = e
         i, j = i + 1, j + 1
     return idx
+
+
+def _symbolic_reshape_indices(out_axes: Sequence[Expr], out_shape: Sequence[Dim], in_shape: Sequence[Dim],
+                              outs: list[int], ins: list[int]) -> list[Index]:
+    """``reshape_indices`` over symbolic dims: groups grow on the side whose product provably
+    divides the other's (``b*s`` against ``b``, then ``s``) until the products are equal; when
+    neither divides, the rest of both shapes forms one group (always correct, one more div/mod)."""
+    idx: list[Index] = [0] * len(in_shape)
+    i = j = 0
+    while i < len(outs) and j < len(ins):
+        go, gi = [outs[i]], [ins[j]]
+        po, pi = out_shape[outs[i]], in_shape[ins[j]]
+        while not dims_equal(po, pi):
+            if i + 1 < len(outs) and _proper_divisor(po, pi):
+                i += 1
+                go.append(outs[i])
+                po = dim_mul(po, out_shape[outs[i]])
+            elif j + 1 < len(ins) and _proper_divisor(pi, po):
+                j += 1
+                gi.append(ins[j])
+                pi = dim_mul(pi, in_shape[ins[j]])
+            else:
+                go += outs[i + 1:]
+                gi += ins[j + 1:]
+                i, j = len(outs) - 1, len(ins) - 1
+                break
+        flat = linearize([out_axes[k] for k in go], [out_shape[k] for k in go])
+        for k, e in zip(gi, delinearize(flat, [in_shape[k] for k in gi])):
+            idx[k] = e
+        i, j = i + 1, j + 1
+    return idx
+
+
+def _proper_divisor(a: Dim, b: Dim) -> bool:
+    """``a`` provably divides ``b`` and is not equal to it."""
+    return not dims_equal(a, b) and dim_exact_div(b, a) is not None
 
 
 # ---- compute helpers ---------------------------------------------------------------------
@@ -149,14 +197,15 @@ def lower_concat(ctx: LoweringContext):
     total = ctx.out_shape()[a]
     pieces, off = [], 0
     for t in ctx.inputs:
-        if t.shape[a]:
+        if t.shape[a] != 0:         # a symbolic piece is at least one long (symbol ranges start at 1)
             pieces.append((t, off))
-        off += t.shape[a]
+        off = dim_add(off, t.shape[a])
 
     def body(*o):
         def piece(k):
             t, start = pieces[k]
-            j = clamp(o[a] - start, 0, t.shape[a] - 1, (-start, total - 1 - start))
+            known = (-start, total - 1 - start) if isinstance(start, int) and isinstance(total, int) else None
+            j = clamp(o[a] - start, 0, dim_sub(t.shape[a], 1), known)
             return t.read(list(o[:a]) + [j] + list(o[a + 1:]))
 
         v = piece(len(pieces) - 1)
@@ -194,10 +243,10 @@ def lower_pad(ctx: LoweringContext):
 
     def axis_index(o: Expr, p) -> Index:
         j = o - p.begin
-        last = p.window - 1
-        grow_end = p.size - p.begin - p.window
+        last = dim_sub(p.window, 1)
+        grow_end = dim_sub(dim_sub(p.size, p.begin), p.window)
         if mode == "edge":
-            j = clamp(j, 0, last, (-p.begin, last + grow_end))
+            j = clamp(j, 0, last, (-p.begin, dim_add(last, grow_end)))
         elif mode == "reflect":
             if p.begin:
                 j = j.apply("abs")

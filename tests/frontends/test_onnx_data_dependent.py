@@ -1,0 +1,69 @@
+"""Ops whose output size depends on values (NonZero, Compress, Unique, NonMaxSuppression).
+
+Each result carries a fresh symbol that only running the op binds; the reference interpreter
+returns arrays of the true size, and ops downstream of them run over that size.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper  # noqa: E402
+from onnx.backend.test.loader import load_model_tests  # noqa: E402
+
+import tensorforge  # noqa: E402
+from tensorforge.frontends.onnx_backend import check_node_case  # noqa: E402
+
+KINDS = ("test_nonzero", "test_compress", "test_unique", "test_nonmaxsuppression")
+CASES = sorted((c for c in load_model_tests(kind="node")
+                if c.name.startswith(KINDS) and "expanded" not in c.name), key=lambda c: c.name)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_node_case_on_the_interpreter(case):
+    status, detail = check_node_case(case, target="interpreter")
+    assert status == "pass", detail
+
+
+def test_every_kind_has_cases():
+    assert {k for k in KINDS if any(c.name.startswith(k) for c in CASES)} == set(KINDS)
+    assert len(CASES) >= 20
+
+
+def _model(nodes, inputs, outputs):
+    graph = helper.make_graph(nodes, "g", inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_nonzero_feeds_downstream_ops_with_its_true_size():
+    """gather(x.flatten(), nonzero(x > 0)[0]) * 2: the selected positive values doubled, length
+    depending on the data."""
+    nodes = [helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("z", TensorProto.FLOAT, [], [0.0])),
+             helper.make_node("Greater", ["x", "zero"], ["pos"]),
+             helper.make_node("NonZero", ["pos"], ["nz"]),
+             helper.make_node("Flatten", ["nz"], ["flat"], axis=0),
+             helper.make_node("Gather", ["x", "flat"], ["g"], axis=0),
+             helper.make_node("Add", ["g", "g"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    cm = tensorforge.compile(model, target="interpreter")
+    for x in (np.array([1, -2, 3, 0, 5, -1], np.float32), np.array([-1, -2, -3, 0, 0, 0], np.float32),
+              np.array([4, 4, 4, 4, 4, 4], np.float32)):
+        (y,) = [cm(x)] if not isinstance(cm(x), tuple) else cm(x)
+        want = (x[x > 0] * 2).reshape(1, -1)
+        np.testing.assert_array_equal(np.asarray(y), want)
+
+
+def test_unique_first_occurrence_order_and_counts():
+    nodes = [helper.make_node("Unique", ["x"], ["y", "i", "inv", "c"], sorted=0)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [7])],
+                   [helper.make_tensor_value_info(n, t, None) for n, t in
+                    (("y", TensorProto.FLOAT), ("i", TensorProto.INT64), ("inv", TensorProto.INT64),
+                     ("c", TensorProto.INT64))])
+    cm = tensorforge.compile(model, target="interpreter")
+    y, i, inv, c = cm(np.array([3, 1, 3, np.nan, 1, 2, np.nan], np.float32))
+    # NaNs are one value, as in ONNX's reference (np.unique with equal_nan)
+    np.testing.assert_array_equal(y, np.array([3, 1, np.nan, 2], np.float32))
+    assert i.tolist() == [0, 1, 3, 5] and c.tolist() == [2, 2, 2, 1]
+    assert inv.tolist() == [0, 1, 0, 2, 1, 3, 2]
