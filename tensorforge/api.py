@@ -25,7 +25,12 @@ def import_model(model: Any, example_inputs: Sequence | None = None,
     """Turns any supported model object into a graph-level module (no optimisation).
 
     For ONNX models, ``example_inputs`` and ``shapes`` (``{"batch": 1, "seq": 128}``) bind the
-    symbolic dimensions of the inputs, which specialises the model to those sizes."""
+    symbolic dimensions of the inputs, which specialises the model to those sizes.  For a
+    ``torch.nn.Module``, ``dynamic_shapes`` (torch.export's spec) makes dims symbolic."""
+    torch_mod = sys.modules.get("torch")
+    if dynamic_shapes is not None and not (torch_mod and isinstance(model, torch_mod.nn.Module)):
+        raise TensorforgeError("dynamic_shapes= is torch.export's spec for a torch.nn.Module; an ONNX "
+                               "model keeps the dims it declares with dim_param symbolic")
     if isinstance(model, ModuleOp):
         if shapes:
             raise TensorforgeError("shapes= binds the symbolic dimensions of an ONNX model; a graph module "

@@ -1,6 +1,7 @@
 """`tensorforge tune MODEL`: tune every kernel of a model into a tuning database.
 
     tensorforge tune resnet50 --trials 400 --db tune.sqlite --time-budget 1200
+    tensorforge tune bert_base --shape batch=1..64 --shape seq=1..512   # one record per kernel for every size
     tensorforge compile resnet50 -o r50.tfm        # applies the default database's records
 
 MODEL is a zoo name or an .onnx file (see ``loading.py``).  A progress bar shows, per batch, the
@@ -17,13 +18,14 @@ import json
 def _cmd_tune(args: argparse.Namespace) -> int:
     from ..tune.api import default_db_path, tune
     from ..tune.tasks import KINDS
-    from .loading import load_model, parse_shapes
+    from .loading import load_model, parse_shape_specs
     from ..errors import TensorforgeError
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
     unknown = set(kinds) - set(KINDS)
     if unknown:
         raise TensorforgeError(f"--kinds: unknown task kind(s) {sorted(unknown)} (choose from {', '.join(KINDS)})")
-    lm = load_model(args.model, args.batch, parse_shapes(args.shape))
+    sizes, ranges = parse_shape_specs(args.shape)
+    lm = load_model(args.model, args.batch, sizes, ranges=ranges)
     db = args.db or default_db_path()
     report = tune(lm.import_module(), trials=args.trials, db=db, timeout_s=args.time_budget,
                   progress=not args.quiet, batch_size=args.measure_batch, per_task=args.per_task, kinds=kinds,
@@ -43,7 +45,9 @@ def register(sub) -> None:
                    help="measured candidates for the whole model, records already in the db included (default 64)")
     p.add_argument("--db", help="tuning database file (default: $TENSORFORGE_TUNE_DB or the user cache dir)")
     p.add_argument("--batch", type=int, help="the model's batch size (zoo models, symbolic leading ONNX dims)")
-    p.add_argument("--shape", action="append", metavar="NAME=VALUE", help="a symbolic ONNX dimension's value")
+    p.add_argument("--shape", action="append", metavar="NAME=VALUE|NAME=MIN..MAX",
+                   help="a symbolic dimension's value, or its range: the kernels are tuned once for the "
+                        "whole range (measured at the example size)")
     p.add_argument("--time-budget", type=float, metavar="S", help="stop starting new batches after S seconds")
     p.add_argument("--measure-batch", type=int, default=8, metavar="K",
                    help="candidates measured per batch, one database transaction each (default 8)")

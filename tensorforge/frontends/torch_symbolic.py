@@ -485,9 +485,9 @@ def _all_static(*dims) -> bool:
 
 @_symbolic("slice.Tensor", "slice_copy.Tensor")
 def _slice(cx, node, x, dim=0, start=None, end=None, step=1):
-    """``x[start:end:step]`` along ``dim``; with a symbolic axis or bound, a gather of the
-    indices ``start + step * arange(count)`` (count from tracing), since ``graph.slice``'s
-    bounds are ints."""
+    """``x[start:end:step]`` along ``dim`` with a symbolic axis or bound: ``graph.slice`` takes
+    dims as bounds (the count is torch's traced size; ``Slice.verify`` proves a symbolic end
+    stays inside the axis from the declared ranges)."""
     from . import torch as tf_torch
 
     axis = dim % x.type.rank
@@ -502,8 +502,9 @@ def _slice(cx, node, x, dim=0, start=None, end=None, step=1):
         return x
     if not cx.symbolic.provably_nonneg(begin):
         raise cx.unsupported(f"slice start {start} on an axis of size {n}: its sign depends on the sizes")
-    index = _arange_values(cx, count, begin, step, DType.i64)
-    return cx.g.gather(x, index, axis=axis)
+    from ..ir.symbolic import dim_add, dim_mul
+    stop = dim_add(begin, dim_mul(step, count)) if step != 1 else dim_add(begin, count)
+    return cx.g.slice(x, starts=(begin,), ends=(stop,), axes=(axis,), steps=(step,))
 
 
 @_symbolic("select.int", "select_copy.int")
@@ -598,11 +599,10 @@ def _true_divide(cx, node, a, b):
 
 
 def _arange_values(cx, count: Dim, start, step, dtype: DType) -> Value:
-    """``start + step * i`` for i in [0, count): an exclusive running sum of ones (``graph.iota``'s
-    size is an int), shifted and scaled, with symbolic ``start``/``step`` read at run time."""
+    """``start + step * i`` for i in [0, count): ``graph.iota`` over a symbolic size, shifted and
+    scaled by symbolic ``start``/``step`` read at run time."""
     work = DType.i64 if all(isinstance(v, (int, str)) for v in (start, step)) else DType.f64
-    ones = cx.g.expand(cx.scalar(1, work), shape=(count,))
-    i = cx.g.cumsum(ones, axis=0, exclusive=True)
+    i = cx.g.iota(size=count, start=0.0, step=1.0, dtype=work)
     if step != 1:
         i = cx.g.mul(i, _scalar_or_dim(cx, step, work))
     if start != 0:

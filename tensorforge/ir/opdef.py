@@ -101,6 +101,12 @@ def _as_dims(v):
     return tuple(out)
 
 
+def _as_dim(v):
+    if isinstance(v, str) and v:
+        return v
+    return _as_int(v)
+
+
 def _as_floats(v):
     if isinstance(v, (int, float, np.number)) and not isinstance(v, bool):
         return (float(v),)
@@ -131,7 +137,7 @@ def _as_any(v):
 
 _COERCE: dict[str, Callable[[Any], Any]] = {
     "int": _as_int, "float": _as_float, "bool": _as_bool, "str": _as_str, "ints": _as_ints,
-    "floats": _as_floats, "dims": _as_dims, "dtype": _as_dtype, "dense": _as_dense, "type": _as_type, "any": _as_any,
+    "floats": _as_floats, "dims": _as_dims, "dim": _as_dim, "dtype": _as_dtype, "dense": _as_dense, "type": _as_type, "any": _as_any,
 }
 
 

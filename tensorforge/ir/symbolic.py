@@ -600,6 +600,13 @@ class SymbolRange:
     hi: int | None = None
     divisor: int = 1
     hint: int | None = None
+    # A data-dependent size (the count of a nonzero/unique/...): no input binds it, running its op
+    # does; ``bound`` is its upper bound as a dim of the other symbols (buffers are sized at it).
+    bound: Dim | None = None
+
+    @property
+    def is_data_dependent(self) -> bool:
+        return self.bound is not None
 
     def contains(self, value: int) -> bool:
         return self.lo <= value and (self.hi is None or value <= self.hi) and value % self.divisor == 0
@@ -620,12 +627,17 @@ class SymbolRange:
         return max(self.lo, 64)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "lo": self.lo, "hi": self.hi, "divisor": self.divisor, "hint": self.hint}
+        out = {"name": self.name, "lo": self.lo, "hi": self.hi, "divisor": self.divisor, "hint": self.hint}
+        if self.bound is not None:          # only data-dependent symbols: other tables print as before
+            out["bound"] = self.bound
+        return out
 
     @staticmethod
     def from_json(d: Mapping) -> "SymbolRange":
+        bound = d.get("bound")
         return SymbolRange(str(d["name"]), int(d.get("lo", 1)), None if d.get("hi") is None else int(d["hi"]),
-                           int(d.get("divisor", 1)), None if d.get("hint") is None else int(d["hint"]))
+                           int(d.get("divisor", 1)), None if d.get("hint") is None else int(d["hint"]),
+                           None if bound is None else (int(bound) if isinstance(bound, int) else canonical(str(bound))))
 
 
 class SymbolTable:
@@ -668,6 +680,19 @@ class SymbolTable:
 
     def to_json(self) -> list:
         return [r.to_json() for r in self.ranges.values()]
+
+    def data_dependent(self) -> list[str]:
+        """The data-dependent symbols (``SymbolRange.bound`` set), in table order."""
+        return [n for n, r in self.ranges.items() if r.bound is not None]
+
+    def at_bounds(self, env: Mapping[str, int]) -> dict[str, int]:
+        """``env`` (values of the input-bound symbols) plus every data-dependent symbol at its upper
+        bound, evaluated in table order (a bound may read an earlier data-dependent symbol)."""
+        out = dict(env)
+        for n, r in self.ranges.items():
+            if r.bound is not None and n not in env:
+                out[n] = max(0, evaluate(r.bound, out))
+        return out
 
     @staticmethod
     def from_json(data: Iterable[Mapping]) -> "SymbolTable":

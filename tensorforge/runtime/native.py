@@ -16,6 +16,13 @@ every axis and range before anything runs (one-line errors; ``out=`` is untouche
 places the intermediates for those dims (``arena_plan.py``, cached per distinct input shapes),
 grows the arena when a call needs more, and passes the dims and offsets.  The static path is
 the same code as before: a dynamic model swaps in its own ``_run_locked``.
+
+Data-dependent sizes (the count of a nonzero, unique, compress or NMS: a symbol whose
+``SymbolRange.bound`` is set) are bound by no input: a call sets each at its upper bound (the
+buffers and the outputs are allocated at it), hands the kernels a fresh copy of the dims array,
+whose slot the op's kernel overwrites with the true count, reads the counts back afterwards and
+returns each output that depends on one as its true-shaped prefix.  Such outputs cannot be
+written into ``out=`` arrays (their shape is not known before the call).
 """
 from __future__ import annotations
 
@@ -333,11 +340,15 @@ class NativeModel:
     def _init_dynamic(self) -> None:
         """Where each symbol is read from, and the per-shape cache; swaps in the dynamic run."""
         self._sites: dict[str, tuple[int, int]] = {}
+        # data-dependent sizes: no input binds them, the kernels compute them (slot in dims, name)
+        dd = set(self.symbols.data_dependent())
+        self._counts = [(k, s) for k, s in enumerate(self.plan.symbols) if s in dd]
+        self._count_outputs = [j for j, spec in enumerate(self.outputs) if set(spec.symbols) & dd]
         for i, spec in enumerate(self.inputs):
             for axis, d in enumerate(spec.shape):
-                if isinstance(d, str) and d in self.plan.symbols and d not in self._sites:
+                if isinstance(d, str) and d in self.plan.symbols and d not in self._sites and d not in dd:
                     self._sites[d] = (i, axis)
-        unbound = [s for s in self.plan.symbols if s not in self._sites]
+        unbound = [s for s in self.plan.symbols if s not in self._sites and s not in dd]
         if unbound:
             raise TensorforgeError(f"the symbol(s) {', '.join(unbound)} are no input axis of their own, so a call "
                                    f"cannot bind them; declare them on an input dimension")
@@ -346,7 +357,8 @@ class NativeModel:
 
     def bind(self, shapes: Sequence[Sequence[int]]) -> dict[str, int]:
         """The symbols' values for inputs of ``shapes``, after checking every axis and range;
-        raises a one-line ``TensorforgeError`` naming the input, axis, value and range."""
+        raises a one-line ``TensorforgeError`` naming the input, axis, value and range.
+        Data-dependent sizes are given at their upper bounds (a run computes the true ones)."""
         if not self.is_dynamic:
             return {}
         with self._lock:
@@ -354,7 +366,8 @@ class NativeModel:
         return dict(zip(self.plan.symbols, bound.values))
 
     def output_shapes(self, shapes: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
-        """The outputs' shapes for inputs of ``shapes`` (checked as a call would)."""
+        """The outputs' shapes for inputs of ``shapes`` (checked as a call would); an output whose
+        size depends on the input values is given at its upper bound (what a call allocates)."""
         if not self.is_dynamic:
             return [tuple(s.shape) for s in self.outputs]
         with self._lock:
@@ -391,6 +404,8 @@ class NativeModel:
         for i, (spec, shape) in enumerate(zip(self.inputs, shapes)):
             for axis, (d, got) in enumerate(zip(spec.shape, shape)):
                 self._check_axis(i, axis, d, got, env)
+        if self._counts:
+            env = self.symbols.at_bounds(env)      # data-dependent sizes at their upper bounds
         return tuple(env[s] for s in self.plan.symbols)
 
     def _check_axis(self, i: int, axis: int, d, got: int, env: dict[str, int]) -> None:
@@ -422,6 +437,8 @@ class NativeModel:
             shapes.append(tuple(kept.shape))
             as_torch |= is_torch
         bound = self._bound(tuple(shapes))
+        if self._counts:
+            return self._run_counting(bound, out, as_torch)
         if out is None:
             outs = [np.empty(shape, s.np_dtype) for shape, s in zip(bound.out_shapes, self.outputs)]
             for j, o in enumerate(outs):
@@ -435,6 +452,44 @@ class NativeModel:
         in_addr, out_addr, _, w_addr = self._call_args
         self.fn(in_addr, out_addr, self.arena.ctypes.data, w_addr, bound.dims, bound.offsets)
         if as_torch and out is None:
+            from_numpy = _torch().from_numpy
+            return [from_numpy(o) for o in outs]
+        return outs
+
+    def _run_counting(self, bound: "_Bound", out: Sequence[Any] | None, as_torch: bool) -> list:
+        """A call of a model with data-dependent sizes (inputs already placed in ``_in_ptrs``)."""
+        if out is not None and self._count_outputs:
+            names = ", ".join(f"'{self.outputs[j].name}' {self.outputs[j].shape_text}" for j in self._count_outputs)
+            raise TensorforgeError(f"out= cannot be used with this model: the shape of output(s) {names} depends on "
+                                   f"the input values ({', '.join(s for _, s in self._counts)} are computed by the "
+                                   f"run); call without out=")
+        if out is None:
+            outs = [np.empty(shape, s.np_dtype) for shape, s in zip(bound.out_shapes, self.outputs)]
+            for j, o in enumerate(outs):
+                self._out_ptrs[j] = _address(o)
+        else:
+            outs = self._set_dynamic_outputs(out, bound.out_shapes)
+        if bound.arena_bytes > self.arena.nbytes:
+            self.arena = aligned_empty(bound.arena_bytes)
+        if _lib_threads.get(self._handle) != self._threads:
+            self._apply_threads()
+        dims = np.array(bound.values, dtype=np.int64)      # the kernels write the counts into it
+        in_addr, out_addr, _, w_addr = self._call_args
+        self.fn(in_addr, out_addr, self.arena.ctypes.data, w_addr, dims.ctypes.data, bound.offsets)
+        if out is not None:
+            return list(out)
+        env = dict(zip(self.plan.symbols, (int(d) for d in dims)))
+        for k, name in self._counts:
+            if not 0 <= env[name] <= bound.values[k]:
+                raise TensorforgeError(f"the kernel computing '{name}' reported {env[name]}, outside 0..{bound.values[k]}")
+        for j in self._count_outputs:
+            shape = evaluate_shape(self.outputs[j].shape, env)
+            o = outs[j]
+            n = int(np.prod(shape, dtype=np.int64))
+            # the kernels wrote the true-shaped result compactly at the start of the buffer
+            prefix = o.reshape(-1)[:n].reshape(shape)
+            outs[j] = prefix.copy() if 2 * n < o.size else prefix
+        if as_torch:
             from_numpy = _torch().from_numpy
             return [from_numpy(o) for o in outs]
         return outs

@@ -287,8 +287,14 @@ def tasks_of_function(func: FuncOp, target, kinds: Sequence[str] = KINDS) -> lis
             tasks[key].weight += 1
             continue
         table = kernel_symbols(op)
-        kind, problem, flops = classify(op, target, table)
         name = str(op.attributes.get("sym_name", "kernel"))
+        if table is None and is_symbolic_kernel(op):
+            from ..errors import TensorforgeError
+            raise TensorforgeError(f"kernel {name} has symbolic dims but its function declares no ranges for them "
+                                   f"(tf.symbols): tuning measures a symbolic kernel at its symbols' hints; "
+                                   f"declare them (dynamic_shapes=..., ir.symbolic.set_symbol_table) or bind "
+                                   f"the sizes (shapes=...)")
+        kind, problem, flops = classify(op, target, table)
         tasks[key] = Task(key, name, kind, single_kernel_function(op, name), 1,
                           flops if flops is not None else kernel_flops(op, table), kernel_bytes(op, table), problem)
     out = [t for t in tasks.values() if t.kind in kinds]

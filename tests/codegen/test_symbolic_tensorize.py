@@ -125,7 +125,7 @@ def _linear_gelu(x_shape: tuple, symbols: list[SymbolRange], k: int = 64, n: int
 
 @pytest.mark.parametrize("x_shape,symbols,sizes", [
     (("b*s", 64), [SymbolRange("b", 1, 64, hint=8), SymbolRange("s", 1, 512, hint=128)],
-     [{"b": 1, "s": 1}, {"b": 3, "s": 7}, {"b": 17, "s": 5}, {"b": 2, "s": 128}]),
+     [{"b": 1, "s": 1}, {"b": 3, "s": 7}, {"b": 17, "s": 5}, {"b": 2, "s": 128}, {"b": 8, "s": 160}]),
     (("b", "s", 64), [SymbolRange("b", 1, 64, hint=8), SymbolRange("s", 1, 512, hint=128)],
      [{"b": 1, "s": 1}, {"b": 3, "s": 17}, {"b": 17, "s": 3}, {"b": 8, "s": 33}]),
 ], ids=["rows_b*s", "b_s_rows"])
@@ -134,6 +134,9 @@ def test_linear_bias_gelu_any_rows(x_shape, symbols, sizes):
     h = KernelHarness(f)
     assert h.plan.kind == "gemm" and h.plan.packed_args       # weights packed at compile time
     assert "tf_sym_b" in h.source and "tfe_" in h.source
+    # one call site per form (one GEMM per thread; threaded, blocks on demand or split evenly; one
+    # thread), chosen per call from the sizes
+    assert h.source.count("_prepacked((tf_sym_b") == 4 and "tf_mnk * tf_count >=" in h.source
     runs = toolchain.stats.compiler_runs
     rng = np.random.default_rng(1)
     for env in sizes:
@@ -302,6 +305,20 @@ def test_kernel_reading_an_undeclared_symbol_falls_back():
     assert prepared.emit(kernel, ["b"]) is None
     text = prepared.emit(kernel, ["s", "b"])          # the model's order decides the slots
     assert "tf_sym_s = tf_dims[0]" in text and "tf_sym_b = tf_dims[1]" in text
+
+
+def test_static_kernel_in_a_dynamic_model_only_gains_the_dims_parameter():
+    """Every kernel of a model with symbols takes ``tf_dims`` (``tf_run_dyn`` passes it to all); a
+    kernel without symbolic sizes keeps its static body, declares no ``tf_sym_`` local, and runs."""
+    table = [SymbolRange("b", 1, 64, hint=8)]
+    f, w, bias = _linear_gelu((40, 64), table)
+    kernel = next(op for op in f.body if op.name == "structured.kernel")
+    prepared = Tensorizer(Target.host()).prepare(f)
+    static, dynamic = prepared.emit(kernel), prepared.emit(kernel, ["b"])
+    assert "tf_sym_" not in dynamic
+    assert dynamic == static.replace(" restrict out0)", " restrict out0, const int64_t* restrict tf_dims)")
+    x = np.random.default_rng(10).standard_normal((40, 64), dtype=np.float32)
+    _close(KernelHarness(f)([x], {"b": 5}), _gelu(x.astype(np.float64) @ w + bias), 64)
 
 
 # ---- whole models through the compiler (tf_run_dyn) ---------------------------------------------

@@ -164,8 +164,8 @@ def test_data_dependent_sizes_are_refused_with_a_clear_error():
         def forward(self, x):
             return torch.nonzero(x)
 
-    with pytest.raises(tensorforge.TensorforgeError):
-        compile_dynamic(NonZero(), (torch.randn(3, 4),), {"x": {0: BATCH}})
+    with pytest.raises(tensorforge.TensorforgeError, match="nonzero"):
+        compile_dynamic(NonZero().eval(), (torch.randn(3, 4),), {"x": {0: BATCH}})
 
 
 # ---- sympy -> dims ------------------------------------------------------------------------------
@@ -223,3 +223,44 @@ def test_torch_compile_automatic_dynamic_recompiles_once_then_covers_all_sizes()
         x = (torch.randn(b, t, 32),)
         assert_matches([o.detach() for o in compiled(*x)], eager(module, x))
     assert len(calls) == 2               # static first, then one symbolic graph for the rest
+
+
+class CachedAttention(torch.nn.Module):
+    """One decoding step with a KV cache passed as separate key and value tensors (as
+    transformers' DynamicCache is): torch does not relate their lengths, tensorforge must."""
+
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(d, 3 * d)
+
+    def forward(self, x, past_k, past_v):
+        b, t, d = x.shape
+        q, k, v = (y.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for y in self.qkv(x).chunk(3, dim=-1))
+        k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        return out[:, :, -1:], k, v
+
+
+def test_torch_compile_kv_cache_step_unifies_key_and_value_lengths():
+    torch.manual_seed(0)
+    module = CachedAttention().eval()
+    calls: list = []
+    torch._dynamo.reset()
+    compiled = torch.compile(module, backend=_counting_backend(calls), dynamic=True)
+    from torch.fx.experimental import _config as shape_config
+    with shape_config.patch(use_duck_shape=False):       # one symbol per input axis, as in a cache
+        for length in (3, 4, 9):
+            x = (torch.randn(2, 1, 16), torch.randn(2, 2, length, 8), torch.randn(2, 2, length, 8))
+            assert_matches([o.detach() for o in compiled(*x)], eager(module, x))
+    assert len(calls) == 1
+    placeholders = [n.meta["example_value"] for n in calls[0].graph.find_nodes(op="placeholder")]
+    assert len({str(v) for v in placeholders if isinstance(v, torch.SymInt)}) >= 3   # b, len(k), len(v)...
+
+
+def test_dynamic_shapes_is_refused_for_models_that_are_not_torch_modules():
+    module, example = zoo.get("mlp_small")
+    graph = tensorforge.compile(module, example, target="interpreter").module
+    with pytest.raises(tensorforge.TensorforgeError, match="dynamic_shapes= is torch.export's spec"):
+        tensorforge.compile(graph, target="interpreter", dynamic_shapes={"x": {0: BATCH}})

@@ -14,6 +14,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import tensorforge
+from tensorforge.passes.fusion.explain import explain_fusion
 
 transformers = pytest.importorskip("transformers")
 
@@ -76,6 +77,25 @@ def test_llama_sdpa_keeps_one_attention_op_per_layer_without_repeat():
     assert len(ops) == 4
     for op in ops:
         assert op.operands[0].type.shape[1] == 4 and op.operands[1].type.shape[1] == 2
+
+
+def _op_of(label: str) -> str:
+    """``k23:neg#0`` -> ``neg``: the graph op a lowered kernel came from."""
+    return label.split(":", 1)[1].split("#", 1)[0]
+
+
+def test_llama_layers_fuse_rmsnorm_into_one_kernel_and_rope_with_its_neighbours():
+    _, cm = _compiled(("LlamaModel", "sdpa"), lambda: _llama("LlamaModel", "sdpa"))
+    log = explain_fusion(cm.module).log
+    groups = [[_op_of(lab) for lab in g.labels] for g in log.groups]
+    norms = [g for g in groups if "reduce_mean" in g]
+    assert len(norms) == 2 * 4 + 1                  # pow (as mul), mean, add eps, rsqrt, mul: one kernel each
+    assert all({"mul", "add", "rsqrt"} <= set(g) for g in norms)
+    rope = [g for g in groups if "neg" in g]
+    assert len(rope) == 4                           # q and k of a layer: slice, neg, concat, mul, add together
+    assert all(g.count("neg") == 2 and g.count("concat") == 2 and {"mul", "add"} <= set(g) for g in rope)
+    assert log.kernels_after <= 1 + 10 * 4          # per layer: 2 norms, 3 GEMMs + 1 more, RoPE, attention, ...
+    assert all(lab.count("#") <= 1 for g in log.groups for lab in g.labels), "a kernel was split twice"
 
 
 def test_numpy_callers_run_and_saved_models_get_flat_outputs(tmp_path):

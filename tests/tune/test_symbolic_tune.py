@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tensorforge
+from tensorforge.errors import TensorforgeError
 from tensorforge.codegen.target import Target
 from tensorforge.ir import Module, tensor
 from tensorforge.ir.symbolic import SymbolRange, SymbolTable, set_symbol_table
@@ -75,7 +76,7 @@ def measurer():
 
 
 def _task(tasks, kind: str, name: str | None = None):
-    return next(t for t in tasks if t.kind == kind and (name is None or name in t.name))
+    return next(t for t in tasks if t.kind == kind and (name is None or t.name == name))
 
 
 def _add_best(db_path, task, config) -> None:
@@ -111,7 +112,7 @@ def test_tasks_key_on_the_symbolic_workload(graph, tasks):
 
 
 def test_candidates_are_measured_at_the_hints_and_checked_at_another_size(tasks, measurer):
-    task = _task(tasks, "loop", "softmax")
+    task = _task(tasks, "loop", "reshape_gelu_softmax")
     assert other_sizes(task) == [{"b": 7, "s": 15}]
     bench = measurer.bench(task)
     assert bench.dims == [8, 16]
@@ -131,7 +132,7 @@ def test_candidates_are_measured_at_the_hints_and_checked_at_another_size(tasks,
 
 
 def test_a_wrong_output_at_the_other_size_costs_the_candidate(tasks):
-    task = _task(tasks, "loop", "softmax")
+    task = _task(tasks, "loop", "reshape_gelu_softmax")
     with Measurer(threads=1, repeats=1, min_repeat_s=0.001, workers=1, interleave=False) as m:
         check = m.bench(task).checks[0]
         np.save(check["reference"][0], np.load(check["reference"][0]) + 1.0)
@@ -172,7 +173,7 @@ def test_records_apply_to_the_symbolic_kernels_at_every_size(graph, tasks, tmp_p
     params = {**space_for(gemm, target).seeds()[1]["params"], "mr": 4, "nr": 2 * vw, "mc": 32, "nc": 2 * vw,
               "kc": 32, "unroll": 2, "threads": 1}
     _add_best(db, gemm, {"kind": "gemm", "params": params})
-    softmax = _task(tasks, "loop", "softmax")
+    softmax = _task(tasks, "loop", "reshape_gelu_softmax")
     _add_best(db, softmax, _loop_config(space_for(softmax, target).default_trace() + [["split", ["4.1"], [4]]]))
     copy = _task(tasks, "loop", "reshape")
     _add_best(db, copy, _loop_config([["vectorize", ["0.1"], []], ["unroll", ["0.0"], [4]]]))
@@ -192,7 +193,7 @@ def test_records_apply_to_the_symbolic_kernels_at_every_size(graph, tasks, tmp_p
 def test_a_trace_that_does_not_replay_falls_back_to_the_default(graph, tasks, tmp_path):
     m, w, bias = graph
     db = str(tmp_path / "stale.sqlite")
-    softmax = _task(tasks, "loop", "softmax")
+    softmax = _task(tasks, "loop", "reshape_gelu_softmax")
     _add_best(db, softmax, _loop_config([["split", ["9.9"], [4]]]))
     with pytest.warns(UserWarning, match="no longer applies"):
         cm = tensorforge.compile(m, db=db, threads=1)
@@ -217,3 +218,10 @@ def test_torch_dynamic_shapes_give_the_same_tasks(tasks):
     assert all(t.is_symbolic and t.hints() == {"b": 8, "s": 16} for t in found)
     # the same kernels as the hand-built graph (weights are not part of a key): the same records
     assert {t.key for t in found} == {t.key for t in tasks}
+
+
+def test_symbolic_kernels_need_the_symbol_table():
+    m, _, _ = build()
+    m.main.attributes.pop("tf.symbols")
+    with pytest.raises(TensorforgeError, match="declares no ranges"):
+        extract_tasks(m)

@@ -34,12 +34,14 @@ from ...ir.core import Operation, Value
 from ...ir.structure import structural_hash
 from ...ir.symbolic import SymbolTable, c_identifier, symbol_table_of, symbols_of, to_c
 from ...ir.types import TensorType
+from ...passes.lower.graph_to_kernels import is_library_kernel
 from ...passes.lower.structured_to_loop import lower_kernel
 from ...passes.memory.plan import ALIGN, MemoryPlan, nbytes_dim, plan_dynamic, plan_memory
 from ...runtime.arena_plan import DynamicPlan
 from ...runtime.buffers import aligned_empty
 from ...runtime.native import DYN_ENTRY, ENTRY, GET_THREADS, PROFILE, PROFILE_COUNT, SET_THREADS
 from .emit_loop import PRELUDE, FunctionEmitter, c_type
+from .library_kernels import describe as describe_library_kernel, emit_library_kernel
 from .tensorize import Prepared, Tensorizer
 
 KERNEL_NAME = "KERNEL_NAME"      # placeholder for the C function name in emitted kernel text
@@ -146,6 +148,9 @@ def emit_kernel(op: Operation, schedule: Schedule | None, tensorized: Prepared |
     ``symbols`` (the model's symbol order; only for a model with symbols) makes every kernel take
     ``const int64_t* restrict tf_dims`` last; static models call the emitters exactly as before.
     """
+    text = emit_library_kernel(op, symbols)       # hand-written C (data-dependent ops), else None
+    if text is not None:
+        return text
     extra = {"symbols": list(symbols)} if symbols else {}
     text = tensorized.emit(op, **extra) if tensorized is not None else None
     if text is not None:
@@ -237,7 +242,8 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
                 by_text[text] = cname
                 functions.append(text.replace(KERNEL_NAME, cname, 1))
                 sources[cname] = functions[-1]
-                schedules[cname] = _schedule_text(scheduled, tz.plans.get(id(op)) if tz else None)
+                schedules[cname] = (describe_library_kernel(op) if is_library_kernel(op) else
+                                    _schedule_text(scheduled, tz.plans.get(id(op)) if tz else None))
             by_key[key] = cname
         packed = [tz.operand_weight(op, i) if tz else None for i in range(len(op.operands))]
         args = [pointer(v) if w is None else f"((float*)(weights + {w_off[id(w)]}))"
@@ -266,10 +272,11 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
 
 def _dynamic_entry(calls: list[str], copies: list[tuple[int, str, object]], symbols: list[str]) -> str:
     """``tf_run_dyn``: the kernel calls (which pass ``tf_dims`` on), then the output copies whose
-    byte counts depend on the dims; only the symbols those counts read become C locals."""
+    byte counts depend on the dims; only the symbols those counts read become C locals, read after
+    the calls (a library kernel writes the true value of a data-dependent size into ``tf_dims``)."""
     used = set().union(*(symbols_of(n) for _, _, n in copies)) if copies else set()
     locals_ = [f"  const int64_t tf_sym_{c_identifier(s)} = tf_dims[{k}];" for k, s in enumerate(symbols) if s in used]
     tail = [f"  memcpy(outputs[{j}], {ptr}, (size_t)({to_c(n)}));" for j, ptr, n in copies]
     return (f"void {DYN_ENTRY}(void* const* inputs, void* const* outputs, char* arena, const char* weights, "
             f"const int64_t* tf_dims, const int64_t* offsets) {{\n"
-            + _ENTRY_PROLOGUE + "\n".join(locals_ + calls + tail) + "\n}\n")
+            + _ENTRY_PROLOGUE + "\n".join(calls + locals_ + tail) + "\n}\n")

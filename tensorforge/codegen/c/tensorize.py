@@ -297,12 +297,68 @@ class KernelPlan:
         return dataclasses.replace(self.params, threads=min(self.params.threads, default.threads))
 
     def _gemm(self, kernel: Operation) -> str:
+        sig = _signature(kernel, self.packed_args)
+        if not self.roles.symbolic or self.target.cores == 1:
+            par = self._parallel_batch()
+            gtext, etext, body = self._gemm_variant(par, 1 if par else self.threads)
+            return f"{_prelude(self.target)}{gtext}{etext}\n{sig} {{\n{body}\n}}\n"
+        T = self.target.cores
+        blocked = None if self.params is not None else self._threaded_forms()
+        threaded = [(False, T, None)] if blocked is None else [(False, T, blocked[1]), (False, T, blocked[0])]
+        forms = [(True, 1, None), *threaded, (False, 1, None)]
+        gtexts, bodies = [], []
+        for par, threads, params in forms:
+            gtext, etext, body = self._gemm_variant(par, threads, params)
+            gtexts += [gtext] if gtext not in gtexts else []
+            bodies.append(body)
+        return (f"{_prelude(self.target)}{''.join(gtexts)}{etext}\n{sig} {{\n"
+                f"{self._gemm_dispatch(bodies, blocked and blocked[2])}\n}}\n")
+
+    def _threaded_forms(self) -> tuple[GemmParams, GemmParams, str]:
+        """The two threaded GEMMs ``_gemm_params`` chooses between (blocks split evenly; blocks
+        handed out on demand when there are many (mc x nc) blocks per thread) and the C condition
+        of that choice for the call's M and N."""
+        r, T = self.roles, self.target.cores
+        mr, nr = _tile(self.target, self.hint(r.N))
+        even = GemmParams.for_target(self.target, threads=T, mr=mr, nr=nr)
+        mc = _round_down(even.mc // 2, mr)
+        on_demand = GemmParams.for_target(self.target, threads=T, mr=mr, nr=nr, mc=mc, schedule="dynamic")
+        cond = (f"(({_c(r.M)} + {mc - 1}) / {mc}) * (({_c(r.N)} + {even.nc - 1}) / {even.nc}) "
+                f">= {DYNAMIC_BLOCKS_PER_THREAD * T}")
+        return even, on_demand, cond
+
+    def _gemm_dispatch(self, bodies: list[str], blocked: str | None) -> str:
+        """Sizes known only per call: the choices ``threads``, ``_parallel_batch`` and
+        ``_gemm_params`` make from numbers, made in C between the compiled forms (one GEMM per
+        thread over the batch; every GEMM on all threads, its blocks split evenly or handed out on
+        demand; everything on one thread), so small calls (a decode step, batch 1) do not pay for a
+        parallel region that the hint's size wanted, nor large ones miss it."""
+        r, T = self.roles, self.target.cores
+        par, *multi, single = bodies          # multi: [on demand, even] or [the tuned one]
+        threaded = multi[-1] if not blocked else f"""  if ({blocked}) {{
+{multi[0]}
+  }} else {{
+{multi[1]}
+  }}"""
+        return f"""  const long tf_mnk = {_c(r.M)} * {_c(r.N)} * {_c(r.K)}, tf_count = {_c(r.batch_count)};
+  if (tf_mnk * tf_count >= {PARALLEL_MIN_MACS} && tf_count >= {T} && (tf_count % {T} == 0 || tf_count >= {4 * T})
+      && tf_mnk < {SMALL_GEMM}) {{
+{par}
+  }} else if (tf_mnk * tf_count >= {PARALLEL_MIN_MACS}) {{
+{threaded}
+  }} else {{
+{single}
+  }}"""
+
+    def _gemm_variant(self, par: bool, threads: int, params: GemmParams | None = None) -> tuple[str, str, str]:
+        """(GEMM unit text, epilogue helper text, C statements) of the batch loop: ``par`` runs one
+        single-threaded GEMM per thread, else each GEMM uses ``threads`` (``params``: a given GEMM,
+        else the default for ``threads`` at the hinted sizes, or the tuned one)."""
         p: GemmPlan = self.plan
         r = self.roles
         M, N, K = r.M, r.N, r.K
-        par = self._parallel_batch()
-        threads = 1 if par else self.threads
-        params = self.tuned(_gemm_params(self.target, self.hint(N), threads, self.hint(M)))
+        if params is None:
+            params = self.tuned(_gemm_params(self.target, self.hint(N), threads, self.hint(M)))
         prepacked = p.b.arg in self.packed_args
         a_trans, lda = matrix_layout(p.a, M, K)
         spec_b = (False, 0) if prepacked else matrix_layout(p.b, K, N)
@@ -346,7 +402,7 @@ class KernelPlan:
       {inner_body}
   }}
   {ws_free}"""
-        return f"{_prelude(self.target)}{gtext}{etext}\n{_signature(kernel, self.packed_args)} {{\n{body}\n}}\n"
+        return gtext, etext, body
 
     def pack(self, arg: int, array: np.ndarray) -> np.ndarray:
         """The packed form of constant kernel input ``arg`` (``array``): [slices, panels, K, nr]

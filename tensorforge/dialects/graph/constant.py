@@ -54,18 +54,28 @@ class ShapeOf(OpDef):
 
 @register
 class Iota(OpDef):
-    """``start + step * i`` for i in [0, size): ONNX Range and torch.arange with static bounds."""
+    """``start + step * i`` for i in [0, size): ONNX Range and torch.arange.  ``size`` may be a
+    symbolic dim (``arange(seq)``), then the op is a run-time value rather than a constant."""
 
     name = "graph.iota"
-    attrs = {"size": Attr("int"), "start": Attr("float", 0.0), "step": Attr("float", 1.0),
+    attrs = {"size": Attr("dim"), "start": Attr("float", 0.0), "step": Attr("float", 1.0),
              "dtype": Attr("dtype", DType.i64)}
     traits = frozenset({PURE, CONSTANT_LIKE})
     fusion = FusionKind.INJECTIVE
 
     def infer(self, types, attrs):
-        expect(attrs["size"] >= 0, "size must be non-negative")
-        return [TensorType((attrs["size"],), attrs["dtype"])]
+        size = attrs["size"]
+        expect(not isinstance(size, int) or size >= 0, "size must be non-negative")
+        return [TensorType((size,), attrs["dtype"])]
+
+    def fold(self, op, constants):
+        if not isinstance(op.attributes["size"], int):
+            return None
+        return super().fold(op, constants)
 
     @staticmethod
     def compute(size, start, step, dtype):
+        if not isinstance(size, int):
+            from .base import resolve_dims
+            (size,) = resolve_dims((size,), "graph.iota")
         return (np.arange(size, dtype=np.float64) * step + start).astype(dtype.np)

@@ -48,6 +48,30 @@ def count_bound(op) -> Dim:
     return dim_prod([scores.shape[0], scores.shape[1], boxes.shape[1]])
 
 
+def declare_count_symbols(func) -> list[str]:
+    """Records the ``count`` symbol of every data-dependent op of ``func`` in its symbol table
+    (``tf.symbols``) as ``SymbolRange(count, lo=0, hi=<largest bound>, hint=<bound's hint>,
+    bound=count_bound(op))``, so that memory plans and output allocation size the result at its
+    bound and the runtime knows that no input binds it.  Ops in program order, so a bound may read
+    the count of an earlier op.  Idempotent; returns the symbols declared now."""
+    from ...ir.symbolic import SymbolRange, set_symbol_table, symbol_table_of
+    table = symbol_table_of(func)
+    added: list[str] = []
+    for op in func.body:
+        if op.name not in DATA_DEPENDENT_OPS:
+            continue
+        name = op.attributes["count"]
+        if name in table.ranges:
+            continue
+        bound = count_bound(op)
+        hi = table.upper_bound(bound)
+        table.add(SymbolRange(name, lo=0, hi=hi, hint=max(0, table.hint(bound)), bound=bound))
+        added.append(name)
+    if added:
+        set_symbol_table(func, table)
+    return added
+
+
 @register
 class NonZero(DataDependent):
     """ONNX NonZero: the i64 coordinates (one row per axis) of the non-zero elements, row-major."""

@@ -328,8 +328,60 @@ def slice_plan(shape: Sequence[Dim], attrs: dict[str, Any]) -> list[SliceDim]:
     for a, s, e, st in zip(norm, starts, ends, steps):
         expect(st != 0, f"steps: the step of axis {a} is 0")
         d = shape[a]
-        plan[a] = _slice_symbolic_axis(d, s, e, st) if isinstance(d, str) else _slice_axis(d, s, e, st)
+        if isinstance(s, str) or isinstance(e, str):
+            plan[a] = _slice_by_symbolic_bounds(d, s, e, st)
+        else:
+            plan[a] = _slice_symbolic_axis(d, s, e, st) if isinstance(d, str) else _slice_axis(d, s, e, st)
     return plan
+
+
+def _slice_by_symbolic_bounds(d: Dim, start: Dim, end: Dim, step: int) -> SliceDim:
+    """A slice whose start or end is a size (``causal[:seq]``, ``cache[:, past:past+seq]``).
+
+    Symbolic bounds are indices counted from the front that lie inside the axis: an end beyond
+    a static axis would make the count ``min(1024,seq)``, a size no other tensor has.
+    ``Slice.verify`` proves ``end <= d`` from the declared ranges; an int bound is normalised as
+    usual.  Only positive steps (torch's slices)."""
+    expect(step > 0, f"a slice with a symbolic bound needs a positive step, got {step}")
+    if isinstance(start, int):
+        start = 0 if start <= -_TO_THE_END else (dim_add(d, start) if start < 0 else start)
+    if isinstance(end, int):
+        end = d if end >= _TO_THE_END else (dim_add(d, end) if end < 0 else dim_min(end, d))
+    return SliceDim(start, step, dim_ceildiv(dim_sub(end, start), step))
+
+
+def check_slice_bounds(op) -> None:
+    """Every symbolic end of ``op`` (a graph.slice) provably within its axis under the function's
+    declared ranges; a kernel reading past the end would read another tensor's memory."""
+    from ...ir.symbolic import symbol_table_of
+    starts, ends = op.attributes["starts"], op.attributes["ends"]
+    if not any(isinstance(v, str) for v in list(starts) + list(ends)):
+        return
+    func = op.parent_op
+    while func is not None and func.name != "func.func":
+        func = func.parent_op
+    if func is None:
+        return          # a detached op (being built): checked when its function is verified
+    table = symbol_table_of(func)
+    shape = op.operands[0].type.shape
+    axes = op.attributes["axes"] or tuple(range(len(starts)))
+    for a, e in zip(axes, ends):
+        d = shape[a % len(shape)]
+        if not isinstance(e, str):
+            continue
+        hi = table.upper_bound(e)
+        d_hi = d if isinstance(d, int) else table.upper_bound(d)
+        if isinstance(d, str) and (e == d or _provably_le(e, d)):
+            continue
+        expect(hi is not None and d_hi is not None and hi <= d_hi,
+               f"slice end '{e}' of axis {a} (size {d}) is only safe when '{e}' <= {d}; declare a maximum "
+               f"for its symbols (dynamic_shapes Dim max / --shape NAME=MIN..MAX) of at most {d}")
+
+
+def _provably_le(a: Dim, b: Dim) -> bool:
+    from ...ir.symbolic import as_expr
+    diff = as_expr(b) - as_expr(a)
+    return all(c >= 0 for c in diff.terms.values())
 
 
 def _slice_symbolic_axis(d: str, start: int, end: int, step: int) -> SliceDim:
@@ -369,7 +421,10 @@ class Slice(DataMovement):
     """ONNX Slice: strided sub-tensor with clamping; ends may be +-(2^63-1)."""
 
     name = "graph.slice"
-    attrs = {"starts": Attr("ints"), "ends": Attr("ints"), "axes": Attr("ints"), "steps": Attr("ints")}
+    attrs = {"starts": Attr("dims"), "ends": Attr("dims"), "axes": Attr("ints"), "steps": Attr("ints")}
+
+    def verify(self, op):
+        check_slice_bounds(op)
 
     def infer(self, types, attrs):
         (x,) = tensor_types(types, self.name)
@@ -378,6 +433,10 @@ class Slice(DataMovement):
     @staticmethod
     def compute(x, **attrs):
         index = []
+        if any(isinstance(v, str) for v in list(attrs["starts"]) + list(attrs["ends"])):
+            from .base import resolve_dims
+            attrs = dict(attrs, starts=resolve_dims(attrs["starts"], "graph.slice"),
+                         ends=resolve_dims(attrs["ends"], "graph.slice"))
         for p in slice_plan(x.shape, attrs):
             stop = p.start + p.step * p.count
             index.append(slice(p.start, stop if stop >= 0 else None, p.step))

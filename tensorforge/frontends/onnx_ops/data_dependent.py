@@ -12,10 +12,15 @@ from .registry import handles
 
 
 def _fresh_count(ctx: ImportContext, kind: str) -> str:
-    """A symbol name not used by any other op of the function being imported."""
-    taken = getattr(ctx, "_data_dependent_counts", 0)
-    ctx._data_dependent_counts = taken + 1
-    return f"{kind}{taken}"
+    """A symbol name not used by any other op of the function being imported, nor by an input's
+    dims (an ONNX ``dim_param`` may be called ``nonzero0``: the runtime binds that one from the input)."""
+    from ...ir.symbolic import symbols_of
+    used = {s for a in ctx.func.args for d in getattr(a.type, "shape", ()) for s in symbols_of(d)}
+    while True:
+        taken = getattr(ctx, "_data_dependent_counts", 0)
+        ctx._data_dependent_counts = taken + 1
+        if f"{kind}{taken}" not in used:
+            return f"{kind}{taken}"
 
 
 @handles("NonZero")

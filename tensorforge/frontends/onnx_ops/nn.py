@@ -295,3 +295,37 @@ def dropout(ctx: ImportContext, node: OnnxNode) -> list[Value]:
         shape = ctx.static_shape(x, "the dropout mask")
         outs.append(ctx.const(np.ones(shape, dtype=mask_type.np), mask_type))
     return outs
+
+
+@handles("Col2Im")
+def col2im(ctx: ImportContext, node: OnnxNode) -> Value:
+    """Col2Im as a grouped ConvTranspose: column ``c * prod(block) + k`` goes to image channel ``c`` at
+    kernel offset ``k`` (a one-hot kernel), so overlapping blocks sum as ConvTranspose sums them."""
+    x = node.required(0)
+    image = ctx.const_ints(node.required(1), "image_shape")
+    block = ctx.const_ints(node.required(2), "block_shape")
+    n = len(block)
+    dilations = tuple(node.attr("dilations", (1,) * n))
+    pads = tuple(node.attr("pads", (0,) * (2 * n)))
+    strides = tuple(node.attr("strides", (1,) * n))
+    if ctx.rank(x) != 3 or len(image) != n or len(dilations) != n or len(strides) != n or len(pads) != 2 * n:
+        raise node.unsupported(f"input {x.type} with image_shape {image}, block_shape {block}")
+    batch, cols, length = ctx.static_shape(x, "Col2Im")
+    kprod = int(np.prod(block))
+    if kprod < 1 or cols % kprod:
+        raise node.unsupported(f"{cols} columns are not a multiple of the block size {kprod}")
+    channels = cols // kprod
+    grid, out_pad = [], []
+    for size, k, d, s, pb, pe in zip(image, block, dilations, strides, pads[:n], pads[n:]):
+        span = size + pb + pe - d * (k - 1) - 1
+        grid.append(span // s + 1)
+        out_pad.append(span % s)
+    if int(np.prod(grid)) != length:
+        raise node.unsupported(f"{length} blocks, but image_shape {image} holds {int(np.prod(grid))}")
+    w = np.zeros((cols, 1, *block), dtype=ctx.dtype(x).np)
+    for c in range(channels):
+        for k in range(kprod):
+            w[(c * kprod + k, 0, *np.unravel_index(k, block))] = 1
+    blocks = ctx.op("reshape", x, shape=(batch, cols, *grid))
+    return ctx.op("conv_transpose", blocks, ctx.const(w, ctx.dtype(x)), strides=strides, pads=pads,
+                  dilations=dilations, output_padding=tuple(out_pad), groups=channels)

@@ -259,7 +259,7 @@ class IotaIntoUsers(Pattern):
     def match_and_rewrite(self, op, rewriter):
         t = op.results[0].type
         users = op.results[0].users
-        if not users or t.num_elements > self.fold_limit:
+        if not users or not t.is_static or t.num_elements > self.fold_limit:
             return False
         for user in users:
             if user.opdef is None or PURE not in user.opdef.traits:

@@ -6,6 +6,13 @@ it came from (``tf.fusion``, from the op definition), because after lowering the
 gone and the fusion engine (``tensorforge.passes.fusion``) still needs to know what may fuse
 into what.
 
+Ops with no tensor-expression form (the data-dependent ops: nonzero, compress, unique, NMS)
+become *library kernels*: a ``structured.kernel`` whose body holds the graph op itself, marked
+``tf.library`` (the op's name) and ``tf.fusion = "opaque"`` so nothing fuses with it; the C
+backend emits hand-written C for it (``codegen/c/library_kernels.py``).  Lowering also records the
+``count`` symbols of those ops in the function's symbol table with their upper bounds
+(``declare_count_symbols``), so every driver that lowers (compile, CLI, tuner) gets them.
+
 ``lower_function`` is the compile path's entry: it lowers, then runs the fusion pipeline
 (``fuse`` by default; ``fusion=None`` or ``""`` turns it off).  The default can be changed for a
 block of code with ``fusion_default("fuse-vertical")`` (benchmarks compare with and without
@@ -18,8 +25,11 @@ import os
 from contextvars import ContextVar
 from typing import Any, Iterator
 
+from ...dialects.graph.data_dependent import DATA_DEPENDENT_OPS, declare_count_symbols
 from ...errors import UnsupportedOpError
+from ...ir.builder import make_op
 from ...ir.builtin import FuncOp, ModuleOp
+from ...ir.core import Block, Operation, Region
 from ...ir.pass_manager import Pass
 from ..registry import register_pass
 from .to_structured import lower_op_to_kernel
@@ -27,6 +37,8 @@ from .widen_bf16 import widen_bf16
 
 KEEP = {"graph.constant", "func.return", "structured.kernel"}
 FUSION_ATTR = "tf.fusion"          # the fusion kind of a kernel (lower-case FusionKind name)
+LIBRARY_ATTR = "tf.library"        # on a library kernel: the name of the graph op its body holds
+LIBRARY_OPS = DATA_DEPENDENT_OPS   # graph ops that lower to library kernels (hand-written C)
 
 _OFF = ("", "none", "off", "false", "0")
 _FUSION: ContextVar[str | None] = ContextVar("tensorforge_fusion", default=None)
@@ -52,15 +64,37 @@ def fusion_default(pipeline: str | None) -> Iterator[None]:
         _FUSION.reset(token)
 
 
+def library_kernel(op: Operation) -> Operation:
+    """``op`` wrapped in a detached ``structured.kernel`` whose body is a copy of ``op`` on the
+    block arguments (no tensor expressions): a library kernel, opaque to fusion."""
+    block = Block([v.type for v in op.operands])
+    inner = op.clone(dict(zip(op.operands, block.args)))
+    block.append(inner)
+    block.append(make_op("structured.return", list(inner.results)))
+    return make_op("structured.kernel", list(op.operands), {"sym_name": op.short_name, LIBRARY_ATTR: op.name},
+                   [r.type for r in op.results], regions=[Region([block])])
+
+
+def is_library_kernel(op: Operation) -> bool:
+    """Whether ``op`` is a library kernel (its C is hand-written; no computes to schedule or tune)."""
+    return op.name == "structured.kernel" and LIBRARY_ATTR in op.attributes
+
+
+def library_op(kernel: Operation) -> Operation:
+    """The graph op a library kernel computes (in its body, on the block arguments)."""
+    return next(o for o in kernel.regions[0].blocks[0] if o.name == kernel.attributes[LIBRARY_ATTR])
+
+
 def lower_ops(func: FuncOp) -> int:
     """Replaces every graph op of ``func`` by its own kernel (no fusion); returns how many."""
     missing: dict[str, int] = {}
     built = []
+    declare_count_symbols(func)
     for op in func.body:
         if op.name in KEEP:
             continue
         try:
-            kernel = lower_op_to_kernel(op, name=op.short_name)
+            kernel = library_kernel(op) if op.name in LIBRARY_OPS else lower_op_to_kernel(op, name=op.short_name)
         except UnsupportedOpError:
             missing[op.name] = missing.get(op.name, 0) + 1
             continue
@@ -88,6 +122,7 @@ def lower_function(func: FuncOp, target: Any = None, fusion: str | None = ...) -
     if fusion is ...:
         fusion = default_fusion()
     widen_bf16(func)
+    declare_count_symbols(func)          # before fusion, whose cost model reads the symbols' hints
     if fusion and fusion.strip().lower() not in _OFF:
         from ..fusion import fuse_function
         fuse_function(func, target, fusion)
@@ -111,5 +146,6 @@ class LowerStructuredPass(Pass):
         return sum(lower_ops(f) for f in module.functions) > 0
 
 
-__all__ = ["FUSION_ATTR", "LowerStructuredPass", "default_fusion", "fusion_default", "lower_function",
+__all__ = ["FUSION_ATTR", "LIBRARY_ATTR", "LIBRARY_OPS", "LowerStructuredPass", "is_library_kernel", "library_kernel",
+           "library_op", "default_fusion", "fusion_default", "lower_function",
            "lower_module", "lower_ops"]

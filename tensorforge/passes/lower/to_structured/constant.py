@@ -1,7 +1,15 @@
 """Ops whose values come from attributes or types alone: iota and shape_of."""
 from __future__ import annotations
 
+from ....dialects.structured.builder import dim_index
 from .registry import LoweringContext, lowering
+
+
+def _size_value(kb, d, dtype):
+    """A dim as a value of ``dtype``: a literal when static, else read at run time (``scalar.dim``)."""
+    if isinstance(d, int):
+        return kb.const(d, dtype)
+    return dim_index(kb.body_builder, d).apply("cast", dtype=dtype)
 
 
 @lowering("graph.iota")
@@ -25,7 +33,7 @@ def lower_shape_of(ctx: LoweringContext):
     def body(i):
         v = kb.const(0, dt)
         for k, d in enumerate(shape):
-            v = (i.eq(kb.index(k))).select(kb.const(d, dt), v)
+            v = (i.eq(kb.index(k))).select(_size_value(kb, d, dt), v)
         return v
 
     return [kb.compute((len(shape),), "p", dt, body)]
