@@ -129,6 +129,17 @@ def symbol_sizes() -> dict[str, int]:
 
 
 @contextmanager
+def symbol_sizes_bound(sizes: dict[str, int]):
+    """Makes ``sizes`` what ``symbol_sizes()`` returns while the block runs (kernel evaluators
+    that bound the symbols themselves)."""
+    token = _SYMBOL_SIZES.set(dict(sizes))
+    try:
+        yield
+    finally:
+        _SYMBOL_SIZES.reset(token)
+
+
+@contextmanager
 def bound_symbols(func: FuncOp, inputs: Sequence):
     """Binds ``func``'s symbols from ``inputs`` (checking their shapes and ranges) and makes
     them what ``symbol_sizes()`` returns while the block runs; yields the ``SymbolBinder``.

@@ -278,9 +278,10 @@ def extract_tasks(model: Any, example_inputs: Sequence | None = None, target=Non
 
 def tasks_of_function(func: FuncOp, target, kinds: Sequence[str] = KINDS) -> list[Task]:
     """The distinct kernels of an already lowered function."""
+    from ..passes.lower.graph_to_kernels import is_library_kernel
     tasks: dict[str, Task] = {}
     for op in func.body:
-        if op.name != "structured.kernel":
+        if op.name != "structured.kernel" or is_library_kernel(op):     # hand-written C: nothing to tune
             continue
         key = workload_key(op)
         if key in tasks:

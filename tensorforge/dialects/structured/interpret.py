@@ -84,6 +84,13 @@ def run_kernel(kernel: Operation, inputs: Sequence[np.ndarray],
     for op in kv.body:
         if op.name == "structured.compute":
             env[id(op.results[0])] = eval_compute(ComputeView(op), env, symbols)
+        elif op.opdef is not None and op.name != "structured.return":
+            # a library kernel's body is the graph op itself (codegen/c/library_kernels.py)
+            from ...ir.interpreter import symbol_sizes_bound
+            with symbol_sizes_bound(symbols):
+                outs = op.opdef.evaluate([env[id(v)] for v in op.operands], op.attributes,
+                                         [r.type for r in op.results])
+            env.update((id(r), o) for r, o in zip(op.results, outs))
     return [env[id(v)] for v in kv.outputs]
 
 
