@@ -11,8 +11,11 @@ step) three ways: eager, ``model.forward`` compiled by ``torch.compile(backend="
 dynamic=True)`` and by ``torch.compile(dynamic=True)`` (Inductor), in the same process.
 
 Reported per model: whether the tokens equal eager's, how many times the tensorforge backend was
-invoked over the whole generation (each invocation compiles one FX graph; the promise: at most
-3), the C compiler runs, and per-token latency (generation wall time / tokens, median of
+invoked over the whole generation (the promise: at most 3) and how many of those calls were
+Dynamo restarts (with ``dynamic=True`` Dynamo passes Python floats such as RMSNorm's eps as
+symbolic inputs; AOT autograd then specialises them and restarts the trace from inside the
+backend call, before anything is compiled: ``--specialize-float`` sets
+``torch._dynamo.config.specialize_float`` so that no restart happens), the C compiler runs, and per-token latency (generation wall time / tokens, median of
 ``--repeats`` generations after one warm-up generation) of each contender.  A benchmark, not a test.
 """
 from __future__ import annotations
@@ -65,11 +68,15 @@ def run_model(name: str, model, args) -> dict:
     eager_tokens = _generate(model, ids, args.tokens)
     eager_ms = _per_token_ms(model, ids, args.tokens, args.repeats)
 
-    calls = []
+    calls, restarts = [], []
 
     def counting_backend(gm, example_inputs):
         calls.append(len(gm.graph.nodes))
-        return tensorforge_backend(gm, example_inputs)
+        try:
+            return tensorforge_backend(gm, example_inputs)
+        except Exception as e:      # Dynamo's restart (floats it specialises) passes through here
+            restarts.append(type(e).__name__)
+            raise
 
     eager_forward = model.forward
     torch._dynamo.reset()
@@ -90,11 +97,13 @@ def run_model(name: str, model, args) -> dict:
 
     row = {"model": name, "tokens_equal": bool(torch.equal(tf_tokens, eager_tokens)),
            "inductor_tokens_equal": bool(torch.equal(ind_tokens, eager_tokens)),
-           "backend_invocations": len(calls), "graph_nodes": calls, "compiler_runs": compiler_runs,
+           "backend_invocations": len(calls), "restarts": restarts, "graph_nodes": calls,
+           "compiler_runs": compiler_runs,
            "first_generation_s": first_s, "eager_ms_per_token": eager_ms, "tensorforge_ms_per_token": tf_ms,
            "inductor_ms_per_token": ind_ms}
     print(f"{name}: tokens equal {row['tokens_equal']} (inductor {row['inductor_tokens_equal']}), backend invoked "
-          f"{len(calls)}x (graph nodes {calls}), {compiler_runs} C compiler runs, first generation {first_s:.1f} s\n"
+          f"{len(calls)}x (graph nodes {calls}; {len(restarts)} of them Dynamo restarts: {restarts}), "
+          f"{compiler_runs} C compiler runs, first generation {first_s:.1f} s\n"
           f"  ms/token: tensorforge {tf_ms:.2f}  eager {eager_ms:.2f} ({eager_ms / tf_ms:.2f}x)  "
           f"inductor {ind_ms:.2f} ({ind_ms / tf_ms:.2f}x)", flush=True)
     return row
@@ -106,7 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--prompt", type=int, default=8)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--specialize-float", action="store_true",
+                   help="torch._dynamo.config.specialize_float = True (floats are constants: no restarts)")
     args = p.parse_args(argv)
+    if args.specialize_float:
+        import torch._dynamo.config
+        torch._dynamo.config.specialize_float = True
     for name, model in _models(args.only.split(",")):
         run_model(name, model, args)
     return 0

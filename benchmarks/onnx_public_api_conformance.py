@@ -63,7 +63,8 @@ def _reason(detail: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", default="cpu", help="compile target(s), comma-separated: cpu (default), interpreter")
+    parser.add_argument("--target", default="cpu",
+                        help="compile target(s), comma-separated: cpu (default), interpreter")
     parser.add_argument("--jobs", "-j", type=int, default=1, help="worker processes (0: one per core)")
     parser.add_argument("--filter", default="", help="only cases whose name matches this regex")
     parser.add_argument("--show-failures", action="store_true", help="print each failing case and why")

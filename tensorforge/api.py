@@ -213,9 +213,10 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
     model's symbolic dimensions by name (``{"batch": 1, "seq": 128}``), as example inputs do.
     An ONNX model whose shape operands are inputs, or whose symbolic dimensions stay unbound,
     compiles on each call instead, per distinct value/shape (``tensorforge.specialize``; at most
-    ``max_specializations=8`` kept; 0 raises the static compile's error instead).  ``dynamic_shapes`` (a ``torch.nn.Module`` only) is
-    ``torch.export``'s spec, e.g. ``{"x": {0: torch.export.Dim("batch", min=1, max=64)}}``: the
-    model compiles once for every size in the declared ranges.
+    ``max_specializations=8`` kept; 0 raises the static compile's error instead).
+    ``dynamic_shapes`` (a ``torch.nn.Module`` only) is ``torch.export``'s spec, e.g.
+    ``{"x": {0: torch.export.Dim("batch", min=1, max=64)}}``: the model compiles once for every
+    size in the declared ranges.
     """
     if target not in TARGETS:
         raise TensorforgeError(f"unknown target '{target}' (choose from {', '.join(TARGETS)})")

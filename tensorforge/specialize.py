@@ -229,8 +229,9 @@ class SpecializingModel(api.CompiledModel):
         self._cache: collections.OrderedDict[tuple, api.CompiledModel] = collections.OrderedDict()
         self._lock = threading.RLock()
         self._last: api.CompiledModel | None = None
-        if guard.empty:
-            self.specialization()                      # static: compile now, as compile() promises
+        if guard.empty:                                # static: compile now, as compile() promises
+            one = self.specialization()
+            self.module, self.func, self.native, self.source = one.module, one.func, one.native, one.source
         elif example_inputs is not None:
             arrays = ([example_inputs[n] for n in signature.names] if isinstance(example_inputs, Mapping)
                       else list(example_inputs))

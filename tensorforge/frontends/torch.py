@@ -5,7 +5,10 @@ Two ways in, one converter:
 * ``import_torch(module, example_inputs)`` runs ``torch.export`` and ``run_decompositions``
   down to the core-ATen opset (attention excepted, see ``decompositions``), binds parameters,
   buffers and lifted constants as ``graph.constant`` and keeps the user inputs as function
-  arguments.
+  arguments.  Outputs may be any pytree (tuples, dicts, transformers' ``ModelOutput`` holding a
+  ``DynamicCache``, whose classes ``register_output_pytrees`` registers): the graph returns the
+  leaf tensors, and ``output_tree`` rebuilds the structure for torch callers of the compiled
+  model (NumPy callers, ``run`` and saved ``.tfm`` models get the flat tensors).
 * ``torch.compile(m, backend="tensorforge")``: Dynamo hands over an FX graph of torch calls;
   ``tensorforge_backend`` lowers it with AOT autograd in inference mode, using the same core
   ATen decomposition table, so both paths meet the same op set.  AOT autograd rather than a bare
@@ -31,12 +34,13 @@ import math
 import operator
 import re
 import sys
+import warnings
 import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import FrontendError, UnsupportedOpError
+from ..errors import FrontendError, TensorforgeWarning, UnsupportedOpError
 from ..ir.builder import Builder
 from ..ir.builtin import ModuleOp
 from ..ir.core import Value
@@ -1202,16 +1206,38 @@ class OutputTree:
     ``cm(ids).last_hidden_state`` works as in eager.
 
     ``spec`` is torch.export's ``out_spec``; the compiled function returns the tensors in its
-    leaf order (``torch.utils._pytree``).
+    leaf order (``torch.utils._pytree``).  A container that cannot be rebuilt outside the traced
+    forward (its pytree ``unflatten`` needs state that flattening did not keep) gives the flat
+    tuple of tensors instead, with one ``TensorforgeWarning`` that names it.
     """
 
-    __slots__ = ("spec",)
+    __slots__ = ("spec", "broken")
 
     def __init__(self, spec):
         self.spec = spec
+        self.broken: str | None = None
 
     def __call__(self, flat: Sequence) -> Any:
-        return self.spec.unflatten(list(flat))
+        if self.broken is None:
+            try:
+                return self.spec.unflatten(list(flat))
+            except Exception as e:      # third-party unflatten code: any failure means flat outputs
+                self.broken = f"{type(e).__name__}: {e}"
+                warnings.warn(f"the model's output structure ({_container_names(self.spec)}) cannot be "
+                              f"rebuilt from its tensors ({self.broken}); returning the {len(flat)} "
+                              f"output tensors as a flat tuple, in torch.utils._pytree leaf order",
+                              TensorforgeWarning, stacklevel=3)
+        return tuple(flat)
+
+
+def _container_names(spec) -> str:
+    names, todo = [], [spec]
+    while todo:
+        s = todo.pop()
+        if not s.is_leaf():
+            names.append(getattr(s.type, "__name__", str(s.type)))
+            todo.extend(s.children())
+    return ", ".join(dict.fromkeys(names))
 
 
 _OUTPUT_TREES: "weakref.WeakKeyDictionary[ModuleOp, OutputTree]" = weakref.WeakKeyDictionary()
@@ -1219,21 +1245,9 @@ _OUTPUT_TREES: "weakref.WeakKeyDictionary[ModuleOp, OutputTree]" = weakref.WeakK
 
 def record_output_tree(module: ModuleOp, spec) -> None:
     """Remembers how to rebuild ``module``'s outputs, unless they are one tensor or a flat tuple
-    (returned as they are) or the container cannot be rebuilt.
-
-    Rebuilding is tried once here, on placeholder tensors: a container whose pytree
-    ``unflatten`` fails (a class that needs constructor arguments its flattening did not keep)
-    is not recorded, and callers get the flat tuple of tensors instead.
-    """
-    import torch
-
-    if spec is None or _is_flat(spec):
-        return
-    try:
-        spec.unflatten([torch.empty(0) for _ in range(spec.num_leaves)])
-    except Exception:       # any failure of third-party unflatten code means: flat outputs
-        return
-    _OUTPUT_TREES[module] = OutputTree(spec)
+    (returned as they are, as before structured outputs were rebuilt)."""
+    if spec is not None and not _is_flat(spec):
+        _OUTPUT_TREES[module] = OutputTree(spec)
 
 
 def output_tree(module: ModuleOp) -> OutputTree | None:

@@ -117,7 +117,8 @@ def test_eviction_warns_with_the_evicted_key():
     with warnings.catch_warnings():
         warnings.simplefilter("error")                            # a hit warns about nothing
         cm(X, np.array([6, 4], np.int64))
-    with pytest.warns(TensorforgeWarning, match=r"evicted the specialisation for shape = \[4, 6\].*max_specializations=2"):
+    evicted = r"evicted the specialisation for shape = \[4, 6\].*max_specializations=2"
+    with pytest.warns(TensorforgeWarning, match=evicted):
         cm(X, np.array([12, 2], np.int64))
     assert [d for d, _ in cm.specializations] == ["shape = [6, 4]", "shape = [12, 2]"]
     with pytest.raises(TensorforgeError, match="max_specializations"):
@@ -164,3 +165,22 @@ def test_bf16_inputs_and_outputs_as_onnx_declares_them():
         z = tensorforge.compile(m, target=target)(x)
         assert z.dtype == ml_dtypes.bfloat16
         np.testing.assert_array_equal(z.astype(np.float32), want.astype(np.float32))
+
+
+def test_example_inputs_compile_the_first_specialisation_at_compile_time():
+    cm = tensorforge.compile(RESHAPE, (X, np.array([3, 8], np.int64)), target="interpreter")
+    assert [d for d, _ in cm.specializations] == ["shape = [3, 8]"]
+    np.testing.assert_array_equal(cm(X, np.array([3, 8], np.int64)), X.reshape(3, 8))
+
+
+def test_dft_length_and_axis_inputs_against_numpy():
+    """DFT (as constant DFT-matrix products) whose dft_length and axis are model inputs."""
+    m = _model([helper.make_node("DFT", ["x", "n", "axis"], ["y"], onesided=1)],
+               [("x", T.FLOAT, [2, 16, 1]), ("n", T.INT64, []), ("axis", T.INT64, [])], [("y", T.FLOAT, None)],
+               opset=20)
+    x = np.random.default_rng(4).standard_normal((2, 16, 1)).astype(np.float32)
+    cm = tensorforge.compile(m)
+    for n in (16, 12):
+        y = cm(x, np.array(n, np.int64), np.array(1, np.int64))
+        ref = np.fft.rfft(x[..., 0].astype(np.float64), n=n, axis=1)
+        np.testing.assert_allclose(y, np.stack([ref.real, ref.imag], -1), rtol=1e-5, atol=1e-5)

@@ -10,6 +10,6 @@ from __future__ import annotations
 def handler_tables():
     """(HANDLERS, REJECTED): op type -> handler, and op type -> why it is rejected."""
     from . import (attention, bitwise, data_dependent, elementwise, generate, index, linalg, loss, nn,  # noqa: F401
-                   quant, reduce, rnn, shape, signal, state)
+                   quant, reduce, rnn, shape, signal, state, training)
     from .registry import HANDLERS, REJECTED
     return HANDLERS, REJECTED

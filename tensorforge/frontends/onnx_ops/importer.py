@@ -121,6 +121,9 @@ class Importer:
         return module
 
     def _node_opset(self, proto) -> int:
+        from .training import DOMAIN as TRAINING, OPS as TRAINING_OPS
+        if proto.domain == TRAINING and proto.op_type in TRAINING_OPS:
+            return next((int(i.version) for i in self.model.opset_import if i.domain == TRAINING), 1)
         if proto.domain not in ("", "ai.onnx"):
             raise UnsupportedOpError(f"ONNX node '{proto.name or proto.op_type}' ({proto.op_type}) is in domain "
                                      f"'{proto.domain}'; only the default ONNX domain is supported")

@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 
 from ...ir.core import Value
-from ...ir.types import Dim, DType
+from ...ir.types import Dim
 from .common import ints_operand, is_static, norm_axes, norm_axis, prod
 from .context import ImportContext, OnnxNode
 from .registry import handles
@@ -226,17 +226,10 @@ def pad(ctx: ImportContext, node: OnnxNode) -> Value:
             pads = tuple(full)
     if len(pads) != 2 * rank:
         raise node.unsupported(f"{len(pads)} pads for a rank-{rank} input")
-    if mode not in ("constant", "reflect", "edge", "wrap"):
+    if mode not in ("constant", "reflect", "edge"):
         raise node.unsupported(f"mode='{mode}'")
     if not any(pads):
         return ctx.op("identity", x)
-    if mode == "wrap":                   # x[(i mod size)] for i from -begin to size + end, per axis
-        shape = ctx.static_shape(x, "Pad with mode='wrap'")
-        for a in range(rank):
-            if pads[a] or pads[a + rank]:
-                index = np.arange(-pads[a], shape[a] + pads[a + rank]) % max(shape[a], 1)
-                x = ctx.op("gather", x, ctx.const(index, DType.i64), axis=a)
-        return x
     return ctx.op("pad", x, pads=tuple(pads), mode=mode, value=float(value))
 
 

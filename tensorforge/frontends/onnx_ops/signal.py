@@ -2,10 +2,11 @@
 
 The transform length and axis are import-time constants (given as inputs they are bound by
 value when ``tensorforge.compile`` specialises the model), so the cosine and sine matrices are
-built here and the products computed in float64 (see ``_compute_type``).  A forward transform multiplies the real and imaginary parts by ``cos`` and ``-sin``;
-an inverse one by ``cos`` and ``sin`` over ``n``; a one-sided inverse (irfft) weights the bins
-that stand for a conjugate pair twice and ignores the imaginary part of the DC and Nyquist bins,
-as ``numpy.fft.irfft`` does.
+built here and the products computed in float64 (see ``_compute_type``).  A forward transform
+multiplies the real and imaginary parts by ``cos`` and ``-sin``; an inverse one by ``cos`` and
+``sin`` over ``n``; a one-sided inverse (irfft) weights the bins that stand for a conjugate
+pair twice and ignores the imaginary part of the DC and Nyquist bins, as ``numpy.fft.irfft``
+does.
 """
 from __future__ import annotations
 

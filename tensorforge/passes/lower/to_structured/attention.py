@@ -9,8 +9,9 @@ Grouped-query attention reads KV head ``h // g`` for query head ``h`` (a floordi
 map of k and v), so the KV heads are never copied.
 
 NaN and +inf follow torch: a score that is NaN or +inf makes its whole row NaN, masked or not
-(torch adds -inf to masked scores, and its ``exp(s - max)`` gives NaN there).  The native ``exp`` clamps its argument, which drops NaN, so
-the row sum carries the NaN explicitly (bit tests that ``-ffast-math`` cannot fold away).
+(torch adds -inf to masked scores, and its ``exp(s - max)`` gives NaN there).  The native
+``exp`` clamps its argument, which drops NaN, so the row sum carries the NaN explicitly (bit
+tests that ``-ffast-math`` cannot fold away).
 """
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ def lower_attention(ctx: LoweringContext):
 
     def dot(*ax):
         b, i, j, e = ax[:nb], ax[nb], ax[nb + 1], ax[nb + 2]
-        return q.read(batch_index(q, batch, b) + [i, e]).cast(dt) * k.read(batch_index(k, batch, b, gk) + [j, e]).cast(dt)
+        qe = q.read(batch_index(q, batch, b) + [i, e]).cast(dt)
+        return qe * k.read(batch_index(k, batch, b, gk) + [j, e]).cast(dt)
 
     scores = kb.compute(rows + (d,), "p" * (nb + 2) + "r", dt, dot, combiner="add")
     bool_mask = mask is not None and mask.dtype is DType.bool
