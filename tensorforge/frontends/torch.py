@@ -1123,8 +1123,11 @@ def decompositions() -> dict:
 
 # ---- entry points ---------------------------------------------------------------------------
 
-def import_torch(module, example_inputs: Sequence) -> ModuleOp:
-    """Exports ``module`` with ``example_inputs`` (static shapes) and converts it to the graph dialect."""
+def import_torch(module, example_inputs: Sequence, dynamic_shapes: Any = None) -> ModuleOp:
+    """Exports ``module`` with ``example_inputs`` and converts it to the graph dialect.
+
+    ``dynamic_shapes`` is torch.export's spec: the dims it names stay symbolic (with the ranges
+    and the example's sizes as hints in the symbol table, see ``torch_symbolic.py``)."""
     import torch
 
     if not isinstance(example_inputs, (tuple, list)):
@@ -1132,11 +1135,17 @@ def import_torch(module, example_inputs: Sequence) -> ModuleOp:
     hint = "the module is in training mode: call module.eval() first" if module.training else ""
     register_output_pytrees(module)
     try:
-        ep = torch.export.export(module, tuple(example_inputs))
+        ep = torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes)
     except Exception as e:  # export's own errors carry the detail; say which step failed
-        raise FrontendError(f"torch.export could not trace {type(module).__name__}: "
+        spec = f" with dynamic_shapes={dynamic_shapes!r}" if dynamic_shapes is not None else ""
+        raise FrontendError(f"torch.export could not trace {type(module).__name__}{spec}: "
                             f"{type(e).__name__}: {e}{' (' + hint + ')' if hint else ''}") from e
-    module_op = import_exported_program(ep.run_decompositions(decompositions()), hint=hint)
+    ep = ep.run_decompositions(decompositions())
+    symbolic = None
+    if dynamic_shapes is not None:
+        from .torch_symbolic import SymbolicShapes
+        symbolic = SymbolicShapes.from_exported_program(ep)
+    module_op = import_exported_program(ep, hint=hint, symbolic=symbolic)
     record_output_tree(module_op, ep.call_spec.out_spec)
     return module_op
 

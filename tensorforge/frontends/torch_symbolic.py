@@ -642,18 +642,5 @@ def import_torch_dynamic(module, example_inputs: Sequence, dynamic_shapes: Any):
     """Exports ``module`` with torch.export's ``dynamic_shapes`` spec and imports it with symbolic
     dims: the result's ``main`` has inputs like ``tensor<batchx784xf32>`` and the symbol table
     (``symbol_table_of(module.main)``) holds each symbol's range and the example's size."""
-    import torch
-
-    from .torch import decompositions, import_exported_program
-
-    if not isinstance(example_inputs, (tuple, list)):
-        example_inputs = (example_inputs,)
-    hint = "the module is in training mode: call module.eval() first" if module.training else ""
-    try:
-        ep = torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes)
-    except Exception as e:  # export's own errors carry the detail (constraint violations included)
-        raise FrontendError(f"torch.export could not trace {type(module).__name__} with dynamic_shapes="
-                            f"{dynamic_shapes!r}: {type(e).__name__}: {e}"
-                            f"{' (' + hint + ')' if hint else ''}") from e
-    ep = ep.run_decompositions(decompositions())
-    return import_exported_program(ep, hint=hint, symbolic=SymbolicShapes.from_exported_program(ep))
+    from .torch import import_torch
+    return import_torch(module, example_inputs, dynamic_shapes)
