@@ -21,13 +21,21 @@ TARGETS = ("cpu", "interpreter")
 
 
 def import_model(model: Any, example_inputs: Sequence | None = None,
-                 shapes: Mapping[str, int] | None = None, dynamic_shapes: Any = None) -> ModuleOp:
+                 shapes: Mapping[str, Any] | None = None, dynamic_shapes: Any = None,
+                 dim_ranges: Mapping[str, Any] | None = None,
+                 shape_hints: Mapping[str, int] | None = None) -> ModuleOp:
     """Turns any supported model object into a graph-level module (no optimisation).
 
     For ONNX models, ``example_inputs`` and ``shapes`` (``{"batch": 1, "seq": 128}``) bind the
-    symbolic dimensions of the inputs, which specialises the model to those sizes.  For a
-    ``torch.nn.Module``, ``dynamic_shapes`` (torch.export's spec) makes dims symbolic."""
+    symbolic dimensions (``dim_param``) of the inputs, which specialises the model to those
+    sizes; the dims nothing binds stay symbolic, with the ranges of ``dim_ranges``
+    (``{"batch": (1, 64)}``, or the same pairs in ``shapes``; default ``1..``) and the hints of
+    ``shape_hints`` (``{"seq": 128}``).  For a ``torch.nn.Module``, ``dynamic_shapes``
+    (torch.export's spec) makes dims symbolic."""
     torch_mod = sys.modules.get("torch")
+    if (dim_ranges or shape_hints) and not _is_onnx_model(model):
+        raise TensorforgeError("dim_ranges= and shape_hints= describe the symbolic dimensions (dim_param) of an "
+                               "ONNX model; a torch.nn.Module takes torch.export's dynamic_shapes=")
     if dynamic_shapes is not None and not (torch_mod and isinstance(model, torch_mod.nn.Module)):
         raise TensorforgeError("dynamic_shapes= is torch.export's spec for a torch.nn.Module; an ONNX "
                                "model keeps the dims it declares with dim_param symbolic")
@@ -42,11 +50,13 @@ def import_model(model: Any, example_inputs: Sequence | None = None,
             raise TensorforgeError(f"cannot compile '{path}': expected an .onnx file "
                                    f"(or pass a torch.nn.Module / onnx.ModelProto)")
         from .frontends.onnx import import_onnx
-        return import_onnx(path, example_inputs=example_inputs, shapes=shapes)
+        return import_onnx(path, example_inputs=example_inputs, shapes=shapes, dim_ranges=dim_ranges,
+                           shape_hints=shape_hints)
     kind = type(model).__module__ + "." + type(model).__name__
     if kind.startswith("onnx") and type(model).__name__ == "ModelProto":
         from .frontends.onnx import import_onnx
-        return import_onnx(model, example_inputs=example_inputs, shapes=shapes)
+        return import_onnx(model, example_inputs=example_inputs, shapes=shapes, dim_ranges=dim_ranges,
+                           shape_hints=shape_hints)
     try:
         import torch
     except ImportError:
@@ -65,6 +75,12 @@ def import_model(model: Any, example_inputs: Sequence | None = None,
         return import_torch(model, tuple(example_inputs))
     raise TensorforgeError(f"cannot compile a {kind}: pass a torch.nn.Module, an onnx.ModelProto "
                            f"or a path to an .onnx file")
+
+
+def _is_onnx_model(model: Any) -> bool:
+    if isinstance(model, (str, os.PathLike)):
+        return os.fspath(model).endswith(".onnx")
+    return type(model).__name__ == "ModelProto" and type(model).__module__.startswith("onnx")
 
 
 class CompiledModel:
@@ -197,7 +213,8 @@ class CompiledModel:
 
 def compile(model: Any, example_inputs: Sequence | None = None, target: str = "cpu",
             threads: int | None = None, passes: Any = None, db: Any = "auto",
-            shapes: Mapping[str, int] | None = None, dynamic_shapes: Any = None,
+            shapes: Mapping[str, Any] | None = None, dynamic_shapes: Any = None,
+            dim_ranges: Mapping[str, Any] | None = None, shape_hints: Mapping[str, int] | None = None,
             **options: Any) -> CompiledModel:
     """Imports, checks, optimises and compiles ``model``.
 
@@ -209,11 +226,18 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
     ``"const-fold,dce"``, a ``PassManager``, or False for none.  A ``ModuleOp`` given as
     ``model`` is copied, not changed.  ``db``: a tuning database (path or ``TuningDatabase``) whose
     best record of every kernel is applied, no tuning run; the default ``"auto"`` uses the default
-    database when that file exists; None compiles untuned.  ``shapes`` gives sizes to an ONNX
-    model's symbolic dimensions by name (``{"batch": 1, "seq": 128}``), as example inputs do.
-    An ONNX model whose shape operands are inputs, or whose symbolic dimensions stay unbound,
-    compiles on each call instead, per distinct value/shape (``tensorforge.specialize``; at most
-    ``max_specializations=8`` kept; 0 raises the static compile's error instead).
+    database when that file exists; None compiles untuned.
+
+    ONNX: the symbolic dimensions (``dim_param``) that nothing binds stay symbolic, so
+    ``compile("model.onnx")`` compiles one model for every size.  ``shapes`` binds them by name
+    (``{"batch": 1, "seq": 128}``), as example inputs do (a static model: faster kernels);
+    ``dim_ranges`` (or ``shapes`` with pairs) gives ranges, ``{"batch": (1, 64)}`` (default
+    ``1..``, narrowed where the model needs it); ``shape_hints`` the sizes that kernels are
+    tuned for (default: 1 for a batch, 128 otherwise, or the example input's size).  A model
+    whose shape operands are inputs compiles per distinct value of those inputs on the call,
+    and one the symbolic import cannot handle per distinct input shape, with a
+    ``TensorforgeWarning`` (``tensorforge.specialize``; at most ``max_specializations=8`` kept;
+    0 raises the import's error instead).
     ``dynamic_shapes`` (a ``torch.nn.Module`` only) is ``torch.export``'s spec, e.g.
     ``{"x": {0: torch.export.Dim("batch", min=1, max=64)}}``: the model compiles once for every
     size in the declared ranges.
@@ -224,14 +248,15 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
     max_specializations = options.pop("max_specializations", None)
     error = None
     try:
-        module = import_model(model, example_inputs, shapes, dynamic_shapes)
+        module = import_model(model, example_inputs, shapes, dynamic_shapes, dim_ranges, shape_hints)
         if target != "interpreter" and not _has_symbol_table(module):    # symbols with ranges compile dynamic
             from .frontends.onnx_ops.bindings import check_static_inputs
             check_static_inputs([(a.name_hint or f"arg{a.index}", a.type) for a in module.main.args])
     except TensorforgeError as e:
         error = e
     if error is not None or specialize.needs_onnx_io(model, module):
-        cm = specialize.compile_specializing(model, error, example_inputs=example_inputs, shapes=shapes, target=target,
+        cm = specialize.compile_specializing(model, error, example_inputs=example_inputs, shapes=shapes,
+                                             dim_ranges=dim_ranges, shape_hints=shape_hints, target=target,
                                              threads=threads, passes=passes, db=db,
                                              max_specializations=max_specializations, **options)
         if cm is None:

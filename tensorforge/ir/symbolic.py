@@ -722,6 +722,18 @@ def symbol_table_of(func) -> SymbolTable:
     return SymbolTable.from_json(json.loads(text)) if text else SymbolTable()
 
 
+def enclosing_symbols_text(op) -> str | None:
+    """The ``tf.symbols`` attribute of the nearest op enclosing ``op`` that has one (a kernel's
+    function), as text; None outside any function with symbols."""
+    cur = op.parent_op
+    while cur is not None:
+        text = cur.attributes.get(SYMBOLS_ATTR)
+        if text:
+            return text
+        cur = cur.parent_op
+    return None
+
+
 def set_symbol_table(func, table: SymbolTable) -> None:
     import json
     if table.ranges:

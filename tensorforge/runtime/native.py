@@ -439,6 +439,18 @@ class NativeModel:
         bound = self._bound(tuple(shapes))
         if self._counts:
             return self._run_counting(bound, out, as_torch)
+        outs = self._prepare_call(bound, out)
+        in_addr, out_addr, _, w_addr = self._call_args
+        self.fn(in_addr, out_addr, self.arena.ctypes.data, w_addr, bound.dims, bound.offsets)
+        if as_torch and out is None:
+            from_numpy = _torch().from_numpy
+            return [from_numpy(o) for o in outs]
+        return outs
+
+    def _prepare_call(self, bound: "_Bound", out: Sequence[Any] | None) -> list:
+        """The output arrays of a dynamic call (new ones, or the checked ``out=``) with their
+        addresses in place, an arena big enough for ``bound`` (grown, never shrunk) and the
+        library's thread count applied."""
         if out is None:
             outs = [np.empty(shape, s.np_dtype) for shape, s in zip(bound.out_shapes, self.outputs)]
             for j, o in enumerate(outs):
@@ -449,11 +461,6 @@ class NativeModel:
             self.arena = aligned_empty(bound.arena_bytes)      # grows; reused while big enough
         if _lib_threads.get(self._handle) != self._threads:
             self._apply_threads()
-        in_addr, out_addr, _, w_addr = self._call_args
-        self.fn(in_addr, out_addr, self.arena.ctypes.data, w_addr, bound.dims, bound.offsets)
-        if as_torch and out is None:
-            from_numpy = _torch().from_numpy
-            return [from_numpy(o) for o in outs]
         return outs
 
     def _run_counting(self, bound: "_Bound", out: Sequence[Any] | None, as_torch: bool) -> list:
@@ -463,16 +470,7 @@ class NativeModel:
             raise TensorforgeError(f"out= cannot be used with this model: the shape of output(s) {names} depends on "
                                    f"the input values ({', '.join(s for _, s in self._counts)} are computed by the "
                                    f"run); call without out=")
-        if out is None:
-            outs = [np.empty(shape, s.np_dtype) for shape, s in zip(bound.out_shapes, self.outputs)]
-            for j, o in enumerate(outs):
-                self._out_ptrs[j] = _address(o)
-        else:
-            outs = self._set_dynamic_outputs(out, bound.out_shapes)
-        if bound.arena_bytes > self.arena.nbytes:
-            self.arena = aligned_empty(bound.arena_bytes)
-        if _lib_threads.get(self._handle) != self._threads:
-            self._apply_threads()
+        outs = self._prepare_call(bound, out)
         dims = np.array(bound.values, dtype=np.int64)      # the kernels write the counts into it
         in_addr, out_addr, _, w_addr = self._call_args
         self.fn(in_addr, out_addr, self.arena.ctypes.data, w_addr, dims.ctypes.data, bound.offsets)

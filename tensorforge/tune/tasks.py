@@ -30,7 +30,7 @@ from typing import Any, Sequence
 from ..ir.builtin import FuncOp
 from ..ir.core import Operation
 from ..ir.structure import structural_hash
-from ..ir.symbolic import SYMBOLS_ATTR, SymbolTable, hint_of, hints_from, symbol_table_of
+from ..ir.symbolic import SYMBOLS_ATTR, SymbolTable, enclosing_symbols_text, hint_of, hints_from, symbol_table_of
 
 KEY_VERSION = "tf-workload-v1"
 KINDS = ("gemm", "conv", "loop")
@@ -161,7 +161,7 @@ def kernel_symbols(kernel: Operation) -> SymbolTable | None:
     for a static kernel or one whose function declares no symbols (default hints then)."""
     if not is_symbolic_kernel(kernel):
         return None
-    text = _symbols_text(kernel)
+    text = enclosing_symbols_text(kernel)
     return SymbolTable.from_json(json.loads(text)) if text else None
 
 
@@ -188,21 +188,10 @@ def single_kernel_function(kernel: Operation, name: str = "task") -> FuncOp:
     fn.body.append(clone)
     fn.set_return(list(clone.results))
     if is_symbolic_kernel(kernel):
-        text = _symbols_text(kernel)
+        text = enclosing_symbols_text(kernel)
         if text:
             fn.attributes[SYMBOLS_ATTR] = text
     return fn
-
-
-def _symbols_text(kernel: Operation) -> str | None:
-    """The ``tf.symbols`` attribute of the function (or other op) enclosing ``kernel``."""
-    cur = kernel.parent_op
-    while cur is not None:
-        text = cur.attributes.get(SYMBOLS_ATTR)
-        if text:
-            return text
-        cur = cur.parent_op
-    return None
 
 
 def kernel_flops(kernel: Operation, table: SymbolTable | None = None) -> float:

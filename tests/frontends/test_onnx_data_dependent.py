@@ -48,20 +48,9 @@ def _model(nodes, inputs, outputs):
 def test_nonzero_feeds_downstream_ops_with_its_true_size():
     """gather(x.flatten(), nonzero(x > 0)[0]) * 2: the selected positive values doubled, length
     depending on the data."""
-    nodes = [helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("z", TensorProto.FLOAT, [], [0.0])),
-             helper.make_node("Greater", ["x", "zero"], ["pos"]),
-             helper.make_node("NonZero", ["pos"], ["nz"]),
-             helper.make_node("Flatten", ["nz"], ["flat"], axis=0),
-             helper.make_node("Gather", ["x", "flat"], ["g"], axis=0),
-             helper.make_node("Add", ["g", "g"], ["y"])]
-    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    cm = tensorforge.compile(model, target="interpreter")
-    for x in (np.array([1, -2, 3, 0, 5, -1], np.float32), np.array([-1, -2, -3, 0, 0, 0], np.float32),
-              np.array([4, 4, 4, 4, 4, 4], np.float32)):
-        (y,) = [cm(x)] if not isinstance(cm(x), tuple) else cm(x)
-        want = (x[x > 0] * 2).reshape(1, -1)
-        np.testing.assert_array_equal(np.asarray(y), want)
+    cm = tensorforge.compile(_nonzero_gather_add(), target="interpreter")
+    for x in NONZERO_INPUTS[:3]:
+        np.testing.assert_array_equal(np.asarray(cm(x)), (x[x > 0] * 2).reshape(1, -1))
 
 
 def test_unique_first_occurrence_order_and_counts():

@@ -13,18 +13,19 @@ import numpy as np
 import onnx
 from onnx import AttributeProto
 
-from ...errors import UnsupportedOpError
+from ...errors import FrontendError, UnsupportedOpError
 from ...ir.attributes import Dense
 from ...ir.builder import Builder, make_op
 from ...ir.builtin import FuncOp
 from ...ir.core import Value
 from ...ir.opdef import PURE, SHAPE_ONLY, lookup
+from ...ir.symbolic import SymbolRange, SymbolTable, as_expr, dim_sub, set_symbol_table, symbols_of
 from ...ir.types import Dim, DType
 from ...passes.graph.shape_prop import Partial, _small_static, partial_value
-from .bindings import symbol_sites, unbound_error
+from .bindings import SymbolNames, symbol_sites, unbound_error
 from .dtypes import onnx_type_name, tensor_to_numpy, to_dtype
 from .errors import NonConstantInputError
-from .symbolic import symbolic_vector
+from .symbolic import provably_le, ranges_of, symbolic_vector
 
 _MISSING = object()
 
@@ -131,12 +132,18 @@ class OnnxNode:
 class ImportContext:
     """Emits graph ops for the node being converted and folds import-time constants."""
 
-    def __init__(self, func: FuncOp, opset: int):
+    def __init__(self, func: FuncOp, opset: int, table: SymbolTable | None = None,
+                 user_bounds: dict[str, tuple[bool, bool]] | None = None, names: SymbolNames | None = None):
         self.func = func
         self.opset = opset
         self.builder: Builder = func.builder()
         self.node: OnnxNode | None = None
         self._folded: dict[Value, np.ndarray] = {}
+        self.table = table if table is not None else SymbolTable()
+        self.user_bounds = dict(user_bounds or {})      # symbol -> (user gave min, user gave max)
+        self.names = names if names is not None else SymbolNames()
+        self.range_of = ranges_of(self.table)
+        set_symbol_table(func, self.table)              # graph.slice's verifier reads the ranges
 
     # ---- emitting ops -------------------------------------------------------------------
     def op(self, short: str, *operands: Value | Sequence[Value] | None, **attrs: Any) -> Any:
@@ -302,7 +309,8 @@ class ImportContext:
         vector = self.shape_vector(v)
         if vector is None:
             return self.dependencies(v)[1]
-        return [site for site in self.symbol_sites() if site[2] in vector]
+        syms = {s for d in vector for s in symbols_of(d)}
+        return [site for site in self.symbol_sites() if site[2] in syms]
 
     def require_const(self, v: Value, what: str) -> np.ndarray:
         """The import-time value of a shape-like operand, or an error saying why it has none."""
@@ -319,7 +327,7 @@ class ImportContext:
     def shape_vector(self, v: Value) -> list[Dim] | None:
         """A 1-D (or scalar) integer value as dims, symbolic dims included, when it only depends on
         constants and tensor shapes (``Shape -> Gather -> Concat`` of a dynamic batch); else None."""
-        return symbolic_vector(v, self.value_of)
+        return symbolic_vector(v, self.value_of, self.range_of)
 
     def dims_operand(self, v: Value, what: str) -> tuple[Dim, ...]:
         """A shape operand (Reshape/Expand/ConstantOfShape target) as dims: its import-time value,
@@ -329,6 +337,66 @@ class ImportContext:
             if vector is not None:
                 return tuple(vector)
         return self.const_ints(v, what)
+
+    def dim_scalar(self, v: Value, what: str) -> Dim:
+        """A one-element integer operand (Range's limit, a slice bound) as a number or a dim
+        expression over the symbols; an error when it is neither."""
+        if self.value_of(v) is None:
+            vector = self.shape_vector(v)
+            if vector is not None and len(vector) == 1:
+                return vector[0]
+        return self.const_scalar(v, what)
+
+    # ---- facts about the symbols -----------------------------------------------------------
+    def sym_sites(self, dims) -> list[tuple[str, int, str]]:
+        """``(input, axis, name)`` of the input symbols that ``dims`` (dims or expressions) read."""
+        syms = {s for d in dims for s in symbols_of(d)}
+        return [site for site in self.symbol_sites() if site[2] in syms]
+
+    def require_le(self, a: Dim, b: Dim, what: str) -> None:
+        """Makes ``a <= b`` hold for every allowed size: proved from the symbols' ranges, or, when
+        ``b - a`` is linear in one input symbol whose range the user left open on that side,
+        by narrowing that range (the model cannot run outside it: ``position_ids[:seq]`` of a
+        64-long table needs ``seq <= 64``).  Otherwise an ``UnboundDimError`` (then only concrete
+        sizes compile); a range the user declared too wide is a ``FrontendError``."""
+        if provably_le(a, b, self.range_of):
+            return
+        diff = as_expr(dim_sub(b, a))
+        syms = diff.symbols()
+        if len(syms) == 1:
+            (sym,) = syms
+            r = self.table.ranges.get(sym)
+            terms = diff.terms
+            k = terms.get(((sym, 1),))
+            c = terms.get((), 0)
+            if r is not None and k and set(terms) <= {((sym, 1),), ()}:
+                user_lo, user_hi = self.user_bounds.get(sym, (False, False))
+                if k < 0:                          # k*s + c >= 0  <=>  s <= c // -k
+                    limit = c // -k
+                    if user_hi and r.hi is not None and r.hi > limit:
+                        raise self._range_error(sym, f"at most {limit}", what, r)
+                    if limit < r.lo:
+                        raise self._range_error(sym, f"at most {limit}", what, r)
+                    self._narrow(SymbolRange(sym, r.lo, limit if r.hi is None else min(r.hi, limit), r.divisor))
+                    return
+                limit = -(c // k)                  # k*s + c >= 0  <=>  s >= ceil(-c / k)
+                if user_lo and r.lo < limit:
+                    raise self._range_error(sym, f"at least {limit}", what, r)
+                if r.hi is not None and limit > r.hi:
+                    raise self._range_error(sym, f"at least {limit}", what, r)
+                self._narrow(SymbolRange(sym, max(r.lo, limit), r.hi, r.divisor))
+                return
+        raise self._unbound(f"{what} needs {a} <= {b}, which the ranges of its symbolic dimensions do not prove "
+                            f"(declare them with dim_ranges=)", self.sym_sites([a, b]))
+
+    def _narrow(self, r: SymbolRange) -> None:
+        self.table.add(r)
+        set_symbol_table(self.func, self.table)
+
+    def _range_error(self, sym: str, need: str, what: str, r: SymbolRange) -> FrontendError:
+        return FrontendError(f"{what} needs the symbolic dimension {self.names.display(sym)} to be {need}, "
+                             f"but its range is {r.describe()}; declare a range inside that "
+                             f"(dim_ranges={{'{self.names.original.get(sym, sym)}': (MIN, MAX)}})")
 
     def const_ints(self, v: Value, what: str) -> tuple[int, ...]:
         return tuple(int(x) for x in np.asarray(self.require_const(v, what)).reshape(-1))

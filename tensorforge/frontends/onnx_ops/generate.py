@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ...ir.core import Value
+from ...ir.symbolic import dim_ceildiv, dim_sub
 from ...ir.types import DType
 from .context import ImportContext, OnnxNode
 from .dtypes import onnx_type_name, to_dtype
@@ -60,14 +61,35 @@ def constant_of_shape(ctx: ImportContext, node: OnnxNode) -> Value:
 
 @handles("Range")
 def range_(ctx: ImportContext, node: OnnxNode) -> Value:
-    start_v = node.required(0)
+    start_v, limit_v, delta_v = node.required(0), node.required(1), node.required(2)
     dtype = ctx.dtype(start_v)
     start = ctx.const_scalar(start_v, "start")
-    limit = ctx.const_scalar(node.required(1), "limit")
-    delta = ctx.const_scalar(node.required(2), "delta")
+    delta = ctx.const_scalar(delta_v, "delta")
     if delta == 0:
         raise node.unsupported("delta is 0")
+    if ctx.value_of(limit_v) is None and ctx.shape_vector(limit_v) is not None:
+        return _symbolic_range(ctx, node, start, ctx.dim_scalar(limit_v, "limit"), delta, dtype)
+    limit = ctx.const_scalar(limit_v, "limit")
     size = max(int(math.ceil((limit - start) / delta)), 0)
+    return ctx.op("iota", size=size, start=float(start), step=float(delta), dtype=dtype)
+
+
+def _symbolic_range(ctx: ImportContext, node: OnnxNode, start, limit, delta, dtype: DType) -> Value:
+    """``Range(start, seq, delta)``: ``graph.iota`` of size ``ceil((limit - start) / delta)``, a dim
+    when ``start`` and ``delta`` are integers and the count is provably >= 0."""
+    if isinstance(limit, int):
+        size = max(int(math.ceil((limit - start) / delta)), 0)
+        return ctx.op("iota", size=size, start=float(start), step=float(delta), dtype=dtype)
+    what = f"Range({start}, {limit}, {delta})"
+    if float(start) != int(start) or float(delta) != int(delta):
+        raise ctx._unbound(f"{what}: a symbolic limit needs an integer start and delta", ctx.sym_sites([limit]))
+    start, delta = int(start), int(delta)
+    if delta > 0:
+        ctx.require_le(start, limit, f"{what}: the count")
+        size = dim_ceildiv(dim_sub(limit, start), delta)
+    else:
+        ctx.require_le(limit, start, f"{what}: the count")
+        size = dim_ceildiv(dim_sub(start, limit), -delta)
     return ctx.op("iota", size=size, start=float(start), step=float(delta), dtype=dtype)
 
 

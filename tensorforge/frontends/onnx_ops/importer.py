@@ -15,8 +15,10 @@ from ...errors import FrontendError, TensorforgeError, UnsupportedOpError
 from ...ir.builtin import ModuleOp
 from ...ir.core import Value
 from ...ir.opdef import PURE
+from ...ir.symbolic import SymbolRange, SymbolTable, set_symbol_table
 from ...ir.types import Dim, DType, TensorType
-from .bindings import bind_dims, declared_dims, specialize
+from .bindings import (SymbolNames, _symbol_key, bind_dims, declared_dims, default_hint, is_batch_like, specialize,
+                       split_shapes, symbol_sites)
 from .context import ImportContext, OnnxNode
 from .dtypes import onnx_type_name, tensor_to_numpy, to_dtype
 
@@ -34,7 +36,8 @@ class Importer:
     """One import: the name -> value table and the node loop."""
 
     def __init__(self, model, bind_inputs: Mapping[str, np.ndarray], input_shapes: Mapping[str, Sequence[Dim]],
-                 example_inputs: Any = None, shapes: Mapping[str, int] | None = None):
+                 example_inputs: Any = None, shapes: Mapping[str, Any] | None = None,
+                 dim_ranges: Mapping[str, Any] | None = None, shape_hints: Mapping[str, int] | None = None):
         from . import handler_tables
         self.handlers, self.rejected = handler_tables()
         self.model = model
@@ -43,6 +46,9 @@ class Importer:
         self.input_shapes = dict(input_shapes)
         self.example_inputs = example_inputs
         self.shapes = dict(shapes or {})
+        self.dim_ranges = dict(dim_ranges or {})
+        self.shape_hints = dict(shape_hints or {})
+        self.names = SymbolNames()
         self.opset = _default_opset(model)
         self.values: dict[str, Value] = {}
         self.initializers = {t.name: t for t in self.graph.initializer}
@@ -60,10 +66,11 @@ class Importer:
             raise UnsupportedOpError(f"model input '{name}' has element type {onnx_type_name(tt.elem_type)}, "
                                      f"which tensorforge does not support")
         if name in self.input_shapes:
-            return tuple(self.input_shapes[name]), dtype
+            return tuple(d if isinstance(d, int) else self.names.symbol(str(d))
+                         for d in self.input_shapes[name]), dtype
         if not tt.HasField("shape"):
             raise UnsupportedOpError(f"model input '{name}' has no declared rank; pass input_shapes={{'{name}': ...}}")
-        return declared_dims(name, tt.shape), dtype
+        return declared_dims(name, tt.shape, self.names), dtype
 
     def _build_function(self):
         unknown = set(self.bind_inputs) - {vi.name for vi in self.graph.input}
@@ -71,14 +78,59 @@ class Importer:
             raise FrontendError(f"bind_inputs names unknown model input(s): {', '.join(sorted(unknown))}")
         data = [vi for vi in self.graph.input if vi.name not in self.initializers and vi.name not in self.bind_inputs]
         declared = [(vi.name, *self._declared(vi)) for vi in data]
-        binding = bind_dims([(n, dims) for n, dims, _ in declared], self.example_inputs, self.shapes)
+        dims_of = [(n, dims) for n, dims, _ in declared]
+        sites = symbol_sites(dims_of)
+        sizes, ranges = split_shapes(self.shapes, self.dim_ranges)
+        binding = bind_dims(dims_of, self.example_inputs, sizes, self.names)
+        ranges = {_symbol_key(k, sites, self.names, "dim_ranges" if k in self.dim_ranges else "shapes"): r
+                  for k, r in ranges.items()}
+        examples = {sym: binding.pop(sym) for sym in list(binding) if sym in ranges}   # ranged: stays symbolic
         args = [n for n, _, _ in declared]
         types = [TensorType(specialize(dims, binding), dtype) for _, dims, dtype in declared]
         module = ModuleOp.create()
         func = module.add_function("main", types, args)
         for name, arg in zip(args, func.args):
             self.values[name] = arg
+        self.table = self._symbol_table(types, sites, ranges, examples)
         return module, func
+
+    def _symbol_table(self, types, sites, ranges, examples) -> SymbolTable:
+        """The symbols left in the inputs: ranges (the user's, else 1..), hints (the user's, the
+        example input's, else ``default_hint``; final once the import tightened the ranges)."""
+        from ...ir.symbolic import shape_symbols
+        hints = {_symbol_key(k, sites, self.names, "shape_hints"): v for k, v in self.shape_hints.items()}
+        table = SymbolTable()
+        self.user_bounds: dict[str, tuple[bool, bool]] = {}
+        self.hints: dict[str, int | None] = {}
+        left = list(dict.fromkeys(s for t in types for s in shape_symbols(t.shape)))
+        for sym in left:
+            lo, hi = ranges.get(sym, (1, None))
+            table.add(SymbolRange(sym, lo, hi))
+            self.user_bounds[sym] = (sym in ranges, sym in ranges and hi is not None)
+            hint = hints.get(sym, examples.get(sym))
+            if hint is not None and (isinstance(hint, bool) or not isinstance(hint, (int, np.integer))
+                                     or not lo <= hint <= (hi if hi is not None else hint)):
+                where = "shape_hints" if sym in hints else "the example inputs"
+                raise FrontendError(f"{where} give {self.names.display(sym)} the size {hint!r}, outside its range "
+                                    f"{SymbolRange(sym, lo, hi).describe()}")
+            self.hints[sym] = None if hint is None else int(hint)
+        for sym in set(hints) - set(left):
+            raise FrontendError(f"shape_hints names {self.names.display(sym)}, which shapes= or the example "
+                                f"inputs bind to a size")
+        return table
+
+    def _final_table(self) -> SymbolTable:
+        """The symbol table with the hints clamped into the (possibly tightened) ranges."""
+        table = SymbolTable()
+        for sym, r in self.table.ranges.items():
+            hint = self.hints.get(sym)
+            if hint is None:
+                where = [(a.name_hint, axis) for a in self.func.args for axis, d in enumerate(a.type.shape) if d == sym]
+                hint = default_hint(r.lo, r.hi, is_batch_like(self.names.original.get(sym, sym), where))
+            else:
+                hint = max(r.lo, hint if r.hi is None else min(r.hi, hint))
+            table.add(SymbolRange(sym, r.lo, r.hi, r.divisor, hint))
+        return table
 
     def _lookup(self, name: str, ctx: ImportContext, user: str) -> Value:
         v = self.values.get(name)
@@ -108,7 +160,8 @@ class Importer:
     # ---- the node loop ----------------------------------------------------------------------
     def run(self) -> ModuleOp:
         module, func = self._build_function()
-        ctx = ImportContext(func, self.opset or 0)
+        self.func = func
+        ctx = ImportContext(func, self.opset or 0, self.table, self.user_bounds, self.names)
         for index, proto in enumerate(self.graph.node):
             self._convert(ctx, proto, index)
         ctx.node = None
@@ -118,6 +171,7 @@ class Importer:
             self._check_declared(vi, v)
         func.set_return(outputs)
         _drop_dead_ops(func)
+        set_symbol_table(func, self._final_table())
         return module
 
     def _node_opset(self, proto) -> int:

@@ -6,28 +6,33 @@ they are read through ``ints_operand`` and must fold to constants at import time
 """
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 
 from ...ir.core import Value
+from ...ir.symbolic import dim_add, dim_exact_div, dim_min, dim_prod
 from ...ir.types import Dim
 from .common import ints_operand, is_static, norm_axes, norm_axis, prod
 from .context import ImportContext, OnnxNode
 from .registry import handles
+from .symbolic import interval, provably_nonneg
 
 
 def resolve_reshape(node: OnnxNode, in_shape: tuple[Dim, ...], target: tuple[Dim, ...],
-                    allowzero: int = 0) -> tuple[Dim, ...] | None:
+                    allowzero: int = 0, range_of=None) -> tuple[Dim, ...] | None:
     """ONNX Reshape's target (0 copies a dim unless ``allowzero``, one -1 is inferred) made explicit.
 
-    ``target`` may hold symbolic dims (from the shape of a dynamic input).  None when the -1
-    would be a product of symbolic dims (``(batch, seq, 64) -> (-1, 64)``), which a dim cannot
-    name: only binding the dims resolves that."""
+    ``target`` may hold dim expressions (from the shapes of dynamic inputs); each must provably
+    be a size (>= 1, or >= 0 with ``allowzero``), since a 0 or -1 at run time would mean
+    something else.  The -1 is the exact quotient of the element counts
+    (``(batch, seq, 64) -> (-1, 64)`` gives ``batch*seq``).  None when a symbolic entry may be
+    0 or -1, or the quotient is not a dim."""
     out: list[Dim | None] = []
     infer = None
     for i, s in enumerate(target):
         if isinstance(s, str):
+            lo, _ = interval(s, range_of) if range_of is not None else interval(s)
+            if lo is None or lo < (0 if allowzero else 1):
+                return None
             out.append(s)
         elif s == 0 and not allowzero:
             if i >= len(in_shape):
@@ -43,22 +48,17 @@ def resolve_reshape(node: OnnxNode, in_shape: tuple[Dim, ...], target: tuple[Dim
         else:
             out.append(int(s))
     if infer is not None:
-        known = [d for d in out if d is not None]
-        in_syms = Counter(d for d in in_shape if isinstance(d, str))
-        out_syms = Counter(d for d in known if isinstance(d, str))
-        total = prod([d for d in in_shape if isinstance(d, int)])
-        rest = prod([d for d in known if isinstance(d, int)])
-        dropped = in_syms - out_syms
-        if out_syms - in_syms or sum(dropped.values()) > 1:
-            return None
-        if dropped:                      # the -1 is the one symbol the target leaves out
-            if total != rest:
-                return None
-            out[infer] = next(iter(dropped))
-        else:
-            if rest == 0 or total % rest:
+        known = dim_prod([d for d in out if d is not None])
+        total = dim_prod(in_shape)
+        if is_static(in_shape) and isinstance(known, int):
+            if known == 0 or total % known:
                 raise node.unsupported(f"target shape {target} does not fit input shape {in_shape}")
-            out[infer] = total // rest
+            out[infer] = total // known
+        else:
+            quotient = dim_exact_div(total, known) if known != 0 else None
+            if quotient is None:
+                return None
+            out[infer] = quotient
     return tuple(out)  # type: ignore[arg-type]
 
 
@@ -70,10 +70,10 @@ def reshape(ctx: ImportContext, node: OnnxNode) -> Value:
         target = node.attr("shape")
     else:
         target = ctx.dims_operand(node.required(1, "shape"), "the target shape")
-    shape = resolve_reshape(node, ctx.shape(x), target, node.attr("allowzero", 0))
+    shape = resolve_reshape(node, ctx.shape(x), target, node.attr("allowzero", 0), ctx.range_of)
     if shape is None:
-        raise ctx.unbound(f"inferring the -1 of target shape {target} from the dynamic input shape "
-                          f"{ctx.shape(x)}", ctx.shape(x) + tuple(target))
+        raise ctx._unbound(f"the target shape {list(target)} for the dynamic input shape {list(ctx.shape(x))} "
+                           f"is not expressible over the symbolic dims", ctx.sym_sites(ctx.shape(x) + tuple(target)))
     return ctx.op("reshape", x, shape=shape)
 
 
@@ -183,8 +183,8 @@ def slice_(ctx: ImportContext, node: OnnxNode) -> Value:
         axes = node.attr("axes", None)
         steps = None
     else:
-        starts = ctx.const_ints(node.required(1), "starts")
-        ends = ctx.const_ints(node.required(2), "ends")
+        starts = ctx.dims_operand(node.required(1), "starts")
+        ends = ctx.dims_operand(node.required(2), "ends")
         axes = ctx.const_ints(node.input(3), "axes") if node.input(3) is not None else None
         steps = ctx.const_ints(node.input(4), "steps") if node.input(4) is not None else None
     if axes is None:
@@ -196,10 +196,37 @@ def slice_(ctx: ImportContext, node: OnnxNode) -> Value:
     if any(s == 0 for s in steps):
         raise node.unsupported("a step is 0")
     big = 2 ** 63 - 1
-    ends = tuple(max(min(e, big), -big) for e in ends)
-    starts = tuple(max(min(s, big), -big) for s in starts)
-    return ctx.op("slice", x, starts=tuple(starts), ends=ends, axes=norm_axes(node, axes, rank),
-                  steps=tuple(steps))
+    ends = tuple(e if isinstance(e, str) else max(min(e, big), -big) for e in ends)
+    starts = tuple(s if isinstance(s, str) else max(min(s, big), -big) for s in starts)
+    axes = norm_axes(node, axes, rank)
+    for a, s, e, st in zip(axes, starts, ends, steps):
+        if isinstance(s, str) or isinstance(e, str):
+            _check_symbolic_bounds(ctx, ctx.shape(x)[a], a, s, e, st)
+    return ctx.op("slice", x, starts=tuple(starts), ends=ends, axes=axes, steps=tuple(steps))
+
+
+_TO_THE_END = 2 ** 31 - 1      # graph.slice reads bounds this large as the ends of the axis
+
+
+def _check_symbolic_bounds(ctx: ImportContext, d: Dim, axis: int, start: Dim, end: Dim, step: int) -> None:
+    """A symbolic start or end (``position_ids[:seq]``) is an index from the front inside the axis:
+    ONNX's negative "from the end" and clamping are not expressible for a symbolic bound, so
+    the bound must provably be >= 0, the end at most the axis size and the start at most the
+    end, under the symbols' ranges (which the model may narrow: see ``require_le``)."""
+    where = f"the slice of axis {axis} (size {d}) from {start} to {end}"
+    syms = ctx.sym_sites([start, end])
+    if step <= 0:
+        raise ctx._unbound(f"{where}: a symbolic bound needs a positive step, got {step}", syms)
+    for bound in (start, end):
+        if isinstance(bound, str) and not provably_nonneg(bound, ctx.range_of):
+            raise ctx._unbound(f"{where}: the bound {bound} may be negative (counted from the end)", syms)
+    if isinstance(start, int):
+        start = 0 if start <= -_TO_THE_END else (dim_add(d, start) if start < 0 else start)
+    if isinstance(end, int):
+        end = d if end >= _TO_THE_END else (dim_add(d, end) if end < 0 else dim_min(end, d))
+    else:
+        ctx.require_le(end, d, f"{where}: the end")
+    ctx.require_le(start, end, f"{where}: the start")
 
 
 @handles("Pad")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ...errors import IRError
 from ...ir.builder import Builder, make_op
 from ...ir.core import Block, Operation, Region, Value
-from ...ir.symbolic import SYMBOLS_ATTR, canonical
+from ...ir.symbolic import SYMBOLS_ATTR, canonical, enclosing_symbols_text
 from ...ir.types import BufferType, DType, ScalarType
 from ...dialects.scalar import INDEX
 from ...dialects.structured.ops import REDUCTION_IDENTITY, ComputeView, KernelView
@@ -178,13 +178,7 @@ def _symbols_text(kernel: Operation) -> str | None:
     the C emitter knows the model's symbol order.  None for a static kernel, which stays unchanged."""
     if not _has_symbols(kernel):
         return None
-    cur = kernel.parent_op
-    while cur is not None:
-        text = cur.attributes.get(SYMBOLS_ATTR)
-        if text:
-            return text
-        cur = cur.parent_op
-    return None
+    return enclosing_symbols_text(kernel)
 
 
 def _has_symbols(kernel: Operation) -> bool:
