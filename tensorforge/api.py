@@ -262,6 +262,26 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
         if cm is None:
             raise error
         return cm
+    symbolic_onnx = _is_onnx_model(model) and any(isinstance(d, str) for a in module.main.args for d in a.type.shape)
+    try:
+        return _compile_module(module, model, target, threads, passes, db, options)
+    except TensorforgeError as e:
+        from .errors import CompileError, TuningDatabaseError
+        if not symbolic_onnx or isinstance(e, (CompileError, TuningDatabaseError)):
+            raise                  # not about the symbols: the C compiler, the database
+        error = e                  # the symbolic model does not compile: per-shape fallback (with a warning)
+    cm = specialize.compile_specializing(model, error, example_inputs=example_inputs, shapes=shapes,
+                                         dim_ranges=dim_ranges, shape_hints=shape_hints, target=target,
+                                         threads=threads, passes=passes, db=db,
+                                         max_specializations=max_specializations, **options)
+    if cm is None:
+        raise error
+    return cm
+
+
+def _compile_module(module: ModuleOp, model: Any, target: str, threads: int | None, passes: Any, db: Any,
+                    options: dict) -> CompiledModel:
+    """Verifies, optimises and compiles an imported module (``model`` is what the user passed)."""
     verify(module)
     if passes is not False and passes != "":
         from .passes.pipeline import optimize

@@ -1,23 +1,24 @@
-"""ONNX models that compile per call: shape operands given as inputs, and unbound symbolic dims.
+"""ONNX models that compile per call: shape operands given as inputs, and the symbolic-import fallback.
 
-Some ONNX models feed shape-like operands as graph inputs (Reshape's shape, Slice's starts, TopK's
-K, Tile's repeats, Resize's sizes...), and dynamic-axes exports declare symbolic dims
-(``dim_param``) that native code needs as numbers.  ``tensorforge.compile(model)`` cannot fix
-those ahead of time; it returns a ``SpecializingModel`` instead, which compiles on the call:
+A model's symbolic dims (``dim_param``) normally stay symbolic: ``tensorforge.compile(model)``
+builds one native model for every size.  Two cases compile on the call instead, through a
+``SpecializingModel``:
 
-- a ``Guard`` decides the key of a call from its inputs: the *values* of the inputs the importer
-  needs as constants (``NonConstantInputError`` names them) and the *shapes* of the inputs whose
-  symbolic dims something needs as numbers (``UnboundDimError``);
-- one LRU cache maps keys to compiled specialisations (``max_specializations``, default 8); a miss
-  imports the model with those inputs bound (``import_onnx(bind_inputs=..., shapes=...)``) and
-  compiles it; an eviction is a ``TensorforgeWarning`` that names the evicted key.
+- **shape operands given as model inputs** (Reshape's shape, Slice's starts, TopK's K, Tile's
+  repeats, Resize's sizes...): true run-time values that a graph attribute cannot hold.  The
+  model specialises on the *values* of those inputs only (``NonConstantInputError`` names
+  them); each specialisation keeps the other inputs' symbolic dims symbolic;
+- **the fallback**: an import that cannot keep a dim symbolic (an operand needs a concrete size,
+  ``UnboundDimError``, or an op only takes static shapes) or a symbolic model that fails to
+  compile.  The model then specialises on the *shapes* of its inputs, one C compile per new
+  shape, and says so with a one-line ``TensorforgeWarning``.
 
-Inputs that only carry data are never bound, so ops whose output shape depends on data stay
-rejected.  The same wrapper gives ONNX I/O conventions to models with bf16 tensors (ml_dtypes
+A ``Guard`` decides the key of a call from its inputs (those values, those shapes); one LRU cache
+maps keys to compiled specialisations (``max_specializations``, default 8); a miss imports the
+model with those inputs bound (``import_onnx(bind_inputs=..., shapes=...)``) and compiles it; an
+eviction is a ``TensorforgeWarning`` that names the evicted key.  Inputs that only carry data are
+never bound.  The same wrapper gives ONNX I/O conventions to models with bf16 tensors (ml_dtypes
 ``bfloat16`` arrays in and out, as onnxruntime does; the graph holds bf16 in f32 arrays).
-
-When native kernels take runtime extents, a model whose only reason to specialise is its
-symbolic dims stops raising ``UnboundDimError`` at compile and so never gets here.
 """
 from __future__ import annotations
 
@@ -54,48 +55,112 @@ def needs_onnx_io(model: Any, module) -> bool:
 
 
 def compile_specializing(model: Any, error: Exception | None, *, example_inputs: Any = None,
-                         shapes: Mapping[str, int] | None = None, target: str = "cpu",
+                         shapes: Mapping[str, Any] | None = None, dim_ranges: Mapping[str, Any] | None = None,
+                         shape_hints: Mapping[str, int] | None = None, target: str = "cpu",
                          max_specializations: int | None = None, **compile_options: Any):
-    """What ``tensorforge.compile`` returns for an ONNX model whose import or native compile raised
-    ``error`` (a ``NonConstantInputError``/``UnboundDimError``; None for a static model that only
-    needs ONNX I/O conventions), or None when ``error`` is not one a specialisation resolves."""
+    """What ``tensorforge.compile`` returns for an ONNX model whose import raised ``error`` (None
+    for a model that only needs ONNX I/O conventions), or None when ``error`` is not one a
+    specialisation resolves.
+
+    A ``NonConstantInputError`` (a model input feeds a shape operand) specialises on the values of
+    those inputs only; the symbolic dims stay symbolic in each specialisation.  Any other error
+    of an import that kept symbolic dims (``UnboundDimError``: an operand needs a concrete size;
+    an op that only takes static shapes) falls back to one specialisation per input shape, with
+    a ``TensorforgeWarning`` that says why, when importing with those dims at sizes works."""
     from .frontends.onnx_ops.errors import NonConstantInputError, UnboundDimError
-    if not _is_onnx(model) or (error is not None and not isinstance(error, NonConstantInputError)):
+    if not _is_onnx(model) or (error is not None and not isinstance(error, TensorforgeError)):
         return None
     if error is not None and max_specializations == 0:
-        return None                                   # specialising switched off: the static compile's error
+        return None                                   # specialising switched off: the import's error
     from .frontends.onnx import load_model
     proto = load_model(model)
-    signature = _OnnxSignature(proto, example_inputs, shapes)
-    # sizes the user bound (even partly) are a static compile: an unbound dim left is an error
-    guard = Guard(signature.names, signature.declared, signature.user_binding,
-                  by_shape_allowed=example_inputs is None and not shapes)
-    if error is not None and not guard.widen(error, UnboundDimError):
-        return None
+    signature = _OnnxSignature(proto, example_inputs, shapes, dim_ranges, shape_hints)
+    guard = Guard(signature.names, signature.declared, signature.user_binding)
+    if error is not None:
+        if isinstance(error, NonConstantInputError) and not isinstance(error, UnboundDimError):
+            if not guard.widen(error, UnboundDimError):
+                return None
+        elif not guard.shape_inputs(force=True) or not _imports_at_sizes(proto, signature, error):
+            return None                               # not about symbolic dims: the import's error
+        else:
+            guard.by_shape = True
+            warn_per_shape(signature.name, error)
     return SpecializingModel(proto, signature, guard, target=target, example_inputs=example_inputs,
                              max_specializations=max_specializations, **compile_options)
 
 
-class _OnnxSignature:
-    """The data inputs (names, declared dims, the sizes the user bound, dtypes) and the ONNX
-    element types of the outputs of one ONNX model."""
+def warn_per_shape(name: str, error: Exception, stacklevel: int = 4) -> None:
+    """The one-line warning of the fallback to per-shape specialisation."""
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    warnings.warn(f"{name}: compiling one specialisation per input shape (one compile per new shape), because the "
+                  f"symbolic dims cannot stay symbolic: {reason}", TensorforgeWarning, stacklevel=stacklevel)
 
-    def __init__(self, proto, example_inputs: Any, shapes: Mapping[str, int] | None):
-        from .frontends.onnx_ops.bindings import bind_dims, declared_dims
+
+def _imports_at_sizes(proto, signature: "_OnnxSignature", error: Exception) -> bool:
+    """Whether ``error`` is about symbolic dims: importing with every dim at a size works (each at
+    its hint).  An ``UnboundDimError`` says so itself."""
+    from .frontends.onnx import import_onnx
+    from .frontends.onnx_ops.errors import UnboundDimError
+    if isinstance(error, UnboundDimError):
+        return True
+    sizes = dict(signature.user_binding)
+    for dims in signature.declared.values():
+        for d in dims:
+            if isinstance(d, str) and d not in sizes:
+                lo = signature.ranges.get(d, (1, None))[0]
+                sizes[d] = signature.hints.get(d) or lo
+    try:
+        import_onnx(proto, shapes=sizes)
+    except TensorforgeError:
+        return False
+    return True
+
+
+class _OnnxSignature:
+    """The data inputs (names, declared dims, the sizes the user bound, the ranges and hints of the
+    dims left symbolic, dtypes) and the ONNX element types of the outputs of one ONNX model."""
+
+    def __init__(self, proto, example_inputs: Any, shapes: Mapping[str, Any] | None,
+                 dim_ranges: Mapping[str, Any] | None = None, shape_hints: Mapping[str, int] | None = None):
+        from .frontends.onnx_ops.bindings import (SymbolNames, bind_dims, declared_dims, split_shapes, symbol_key,
+                                                  symbol_sites)
         from .frontends.onnx_ops.dtypes import to_dtype
         inits = {t.name for t in proto.graph.initializer}
         data = [vi for vi in proto.graph.input if vi.name not in inits]
-        declared = [(vi.name, declared_dims(vi.name, vi.type.tensor_type.shape)) for vi in data]
-        self.user_binding = bind_dims(declared, example_inputs, shapes)
+        self.symbol_names = SymbolNames()
+        declared = [(vi.name, declared_dims(vi.name, vi.type.tensor_type.shape, self.symbol_names)) for vi in data]
+        sites = symbol_sites(declared)
+        sizes, ranges = split_shapes(shapes, dim_ranges)
+        binding = bind_dims(declared, example_inputs, sizes, self.symbol_names)
+        self.ranges = {symbol_key(k, sites, self.symbol_names, "dim_ranges"): r for k, r in ranges.items()}
+        self.hints = {symbol_key(k, sites, self.symbol_names, "shape_hints"): v
+                      for k, v in (shape_hints or {}).items()}
+        for sym in self.ranges:                      # a ranged dim stays symbolic; its example size: the hint
+            if sym in binding:
+                self.hints.setdefault(sym, binding.pop(sym))
+        self.user_binding = binding
         self.names = [n for n, _ in declared]
         self.declared = dict(declared)
         self.dtypes = {vi.name: to_dtype(vi.type.tensor_type.elem_type) for vi in data}
         self.output_codes = [vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
                              for vi in proto.graph.output]
-        self.output_dims = [declared_dims(vi.name, vi.type.tensor_type.shape)
+        self.output_dims = [declared_dims(vi.name, vi.type.tensor_type.shape, self.symbol_names)
                             if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape") else None
                             for vi in proto.graph.output]
         self.name = proto.graph.name or "model"
+
+    def import_options(self, sizes: Mapping[str, int]) -> dict[str, Any]:
+        """``dim_ranges``/``shape_hints`` of ``import_onnx`` for the dims that ``sizes`` leaves symbolic."""
+        return {"dim_ranges": {s: r for s, r in self.ranges.items() if s not in sizes},
+                "shape_hints": {s: h for s, h in self.hints.items() if s not in sizes}}
+
+    def check_ranges(self, sizes: Mapping[str, int]) -> None:
+        """A size bound per call (shape specialisation) must lie in the range the user declared."""
+        for sym, size in sizes.items():
+            r = self.ranges.get(sym)
+            if r is not None and not (r[0] <= size and (r[1] is None or size <= r[1])):
+                hi = "inf" if r[1] is None else r[1]
+                raise TensorforgeError(f"the symbolic dimension '{sym}' is {size}, outside its range {r[0]}..{hi}")
 
     def output(self, arr: np.ndarray, code: int, as_torch: bool):
         """One graph output as ONNX declares it (bf16 as ml_dtypes ``bfloat16`` / ``torch.bfloat16``)."""
@@ -119,11 +184,9 @@ class Guard:
     shape, so the cache starts over.
     """
 
-    def __init__(self, names: Sequence[str], declared: Mapping[str, Sequence], user_binding: Mapping[str, int],
-                 by_shape_allowed: bool = True):
+    def __init__(self, names: Sequence[str], declared: Mapping[str, Sequence], user_binding: Mapping[str, int]):
         from .frontends.onnx_ops.bindings import specialize
         self.names = list(names)
-        self.by_shape_allowed = by_shape_allowed
         self.declared = dict(declared)                 # as the model declares them
         self.user_binding = dict(user_binding)         # from compile's shapes= / example_inputs
         self.dims = {n: specialize(d, user_binding) for n, d in declared.items()}
@@ -145,7 +208,7 @@ class Guard:
         cannot recur; False when it cannot.  An unbound symbolic dim is resolved by binding the
         inputs' shapes, never their values (they may carry data)."""
         if isinstance(error, unbound_type):
-            if self.by_shape or not self.by_shape_allowed or not self.shape_inputs(force=True):
+            if self.by_shape or not self.shape_inputs(force=True):
                 return False
             self.by_shape = True
             return True
@@ -265,7 +328,15 @@ class SpecializingModel(api.CompiledModel):
                 try:
                     compiled = self._compile(arrays)
                 except NonConstantInputError as e:
-                    if not self.guard.widen(e, UnboundDimError):
+                    if isinstance(e, UnboundDimError):
+                        if not self._widen_to_shapes(e):
+                            raise
+                    elif not self.guard.widen(e, UnboundDimError):
+                        raise
+                    self._cache.clear()
+                    continue
+                except TensorforgeError as e:       # a specialisation with symbolic dims left failed
+                    if not self._widen_to_shapes(e):
                         raise
                     self._cache.clear()
                     continue
@@ -286,8 +357,18 @@ class SpecializingModel(api.CompiledModel):
             raise TensorforgeError(f"the model takes {len(self.guard.names)} input(s) "
                                    f"({', '.join(self.guard.names)}), got {len(arrays)}")
         bind, sizes = self.guard.bindings(arrays)
-        module = import_onnx(self.proto, bind_inputs=bind, shapes=sizes)
+        self.signature.check_ranges(sizes)
+        module = import_onnx(self.proto, bind_inputs=bind, shapes=sizes, **self.signature.import_options(sizes))
         return api.compile(module, target=self.target, threads=self._threads, **self._options)
+
+    def _widen_to_shapes(self, error: Exception) -> bool:
+        """Falls back to binding the input shapes too (with the warning) after ``error`` from a
+        specialisation that kept symbolic dims; False when the shapes are bound already."""
+        if self.guard.by_shape or not self.guard.shape_inputs(force=True):
+            return False
+        self.guard.by_shape = True
+        warn_per_shape(self.signature.name, error, stacklevel=6)
+        return True
 
     # ---- calls ------------------------------------------------------------------------
     def _arrays(self, inputs: Sequence[Any]) -> tuple[list[np.ndarray], bool]:
@@ -340,6 +421,35 @@ class SpecializingModel(api.CompiledModel):
             raise TensorforgeError(f"the output types of {self.signature.name} depend on {self.guard.explain()}; "
                                    f"they are known after the first call")
         return [TensorType(d, to_dtype(c)) for d, c in zip(dims, self.signature.output_codes)]
+
+    @property
+    def symbols(self):
+        """The latest specialisation's symbol table (before the first call: the declared ranges)."""
+        if self._last is not None:
+            return self._last.symbols
+        from .ir.symbolic import SymbolRange, SymbolTable
+        return SymbolTable(SymbolRange(s, lo, hi) for s, (lo, hi) in self.signature.ranges.items())
+
+    @property
+    def input_specs(self) -> list:
+        """Every model input as declared, the shape-valued ones included."""
+        from .runtime.signature import TensorSpec
+        return [TensorSpec.from_type(n, t) for n, t in zip(self.guard.names, self.input_types)]
+
+    @property
+    def output_specs(self) -> list:
+        from .runtime.signature import TensorSpec
+        if self._last is not None:
+            return self._last.output_specs
+        try:
+            types = self.output_types
+        except TensorforgeError:           # they depend on the first call's inputs
+            return []
+        return [TensorSpec.from_type(f"output{i}", t) for i, t in enumerate(types)]
+
+    def describe(self) -> str:
+        """The signature (as ``CompiledModel.describe``) and what the model specialises on."""
+        return f"{super().describe()}\nspecialises on {self.guard.explain()}"
 
     @property
     def threads(self) -> int:

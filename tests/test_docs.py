@@ -177,9 +177,10 @@ def _error_message(fn) -> str:
 
 
 def test_quoted_error_messages_are_the_real_ones(tmp_path, monkeypatch):
-    """The messages the user guide quotes are what tensorforge raises today (cheap cases: no C
-    compile); a reworded message must be re-quoted."""
+    """The messages the user guide quotes are what tensorforge raises today (cheap cases: one tiny
+    C compile); a reworded message must be re-quoted."""
     onnx = pytest.importorskip("onnx")
+    import numpy as np
     from onnx import TensorProto, helper
 
     import tensorforge
@@ -193,25 +194,25 @@ def test_quoted_error_messages_are_the_real_ones(tmp_path, monkeypatch):
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
         onnx.save(model, str(tmp_path / name))
 
-    save("NonZero", "nonzero.onnx")
+    save("RandomUniformLike", "random.onnx")
     save("MaxRoiPool", "roipool.onnx", 2)
     save("Relu", "dyn.onnx", shape=["N", 16])
     (tmp_path / "bad.onnx").write_bytes(b"this is not a model")
     monkeypatch.chdir(tmp_path)
     messages = [
-        _error_message(lambda: tensorforge.compile("nonzero.onnx")),
+        _error_message(lambda: tensorforge.compile("random.onnx")),
         _error_message(lambda: tensorforge.compile("roipool.onnx")),
         _error_message(lambda: tensorforge.compile("bad.onnx")),
         _error_message(lambda: tensorforge.compile("missing.onnx")),
         _error_message(lambda: tensorforge.compile("model.pt")),
         _error_message(lambda: load_model("resnet19")),
         _error_message(lambda: load_model("dyn.onnx")),
-        _error_message(lambda: tensorforge.compile("dyn.onnx")),
+        _error_message(lambda: tensorforge.compile("dyn.onnx", dim_ranges={"N": (1, 8)})(np.zeros((9, 16), np.float32))),
         _error_message(lambda: PassManager.parse("nosuch")),
     ]
     guide = USER_GUIDE.read_text()
-    assert messages[0] == ("ONNX node 'NonZero_0' (NonZero, opset 17): rejected: its output shape "
-                           "depends on the input values")
+    assert messages[0] == "ONNX node 'RandomUniformLike_0' (RandomUniformLike, opset 17): rejected: it is random"
+    assert messages[7] == "input 'x' axis 0 is 9, outside N's range 1..8"
     for message in messages:
         quoted = message.split("; known passes")[0]        # the guide abbreviates the pass list
         assert quoted in guide, f"the user guide does not quote this message as raised: {message}"

@@ -77,8 +77,8 @@ class LoadedModel:
                 return import_torch(self.model, self.torch_inputs)
         if self.kind == "onnx":
             from ..frontends.onnx import import_onnx
-            module = import_onnx(self.model, input_shapes=self.input_shapes)
-            return _declare_ranges(module, self.ranges, self.name) if self.ranges else module
+            return import_onnx(self.model, input_shapes=self.input_shapes, dim_ranges=self.ranges,
+                               shape_hints=self._example_sizes())
         from ..runtime.artifact import read_graph
         text = read_graph(self.path) if self.path else None
         if text is None:
@@ -86,6 +86,15 @@ class LoadedModel:
                                    f"pass the zoo name or .onnx file it was compiled from")
         from ..ir.parser import parse_module
         return parse_module(text, source=self.path)
+
+    def _example_sizes(self) -> dict[str, int]:
+        """The size each ranged ONNX dim has in the example inputs (the hint kernels are tuned for)."""
+        sizes: dict[str, int] = {}
+        for name, x in zip(self.input_names, self.inputs):
+            for d, n in zip(self.input_shapes.get(name, ()), np.shape(x)):
+                if isinstance(d, str) and d in self.ranges:
+                    sizes.setdefault(d, int(n))
+        return sizes
 
     def _torch_dynamic_shapes(self) -> tuple:
         """torch.export's ``dynamic_shapes`` for the ranges: ``batch`` on axis 0, ``seq`` on axis 1."""
@@ -249,24 +258,6 @@ def _check_example_in_ranges(name: str, inputs: Sequence[np.ndarray], ranges: Ma
                                    f"outside the range (choose another --batch or range)")
 
 
-def _declare_ranges(module, ranges: Mapping[str, tuple[int, int]], name: str):
-    """``module`` with each ranged symbol's min..max set in its main function's symbol table
-    (hints from the example inputs kept)."""
-    from ..ir.symbolic import SymbolRange, set_symbol_table, shape_symbols, symbol_table_of
-    func = module.main
-    present = {s for a in func.args for s in shape_symbols(a.type.shape)}
-    missing = sorted(set(ranges) - present)
-    if missing:
-        raise TensorforgeError(f"--shape {missing[0]}=MIN..MAX: no input dimension of '{name}' is named {missing[0]}")
-    table = symbol_table_of(func)
-    for sym, (lo, hi) in ranges.items():
-        old = table.get(sym)
-        hint = old.hint if old.hint is not None and lo <= old.hint <= hi else min(hi, max(lo, 8))
-        table.add(SymbolRange(sym, lo, hi, old.divisor, hint))
-    set_symbol_table(func, table)
-    return module
-
-
 def torch_outputs(out) -> list:
     """A torch model's result (tensor, tuple, list or dict, nested) as a flat list of tensors."""
     if isinstance(out, dict):
@@ -316,6 +307,8 @@ def _load_onnx(path: str, batch: int | None, shapes: dict[str, int], seed: int,
                 fix = f"--shape {d.dim_param}=VALUE" if d.dim_param else "a model with named dims"
                 if axis == 0:
                     fix += " (or --batch B)"
+                if d.dim_param:
+                    fix += f", or a range --shape {d.dim_param}=MIN..MAX to compile it dynamic"
                 raise TensorforgeError(f"ONNX input '{vi.name}' of '{path}' has the symbolic dimension {what} "
                                        f"at axis {axis}: give its value with {fix}")
             example.append(dims[-1])

@@ -70,7 +70,8 @@ def load_model(model_or_path: Any) -> "onnx.ModelProto":
 
 def import_onnx(model_or_path: Any, *, bind_inputs: Mapping[str, np.ndarray] | None = None,
                 input_shapes: Mapping[str, Sequence[Dim]] | None = None, example_inputs: Any = None,
-                shapes: Mapping[str, int] | None = None) -> ModuleOp:
+                shapes: Mapping[str, Any] | None = None, dim_ranges: Mapping[str, Any] | None = None,
+                shape_hints: Mapping[str, int] | None = None) -> ModuleOp:
     """Imports an ONNX model into a graph-dialect module with one function, ``main``.
 
     ``bind_inputs`` turns the named model inputs into constants with the given values (used to
@@ -78,11 +79,18 @@ def import_onnx(model_or_path: Any, *, bind_inputs: Mapping[str, np.ndarray] | N
     declared input shapes (e.g. to fix a dynamic batch size).  ``example_inputs`` (arrays or
     tensors in input order, or a name -> array mapping) and ``shapes`` (``{"batch": 1}``) bind
     the inputs' symbolic dimensions (``dim_param``) to sizes, so that the shape arithmetic of a
-    dynamic-axes export folds away at import; unbound ones stay symbolic.
+    dynamic-axes export folds away at import.  Unbound ones stay symbolic: ``main``'s symbol
+    table gives each the range of ``dim_ranges`` (``{"batch": (1, 64)}``; a ``(min, max)`` pair
+    in ``shapes`` is the same; default ``1..`` with no maximum, narrowed where the model needs
+    it, e.g. a slice of a 64-long position table by ``seq``) and the hint of ``shape_hints``
+    (else the example input's size, else 1 for a batch-like dim and 128 otherwise).  Names
+    are ``dim_param`` made identifiers (``seq-len`` -> ``seq_len``); these mappings accept both.
+    A shape operand that needs a concrete size of an unbound dim raises ``UnboundDimError``.
     """
     model = load_model(model_or_path)
     from .onnx_ops.importer import Importer
-    return Importer(model, bind_inputs or {}, input_shapes or {}, example_inputs, shapes).run()
+    return Importer(model, bind_inputs or {}, input_shapes or {}, example_inputs, shapes, dim_ranges,
+                    shape_hints).run()
 
 
 def supported_ops() -> list[str]:

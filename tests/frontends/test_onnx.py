@@ -455,9 +455,11 @@ def test_unsupported_op_names_node_op_and_opset():
     assert "my_det" in msg and "Det" in msg and "opset 22" in msg
 
 
-def test_nonzero_rejected_as_data_dependent():
-    m = model([helper.make_node("NonZero", ["x"], ["y"], name="nz")], [("x", T.FLOAT, (3,))], [("y", T.INT64, None)], 13)
-    with pytest.raises(UnsupportedOpError, match="nz.*NonZero.*depends on the input values"):
+def test_random_op_rejected_with_the_reason():
+    """Ops rejected on purpose say why (NonZero, once rejected as data-dependent, is supported)."""
+    m = model([helper.make_node("RandomUniformLike", ["x"], ["y"], name="rnd")], [("x", T.FLOAT, (3,))],
+              [("y", T.FLOAT, None)], 13)
+    with pytest.raises(UnsupportedOpError, match="rnd.*RandomUniformLike.*rejected: it is random"):
         import_onnx(m)
 
 

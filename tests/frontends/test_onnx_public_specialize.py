@@ -64,6 +64,22 @@ def test_reshape_with_shape_input_specialises_per_value():
     assert "shape = [24, 1]" in cm.specializations[-1][0]
 
 
+def test_shape_input_specialises_on_its_value_only_and_dims_stay_symbolic():
+    """A shape operand that is a model input is a true run-time value: the model specialises on
+    that input's value; the data input keeps its dim_param, so one specialisation runs any N."""
+    m = _model([helper.make_node("Reshape", ["x", "shape"], ["y"])],
+               [("x", T.FLOAT, ["N", 12]), ("shape", T.INT64, [2])], [("y", T.FLOAT, None)])
+    cm = tensorforge.compile(m, target="interpreter")
+    assert cm.guard.by_value == ("shape",) and not cm.guard.by_shape
+    target = np.array([-1, 4], np.int64)
+    for n in (1, 5, 2):
+        _check(cm, m, np.random.default_rng(n).standard_normal((n, 12)).astype(np.float32), target)
+    ((key, one),) = cm.specializations
+    assert key == "shape = [-1, 4]" and one.input_specs[0].shape == ("N", 12)
+    assert one.output_specs[0].shape == ("3*N", 4)
+    assert "x: f32[N, 12]  N in 1..inf" in cm.describe() and "specialises on the values of 'shape'" in cm.describe()
+
+
 def test_slice_with_starts_and_ends_inputs():
     m = _model([helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["y"])],
                [("x", T.FLOAT, [5, 6]), ("starts", T.INT64, [2]), ("ends", T.INT64, [2]), ("axes", T.INT64, [2])],
@@ -86,28 +102,53 @@ def test_topk_with_k_input_on_both_targets():
         _check(cm, m, x, np.array([1], np.int64))
 
 
-def test_symbolic_dims_without_example_inputs_run_any_shape():
-    """dim_param dims, no shapes= and no example inputs: one native specialisation per shape."""
+def test_symbolic_dims_without_example_inputs_compile_one_dynamic_model(tmp_path):
+    """dim_param dims, no shapes= and no example inputs: one native model for every shape, no
+    specialisation, no C compile per call; it saves like any model."""
+    from tensorforge.codegen.c.toolchain import stats
     w = np.random.default_rng(2).standard_normal((8, 4)).astype(np.float32)
     m = _model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
                [("x", T.FLOAT, ["batch", "seq", 8])], [("y", T.FLOAT, ["batch", "seq", 4])], inits=[("w", w)])
     cm = tensorforge.compile(m)
-    assert cm.input_types[0].shape == ("batch", "seq", 8)
+    assert not isinstance(cm, SpecializingModel)
+    assert cm.input_specs[0].shape == ("batch", "seq", 8)
     rng = np.random.default_rng(3)
+    runs = stats.compiler_runs
     for shape in ((2, 3, 8), (5, 1, 8), (2, 3, 8)):
         _check(cm, m, rng.standard_normal(shape).astype(np.float32))
-    assert [d for d, _ in cm.specializations] == ["x: shape [5, 1, 8]", "x: shape [2, 3, 8]"]
+    assert stats.compiler_runs == runs
     with pytest.raises(TensorforgeError, match="rank 2"):
         cm(np.zeros((2, 8), np.float32))
+    cm.save(tmp_path / "m.tfm")
+    assert tensorforge.load(tmp_path / "m.tfm").input_specs[0].shape == ("batch", "seq", 8)
+
+
+def test_partly_bound_dims_leave_the_rest_symbolic():
+    """A size bound with shapes= is static; the dims nobody bound stay symbolic."""
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, ["B", "S"])], [("y", T.FLOAT, None)])
+    cm = tensorforge.compile(m, shapes={"B": 2})
+    assert cm.input_specs[0].shape == (2, "S")
+    for s in (1, 6):
+        _check(cm, m, np.random.default_rng(s).standard_normal((2, s)).astype(np.float32))
+    with pytest.raises(TensorforgeError, match="input 'x'"):
+        cm(np.zeros((3, 4), np.float32))
+
+
+EYE = _model([helper.make_node("EyeLike", ["x"], ["e"]), helper.make_node("Add", ["x", "e"], ["y"])],
+             [("x", T.FLOAT, ["rows", 3])], [("y", T.FLOAT, None)])
+
+
+def test_an_import_that_needs_sizes_falls_back_to_one_specialisation_per_shape():
+    """EyeLike needs static dims: the symbolic import fails, and the model compiles per input
+    shape instead, saying so in one line."""
+    with pytest.warns(TensorforgeWarning, match=r"one specialisation per input shape .* EyeLike needs static"):
+        cm = tensorforge.compile(EYE, target="interpreter")
+    assert isinstance(cm, SpecializingModel) and cm.guard.by_shape
+    for rows in (2, 4):
+        _check(cm, EYE, np.random.default_rng(rows).standard_normal((rows, 3)).astype(np.float32))
+    assert [d for d, _ in cm.specializations] == ["x: shape [2, 3]", "x: shape [4, 3]"]
     with pytest.raises(TensorforgeError, match="cannot save .* shapes of 'x'"):
         cm.save("never.tfm")
-
-
-def test_partly_bound_dims_stay_an_error():
-    """A user who binds sizes asked for a static compile: a dim left unbound is still an error."""
-    m = _model([helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, ["B", "S"])], [("y", T.FLOAT, None)])
-    with pytest.raises(UnboundDimError, match="'S' of input 'x'"):
-        tensorforge.compile(m, shapes={"B": 2})
 
 
 def test_eviction_warns_with_the_evicted_key():
@@ -128,9 +169,8 @@ def test_eviction_warns_with_the_evicted_key():
 def test_max_specializations_zero_keeps_the_static_compile_error():
     with pytest.raises(UnsupportedOpError, match="computed at run time from model input"):
         tensorforge.compile(RESHAPE, target="interpreter", max_specializations=0)
-    m = _model([helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, ["B", 3])], [("y", T.FLOAT, None)])
-    with pytest.raises(UnboundDimError, match="'B' of input 'x'"):
-        tensorforge.compile(m, max_specializations=0)
+    with pytest.raises(UnboundDimError, match=r"EyeLike needs static dimensions.*'rows' of input 'x' \(axis 0\)"):
+        tensorforge.compile(EYE, max_specializations=0)
 
 
 def test_save_names_the_specialised_inputs_and_one_specialisation_saves(tmp_path):

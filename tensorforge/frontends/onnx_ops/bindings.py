@@ -143,7 +143,7 @@ def bind_dims(declared: Declared, example_inputs: Any = None,
     binding: dict[str, int] = {}
     origin: dict[str, str] = {}
     for key, size in (shapes or {}).items():
-        dim = _symbol_key(key, sites, names, "shapes")
+        dim = symbol_key(key, sites, names, "shapes")
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
             raise FrontendError(f"shapes['{key}'] = {size!r}: a size is a non-negative int "
                                 f"(or a (min, max) range that keeps the dim symbolic)")
@@ -167,7 +167,7 @@ def bind_dims(declared: Declared, example_inputs: Any = None,
     return binding
 
 
-def _symbol_key(key: str, sites: Mapping[str, Any], names: SymbolNames | None, what: str) -> str:
+def symbol_key(key: str, sites: Mapping[str, Any], names: SymbolNames | None, what: str) -> str:
     """The symbol that a user's key (in ``shapes``, ``dim_ranges``, ``shape_hints``) names."""
     dim = names.lookup(key) if names is not None else key
     if dim is None or dim not in sites:
@@ -240,4 +240,4 @@ def check_static_inputs(args: Sequence[tuple[str, TensorType]],
 
 
 __all__ = ["DEFAULT_HINT", "SymbolNames", "bind_dims", "check_static_inputs", "declared_dims", "default_hint",
-           "how_to_bind", "is_batch_like", "specialize", "split_shapes", "symbol_sites", "unbound_error"]
+           "how_to_bind", "is_batch_like", "specialize", "split_shapes", "symbol_key", "symbol_sites", "unbound_error"]

@@ -394,9 +394,10 @@ class ImportContext:
         set_symbol_table(self.func, self.table)
 
     def _range_error(self, sym: str, need: str, what: str, r: SymbolRange) -> FrontendError:
+        key = self.names.original.get(sym, sym)
         return FrontendError(f"{what} needs the symbolic dimension {self.names.display(sym)} to be {need}, "
                              f"but its range is {r.describe()}; declare a range inside that "
-                             f"(dim_ranges={{'{self.names.original.get(sym, sym)}': (MIN, MAX)}})")
+                             f"(dim_ranges={{'{key}': (MIN, MAX)}}; CLI: --shape {key}=MIN..MAX)")
 
     def const_ints(self, v: Value, what: str) -> tuple[int, ...]:
         return tuple(int(x) for x in np.asarray(self.require_const(v, what)).reshape(-1))

@@ -15,10 +15,10 @@ from ...errors import FrontendError, TensorforgeError, UnsupportedOpError
 from ...ir.builtin import ModuleOp
 from ...ir.core import Value
 from ...ir.opdef import PURE
-from ...ir.symbolic import SymbolRange, SymbolTable, set_symbol_table
+from ...ir.symbolic import SymbolRange, SymbolTable, set_symbol_table, shape_symbols
 from ...ir.types import Dim, DType, TensorType
-from .bindings import (SymbolNames, _symbol_key, bind_dims, declared_dims, default_hint, is_batch_like, specialize,
-                       split_shapes, symbol_sites)
+from .bindings import (SymbolNames, bind_dims, declared_dims, default_hint, is_batch_like, specialize, split_shapes,
+                       symbol_key, symbol_sites)
 from .context import ImportContext, OnnxNode
 from .dtypes import onnx_type_name, tensor_to_numpy, to_dtype
 
@@ -82,7 +82,7 @@ class Importer:
         sites = symbol_sites(dims_of)
         sizes, ranges = split_shapes(self.shapes, self.dim_ranges)
         binding = bind_dims(dims_of, self.example_inputs, sizes, self.names)
-        ranges = {_symbol_key(k, sites, self.names, "dim_ranges" if k in self.dim_ranges else "shapes"): r
+        ranges = {symbol_key(k, sites, self.names, "dim_ranges" if k in self.dim_ranges else "shapes"): r
                   for k, r in ranges.items()}
         examples = {sym: binding.pop(sym) for sym in list(binding) if sym in ranges}   # ranged: stays symbolic
         args = [n for n, _, _ in declared]
@@ -97,8 +97,7 @@ class Importer:
     def _symbol_table(self, types, sites, ranges, examples) -> SymbolTable:
         """The symbols left in the inputs: ranges (the user's, else 1..), hints (the user's, the
         example input's, else ``default_hint``; final once the import tightened the ranges)."""
-        from ...ir.symbolic import shape_symbols
-        hints = {_symbol_key(k, sites, self.names, "shape_hints"): v for k, v in self.shape_hints.items()}
+        hints = {symbol_key(k, sites, self.names, "shape_hints"): v for k, v in self.shape_hints.items()}
         table = SymbolTable()
         self.user_bounds: dict[str, tuple[bool, bool]] = {}
         self.hints: dict[str, int | None] = {}
@@ -114,8 +113,9 @@ class Importer:
                 raise FrontendError(f"{where} give {self.names.display(sym)} the size {hint!r}, outside its range "
                                     f"{SymbolRange(sym, lo, hi).describe()}")
             self.hints[sym] = None if hint is None else int(hint)
-        for sym in set(hints) - set(left):
-            raise FrontendError(f"shape_hints names {self.names.display(sym)}, which shapes= or the example "
+        bound = sorted(set(hints) - set(left))
+        if bound:
+            raise FrontendError(f"shape_hints names {self.names.display(bound[0])}, which shapes= or the example "
                                 f"inputs bind to a size")
         return table
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.core import Value
+from ...ir.symbolic import dim_add
 from ...ir.types import DType
 from .common import norm_axes, norm_axis, prod
 from .context import ImportContext, OnnxNode
@@ -19,7 +20,30 @@ from .registry import handles
 @handles("Gather")
 def gather(ctx: ImportContext, node: OnnxNode) -> Value:
     x, idx = node.required(0), node.required(1)
-    return ctx.op("gather", x, idx, axis=norm_axis(node, node.attr("axis", 0), ctx.rank(x)))
+    axis = norm_axis(node, node.attr("axis", 0), ctx.rank(x))
+    _bound_positions(ctx, idx, ctx.shape(x)[axis], axis)
+    return ctx.op("gather", x, idx, axis=axis)
+
+
+_MOVES = frozenset({"graph.identity", "graph.reshape", "graph.unsqueeze", "graph.squeeze", "graph.flatten",
+                    "graph.cast", "graph.expand"})
+
+
+def _bound_positions(ctx: ImportContext, idx: Value, size, axis: int) -> None:
+    """Indices that are ``Range(start, start + n)`` with a symbolic ``n`` (positions of a
+    sequence, ``wpe(arange(seq))``) read a table of ``size`` rows: the model only runs while
+    ``start + n <= size``, which the symbol's range is narrowed to (``ImportContext.require_le``)
+    instead of reading past the table."""
+    while idx.op is not None and idx.op.name in _MOVES:
+        idx = idx.op.operands[0]
+    op = idx.op
+    if op is None or op.name != "graph.iota" or isinstance(op.attributes["size"], int):
+        return
+    start, step = op.attributes["start"], op.attributes["step"]
+    if step != 1 or start < 0 or float(start) != int(start):
+        return
+    end = dim_add(op.attributes["size"], int(start))
+    ctx.require_le(end, size, f"the gather of positions 0..{end}-1 from axis {axis} (size {size})")
 
 
 @handles("GatherElements")

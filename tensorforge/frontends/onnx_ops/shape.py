@@ -265,10 +265,18 @@ def tile(ctx: ImportContext, node: OnnxNode) -> Value:
     x = node.required(0)
     if node.opset < 6:
         raise node.unsupported("Tile-1 (tiles/axis inputs) is not supported")
-    repeats = ctx.const_ints(node.required(1), "repeats")
+    repeats = ctx.dims_operand(node.required(1), "repeats")
     if len(repeats) != ctx.rank(x):
         raise node.unsupported(f"{len(repeats)} repeats for a rank-{ctx.rank(x)} input")
-    return ctx.op("tile", x, repeats=repeats)
+    if all(isinstance(r, int) for r in repeats):
+        return ctx.op("tile", x, repeats=repeats)
+    # a symbolic repeat count (x.repeat(batch, 1)) of a size-1 axis is an expand to that count
+    if any(isinstance(r, str) and d != 1 for r, d in zip(repeats, ctx.shape(x))):
+        raise ctx._unbound(f"Tile repeats {list(repeats)} of the input shape {list(ctx.shape(x))} (a symbolic "
+                           f"count repeats only size-1 axes here)", ctx.sym_sites(repeats))
+    ints = tuple(r if isinstance(r, int) else 1 for r in repeats)
+    y = ctx.op("tile", x, repeats=ints) if any(r != 1 for r in ints) else x
+    return ctx.op("expand", y, shape=tuple(r if isinstance(r, str) else 1 for r in repeats))
 
 
 @handles("Expand")

@@ -17,7 +17,7 @@ symbolic slice end stays inside its axis.
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable
 
 import numpy as np
 
@@ -131,7 +131,11 @@ class _Walker:
         arr = self.value_of(v)
         if arr is not None:
             arr = np.asarray(arr)
-            return [int(a) for a in arr.reshape(-1)] if arr.ndim <= 1 and arr.dtype.kind in "iub" else None
+            if arr.ndim > 1 or arr.dtype.kind not in "iubf":
+                return None
+            if arr.dtype.kind == "f" and not (np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))):
+                return None                    # a fraction: not a size
+            return [int(a) for a in arr.reshape(-1)]
         op = v.op
         if op is None or len(v.type.shape) > 1:
             return None
@@ -307,7 +311,7 @@ def _numeric(op, row: list[int]) -> int | None:
     return int(res)
 
 
-def ranges_of(table, user: Mapping[str, Range] | None = None) -> RangeOf:
+def ranges_of(table) -> RangeOf:
     """A ``range_of`` over a ``SymbolTable`` (unknown symbols, e.g. data-dependent counts: >= 0)."""
     def range_of(name: str) -> Range:
         r = table.ranges.get(name)
