@@ -246,6 +246,17 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
         raise TensorforgeError(f"unknown target '{target}' (choose from {', '.join(TARGETS)})")
     from . import specialize
     max_specializations = options.pop("max_specializations", None)
+
+    def per_shape(error: TensorforgeError) -> CompiledModel:
+        """The specialising model (one compile per distinct shape or shape-valued input), or ``error``."""
+        cm = specialize.compile_specializing(model, error, example_inputs=example_inputs, shapes=shapes,
+                                             dim_ranges=dim_ranges, shape_hints=shape_hints, target=target,
+                                             threads=threads, passes=passes, db=db,
+                                             max_specializations=max_specializations, **options)
+        if cm is None:
+            raise error
+        return cm
+
     error = None
     try:
         module = import_model(model, example_inputs, shapes, dynamic_shapes, dim_ranges, shape_hints)
@@ -255,13 +266,7 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
     except TensorforgeError as e:
         error = e
     if error is not None or specialize.needs_onnx_io(model, module):
-        cm = specialize.compile_specializing(model, error, example_inputs=example_inputs, shapes=shapes,
-                                             dim_ranges=dim_ranges, shape_hints=shape_hints, target=target,
-                                             threads=threads, passes=passes, db=db,
-                                             max_specializations=max_specializations, **options)
-        if cm is None:
-            raise error
-        return cm
+        return per_shape(error)
     symbolic_onnx = _is_onnx_model(model) and any(isinstance(d, str) for a in module.main.args for d in a.type.shape)
     try:
         return _compile_module(module, model, target, threads, passes, db, options)
@@ -270,13 +275,7 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
         if not symbolic_onnx or isinstance(e, (CompileError, TuningDatabaseError)):
             raise                  # not about the symbols: the C compiler, the database
         error = e                  # the symbolic model does not compile: per-shape fallback (with a warning)
-    cm = specialize.compile_specializing(model, error, example_inputs=example_inputs, shapes=shapes,
-                                         dim_ranges=dim_ranges, shape_hints=shape_hints, target=target,
-                                         threads=threads, passes=passes, db=db,
-                                         max_specializations=max_specializations, **options)
-    if cm is None:
-        raise error
-    return cm
+    return per_shape(error)
 
 
 def _compile_module(module: ModuleOp, model: Any, target: str, threads: int | None, passes: Any, db: Any,
