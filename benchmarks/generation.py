@@ -11,12 +11,10 @@ step) three ways: eager, ``model.forward`` compiled by ``torch.compile(backend="
 dynamic=True)`` and by ``torch.compile(dynamic=True)`` (Inductor), in the same process.
 
 Reported per model: whether the tokens equal eager's, how many times the tensorforge backend was
-invoked over the whole generation (the promise: at most 3) and how many of those calls were
-Dynamo restarts (with ``dynamic=True`` Dynamo passes Python floats such as RMSNorm's eps as
-symbolic inputs; AOT autograd then specialises them and restarts the trace from inside the
-backend call, before anything is compiled: ``--specialize-float`` sets
-``torch._dynamo.config.specialize_float`` so that no restart happens), the C compiler runs, and per-token latency (generation wall time / tokens, median of
-``--repeats`` generations after one warm-up generation) of each contender.  A benchmark, not a test.
+invoked over the whole generation (the promise: at most 3; Dynamo's float-specialisation restarts
+are absorbed inside the backend, and any that escaped would show up here as extra invocations), the
+C compiler runs, and per-token latency (generation wall time / tokens, median of ``--repeats``
+generations after one warm-up generation) of each contender.  A benchmark, not a test.
 """
 from __future__ import annotations
 

@@ -1296,6 +1296,7 @@ def tensorforge_backend(gm, example_inputs, options: dict | None = None, mode: s
     not require grad.
     """
     import torch
+    from torch._dynamo.exc import TensorifyScalarRestartAnalysis
     from torch._functorch.aot_autograd import aot_module_simplified
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -1337,8 +1338,19 @@ def tensorforge_backend(gm, example_inputs, options: dict | None = None, mode: s
         return run
 
     with torch.no_grad():
-        return aot_module_simplified(gm, real_inputs, fw_compiler=compile_inference,
-                                     decompositions=decompositions())
+        try:
+            return aot_module_simplified(gm, real_inputs, fw_compiler=compile_inference,
+                                         decompositions=decompositions())
+        except TensorifyScalarRestartAnalysis:
+            # With dynamic=True Dynamo lifts Python floats (RMSNorm's eps, an attention scale)
+            # into graph inputs.  Ops that take a C++ double specialise them while AOT traces,
+            # and AOT then asks Dynamo to restart the whole frame, which would invoke this
+            # backend a second time per graph.  The first attempt has already recorded those
+            # floats as specialised, with value guards in the shape environment that Dynamo turns
+            # into guards on the attribute, so tracing again here succeeds, and the float becomes
+            # a constant of the compiled kernels (a changed value recompiles).
+            return aot_module_simplified(gm, real_inputs, fw_compiler=compile_inference,
+                                         decompositions=decompositions())
 
 
 def register_backend() -> None:

@@ -259,6 +259,35 @@ def test_torch_compile_kv_cache_step_unifies_key_and_value_lengths():
     assert len({str(v) for v in placeholders if isinstance(v, torch.SymInt)}) >= 3   # b, len(k), len(v)...
 
 
+class ScaledAttention(torch.nn.Module):
+    """A Python float attribute passed to an op as a C++ double (as Llama's attention scale is)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = 0.25
+
+    def forward(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=self.scale) * 2.0
+
+
+def test_torch_compile_dynamic_float_attribute_costs_no_extra_backend_invocation():
+    # Dynamo lifts the float into an input; AOT specialises it and would restart the frame,
+    # invoking the backend twice.  The backend absorbs the restart; a new value still recompiles.
+    torch.manual_seed(0)
+    module = ScaledAttention().eval()
+    calls: list = []
+    torch._dynamo.reset()
+    compiled = torch.compile(module, backend=_counting_backend(calls), dynamic=True)
+    for length in (3, 6, 11):
+        x = tuple(torch.randn(1, 2, length, 8) for _ in range(3))
+        assert_matches(compiled(*x).detach(), eager(module, x))
+    assert len(calls) == 1
+    module.scale = 0.7
+    x = tuple(torch.randn(1, 2, 5, 8) for _ in range(3))
+    assert_matches(compiled(*x).detach(), eager(module, x))
+    assert len(calls) == 2
+
+
 def test_dynamic_shapes_is_refused_for_models_that_are_not_torch_modules():
     module, example = zoo.get("mlp_small")
     graph = tensorforge.compile(module, example, target="interpreter").module
