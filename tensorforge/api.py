@@ -226,7 +226,10 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
     ``"const-fold,dce"``, a ``PassManager``, or False for none.  A ``ModuleOp`` given as
     ``model`` is copied, not changed.  ``db``: a tuning database (path or ``TuningDatabase``) whose
     best record of every kernel is applied, no tuning run; the default ``"auto"`` uses the default
-    database when that file exists; None compiles untuned.
+    database when that file exists; None compiles untuned.  Native code honours IEEE 754 as
+    PyTorch and ONNX do (NaN and infinities propagate, -0.0 keeps its sign); ``fast_math=True``
+    compiles with ``-ffast-math`` instead, faster on some models but a NaN may then come out as
+    a number (docs/numerics.md).
 
     ONNX: the symbolic dimensions (``dim_param``) that nothing binds stay symbolic, so
     ``compile("model.onnx")`` compiles one model for every size.  ``shapes`` binds them by name
@@ -246,6 +249,14 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
         raise TensorforgeError(f"unknown target '{target}' (choose from {', '.join(TARGETS)})")
     from . import specialize
     max_specializations = options.pop("max_specializations", None)
+    if options.pop("onnx_structured_io", True) and _is_onnx_model(model):
+        from .frontends.onnx_structured import compile_structured   # sequence/optional inputs or outputs
+        structured = compile_structured(model, target=target, threads=threads, passes=passes, db=db, shapes=shapes,
+                                        example_inputs=example_inputs, dim_ranges=dim_ranges,
+                                        shape_hints=shape_hints, max_specializations=max_specializations,
+                                        onnx_structured_io=False, **options)
+        if structured is not None:
+            return structured
 
     def per_shape(error: TensorforgeError) -> CompiledModel:
         """The specialising model (one compile per distinct shape or shape-valued input), or ``error``."""
@@ -289,6 +300,11 @@ def _compile_module(module: ModuleOp, model: Any, target: str, threads: int | No
         verify(module)
     if target == "interpreter":
         return CompiledModel(module, target="interpreter")
+    from .runtime.control_flow import ControlFlowModel, has_control_flow
+    if has_control_flow(module.main):   # graph.if/loop/scan: native segments and bodies (docs/control_flow.md)
+        def compile_part(part: ModuleOp):
+            return _compile_module(part, None, target, threads, passes, db, options).run_numpy
+        return CompiledModel(module, target=target, native=ControlFlowModel(module.main, compile_part, threads))
     from .codegen.c.build import build_native
     from .tune.apply import tuning_from_db
     native, source = build_native(module, threads=threads, tuning=tuning_from_db(db), **options)
@@ -308,12 +324,19 @@ def _output_tree(module: ModuleOp | None):
     return frontend.output_tree(module) if frontend is not None and module is not None else None
 
 
-def load(path: str | os.PathLike, threads: int | None = None) -> CompiledModel:
+def load(path: str | os.PathLike, threads: int | None = None, sha256: str | None = None) -> CompiledModel:
     """A model saved with ``CompiledModel.save``; needs neither torch nor onnx.
+
+    Loading a ``.tfm`` runs native code from the file, as unpickling does: load only files you
+    trust.  ``sha256`` pins the file you trust, e.g. ``load("model.tfm", sha256="9f86d0...")``
+    with the 64 hex digits ``sha256sum model.tfm`` printed where you saved it; another file is
+    an ``ArtifactError`` showing both digests.  Every member (library, C source, weights, graph)
+    is checked against the manifest's SHA-256 before any code runs, so a damaged file is an
+    ``ArtifactError`` naming the damaged member.
 
     If the saved library was built for another target, its saved C is compiled for this
     machine when a C compiler is present, else a ``TensorforgeError`` says what differs.
     """
     from .runtime.artifact import load as load_artifact
-    native = load_artifact(path, threads=threads)
+    native = load_artifact(path, threads=threads, sha256=sha256)
     return CompiledModel(None, target="cpu", native=native, source=native.source)

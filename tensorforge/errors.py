@@ -65,3 +65,26 @@ class InputShapeError(TensorforgeError):
     """Inputs a compiled model cannot run: a size outside a symbol's range, two inputs that
     disagree on a shared symbol, a wrong rank or static size; one line naming the input, the axis,
     the value and what was allowed, raised before anything runs."""
+
+
+class ArtifactError(TensorforgeError):
+    """A ``.tfm`` file that must not be loaded: not an artifact, truncated, incomplete, a member
+    whose bytes differ from what its manifest recorded, or not the file a ``sha256=`` pin names.
+    Raised before any code from the file runs; the message names the file and the member, and
+    says what to do (save the model again, download the file again)."""
+
+
+class ResourceError(TensorforgeError):
+    """This machine lacks what the operation needs (a C compiler, disk space, a writable cache
+    folder, memory). The model is not at fault: the message says what was needed and how to
+    provide it, and the same call works once it is."""
+
+
+class CompilerNotFoundError(ResourceError, CompileError):
+    """No C compiler can run: the message names the compiler looked for (``$CC``, else gcc or cc on
+    ``$PATH``) and says how to install one, or to use ``target="interpreter"``."""
+
+
+class CacheWriteError(ResourceError, CompileError):
+    """The compile cache (``$TENSORFORGE_CACHE``) could not be written: a full disk, a quota, an I/O
+    error, or an unwritable cache with no writable temporary folder to fall back on."""

@@ -51,7 +51,7 @@ def needs_onnx_io(model: Any, module) -> bool:
     if not _is_onnx(model):
         return False
     types = [a.type for a in module.main.args] + [v.type for v in module.main.outputs]
-    return any(getattr(t, "dtype", None) == DType.bf16 for t in types)
+    return any(getattr(getattr(t, "dtype", None), "is_storage_only", False) for t in types)   # bf16, float8, int4...
 
 
 def compile_specializing(model: Any, error: Exception | None, *, example_inputs: Any = None,
@@ -380,7 +380,7 @@ class SpecializingModel(api.CompiledModel):
                 x = x.detach().cpu()
                 x = (x.float() if x.dtype == torch.bfloat16 else x).numpy()
             a = np.asarray(x)
-            arrays.append(a.astype(np.float32) if a.dtype.name == "bfloat16" else a)
+            arrays.append(_held_array(a))
         if len(arrays) != len(self.guard.names):
             raise TensorforgeError(f"the model takes {len(self.guard.names)} input(s) "
                                    f"({', '.join(self.guard.names)}), got {len(arrays)}")
@@ -488,3 +488,15 @@ class SpecializingModel(api.CompiledModel):
 def _default_threads() -> int:
     from .runtime.native import default_threads
     return default_threads()
+
+
+def _held_array(a: np.ndarray) -> np.ndarray:
+    """ml_dtypes arrays (bfloat16, float8, int4...) in the type the graph holds them in."""
+    if a.dtype.kind != "V" and a.dtype.name not in _ML_NAMES:
+        return a
+    from .frontends.onnx_ops.dtypes import held_array
+    return held_array(a)
+
+
+_ML_NAMES = frozenset({"bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                       "float4_e2m1fn", "int4", "uint4", "int2", "uint2"})

@@ -37,6 +37,7 @@ class BenchConfig:
     shapes: Mapping[str, int] = field(default_factory=dict)
     seed: int = 0                       # of generated inputs (.onnx and .tfm models)
     db: Any = "auto"                    # tuning database, as in tensorforge.compile
+    fast_math: bool = False             # as in tensorforge.compile
     # Each contender's turn: a pause, one untimed call, then ``block`` timed calls, so that the
     # previous contender's spinning thread pool is asleep (see time_interleaved).
     block: int = 3
@@ -73,7 +74,7 @@ def run_info(cfg: BenchConfig) -> dict:
             "cores": default_threads(), "machine": platform.machine(), "threads": cfg.threads,
             "repeats": cfg.repeats, "warmup": cfg.warmup, "block": cfg.block, "pause_s": cfg.pause_s,
             "tolerance": cfg.tol, "load_before": load_average(),
-            "tuning_db": None if cfg.db is None else str(cfg.db),
+            "tuning_db": None if cfg.db is None else str(cfg.db), "fast_math": cfg.fast_math,
             "tensorforge": tensorforge.__version__, "numpy": np.__version__}
     for pkg in ("torch", "onnxruntime"):
         try:
@@ -100,7 +101,7 @@ def bench_model(lm: LoadedModel, cfg: BenchConfig, roofline: Roofline | None) ->
         else:
             graph = lm.import_module()
             flops, nbytes = graph_flops(graph), graph_bytes(graph)
-            cm = tensorforge.compile(graph, threads=cfg.threads, db=cfg.db)
+            cm = tensorforge.compile(graph, threads=cfg.threads, db=cfg.db, fast_math=cfg.fast_math)
         compile_s = time.perf_counter() - t0
         tf = Contender("tensorforge", lambda: cm.run(*lm.inputs), cm.run(*lm.inputs), compile_s)
         bar.advance(note="checking outputs")

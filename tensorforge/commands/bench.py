@@ -30,7 +30,7 @@ def _peer_list(text: str) -> list[str]:
 def add_bench_arguments(p: argparse.ArgumentParser, repeats: int, json_path: str, chart_path: str) -> None:
     """The options ``bench`` and ``demo`` share (the demo only changes the defaults)."""
     from ..benchmark.peers import PEERS
-    from .loading import add_db_argument
+    from .loading import add_db_argument, add_fast_math_argument
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="threads for every contender (default: all cores)")
     p.add_argument("--peers", type=_peer_list, default=list(PEERS), metavar="LIST",
@@ -46,6 +46,7 @@ def add_bench_arguments(p: argparse.ArgumentParser, repeats: int, json_path: str
                    help="measure the machine's peak GEMM GFLOP/s and copy bandwidth and cache them "
                         "(otherwise the cached values are used, if any)")
     add_db_argument(p)
+    add_fast_math_argument(p)
     p.add_argument("--json", default=json_path, metavar="PATH", help=f"results as JSON (default {json_path})")
     p.add_argument("--chart", default=chart_path, metavar="PATH",
                    help=f"PNG bar chart of latencies relative to tensorforge (default {chart_path})")
@@ -73,7 +74,7 @@ def run_bench(args: argparse.Namespace, measure_roofline: bool | None = None) ->
     cfg = BenchConfig(threads=threads, repeats=args.repeats, warmup=args.warmup, budget_s=args.budget_s,
                       peers=args.peers, tol=args.tol, progress=args.progress, batch=args.batch,
                       shapes=parse_shapes(args.shape), seed=args.seed,
-                      db=db_option(args.db))
+                      db=db_option(args.db), fast_math=args.fast_math)
     result = bench_models(args.models, cfg, roofline)
     print(format_table(result))
     write_json(result, args.json)

@@ -24,16 +24,16 @@ def describe_symbols(table) -> str:
     return ", ".join(f"{n} in {r.describe()}" for n, r in table.ranges.items())
 
 
-def compile_loaded(lm, threads: int | None, db="auto", label: str = "compiling"):
+def compile_loaded(lm, threads: int | None, db="auto", label: str = "compiling", fast_math: bool = False):
     """``lm`` compiled to a native model, under a progress bar (compiling takes seconds);
-    ``db`` as in ``tensorforge.compile``."""
+    ``db`` and ``fast_math`` as in ``tensorforge.compile``."""
     from ..progress import Progress
     with Progress(f"{label} {lm.name}", total=2) as bar:
         bar.set_note("importing and optimising")
         graph = lm.import_module()
         bar.advance(note="generating and compiling C")
         import tensorforge
-        cm = tensorforge.compile(graph, threads=threads, db=db)
+        cm = tensorforge.compile(graph, threads=threads, db=db, fast_math=fast_math)
         bar.advance(note="done")
     return cm
 
@@ -50,7 +50,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     sizes, ranges = parse_shape_specs(args.shape)
     lm = load_model(args.model, args.batch, sizes, seed=args.seed, threads=args.threads, ranges=ranges)
     t0 = time.perf_counter()
-    cm = compile_loaded(lm, args.threads, db_option(args.db))
+    cm = compile_loaded(lm, args.threads, db_option(args.db), fast_math=args.fast_math)
     compile_s = time.perf_counter() - t0
     status = 0
     if args.check and lm.reference is None and lm.reference_note:
@@ -75,7 +75,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    from .loading import add_db_argument, add_model_arguments
+    from .loading import add_db_argument, add_fast_math_argument, add_model_arguments
     p = sub.add_parser(
         "compile", help="compile a model into a .tfm file that `tensorforge run` (or tensorforge.load) runs",
         description=textwrap.fill("Compiles MODEL for this machine and saves it as one .tfm file holding the library, "
@@ -93,6 +93,7 @@ def register(sub) -> None:
                    help="threads for the output check (the saved model runs on all cores unless "
                         "`tensorforge run --threads` says otherwise)")
     add_db_argument(p)
+    add_fast_math_argument(p)
     p.add_argument("--no-check", dest="check", action="store_false", help="skip the output check")
     p.add_argument("--no-graph", dest="graph", action="store_false",
                    help="leave the optimised graph out of the file (smaller by about the weights' size; "

@@ -423,6 +423,13 @@ def add_db_argument(parser) -> None:
                              "if it exists; 'none': untuned)")
 
 
+def add_fast_math_argument(parser) -> None:
+    """``--fast-math``: the opt-in of ``tensorforge.compile(..., fast_math=True)`` (docs/numerics.md)."""
+    parser.add_argument("--fast-math", dest="fast_math", action="store_true",
+                        help="compile with -ffast-math: faster on some models, but NaN and Inf are not "
+                             "honoured and a NaN may come out as a number (default: IEEE semantics)")
+
+
 def db_option(value: str | None):
     """The ``db=`` argument of ``tensorforge.compile`` for a ``--db`` value."""
     return None if value in (None, "none") else value

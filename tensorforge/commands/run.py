@@ -78,7 +78,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if lm.kind == "tfm":
         cm = lm.compile(threads=args.threads)
     else:
-        cm = compile_loaded(lm, args.threads, db_option(args.db))
+        cm = compile_loaded(lm, args.threads, db_option(args.db), fast_math=args.fast_math)
     if args.describe:
         print(f"{lm.name}:")
         print(textwrap.indent(cm.describe(), "  "))
@@ -117,7 +117,7 @@ def _file_names(names: list[str]) -> list[str]:
 
 
 def register(sub) -> None:
-    from .loading import add_db_argument, add_model_arguments
+    from .loading import add_db_argument, add_fast_math_argument, add_model_arguments
     p = sub.add_parser(
         "run", help="run a compiled .tfm model on .npy inputs (or random ones): output stats and latency",
         description=textwrap.fill("Runs MODEL (a .tfm file from `tensorforge compile`; a zoo name or .onnx file is compiled "
@@ -141,5 +141,6 @@ def register(sub) -> None:
     p.add_argument("--out", metavar="DIR", default=None, help="write every output to DIR/<output name>.npy")
     p.add_argument("--threads", type=int, default=None, metavar="N", help="threads to run on (default: all cores)")
     add_db_argument(p)
+    add_fast_math_argument(p)
     p.add_argument("--repeats", type=int, default=10, help="timed runs for the latency (default 10; 0: none)")
     p.set_defaults(fn=_cmd_run)

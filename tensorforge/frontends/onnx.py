@@ -65,6 +65,8 @@ def load_model(model_or_path: Any) -> "onnx.ModelProto":
                             f"serialized bytes or a path to an .onnx file")
     if not model.HasField("graph") or (model.ir_version <= 0 and not model.graph.node):
         raise FrontendError(f"cannot import {where}: it holds no ONNX graph (is it an ONNX model?)")
+    from .onnx_ops.importer import check_model
+    check_model(model)
     return model
 
 

@@ -41,7 +41,7 @@ class TensorforgeRep(BackendRep):
         else:
             arrays = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
         outs = self.compiled(*arrays)
-        return tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+        return tuple(outs) if isinstance(outs, tuple) else (outs,)   # a list is one sequence output
 
 
 class TensorforgeBackend(Backend):
@@ -103,12 +103,14 @@ def check_node_case(case, backend: type[Backend] = TensorforgeBackend, **options
     from ..errors import UnsupportedOpError
 
     def array(x):
+        if isinstance(x, list) or x is None:      # a sequence (list), an empty optional (None)
+            return x if x is None else [array(e) for e in x]
         return numpy_helper.to_array(x) if isinstance(x, TensorProto) else np.asarray(x)
     try:
         rep = backend.prepare(case.model, "CPU", **options)
         for inputs, ref_outputs in case.data_sets:
             outs = rep.run([array(x) for x in inputs])
-            Runner.assert_similar_outputs([array(x) for x in ref_outputs], list(outs),
+            Runner.assert_similar_outputs(*_flat_pair([array(x) for x in ref_outputs], list(outs)),
                                           rtol=case.rtol, atol=case.atol)
     except UnsupportedOpError as e:
         return "skip", str(e)
@@ -118,6 +120,27 @@ def check_node_case(case, backend: type[Backend] = TensorforgeBackend, **options
     except Exception as e:  # noqa: BLE001 - a conformance run reports every kind of failure
         return "fail", f"{type(e).__name__}: {e}"
     return "pass", ""
+
+
+def _flat_pair(ref: list, outs: list) -> tuple[list, list]:
+    """Sequence outputs (lists) compared element by element: both sides flattened, after checking
+    that the lists match in length (the runner's own recursion into lists breaks on 0-d elements)."""
+    flat_ref, flat_out = [], []
+    for r, o in zip(ref, outs):
+        if isinstance(r, list) or isinstance(o, list):
+            if not (isinstance(r, list) and isinstance(o, list)):
+                raise AssertionError(f"expected a {type(r).__name__}, got a {type(o).__name__}")
+            if len(r) != len(o):
+                raise AssertionError(f"a sequence output has {len(o)} elements, expected {len(r)}")
+            fr, fo = _flat_pair(r, o)
+            flat_ref += fr
+            flat_out += fo
+        else:
+            flat_ref.append(r)
+            flat_out.append(o)
+    if len(ref) != len(outs):
+        raise AssertionError(f"{len(outs)} outputs, expected {len(ref)}")
+    return flat_ref, flat_out
 
 
 # The cases a forked worker of ``run_node_cases`` reads (inherited from the parent, not pickled).

@@ -174,7 +174,7 @@ def _run_function(func: FuncOp, inputs: Sequence, observer: Callable[[Operation,
         env[id(a)] = _coerce_input(x, a.type, i, func.sym_name)
     remaining: dict[int, int] = {}
     for op in func.body:
-        for v in op.operands:
+        for v in _reads(op):
             remaining[id(v)] = remaining.get(id(v), 0) + 1
     for op in func.body:
         if op.name == "func.return":
@@ -183,7 +183,7 @@ def _run_function(func: FuncOp, inputs: Sequence, observer: Callable[[Operation,
             raise IRError(f"cannot interpret unregistered op '{op.name}'{op.location_str()}")
         args = [env[id(v)] for v in op.operands]
         try:
-            outs = op.opdef.evaluate(args, op.attributes, [r.type for r in op.results])
+            outs = _evaluate(op, args, env, binder, observer)
         except TensorforgeError:
             raise
         except Exception as e:  # a reference implementation rejected its inputs
@@ -194,11 +194,86 @@ def _run_function(func: FuncOp, inputs: Sequence, observer: Callable[[Operation,
             observer(op, outs)
         for r, arr in zip(op.results, outs):
             env[id(r)] = arr
-        for v in op.operands:  # free intermediates early: whole models run here
+        for v in _reads(op):  # free intermediates early: whole models run here
             remaining[id(v)] -= 1
             if remaining[id(v)] == 0 and not v.is_block_arg:
                 env.pop(id(v), None)
     raise IRError(f"'{func.sym_name}' has no func.return")
+
+
+def _reads(op: Operation) -> list[Value]:
+    """The values ``op`` reads: its operands and, for an op with regions, the values of the
+    enclosing scopes its bodies use (so that they stay alive until the op ran)."""
+    if not op.regions:
+        return op.operands
+    inner: set[int] = set()
+    outer: dict[int, Value] = {id(v): v for v in op.operands}
+    for nested in op.walk():
+        if nested is not op:
+            for v in nested.operands:
+                if id(v) not in inner:
+                    outer.setdefault(id(v), v)
+        for region in nested.regions:
+            for block in region.blocks:
+                inner.update(id(a) for a in block.args)
+        inner.update(id(r) for r in nested.results)
+    return [v for k, v in outer.items() if k not in inner]
+
+
+def _evaluate(op: Operation, args: list, env: dict, binder: SymbolBinder,
+              observer: Callable[[Operation, list], None] | None) -> list:
+    """One op's results: its reference semantics, or for an op with regions (``graph.if``,
+    ``graph.loop``, ``graph.scan``) its ``run`` hook with the bodies interpreted."""
+    if not op.regions:
+        return op.opdef.evaluate(args, op.attributes, [r.type for r in op.results])
+
+    def call(index: int, block_args) -> list:
+        return run_block(op.regions[index].blocks[0], block_args, env, binder, observer)
+
+    outs = op.opdef.run(op, args, call)
+    return [np.asarray(o).astype(r.type.dtype.np, copy=False) if isinstance(r.type, TensorType) else o
+            for o, r in zip(outs, op.results)]
+
+
+def run_block(block, args: Sequence, env: dict, binder: SymbolBinder | None = None,
+              observer: Callable[[Operation, list], None] | None = None) -> list:
+    """Runs one body block of an op with regions: ``args`` bind its arguments, values of the
+    enclosing scopes are read from ``env`` (not changed); returns the terminator's operands.
+    Symbols in the body's types are bound afresh per run (a loop's carried sizes may change)."""
+    inner = SymbolBinder(binder.table if binder is not None else None)
+    if binder is not None:
+        inner.sizes.update(binder.sizes)
+    local = dict(env)
+    for i, (a, x) in enumerate(zip(block.args, args)):
+        arr = np.asarray(x)
+        if isinstance(a.type, TensorType):
+            if arr.dtype != a.type.dtype.np:
+                arr = arr.astype(a.type.dtype.np)
+            inner.bind_and_check(a.type, arr, f"body argument #{i}")
+        local[id(a)] = arr
+    token = _SYMBOL_SIZES.set(inner.sizes)
+    try:
+        for op in block:
+            if op.opdef is not None and op.opdef.traits and "terminator" in op.opdef.traits:
+                return [local[id(v)] for v in op.operands]
+            if op.opdef is None:
+                raise IRError(f"cannot interpret unregistered op '{op.name}'{op.location_str()}")
+            a = [local[id(v)] for v in op.operands]
+            try:
+                outs = _evaluate(op, a, local, inner, observer)
+            except TensorforgeError:
+                raise
+            except Exception as e:
+                raise IRError(f"interpreting '{op.name}'{op.location_str()} failed: {type(e).__name__}: {e}") from e
+            for k, (r, arr) in enumerate(zip(op.results, outs)):
+                inner.bind_and_check(r.type, arr, f"result #{k} of '{op.name}'{op.location_str()}")
+            if observer is not None:
+                observer(op, outs)
+            for r, arr in zip(op.results, outs):
+                local[id(r)] = arr
+    finally:
+        _SYMBOL_SIZES.reset(token)
+    raise IRError("a body block has no terminator")
 
 
 def interpret(module_or_func: ModuleOp | FuncOp, *inputs) -> list[np.ndarray]:

@@ -50,6 +50,12 @@ _SIMPLE_ESCAPES = {b'"': b'"', b"\\": b"\\", b"n": b"\n", b"t": b"\t"}
 _DTYPES = {d.value: d for d in DType}
 _INT_ARRAY = {"i1", "i8", "i16", "i32", "i64"}
 _FLOAT_ARRAY = {"f32": DType.f32, "f64": DType.f64, "f16": DType.f16}
+# Deepest nesting of ops (regions), attribute lists, types and dense lists the parser accepts; deeper
+# text is a ParseError instead of a RecursionError.  Real modules nest a few levels.
+MAX_NESTING = 100
+# Largest splat (one value for a whole tensor) that the parser materialises; a bigger one is a
+# ParseError naming the type instead of an attempt to allocate terabytes for a corrupt dim.
+MAX_SPLAT_BYTES = 1 << 30
 _TRAILER_RE = re.compile(r"\{-#\s*(?:dialect_resources|external_resources)\s*:")
 _TRAILER_TOKEN = re.compile(r'\s*(?:(\{-\#|\#-\}|[{}:,])|([A-Za-z_][A-Za-z0-9_$.\-]*)|(")|([^\s,{}"]+))')
 
@@ -247,6 +253,7 @@ class _Parser:
         self.frames: list[list[dict[str, tuple[list[Value], int]]]] = [[{}]]
         self.type_cache: dict[str, Type] = {}
         self.dense_cache: dict[tuple[str, Type], Dense] = {}
+        self.depth = 0          # nesting of ops, attributes, types, dense lists (see MAX_NESTING)
 
     # -- token helpers ---------------------------------------------------------------------
     @property
@@ -292,8 +299,17 @@ class _Parser:
             module.body.append(op)
         return module
 
+    def nest(self, pos: int) -> None:
+        """One level deeper; past ``MAX_NESTING`` a ParseError (not a RecursionError).  Levels are
+        not popped on errors: a ParseError ends the parse."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.fail(f"nesting deeper than {MAX_NESTING} levels (regions, attribute lists or types; "
+                            f"unbalanced brackets?)", pos)
+
     def operation(self) -> Operation:
         start = self.pos
+        self.nest(start)
         loc = self.loc(start)     # now, while positions still increase (regions come later)
         groups: list[tuple[str, int, int]] = []
         if self.kind == "value":
@@ -371,6 +387,7 @@ class _Parser:
         for rname, count, p in groups:
             self.define(rname, op.results[k:k + count], p)
             k += count
+        self.depth -= 1
         return op
 
     def apply_names(self, func: Operation, names: dict[str, Any], pos: int) -> None:
@@ -473,6 +490,12 @@ class _Parser:
             self.expect(",", f"',' or '{close}' in a type list")
 
     def type(self) -> Type:
+        self.nest(self.pos)
+        t = self._type()
+        self.depth -= 1
+        return t
+
+    def _type(self) -> Type:
         kind, tok, p = self.kind, self.texts[self.i], self.pos
         if kind == "shaped":
             self.i += 1
@@ -544,6 +567,12 @@ class _Parser:
             self.expect(",", "',' or '}' in the attribute dictionary")
 
     def attr(self) -> Any:
+        self.nest(self.pos)
+        value = self._attr()
+        self.depth -= 1
+        return value
+
+    def _attr(self) -> Any:
         kind, tok, p = self.kind, self.texts[self.i], self.pos
         if kind == "ident":
             if tok in ("true", "false"):
@@ -631,6 +660,9 @@ class _Parser:
         self.expect(":", "':' and the type of the dense literal")
         t = self.static_tensor_type("a dense literal")
         size, dtype = math.prod(t.shape), t.dtype
+        if size * dtype.np.itemsize > MAX_SPLAT_BYTES and (shape == () or (data is not None and len(data) <= 8)):
+            raise self.fail(f"splat dense literal of {t} would take {size * dtype.np.itemsize} bytes, more than "
+                            f"the parser materialises ({MAX_SPLAT_BYTES}); its dims are probably wrong", start)
         if data is not None:
             width = 2 if dtype is DType.bf16 else dtype.itemsize
             if len(data) not in (size * width, width):
@@ -657,6 +689,7 @@ class _Parser:
         self.expect("[", "a dense element or '['")
         if self.accept("]"):
             return (0,)
+        self.nest(p)
         shapes = []
         while True:
             shapes.append(self.dense_elements(flat))
@@ -665,6 +698,7 @@ class _Parser:
             self.expect(",", "',' or ']' in a dense literal")
         if any(s != shapes[0] for s in shapes):
             raise self.fail("ragged dense literal: nested lists have different lengths", p)
+        self.depth -= 1
         return (len(shapes),) + shapes[0]
 
     def element_array(self, flat: list[tuple[str, int]], dtype: DType) -> np.ndarray:

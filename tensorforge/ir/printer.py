@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import IRError
+from . import lowbits
 from .attributes import Dense
 from .core import Block, Operation
 from .types import DType, Type
@@ -99,6 +100,8 @@ def float_from_bits(bits: np.ndarray, dtype: DType) -> np.ndarray:
     """Bit patterns (as printed in hex) -> the NumPy array that holds ``dtype`` values."""
     if dtype is DType.bf16:
         return (bits.astype(np.uint32) << 16).view(np.float32)
+    if dtype in lowbits.FLOAT_FORMATS:
+        return lowbits.decode(bits, dtype)
     return bits.astype(_BITS[dtype][0]).view(dtype.np)
 
 
@@ -106,6 +109,8 @@ def raw_bytes(array: np.ndarray, dtype: DType) -> bytes:
     """Little-endian element bytes as MLIR stores them (bf16 as 2-byte patterns)."""
     if dtype is DType.bf16:
         return bf16_bits(array).astype("<u2").tobytes()
+    if dtype.is_storage_only:      # float8/float4/int4/int2: one byte per element, its bit pattern
+        return lowbits.encode(array, dtype).tobytes()
     return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
 
 
@@ -113,6 +118,8 @@ def array_from_bytes(data: bytes | memoryview, dtype: DType, shape: tuple) -> np
     """Inverse of ``raw_bytes``: a read-only array of ``shape`` (a single element is a splat)."""
     if dtype is DType.bf16:
         arr = float_from_bits(np.frombuffer(data, dtype="<u2"), dtype)
+    elif dtype.is_storage_only:
+        arr = lowbits.decode(np.frombuffer(data, dtype=np.uint8), dtype)
     else:
         arr = np.frombuffer(data, dtype=dtype.np.newbyteorder("<"))
         if arr.dtype != dtype.np:
@@ -319,8 +326,11 @@ def _elements(flat: np.ndarray, dtype: DType) -> list[str]:
         return [format_f64(x) for x in flat.tolist()]
     out = []
     finite = np.isfinite(flat)
-    bits = bf16_bits(flat) if dtype is DType.bf16 else flat.view(_BITS[dtype][0])
-    hexfmt = _BITS[dtype][1]
+    if dtype in lowbits.FLOAT_FORMATS:
+        bits, hexfmt = lowbits.encode(flat, dtype), "%02X"
+    else:
+        bits = bf16_bits(flat) if dtype is DType.bf16 else flat.view(_BITS[dtype][0])
+        hexfmt = _BITS[dtype][1]
     for x, ok, b in zip(flat, finite.tolist(), bits.tolist()):
         if not ok:
             out.append("0x" + hexfmt % b)

@@ -47,9 +47,9 @@ from .rewrite import Pattern, PatternRewriter, constant_value
 from .types import DType, TensorType
 
 # ---- functions usable in constraints and result attributes ------------------------------
-_EXACT_INT_BITS = {DType.f16: 11, DType.bf16: 8, DType.f32: 24, DType.f64: 53}
-_INT_RANGE = {DType.bool: (0, 1), DType.u8: (0, 255), DType.i8: (-128, 127), DType.i16: (-2 ** 15, 2 ** 15 - 1),
-              DType.i32: (-2 ** 31, 2 ** 31 - 1), DType.i64: (-2 ** 63, 2 ** 63 - 1)}
+_EXACT_INT_BITS = {DType.f16: 11, DType.bf16: 8, DType.f32: 24, DType.f64: 53, DType.f8e4m3fn: 4,
+                   DType.f8e4m3fnuz: 4, DType.f8e5m2: 3, DType.f8e5m2fnuz: 3, DType.f4e2m1: 2}
+_INT_RANGE = {d: d.int_range for d in DType if not d.is_float}
 _FLOAT_WIDENING = {(DType.f16, DType.f32), (DType.f16, DType.f64), (DType.bf16, DType.f32),
                    (DType.bf16, DType.f64), (DType.f32, DType.f64)}
 

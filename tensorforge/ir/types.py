@@ -27,7 +27,21 @@ class DType(enum.Enum):
     i32 = "i32"
     i64 = "i64"
     u8 = "ui8"
+    u16 = "ui16"
+    u32 = "ui32"
+    u64 = "ui64"
     bool = "i1"
+    # Storage-only types (ONNX low-precision formats): values are held, and computed on, in
+    # ``compute_type`` (``np``); only ``graph.cast`` to them rounds (see ``is_storage_only``).
+    f8e4m3fn = "f8E4M3FN"
+    f8e4m3fnuz = "f8E4M3FNUZ"
+    f8e5m2 = "f8E5M2"
+    f8e5m2fnuz = "f8E5M2FNUZ"
+    f4e2m1 = "f4E2M1FN"
+    i4 = "i4"
+    u4 = "ui4"
+    i2 = "i2"
+    u2 = "ui2"
 
     @property
     def is_float(self) -> bool:
@@ -36,6 +50,32 @@ class DType(enum.Enum):
     @property
     def is_int(self) -> bool:
         return not self.is_float and self is not DType.bool
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self in _UNSIGNED
+
+    @property
+    def is_storage_only(self) -> bool:
+        """bf16, the float8/float4 formats and the 4-/2-bit ints: no arithmetic of their own.
+
+        Their values are held in ``np`` (the NumPy type of ``compute_type``), every op but a cast
+        to them computes in ``compute_type``, and a cast to them rounds (float8/float4: to nearest
+        even, saturating or not; 4-/2-bit ints: truncation of floats, out of range -> 0, and
+        wraparound of ints, as ONNX/ml_dtypes).  Native code widens them to ``compute_type``
+        before lowering; the model boundary converts the ml_dtypes arrays ONNX uses.
+        """
+        return self in _COMPUTE_TYPE
+
+    @property
+    def compute_type(self) -> "DType":
+        """The type that holds and computes values of a storage-only type (itself otherwise)."""
+        return _COMPUTE_TYPE.get(self, self)
+
+    @property
+    def int_range(self) -> tuple[int, int]:
+        """(min, max) of an integer or bool type."""
+        return _INT_RANGES[self]
 
     @property
     def itemsize(self) -> int:
@@ -73,17 +113,29 @@ class DType(enum.Enum):
         return f"DType.{self.name}"
 
 
-_FLOATS = {DType.f16, DType.bf16, DType.f32, DType.f64}
+_FLOAT8 = (DType.f8e4m3fn, DType.f8e4m3fnuz, DType.f8e5m2, DType.f8e5m2fnuz, DType.f4e2m1)
+_FLOATS = {DType.f16, DType.bf16, DType.f32, DType.f64, *_FLOAT8}
+_UNSIGNED = {DType.u8, DType.u16, DType.u32, DType.u64, DType.u4, DType.u2}
+_COMPUTE_TYPE = {DType.bf16: DType.f32, **{d: DType.f32 for d in _FLOAT8},
+                 DType.i4: DType.i8, DType.i2: DType.i8, DType.u4: DType.u8, DType.u2: DType.u8}
+# Storage size; the sub-byte types take one byte per element (unpacked, as ml_dtypes holds them).
 _ITEMSIZE = {DType.f16: 2, DType.bf16: 2, DType.f32: 4, DType.f64: 8, DType.i8: 1, DType.i16: 2,
-             DType.i32: 4, DType.i64: 8, DType.u8: 1, DType.bool: 1}
-_TO_NP = {DType.f16: np.dtype(np.float16), DType.bf16: np.dtype(np.float32),
-          DType.f32: np.dtype(np.float32), DType.f64: np.dtype(np.float64),
+             DType.i32: 4, DType.i64: 8, DType.u8: 1, DType.u16: 2, DType.u32: 4, DType.u64: 8,
+             DType.bool: 1, **{d: 1 for d in _FLOAT8}, DType.i4: 1, DType.u4: 1, DType.i2: 1, DType.u2: 1}
+_TO_NP = {DType.f16: np.dtype(np.float16), DType.f32: np.dtype(np.float32), DType.f64: np.dtype(np.float64),
           DType.i8: np.dtype(np.int8), DType.i16: np.dtype(np.int16), DType.i32: np.dtype(np.int32),
-          DType.i64: np.dtype(np.int64), DType.u8: np.dtype(np.uint8), DType.bool: np.dtype(np.bool_)}
-_FROM_NP = {v: k for k, v in _TO_NP.items() if k is not DType.bf16}
+          DType.i64: np.dtype(np.int64), DType.u8: np.dtype(np.uint8), DType.u16: np.dtype(np.uint16),
+          DType.u32: np.dtype(np.uint32), DType.u64: np.dtype(np.uint64), DType.bool: np.dtype(np.bool_)}
+_FROM_NP = dict((v, k) for k, v in _TO_NP.items())
+_TO_NP.update({d: _TO_NP[c] for d, c in _COMPUTE_TYPE.items()})
+_INT_RANGES = {DType.bool: (0, 1), DType.i4: (-8, 7), DType.u4: (0, 15), DType.i2: (-2, 1), DType.u2: (0, 3),
+               **{d: (int(np.iinfo(_TO_NP[d]).min), int(np.iinfo(_TO_NP[d]).max))
+                  for d in (DType.i8, DType.i16, DType.i32, DType.i64, DType.u8, DType.u16, DType.u32, DType.u64)}}
 _C_NAMES = {DType.f16: "_Float16", DType.bf16: "uint16_t", DType.f32: "float", DType.f64: "double",
             DType.i8: "int8_t", DType.i16: "int16_t", DType.i32: "int32_t", DType.i64: "int64_t",
-            DType.u8: "uint8_t", DType.bool: "bool"}
+            DType.u8: "uint8_t", DType.u16: "uint16_t", DType.u32: "uint32_t", DType.u64: "uint64_t",
+            DType.bool: "bool", **{d: "uint8_t" for d in _FLOAT8}, DType.i4: "int8_t", DType.i2: "int8_t",
+            DType.u4: "uint8_t", DType.u2: "uint8_t"}
 _BY_TEXT = {d.value: d for d in DType}
 _BY_TEXT.update({d.name: d for d in DType})
 

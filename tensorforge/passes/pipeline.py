@@ -28,7 +28,7 @@ from ..errors import PassError
 from ..ir.builtin import ModuleOp
 from ..ir.pass_manager import PassManager, PassReport
 
-CLEANUP = ("const-fold", "shape-prop", "dce", "cse")
+CLEANUP = ("const-fold", "fold-control-flow", "shape-prop", "dce", "cse")
 OPTIMIZE = ("simplify-extra", "fold-inference", "cse", "dce")
 
 

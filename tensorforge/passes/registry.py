@@ -22,6 +22,7 @@ _LAZY: dict[str, str] = {
     "simplify-extra": "tensorforge.passes.graph.rules_extra", "shape-prop": "tensorforge.passes.graph.shape_prop",
     "fold-inference": "tensorforge.passes.graph.fold_inference", "layout": "tensorforge.passes.graph.layout",
     "reorder": "tensorforge.passes.graph.reorder", "const-fold": "tensorforge.passes.graph.const_fold",
+    "fold-control-flow": "tensorforge.passes.graph.fold_control_flow",
 }
 # Lowering to kernels and the fusion passes.
 _LAZY.update({"lower-structured": "tensorforge.passes.lower.graph_to_kernels",

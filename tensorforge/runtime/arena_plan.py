@@ -15,6 +15,7 @@ without the compiler.
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -83,7 +84,9 @@ class DynamicPlan:
     ``symbols`` is the model's symbol order (the order of the ``dims`` array ``tf_run_dyn``
     takes); buffer ``k`` lives at ``arena + offsets[k]``.  ``offsets_for(dims)`` places the
     buffers for one set of symbol values; the last ``CACHE_SIZE`` results are kept, so a serving
-    loop at a few distinct sizes evaluates nothing after the first call at each.
+    loop at a few distinct sizes evaluates nothing after the first call at each.  The cache is
+    safe to use from several threads (one plan serves every concurrent call of a model); its
+    results are shared, so callers must not change them.
     """
 
     def __init__(self, symbols: Sequence[str], buffers: Sequence[PlannedBuffer], cache_size: int = CACHE_SIZE):
@@ -91,6 +94,7 @@ class DynamicPlan:
         self.buffers = list(buffers)
         self._cache: OrderedDict[tuple[int, ...], tuple[list[int], int]] = OrderedDict()
         self._cache_size = cache_size
+        self._lock = threading.Lock()     # get + move_to_end + evict must not interleave
 
     def sizes_for(self, dims: Sequence[int]) -> list[int]:
         """Each buffer's byte size for the symbol values ``dims`` (in ``symbols`` order)."""
@@ -107,14 +111,16 @@ class DynamicPlan:
     def offsets_for(self, dims: Sequence[int]) -> tuple[list[int], int]:
         """(offset of every buffer, arena bytes) for the symbol values ``dims``; cached."""
         key = tuple(int(d) for d in dims)
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)
-            return hit
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
         result = place(self.sizes_for(key), [(b.start, b.end) for b in self.buffers])
-        self._cache[key] = result
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[key] = result
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
         return result
 
     def describe_dims(self, dims: Sequence[int]) -> str:

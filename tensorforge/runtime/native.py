@@ -7,15 +7,21 @@ one ctypes call; the GIL is released while the kernels run.  NumPy arrays and to
 both accepted without copies when they already have the right dtype, shape and layout; torch in
 gives torch out (sharing memory with the NumPy result).
 
-A model's arena holds the intermediates of the run in progress, so calls of one model from
-several threads take turns (a lock); separate model objects run in parallel.
+A model's arena holds the intermediates of the run in progress, so each call borrows one from
+the model's bounded pool (``buffers.Pool``): calls from several threads run in parallel, each in
+its own arena (with its own pointer arrays), up to ``max_concurrency`` at once; more callers wait
+for a free arena.  The default bound is as many calls as fit on the cores at the model's thread
+count (all cores / ``threads``): with ``threads=1``, one call per core.  Weights are shared
+(read-only), and so are the per-shape checks and placements (immutable once made).  An arena
+(or output) that does not fit in memory is a ``TensorforgeError`` naming the bytes.
 
 A model with symbolic dims (``symbols`` and a ``DynamicPlan``) runs through ``tf_run_dyn``:
 each call binds every symbol from the first input axis that is exactly that symbol, checks
 every axis and range before anything runs (one-line errors; ``out=`` is untouched on an error),
 places the intermediates for those dims (``arena_plan.py``, cached per distinct input shapes),
-grows the arena when a call needs more, and passes the dims and offsets.  The static path is
-the same code as before: a dynamic model swaps in its own ``_run_locked``.
+grows the borrowed arena when a call needs more (each arena keeps its own size: reused while
+big enough), and passes the dims and offsets.  The static path is the same code as before: a
+dynamic model swaps in its own ``_run_in``.
 
 Data-dependent sizes (the count of a nonzero, unique, compress or NMS: a symbol whose
 ``SymbolRange.bound`` is set) are bound by no input: a call sets each at its upper bound (the
@@ -38,7 +44,7 @@ import numpy as np
 from ..errors import InputShapeError, TensorforgeError
 from ..ir.symbolic import SymbolTable, evaluate, evaluate_shape
 from .arena_plan import DynamicPlan
-from .buffers import aligned_empty, is_aligned
+from .buffers import Pool, allocate, check_available, is_aligned, out_of_memory
 from .signature import TensorSpec
 
 # The C ABI of a model library (codegen/c/model.py emits it).
@@ -69,6 +75,13 @@ def default_threads() -> int:
     return os.cpu_count() or 1
 
 
+# what to do when a call's memory is not there (static models: sizes fixed at compile time)
+_STATIC_ADVICE = ("compile the model for a smaller batch, or let fewer calls run at once "
+                  "(model.native.set_max_concurrency): each holds its own arena")
+_DYNAMIC_ADVICE = ("call the model with a smaller batch (smaller inputs), or compile it with a smaller maximum "
+                   "for the symbolic dims (dim_ranges= / dynamic_shapes=) so such calls are refused up front")
+
+
 def load_library(path: str | os.PathLike) -> ctypes.CDLL:
     """dlopen ``path`` once per process."""
     key = os.path.realpath(path)
@@ -91,6 +104,18 @@ def _address(x: np.ndarray) -> int:
         return x.ctypes.data
 
 
+def _new_outputs(specs: Sequence[tuple[tuple[int, ...], np.dtype]], advice: str) -> list[np.ndarray]:
+    """Fresh output arrays of these (shape, dtype), or the out-of-memory ``TensorforgeError``."""
+    try:
+        return [np.empty(shape, dtype) for shape, dtype in specs]
+    except MemoryError:
+        raise out_of_memory(_nbytes(specs), "the outputs of a call", advice) from None
+
+
+def _nbytes(specs: Sequence[tuple[tuple[int, ...], np.dtype]]) -> int:
+    return sum(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize for shape, dtype in specs)
+
+
 _torch_tensor: type | None = None     # torch.Tensor once torch is imported (for the fast path)
 
 
@@ -107,18 +132,40 @@ def _is_torch_tensor(x: Any) -> bool:
     return True
 
 
+class _Arena:
+    """The working memory of one call in progress: the arena for the intermediates, the input
+    and output pointer arrays ``tf_run`` reads, and the ctypes arguments pointing at them
+    (ctypes objects, not ints: ctypes passes them without a per-call conversion).  One per
+    concurrent caller, so no two calls ever write the same pointer slot or intermediate."""
+
+    __slots__ = ("buffer", "in_ptrs", "out_ptrs", "args")
+
+    def __init__(self, nbytes: int, n_in: int, n_out: int, weights_address: int, what: str, advice: str):
+        self.in_ptrs = (ctypes.c_void_p * max(n_in, 1))()
+        self.out_ptrs = (ctypes.c_void_p * max(n_out, 1))()
+        self.buffer = allocate(max(nbytes, 64), what, advice)
+        self.args = (ctypes.c_void_p(ctypes.addressof(self.in_ptrs)), ctypes.c_void_p(ctypes.addressof(self.out_ptrs)),
+                     ctypes.c_void_p(self.buffer.ctypes.data), ctypes.c_void_p(weights_address))
+
+    def grow(self, nbytes: int, what: str, advice: str) -> None:
+        """A bigger arena for this slot (dynamic models); on failure the old one stays usable."""
+        self.buffer = allocate(nbytes, what, advice)
+        self.args = self.args[:2] + (ctypes.c_void_p(self.buffer.ctypes.data),) + self.args[3:]
+
+
 class NativeModel:
-    """Owns the loaded library, the arena and the weights of one compiled model.
+    """Owns the loaded library, the pool of arenas and the weights of one compiled model.
 
     ``library_path``/``source``/``build`` say where the code came from; ``save`` writes them
-    into an artifact (runtime/artifact.py).
+    into an artifact (runtime/artifact.py).  ``max_concurrency`` bounds the calls that run at
+    once (default: all cores / ``threads``); see ``set_max_concurrency``.
     """
 
     def __init__(self, lib: ctypes.CDLL, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec],
                  weights: np.ndarray, arena_bytes: int, threads: int | None = None,
                  library_path: Path | None = None, source: str | None = None,
                  build: dict[str, Any] | None = None, symbols: SymbolTable | None = None,
-                 plan: DynamicPlan | None = None):
+                 plan: DynamicPlan | None = None, max_concurrency: int | None = None):
         self.lib = lib
         self.inputs = list(inputs)
         self.outputs = list(outputs)
@@ -135,28 +182,62 @@ class NativeModel:
         self._set_threads = self._function(SET_THREADS, [ctypes.c_int], None)
         self._get_threads = self._function(GET_THREADS, [], ctypes.c_int)
         if weights.dtype != np.uint8 or weights.ndim != 1 or not is_aligned(weights):
-            blob = aligned_empty(max(weights.nbytes, 64))
+            blob = allocate(max(weights.nbytes, 64), "the model's weights", "free memory or load a smaller model")
             blob[:weights.nbytes] = np.ascontiguousarray(weights).reshape(-1).view(np.uint8)
             weights = blob
         self.weights = weights
-        self.arena = aligned_empty(max(self.arena_bytes, 64))
-        self._in_ptrs = (ctypes.c_void_p * max(len(self.inputs), 1))()
-        self._out_ptrs = (ctypes.c_void_p * max(len(self.outputs), 1))()
-        # ctypes objects, not ints: ctypes passes them without a per-call conversion
-        self._call_args = tuple(ctypes.c_void_p(a) for a in (
-            ctypes.addressof(self._in_ptrs), ctypes.addressof(self._out_ptrs),
-            self.arena.ctypes.data, self.weights.ctypes.data))
         self._n_in = len(self.inputs)
         self._in_dtypes = [s.np_dtype for s in self.inputs]
         self._in_shapes = [s.shape for s in self.inputs]
         self._out_specs = [(s.shape, s.np_dtype) for s in self.outputs]
         self._in_torch_dtypes: list = [None] * self._n_in     # filled on the first torch input
         self._handle = lib._handle
-        self._lock = threading.Lock()
         self._threads = 0
+        self._max_concurrency: int | None = None          # None: follows the thread count
+        self._pool: Pool[_Arena] = Pool(self._new_arena, 1)
         self.set_threads(threads or default_threads())
+        if max_concurrency is not None:
+            self.set_max_concurrency(max_concurrency)
+        # the first arena now, so a static model that does not fit fails at compile/load time
+        self._pool.release(self._pool.acquire())
         if plan is not None:
             self._init_dynamic()
+
+    def _new_arena(self) -> _Arena:
+        what = "the arena of a call (its intermediates)"
+        advice = _DYNAMIC_ADVICE if self.is_dynamic else _STATIC_ADVICE
+        return _Arena(self.arena_bytes, len(self.inputs), len(self.outputs), self.weights.ctypes.data, what, advice)
+
+    # ---- arenas: one per call in progress ------------------------------------------------
+    @property
+    def max_concurrency(self) -> int:
+        """How many calls of this model run at once (each in its own arena); more callers wait."""
+        return self._pool.bound
+
+    def set_max_concurrency(self, n: int | None) -> None:
+        """Lets at most ``n`` calls run at once; None restores the default, all cores / ``threads``
+        (one call per core with ``threads=1``).  Arenas are made on demand and kept, so memory
+        grows to at most ``n`` arenas."""
+        self._pool.set_bound(n if n is not None else self._default_concurrency())
+        self._max_concurrency = None if n is None else int(n)
+
+    def _default_concurrency(self) -> int:
+        return max(1, default_threads() // self._threads)
+
+    @property
+    def arenas(self) -> list[np.ndarray]:
+        """The arena of every slot made so far (at most ``max_concurrency``), oldest first."""
+        return [a.buffer for a in self._pool.items]
+
+    @property
+    def arena(self) -> np.ndarray:
+        """The first arena: the one a lone caller always gets back."""
+        return self._pool.items[0].buffer
+
+    @property
+    def _call_args(self) -> tuple:
+        """``tf_run``'s arguments as a lone caller's last call left them (``overhead.py`` reuses them)."""
+        return self._pool.items[0].args
 
     @property
     def is_dynamic(self) -> bool:
@@ -178,11 +259,18 @@ class NativeModel:
         return self._threads
 
     def set_threads(self, n: int) -> None:
-        """Runs later calls on ``n`` OpenMP threads (``n`` >= 1)."""
+        """Runs later calls on ``n`` OpenMP threads (``n`` >= 1), each call on its own team.
+
+        The count lives in the library and ``tf_run`` applies it on entry with
+        ``omp_set_num_threads``, which sets the *calling* thread's OpenMP setting: so every
+        thread that calls the model gets it, with nothing to set per thread.  Unless
+        ``max_concurrency`` was set, the default concurrency follows (all cores / ``n``)."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise TensorforgeError(f"threads must be a positive integer, got {n!r}")
         self._threads = int(n)
         self._apply_threads()
+        if self._max_concurrency is None:
+            self._pool.set_bound(self._default_concurrency())
 
     def _apply_threads(self) -> None:
         self._set_threads(self._threads)
@@ -228,11 +316,16 @@ class NativeModel:
         if len(inputs) != self._n_in:
             names = ", ".join(s.name for s in self.inputs)
             raise TensorforgeError(f"the model takes {self._n_in} input(s) ({names}), got {len(inputs)}")
-        with self._lock:
-            return self._run_locked(inputs, out)
+        pool = self._pool
+        arena = pool.acquire()
+        try:
+            return self._run_in(arena, inputs, out)
+        finally:
+            pool.release(arena)
 
-    def _run_locked(self, inputs: Sequence[Any], out: Sequence[Any] | None) -> list:
-        ptrs = self._in_ptrs
+    def _run_in(self, arena: _Arena, inputs: Sequence[Any], out: Sequence[Any] | None) -> list:
+        """One call of a static model in the borrowed ``arena``."""
+        ptrs = arena.in_ptrs
         dtypes, shapes, tdtypes = self._in_dtypes, self._in_shapes, self._in_torch_dtypes
         held = None               # converted inputs that must stay alive during the call
         as_torch = False
@@ -254,15 +347,15 @@ class NativeModel:
                 held = []
             held.append(keep)
         if out is None:
-            outs = [np.empty(s, d) for s, d in self._out_specs]
-            optrs = self._out_ptrs
+            outs = _new_outputs(self._out_specs, _STATIC_ADVICE)
+            optrs = arena.out_ptrs
             for j, o in enumerate(outs):
                 optrs[j] = _address(o)
         else:
-            outs = self._set_outputs(out)
+            outs = self._set_outputs(out, arena.out_ptrs)
         if _lib_threads.get(self._handle) != self._threads:
             self._apply_threads()
-        self.fn(*self._call_args)
+        self.fn(*arena.args)
         if as_torch and out is None:
             from_numpy = _torch().from_numpy
             return [from_numpy(o) for o in outs]
@@ -304,10 +397,10 @@ class NativeModel:
             t = t.contiguous()
         return t.data_ptr(), t
 
-    def _set_outputs(self, out: Sequence[Any]) -> list:
+    def _set_outputs(self, out: Sequence[Any], optrs) -> list:
+        """Checks the ``out=`` arrays of a static call and writes their addresses into ``optrs``."""
         if len(out) != len(self.outputs):
             raise TensorforgeError(f"out= needs {len(self.outputs)} array(s), got {len(out)}")
-        optrs = self._out_ptrs
         for j, o in enumerate(out):
             shape, dtype = self._out_specs[j]
             if type(o) is _ndarray and o.dtype == dtype and o.shape == shape and o.flags.c_contiguous:
@@ -353,7 +446,8 @@ class NativeModel:
             raise TensorforgeError(f"the symbol(s) {', '.join(unbound)} are no input axis of their own, so a call "
                                    f"cannot bind them; declare them on an input dimension")
         self._shape_cache: dict[tuple, _Bound] = {}
-        self._run_locked = self._run_dynamic_locked
+        self._shape_lock = threading.Lock()          # serialises misses; hits read the dict lock-free
+        self._run_in = self._run_dynamic
 
     def bind(self, shapes: Sequence[Sequence[int]]) -> dict[str, int]:
         """The symbols' values for inputs of ``shapes``, after checking every axis and range;
@@ -361,8 +455,7 @@ class NativeModel:
         Data-dependent sizes are given at their upper bounds (a run computes the true ones)."""
         if not self.is_dynamic:
             return {}
-        with self._lock:
-            bound = self._bound(tuple(tuple(int(d) for d in s) for s in shapes))
+        bound = self._bound(tuple(tuple(int(d) for d in s) for s in shapes))
         return dict(zip(self.plan.symbols, bound.values))
 
     def output_shapes(self, shapes: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
@@ -370,23 +463,32 @@ class NativeModel:
         size depends on the input values is given at its upper bound (what a call allocates)."""
         if not self.is_dynamic:
             return [tuple(s.shape) for s in self.outputs]
-        with self._lock:
-            return list(self._bound(tuple(tuple(int(d) for d in s) for s in shapes)).out_shapes)
+        return [shape for shape, _ in self._bound(tuple(tuple(int(d) for d in s) for s in shapes)).out_specs]
 
     def _bound(self, shapes: tuple) -> "_Bound":
+        """The checks and placement for these input shapes: cached, and shared by every caller
+        (a ``_Bound`` never changes once made, and the ``dims``/``offsets`` arrays are only read)."""
         hit = self._shape_cache.get(shapes)
         if hit is not None:
             return hit
+        with self._shape_lock:
+            hit = self._shape_cache.get(shapes)
+            if hit is None:
+                hit = self._new_bound(shapes)
+                if len(self._shape_cache) >= SHAPE_CACHE:
+                    self._shape_cache.pop(next(iter(self._shape_cache)))
+                self._shape_cache[shapes] = hit
+            return hit
+
+    def _new_bound(self, shapes: tuple) -> "_Bound":
         values = self._check_shapes(shapes)
         env = dict(zip(self.plan.symbols, values))
         offsets, arena_bytes = self.plan.offsets_for(values)
-        bound = _Bound(values, (ctypes.c_int64 * max(len(values), 1))(*values),
-                       (ctypes.c_int64 * max(len(offsets), 1))(*offsets), arena_bytes,
-                       [evaluate_shape(s.shape, env) for s in self.outputs])
-        if len(self._shape_cache) >= SHAPE_CACHE:
-            self._shape_cache.pop(next(iter(self._shape_cache)))
-        self._shape_cache[shapes] = bound
-        return bound
+        out_specs = [(evaluate_shape(s.shape, env), s.np_dtype) for s in self.outputs]
+        check_available(_nbytes(out_specs), f"the outputs of a call at {self.plan.describe_dims(values)}",
+                        _DYNAMIC_ADVICE)
+        return _Bound(values, (ctypes.c_int64 * max(len(values), 1))(*values),
+                      (ctypes.c_int64 * max(len(offsets), 1))(*offsets), arena_bytes, out_specs)
 
     def _check_shapes(self, shapes: tuple) -> tuple[int, ...]:
         """The symbol values (model order) for these input shapes, or the first error found."""
@@ -425,8 +527,9 @@ class NativeModel:
         raise InputShapeError(f"input '{name}' axis {axis} is {got}, but {d} = {want} for "
                                f"{self.plan.describe_dims([env[s] for s in self.plan.symbols])}")
 
-    def _run_dynamic_locked(self, inputs: Sequence[Any], out: Sequence[Any] | None) -> list:
-        ptrs = self._in_ptrs
+    def _run_dynamic(self, arena: _Arena, inputs: Sequence[Any], out: Sequence[Any] | None) -> list:
+        """One call of a model with symbolic dims in the borrowed ``arena``."""
+        ptrs = arena.in_ptrs
         keep = []                 # arrays whose addresses the call uses
         shapes = []
         as_torch = False
@@ -438,42 +541,41 @@ class NativeModel:
             as_torch |= is_torch
         bound = self._bound(tuple(shapes))
         if self._counts:
-            return self._run_counting(bound, out, as_torch)
-        outs = self._prepare_call(bound, out)
-        in_addr, out_addr, _, w_addr = self._call_args
-        self.fn(in_addr, out_addr, self.arena.ctypes.data, w_addr, bound.dims, bound.offsets)
+            return self._run_counting(arena, bound, out, as_torch)
+        outs = self._prepare_call(arena, bound, out)
+        self.fn(*arena.args, bound.dims, bound.offsets)
         if as_torch and out is None:
             from_numpy = _torch().from_numpy
             return [from_numpy(o) for o in outs]
         return outs
 
-    def _prepare_call(self, bound: "_Bound", out: Sequence[Any] | None) -> list:
+    def _prepare_call(self, arena: _Arena, bound: "_Bound", out: Sequence[Any] | None) -> list:
         """The output arrays of a dynamic call (new ones, or the checked ``out=``) with their
-        addresses in place, an arena big enough for ``bound`` (grown, never shrunk) and the
-        library's thread count applied."""
+        addresses in ``arena``'s pointer array, ``arena`` big enough for ``bound`` (grown, never
+        shrunk) and the library's thread count applied."""
         if out is None:
-            outs = [np.empty(shape, s.np_dtype) for shape, s in zip(bound.out_shapes, self.outputs)]
+            outs = _new_outputs(bound.out_specs, _DYNAMIC_ADVICE)
             for j, o in enumerate(outs):
-                self._out_ptrs[j] = _address(o)
+                arena.out_ptrs[j] = _address(o)
         else:
-            outs = self._set_dynamic_outputs(out, bound.out_shapes)
-        if bound.arena_bytes > self.arena.nbytes:
-            self.arena = aligned_empty(bound.arena_bytes)      # grows; reused while big enough
+            outs = self._set_dynamic_outputs(out, [shape for shape, _ in bound.out_specs], arena.out_ptrs)
+        if bound.arena_bytes > arena.buffer.nbytes:     # grows; reused while big enough
+            arena.grow(bound.arena_bytes, f"the arena of a call at {self.plan.describe_dims(bound.values)}",
+                       _DYNAMIC_ADVICE)
         if _lib_threads.get(self._handle) != self._threads:
             self._apply_threads()
         return outs
 
-    def _run_counting(self, bound: "_Bound", out: Sequence[Any] | None, as_torch: bool) -> list:
-        """A call of a model with data-dependent sizes (inputs already placed in ``_in_ptrs``)."""
+    def _run_counting(self, arena: _Arena, bound: "_Bound", out: Sequence[Any] | None, as_torch: bool) -> list:
+        """A call of a model with data-dependent sizes (inputs already placed in ``arena``)."""
         if out is not None and self._count_outputs:
             names = ", ".join(f"'{self.outputs[j].name}' {self.outputs[j].shape_text}" for j in self._count_outputs)
             raise TensorforgeError(f"out= cannot be used with this model: the shape of output(s) {names} depends on "
                                    f"the input values ({', '.join(s for _, s in self._counts)} are computed by the "
                                    f"run); call without out=")
-        outs = self._prepare_call(bound, out)
-        dims = np.array(bound.values, dtype=np.int64)      # the kernels write the counts into it
-        in_addr, out_addr, _, w_addr = self._call_args
-        self.fn(in_addr, out_addr, self.arena.ctypes.data, w_addr, dims.ctypes.data, bound.offsets)
+        outs = self._prepare_call(arena, bound, out)
+        dims = np.array(bound.values, dtype=np.int64)      # the kernels write the counts into it (per call)
+        self.fn(*arena.args, dims.ctypes.data, bound.offsets)
         if out is not None:
             return list(out)
         env = dict(zip(self.plan.symbols, (int(d) for d in dims)))
@@ -516,8 +618,9 @@ class NativeModel:
         x = np.ascontiguousarray(x)
         return _address(x), x, False
 
-    def _set_dynamic_outputs(self, out: Sequence[Any], shapes: list[tuple[int, ...]]) -> list:
-        """Checks every ``out=`` array against this call's output shapes, then takes their addresses."""
+    def _set_dynamic_outputs(self, out: Sequence[Any], shapes: list[tuple[int, ...]], optrs) -> list:
+        """Checks every ``out=`` array against this call's output shapes, then writes their
+        addresses into ``optrs``."""
         if len(out) != len(self.outputs):
             raise TensorforgeError(f"out= needs {len(self.outputs)} array(s), got {len(out)}")
         addresses = []
@@ -538,19 +641,20 @@ class NativeModel:
                 raise TensorforgeError(f"{what}: must be a writeable C-contiguous array")
             addresses.append(o.ctypes.data)
         for j, a in enumerate(addresses):
-            self._out_ptrs[j] = a
+            optrs[j] = a
         return list(out)
 
 
 class _Bound:
     """What one distinct tuple of input shapes needs for a call: the symbol values (as the C
-    ``dims`` array too), the buffers' offsets, the arena size and the output shapes."""
+    ``dims`` array too), the buffers' offsets, the arena size and the outputs' (shape, dtype).
+    Never changed once made, so concurrent calls share it."""
 
-    __slots__ = ("values", "dims", "offsets", "arena_bytes", "out_shapes")
+    __slots__ = ("values", "dims", "offsets", "arena_bytes", "out_specs")
 
-    def __init__(self, values: tuple[int, ...], dims, offsets, arena_bytes: int, out_shapes: list):
+    def __init__(self, values: tuple[int, ...], dims, offsets, arena_bytes: int, out_specs: list):
         self.values, self.dims, self.offsets = values, dims, offsets
-        self.arena_bytes, self.out_shapes = arena_bytes, out_shapes
+        self.arena_bytes, self.out_specs = arena_bytes, out_specs
 
 
 def _torch_dtype(spec: TensorSpec):

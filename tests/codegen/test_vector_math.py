@@ -22,10 +22,9 @@ void tf_test_{fn}(const float* restrict x, float* restrict y, long n) {{
 F32P = np.ctypeslib.ndpointer(np.float32, flags="C_CONTIGUOUS")
 
 
-@pytest.fixture(scope="module")
-def apply():
+def _compiled(fast_math: bool):
     lib = compile_c(PRELUDE + "".join(_APPLY.format(fn=f) for f in ("tf_erff", "tf_expf", "tf_geluf")),
-                    name="vmath_test")
+                    Target.host().with_fast_math(fast_math), name="vmath_test")
 
     def run(fn: str, x) -> np.ndarray:
         x = np.ascontiguousarray(x, np.float32)
@@ -33,6 +32,17 @@ def apply():
         lib.function(f"tf_test_{fn}", [F32P, F32P, ctypes.c_long])(x, y, x.size)
         return y
     return run
+
+
+@pytest.fixture(scope="module")
+def apply():
+    """The functions as the default (IEEE) build compiles them."""
+    return _compiled(fast_math=False)
+
+
+@pytest.fixture(scope="module")
+def apply_fast():
+    return _compiled(fast_math=True)
 
 
 def _ref(f, x: np.ndarray) -> np.ndarray:
@@ -88,8 +98,31 @@ def test_exp_limits(apply):
     y = apply("tf_expf", x)
     np.testing.assert_array_equal(y[:4], 0.0)                          # exp(-inf) = 0: masked softmax
     assert y[4] == 1.0 and abs(y[5] - math.e) <= 3e-7 * math.e
-    assert np.all(np.isfinite(y[6:])) and np.all(y[6:] >= 3.39e38)     # saturates (see vmath.py)
+    np.testing.assert_array_equal(y[6:], np.inf)                        # overflows as libm's expf
     assert np.all(apply("tf_expf", np.linspace(-87, 0, 10_001, dtype=np.float32)) > 0)
+
+
+def test_exp_saturates_under_fast_math(apply_fast):
+    """-ffast-math's reciprocal makes 1 / inf NaN, so there exp stops just under FLT_MAX (vmath.py)."""
+    y = apply_fast("tf_expf", np.array([89.0, 200, 1e30, np.inf, -np.inf, 0.0], np.float32))
+    assert np.all(np.isfinite(y[:4])) and np.all(y[:4] >= 3.39e38)
+    assert y[4] == 0.0 and y[5] == 1.0
+
+
+@pytest.mark.parametrize("fn", ["tf_erff", "tf_expf", "tf_geluf"])
+def test_nan_in_nan_out(apply, fn):
+    x = np.array([np.nan, -np.nan, 1.0, np.nan] * 4, np.float32)       # vector lanes and the tail
+    y = apply(fn, x)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(x))
+
+
+def test_special_values_follow_the_references(apply):
+    x = np.array([np.inf, -np.inf, -0.0, 0.0], np.float32)
+    np.testing.assert_array_equal(apply("tf_erff", x), [1, -1, -0.0, 0])
+    assert np.signbit(apply("tf_erff", x)[2])                          # erf(-0) = -0
+    np.testing.assert_array_equal(apply("tf_expf", x), [np.inf, 0, 1, 1])
+    g = apply("tf_geluf", x)                                           # torch: gelu(inf) = inf, gelu(-inf) = nan
+    assert g[0] == np.inf and np.isnan(g[1]) and g[2] == 0 and g[3] == 0
 
 
 def test_gelu_and_sigmoid_through_the_compiler():

@@ -20,15 +20,19 @@ def target_record(target: Target) -> dict:
 
 
 def build_native(module: ModuleOp, target: Target | None = None, name: str = "model",
-                 threads: int | None = None, profile: bool = False, tuning=None) -> tuple[NativeModel, str]:
+                 threads: int | None = None, profile: bool = False, tuning=None,
+                 fast_math: bool = False) -> tuple[NativeModel, str]:
     """Compiles the module's main function; the module itself is left unchanged.
 
     The generated code depends only on the module and ``target`` (so the compile cache hits for
     any ``threads``); ``threads`` (default: all of the target's cores) is set at run time.
     ``profile`` builds a library that times every kernel call (``NativeModel.kernel_times``).
     ``tuning`` (a ``tune.apply.Tuning``) gives kernels their tuned GemmParams / schedule traces.
+    ``fast_math`` compiles with ``-ffast-math`` (docs/numerics.md: NaN/Inf are then not honoured).
     """
     target = target or Target.host()
+    if fast_math != target.fast_math:
+        target = target.with_fast_math(fast_math)
     work = module.clone()
     lower_function(work.main, target)
     return build_lowered(work, module, target, name, threads, profile, tuning)

@@ -17,17 +17,29 @@ from ...errors import CompileError
 from ...ir.core import Operation, Value
 from ...ir.symbolic import SYMBOLS_ATTR, c_identifier, symbol_table_of, symbols_of, to_c
 from ...ir.types import BufferType, DType, IndexType, ScalarType
-from . import vmath
+from . import lowbits_c, vmath
 
 C_TYPES = {DType.f32: "float", DType.f64: "double", DType.i64: "int64_t", DType.i32: "int32_t",
            DType.i16: "int16_t", DType.i8: "int8_t", DType.u8: "uint8_t", DType.bool: "bool",
-           DType.f16: "_Float16"}
+           DType.f16: "_Float16", DType.u16: "uint16_t", DType.u32: "uint32_t", DType.u64: "uint64_t"}
+# Storage-only types (ir/lowbits.py) are widened before lowering: scalars hold them in the compute type.
+C_TYPES.update({d: C_TYPES[d.compute_type] for d in DType if d.is_storage_only and d is not DType.bf16})
 
 PRELUDE = r"""#include <stdint.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#if !defined(__FAST_MATH__) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) \
+    && defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
+/* glibc declares its vector math library (libmvec) only under -ffast-math, yet its functions treat
+   NaN and Inf as the scalar ones do: declared here, loops calling them vectorize in IEEE builds too. */
+#define TF_SIMD __attribute__((simd("notinbranch")))
+TF_SIMD float logf(float); TF_SIMD float log1pf(float); TF_SIMD float tanhf(float); TF_SIMD float sinf(float);
+TF_SIMD float cosf(float); TF_SIMD float expf(float); TF_SIMD float erff(float); TF_SIMD float powf(float, float);
+TF_SIMD double log(double); TF_SIMD double log1p(double); TF_SIMD double tanh(double); TF_SIMD double sin(double);
+TF_SIMD double cos(double); TF_SIMD double exp(double); TF_SIMD double erf(double); TF_SIMD double pow(double, double);
+#endif
 static inline int64_t tf_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 static inline int64_t tf_imod(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 /* NaN tests and order keys on the bits: -ffast-math lets gcc assume no NaN/Inf in float compares. */
@@ -41,7 +53,7 @@ static inline int tf_isnan_f16(_Float16 x) { uint16_t u; memcpy(&u, &x, 2); retu
 static inline int64_t tf_key_f32(float x) { uint32_t u; memcpy(&u, &x, 4); return (u >> 31) ? -(int64_t)(u & 0x7fffffffu) : (int64_t)u; }
 static inline int64_t tf_key_f64(double x) { uint64_t u; memcpy(&u, &x, 8); return (u >> 63) ? -(int64_t)(u & 0x7fffffffffffffffull) : (int64_t)u; }
 static inline int64_t tf_key_f16(_Float16 x) { uint16_t u; memcpy(&u, &x, 2); return (u >> 15) ? -(int64_t)(u & 0x7fffu) : (int64_t)u; }
-""" + vmath.c_source()
+""" + lowbits_c.C_SOURCE + vmath.c_source()
 
 
 def c_type(t) -> str:
@@ -88,6 +100,9 @@ def c_literal(value, t) -> str:
     if dt is DType.i64:
         v = int(value)
         return "INT64_MIN" if v == -(2 ** 63) else f"INT64_C({v})"
+    if dt in (DType.u32, DType.u64):
+        lo, hi = dt.int_range
+        return f"UINT{8 * dt.itemsize}_C({min(max(int(value), lo), hi)})"
     return str(int(value))
 
 
@@ -141,13 +156,21 @@ def _float_cmp(op: str, x: str, y: str, dt: DType) -> str:
 
 
 def _minmax(op: str):
-    return lambda a, dt: f"({a[0]} {op} {a[1]} ? {a[0]} : {a[1]})"
+    """max/min that propagate NaN as torch.maximum and ONNX Max do: a NaN operand wins.  (Under
+    -ffast-math gcc folds the ``x != x`` test away: the plain compare-and-select.)"""
+    def emit(a, dt):
+        if dt.is_float:
+            return f"(({a[0]} {op} {a[1]} || {a[0]} != {a[0]}) ? {a[0]} : {a[1]})"
+        return f"({a[0]} {op} {a[1]} ? {a[0]} : {a[1]})"
+    return emit
 
 
 def _mod(a, dt):
     if dt.is_float:
         f = f"fmod{_fsuffix(dt)}"
         return f"({{__typeof__({a[0]}) r_ = {f}({a[0]}, {a[1]}); (r_ != 0 && ((r_ < 0) != ({a[1]} < 0))) ? r_ + {a[1]} : r_;}})"
+    if dt.is_unsigned:
+        return f"({a[1]} ? {a[0]} % {a[1]} : 0)"
     return f"tf_imod({a[0]}, {a[1]})"
 
 
@@ -174,8 +197,20 @@ def _clip(a, dt, attrs):
     return x
 
 
+def _nonzero_literal(x: str) -> bool:
+    """A C integer literal that is not zero (an integer division by it needs no zero guard)."""
+    digits = x[x.index("(") + 1:-1] if x.endswith(")") and "_C(" in x else x
+    return digits.lstrip("-").isdigit() and int(digits) != 0
+
+
 def _cast(a, dt_in, attrs, result_t):
     target = c_type(result_t)
+    via = attrs.get("via")
+    if via is not None:   # rounding through a storage-only type (passes/lower/widen_bf16.py)
+        a = [lowbits_c.cast_expr(a[0], dt_in, via, attrs.get("saturate"), c_type(via))]
+        dt_in = via.compute_type
+    if isinstance(result_t, ScalarType) and result_t.dtype.is_storage_only and result_t.dtype is not DType.bf16:
+        return lowbits_c.cast_expr(a[0], dt_in, result_t.dtype, attrs.get("saturate"), target)
     if isinstance(result_t, ScalarType) and result_t.dtype is DType.bool:
         return f"({a[0]} != 0)"
     if isinstance(result_t, ScalarType) and result_t.dtype is DType.bf16:
@@ -188,7 +223,7 @@ _SIMPLE: dict[str, Callable] = {
     "add": lambda a, dt: f"({a[0]} + {a[1]})",
     "sub": lambda a, dt: f"({a[0]} - {a[1]})",
     "mul": lambda a, dt: f"({a[0]} * {a[1]})",
-    "div": lambda a, dt: f"({a[0]} / {a[1]})",
+    "div": lambda a, dt: f"({a[0]} / {a[1]})" if dt.is_float or _nonzero_literal(a[1]) else f"({a[1]} ? {a[0]} / {a[1]} : 0)",
     "floordiv": lambda a, dt: f"tf_floordiv({a[0]}, {a[1]})",
     "index_cast": lambda a, dt: f"((int64_t){a[0]})",
     "mod": _mod,
@@ -208,11 +243,18 @@ _SIMPLE: dict[str, Callable] = {
     "sigmoid": lambda a, dt: f"(1.0{_fsuffix(dt)} / (1.0{_fsuffix(dt)} + {_math_fn('exp', f'-{a[0]}', dt)}))",
     "silu": lambda a, dt: f"({a[0]} / (1.0{_fsuffix(dt)} + {_math_fn('exp', f'-{a[0]}', dt)}))",
     "softplus": lambda a, dt: f"({a[0]} > 20 ? {a[0]} : log1p{_fsuffix(dt)}({_math_fn('exp', a[0], dt)}))",
-    "relu": lambda a, dt: f"({a[0]} > 0 ? {a[0]} : 0)",
-    "sign": lambda a, dt: f"(({a[0]} > 0) - ({a[0]} < 0))",
+    "relu": lambda a, dt: f"({a[0]} < 0 ? 0 : {a[0]})",      # NaN and -0.0 pass through, as in torch
+    "sign": lambda a, dt: (f"({a[0]} != {a[0]} ? {a[0]} : ({a[0]} > 0) - ({a[0]} < 0))" if dt.is_float
+                           else f"(({a[0]} > 0) - ({a[0]} < 0))"),
     "identity": lambda a, dt: a[0],
     "select": lambda a, dt: f"({a[0]} ? {a[1]} : {a[2]})",
 }
+_SIMPLE.update({
+    "bitwise_and": lambda a, dt: f"({a[0]} & {a[1]})", "bitwise_or": lambda a, dt: f"({a[0]} | {a[1]})",
+    "bitwise_xor": lambda a, dt: f"({a[0]} ^ {a[1]})",
+    "bitwise_not": lambda a, dt: f"(!{a[0]})" if dt is DType.bool else f"(~{a[0]})",
+    "asin": _float_fn("asin"), "acos": _float_fn("acos"), "atan": _float_fn("atan"),
+})
 _WITH_ATTRS: dict[str, Callable] = {
     "gelu": _gelu, "clip": _clip,
     "leaky_relu": lambda a, dt, at: f"({a[0]} >= 0 ? {a[0]} : {a[0]} * {c_literal(at['alpha'], ScalarType(dt))})",
@@ -234,6 +276,11 @@ def scalar_expr(op: Operation, args: list[str]) -> str:
     dt = DType.i64 if isinstance(operand_t, IndexType) else operand_t.dtype
     if short == "cast":
         return _cast(args, dt, op.attributes, op.results[0].type)
+    if short == "bitcast":
+        target = c_type(op.results[0].type)
+        if op.results[0].type.dtype is DType.bool:
+            return f"({args[0]} != 0)"
+        return f"({{{target} r_; __typeof__({args[0]}) s_ = {args[0]}; memcpy(&r_, &s_, sizeof r_); r_;}})"
     if short in _WITH_ATTRS:
         return _WITH_ATTRS[short](args, dt, op.attributes)
     fn = _SIMPLE.get(short)
@@ -319,6 +366,7 @@ class FunctionEmitter:
         self.counter = 0
         self.parallel_depth = 0
         self.frees: list[str] = []
+        self.nan_flags: dict[int, str] = {}    # id(max/min combiner) -> its NaN flag (see simd_nan_flags)
 
     def _own_symbol_order(self) -> list[str]:
         if not self.used_symbols:
@@ -382,6 +430,29 @@ class FunctionEmitter:
                 clauses.append(clause)
         return "".join(" " + c for c in clauses)
 
+    def simd_nan_flags(self, loop: Operation, ind: str) -> list[tuple[str, str]]:
+        """NaN flags for the float max/min accumulators of a vectorized reduction loop: ``[(flag, acc)]``.
+
+        OpenMP's ``reduction(max:acc)`` combines the vector lanes with the hardware max, which
+        drops a NaN, so each such accumulator gets an ``int`` flag, or-reduced alongside it, that
+        records a NaN operand; after the loop a raised flag makes the result NaN, as torch's and
+        ONNX's max reductions are.  (-ffast-math folds the ``x != x`` tests, and the flags, away.)
+        """
+        flags = []
+        for inner in loop.walk():
+            if inner.name != "loop.store" or id(inner.operands[1]) not in self.scalars:
+                continue
+            comb = inner.operands[0].op
+            if comb is None or comb.name not in ("scalar.max", "scalar.min") or id(comb) in self.nan_flags:
+                continue
+            if not inner.operands[0].type.dtype.is_float:
+                continue
+            flag, acc = self.fresh("nan"), self.name(inner.operands[1])
+            self.lines.append(f"{ind}int {flag} = ({acc} != {acc});")
+            self.nan_flags[id(comb)] = flag
+            flags.append((flag, acc))
+        return flags
+
     def index_of(self, buf: Value, idx: list[Value]) -> str:
         shape = buf.type.shape
         if not idx:
@@ -403,7 +474,8 @@ class FunctionEmitter:
             if kind == "parallel" and self.parallel_depth == 0:
                 self.lines.append(f"{ind}#pragma omp parallel for schedule(static)")
             elif kind == "vectorize":
-                red = self.simd_reductions(op) if a.get("reduction") else ""
+                red, after = (self.simd_reductions(op), self.simd_nan_flags(op, ind)) if a.get("reduction") else ("", [])
+                red += "".join(f" reduction(|:{flag})" for flag, _ in after)
                 self.lines.append(f"{ind}#pragma omp simd{red}")
             elif kind == "unroll":
                 self.lines.append(f"{ind}#pragma GCC unroll {a.get('unroll') or 8}")
@@ -413,6 +485,8 @@ class FunctionEmitter:
             self.block(op.regions[0].blocks[0], depth + 1)
             self.parallel_depth -= par
             self.lines.append(f"{ind}}}")
+            if kind == "vectorize":
+                self.lines += [f"{ind}if ({flag}) {acc} = NAN;" for flag, acc in after]
         elif name == "loop.if":
             self.lines.append(f"{ind}if ({self.name(op.operands[0])}) {{")
             self.block(op.regions[0].blocks[0], depth + 1)
@@ -469,8 +543,12 @@ class FunctionEmitter:
         elif name.startswith("scalar."):
             v = self.fresh("v")
             self.names[id(op.results[0])] = v
-            expr = scalar_expr(op, [self.name(x) for x in op.operands])
+            args = [self.name(x) for x in op.operands]
+            expr = scalar_expr(op, args)
             self.lines.append(f"{ind}const {c_type(op.results[0].type)} {v} = {expr};")
+            flag = self.nan_flags.get(id(op))
+            if flag is not None:
+                self.lines.append(f"{ind}{flag} |= " + " | ".join(f"({x} != {x})" for x in args) + ";")
         else:
             raise CompileError(f"'{name}' has no C lowering (kernel '{self.c_name}')")
 

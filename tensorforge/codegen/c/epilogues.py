@@ -51,7 +51,7 @@ def bias_add(name: str = "bias") -> Epilogue:
 
 
 def relu() -> Epilogue:
-    """max(x, 0) as compare-and-select (x > 0 ? x : 0; NaN gives 0), which stays in vector registers."""
+    """max(x, 0) as compare-and-select (x < 0 ? 0 : x; NaN and -0.0 stay, as in torch), which stays in vector registers."""
     return Epilogue("relu", "x = tf_relu(x);")
 
 

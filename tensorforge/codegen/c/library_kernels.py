@@ -344,11 +344,190 @@ def _nms_kernel(k: _Kernel) -> str:
     return k.function(body, _NMS_C)
 
 
+class _FixedKernel(_Kernel):
+    """A library kernel of an op whose result size is known before it runs (scatter): no count
+    symbol to write back."""
+
+    def __init__(self, kernel: Operation, symbols: Sequence[str]):
+        self.kernel = kernel
+        self.op = library_op(kernel)
+        self.symbols = list(symbols)
+        self.count = None
+        self.slot = None
+        self.used: set[str] = set()
+
+    def signature(self) -> str:
+        text = super().signature()          # a static model calls its kernels without tf_dims
+        return text if self.symbols else text.replace(", const int64_t* restrict tf_dims", "")
+
+    def function(self, body: list[str], helpers: str = "") -> str:
+        decls = [f"  const int64_t tf_sym_{c_identifier(s)} = tf_dims[{k}];"
+                 for k, s in enumerate(self.symbols) if s in self.used]
+        return _SORT_C + helpers + self.signature() + " {\n" + "\n".join(decls + body) + "\n}\n"
+
+
+def _combine(reduction: str, dt: DType, a: str, b: str) -> str:
+    """C of ``reduction(a, b)`` for a scatter: NumPy's add/multiply/minimum/maximum, NaN propagating
+    (tested on the bits: the models build with -ffast-math)."""
+    if reduction == "none":
+        return b
+    if reduction == "add":
+        return f"{a} + {b}"
+    if reduction == "mul":
+        return f"{a} * {b}"
+    pick = f"({b} < {a} ? {b} : {a})" if reduction == "min" else f"({b} > {a} ? {b} : {a})"
+    if dt.is_float:
+        n = _bits(dt)
+        return f"(tf_isnan_{n}({a}) ? {a} : tf_isnan_{n}({b}) ? {b} : {pick})"
+    return pick
+
+
+def _scatter_nd_kernel(k: _Kernel) -> str:
+    """``out = data``; then for each update row in order ``out[idx] = f(out[idx], upd)`` on a slice
+    of ``inner`` elements (negative indices wrapped, then clamped: never a write outside)."""
+    data, ind, _ = k.kernel.operands
+    dt = data.type.dtype
+    depth = ind.type.shape[-1]
+    dshape = k.shape(data)
+    lead = [k.dim(d) for d in dshape[:depth]] or ["1"]
+    inner = k.dim(dim_prod(dshape[depth:]))
+    rows = k.dim(dim_prod(list(ind.type.shape[:-1])))
+    combine = _combine(k.op.attributes.get("reduction", "none"), dt, "dst[t]", "src[t]")
+    body = [f"  const int64_t total = {k.numel(data)}, rows = {rows}, inner = {inner};",
+            f"  const int64_t lead[{len(lead)}] = {{{', '.join(lead)}}};",
+            "  memcpy(out0, in0, (size_t)total * sizeof(*in0));",
+            "  for (int64_t u = 0; u < rows; ++u) {",
+            "    int64_t off = 0;",
+            f"    for (int d = 0; d < {depth}; ++d) {{",
+            f"      int64_t j = (int64_t)in1[u * {depth} + d];",
+            "      if (j < 0) j += lead[d];",
+            "      j = j < 0 ? 0 : (j >= lead[d] ? lead[d] - 1 : j);",
+            "      off = off * lead[d] + j;",
+            "    }",
+            f"    {c_type(data.type)}* dst = out0 + off * inner;",
+            f"    const {c_type(data.type)}* src = in2 + u * inner;",
+            f"    for (int64_t t = 0; t < inner; ++t) dst[t] = {combine};",
+            "  }"]
+    return k.function(body)
+
+
+_GRID_C = """#ifndef TF_LIB_GRID
+#define TF_LIB_GRID
+/* GridSample's reflection at the borders lo/hi, in f64 as ONNX's reference (volatile: no FMA) */
+static inline double tf_lib_gs_reflect(double x, double lo, double hi) {
+  const double rng = hi - lo;
+  if (!(rng > 0)) return lo;
+  if (!(x < lo) && !(x > hi)) return x;
+  volatile double dx = x < lo ? lo - x : x - hi;
+  const int64_t n = (int64_t)(dx / rng);
+  volatile double nr = (double)n * rng;
+  volatile double r = dx - nr;
+  const int even = (n % 2) == 0;
+  if (x < lo) return even ? lo + r : hi - r;
+  return even ? hi - r : lo + r;
+}
+#endif
+"""
+
+
+def _grid_sample_kernel(k: _Kernel) -> str:
+    """Per output position: the taps of every spatial axis (index, weight; index -1 reads 0), then
+    for every channel the sum over the tensor product of the taps (``dialects/graph/grid.py``)."""
+    x, grid = k.kernel.operands
+    at = k.op.attributes
+    mode, padding, align = at.get("mode", "linear"), at.get("padding_mode", "zeros"), bool(at.get("align_corners"))
+    xs = k.shape(x)
+    spatial = [int(d) for d in xs[2:]]
+    nsp = len(spatial)
+    taps = {"nearest": 1, "linear": 2, "cubic": 4}[mode]
+    prec = "double" if x.type.dtype is DType.f64 else "float"
+    ct = c_type(x.type)
+    gt = c_type(grid.type)
+    plane = 1
+    for d in spatial:
+        plane *= d
+    positions = k.dim(dim_prod(k.shape(grid)[1:-1]))
+    body = [f"  const int64_t nb = {k.dim(xs[0])}, nc = {k.dim(xs[1])}, np_ = {positions};",
+            f"  const int64_t sizes[{nsp}] = {{{', '.join(map(str, spatial))}}};",
+            "  #pragma omp parallel for if (nb * np_ * nc > 32768)",
+            "  for (int64_t bp = 0; bp < nb * np_; ++bp) {",
+            "    const int64_t b = bp / np_;",
+            f"    const {gt}* g = in1 + bp * {nsp};",
+            f"    int64_t idx[{nsp}][{taps}]; double w[{nsp}][{taps}];",
+            f"    for (int a = 0; a < {nsp}; ++a) {{",
+            "      const int64_t size = sizes[a];",
+            f"      volatile {prec} gv = ({prec})g[{nsp - 1} - a];",
+            f"      volatile {prec} t1 = gv + ({prec})1;"]
+    if align:
+        body += [f"      volatile {prec} t2 = t1 / ({prec})2;",
+                 f"      volatile {prec} xv = t2 * ({prec})(size - 1);",
+                 "      const double lo = 0.0, hi = (double)size - 1.0;"]
+    else:
+        body += [f"      volatile {prec} t2 = t1 * ({prec})size;",
+                 f"      volatile {prec} t3 = t2 - ({prec})1;",
+                 f"      volatile {prec} xv = t3 / ({prec})2;",
+                 "      const double lo = -0.5, hi = (double)size - 0.5;"]
+    rint = "rint" if prec == "double" else "rintf"
+    body.append(f"      {prec} xc = {rint + '(xv)' if mode == 'nearest' else 'xv'};")
+    if padding == "border":
+        body.append(f"      if (xc < lo || xc > hi) xc = xc < 0 ? ({prec})0 : (xc > ({prec})(size - 1) ? ({prec})(size - 1) : xc);")
+    elif padding == "reflection":
+        body.append(f"      if (xc < lo || xc > hi) xc = ({prec})tf_lib_gs_reflect((double)xc, lo, hi);")
+    body.append("      const double xd = (double)xc;")
+    if mode == "nearest":
+        body += ["      int64_t tap[1] = {(int64_t)xd};   /* truncation, as the reference's astype(int32) */",
+                 "      w[a][0] = 1.0;"]
+    else:
+        body += ["      const double base = floor(xd), s = xd - base;",
+                 "      const int64_t ib = (int64_t)base;"]
+        if mode == "linear":
+            body += ["      int64_t tap[2] = {ib, ib + 1};",
+                     "      w[a][0] = 1.0 - s; w[a][1] = s;"]
+        else:
+            A = -0.75
+            near = lambda t: f"((({A + 2}) * ({t}) - ({A + 3})) * ({t}) * ({t}) + 1.0)"
+            far = lambda t: f"(((({A}) * ({t}) - {5 * A}) * ({t}) + {8 * A}) * ({t}) - {4 * A})"
+            body += ["      int64_t tap[4] = {ib - 1, ib, ib + 1, ib + 2};",
+                     f"      w[a][0] = {far('s + 1.0')}; w[a][1] = {near('s')};",
+                     f"      w[a][2] = {near('1.0 - s')}; w[a][3] = {far('2.0 - s')};"]
+    body.append(f"      for (int t = 0; t < {taps}; ++t) {{")
+    body.append("        int64_t i = tap[t];")
+    if padding == "zeros":
+        body.append("        idx[a][t] = (i >= 0 && i < size) ? i : -1;")
+    else:
+        if padding == "reflection":
+            body.append("        i = (int64_t)tf_lib_gs_reflect((double)i, lo, hi);")
+        body.append("        idx[a][t] = i < 0 ? 0 : (i >= size ? size - 1 : i);")
+    body += ["      }", "    }"]
+    # the tensor product of the taps, per channel
+    loops, ind = [], "      "
+    for a in range(nsp):
+        loops.append(f"{ind}for (int t{a} = 0; t{a} < {taps}; ++t{a}) {{")
+        loops.append(f"{ind}  if (idx[{a}][t{a}] < 0) continue;")
+        ind += "  "
+    offset = "0"
+    for a in range(nsp):
+        offset = f"({offset}) * {spatial[a]} + idx[{a}][t{a}]"
+    weight = " * ".join(f"w[{a}][t{a}]" for a in range(nsp))
+    body += ["    for (int64_t c = 0; c < nc; ++c) {",
+             f"      const {ct}* plane = in0 + (b * nc + c) * {plane};",
+             "      double acc = 0.0;",
+             *loops,
+             f"{ind}acc += {weight} * (double)plane[{offset}];",
+             *["      " + "  " * (nsp - 1 - a) + "}" for a in range(nsp)],
+             f"      out0[(b * nc + c) * np_ + (bp - b * np_)] = ({ct})acc;",
+             "    }",
+             "  }"]
+    return k.function(body, _GRID_C)
+
+
 _GENERATORS: dict[str, Callable[[_Kernel], str]] = {
     "graph.nonzero": _nonzero_kernel,
     "graph.compress": _compress_kernel,
     "graph.unique": _unique_kernel,
     "graph.non_max_suppression": _nms_kernel,
+    "graph.scatter_nd": _scatter_nd_kernel,
+    "graph.grid_sample": _grid_sample_kernel,
 }
 
 
@@ -366,12 +545,15 @@ def emit_library_kernel(kernel: Operation, symbols: Sequence[str] | None) -> str
         if v.type.dtype is DType.bf16:
             raise CompileError(f"library kernel '{op.name}': bf16 tensors are widened to f32 before lowering "
                                f"(lower_function); got {v.type}")
-    return gen(_Kernel(kernel, symbols or []))
+    fixed = bool(getattr(op.opdef, "library_kernel", False))     # no count symbol (scatter, grid_sample)
+    return gen((_FixedKernel if fixed else _Kernel)(kernel, symbols or []))
 
 
 def describe(kernel: Operation) -> str:
     """One line for ``explain``: what a library kernel runs."""
-    return f"library kernel: hand-written C for {library_op(kernel).name} (data-dependent size)"
+    op = library_op(kernel)
+    why = "fixed size" if getattr(op.opdef, "library_kernel", False) else "data-dependent size"
+    return f"library kernel: hand-written C for {op.name} ({why})"
 
 
 __all__ = ["describe", "emit_library_kernel"]

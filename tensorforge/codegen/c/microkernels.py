@@ -265,8 +265,8 @@ static inline void tf_st_n(float *p, tf_vf v, int n) {{
   tf_st(buf, v);
   memcpy(p, buf, sizeof(float) * (size_t)(n > 0 ? n : 0));
 }}
-static inline tf_vf tf_relu(tf_vf x) {{
-  tf_vi keep = x > (tf_vf){{0}};
+static inline tf_vf tf_relu(tf_vf x) {{  /* NaN passes through, as torch's relu */
+  tf_vi keep = ~(x < (tf_vf){{0}});
   return (tf_vf)((tf_vi)x & keep);
 }}
 static inline long tf_min(long a, long b) {{ return a < b ? a : b; }}

@@ -21,21 +21,33 @@ main unit, and the units compile in parallel, one compiler per core, before one 
 stays one self-contained text: building it again elsewhere (an artifact on another machine) goes
 through the same split. Symbols a unit shares with the main unit are declared ``TF_API`` (hidden
 visibility) there, so two models loaded in one process never see each other's copies.
+
+What the machine lacks is an error that says what to do, not a traceback: no C compiler is a
+``CompilerNotFoundError`` naming the compiler looked for; a full disk (or the compiler running out
+of space) is a ``CacheWriteError``. A cache folder this process cannot write (read-only mount,
+another user's folder) is not an error: what is already compiled there is still used, and what is
+new is compiled into a temporary folder for this process, with one ``TensorforgeWarning``, so that
+a server with a read-only cache keeps serving.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
+import errno
 import hashlib
 import os
 import shlex
+import shutil
 import subprocess
 import tempfile
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, TypeVar
 
-from ...errors import CompileError
+from ...errors import CacheWriteError, CompileError, CompilerNotFoundError, TensorforgeWarning
 from ..target import Target, compiler_version
 
 _ERROR_LINES = 12
@@ -124,6 +136,93 @@ def cache_dir() -> Path:
     return Path(root)
 
 
+# ---- writing into the cache ----------------------------------------------------------------
+_T = TypeVar("_T")
+# What writing a cache this process may not write fails with (a read-only mount, another user's
+# folder): these fall back to a temporary folder. Anything else (a full disk, an I/O error, a file
+# where the cache folder should be) is an error that says what to fix.
+_NOT_WRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+OUT_OF_SPACE = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
+_fallbacks: dict[Path, Path] = {}      # configured cache root -> this process's temporary stand-in
+_fallback_lock = threading.Lock()
+
+
+def cache_roots() -> list[Path]:
+    """The folders a cached file may be in, searched in order: this process's stand-in for an
+    unwritable cache (holds only what this process built), then the configured cache."""
+    root = cache_dir()
+    fallback = _fallbacks.get(root)
+    return [fallback, root] if fallback is not None else [root]
+
+
+def cached_file(relative: Path) -> Path | None:
+    """The first of ``cache_roots()`` holding ``relative``, or None."""
+    for root in cache_roots():
+        if (root / relative).exists():
+            return root / relative
+    return None
+
+
+def in_writable_cache(write: Callable[[Path], _T], what: str) -> _T:
+    """``write(root)`` with the cache root, or again with a temporary stand-in (and a warning) when
+    this process cannot write the cache; a full disk or another failure is a ``CacheWriteError``
+    naming ``what`` was being written, where, and what to do."""
+    root = cache_dir()
+    folder = _fallbacks.get(root, root)
+    while True:
+        try:
+            return write(folder)
+        except OSError as exc:
+            if folder != root or exc.errno not in _NOT_WRITABLE:
+                raise _cache_write_error(exc, what) from exc
+            folder = _fallback_for(root, exc, what)
+
+
+def write_cache_file(relative: Path, data: str | bytes, what: str) -> Path:
+    """Writes ``data`` at ``relative`` in the writable cache (atomically) and returns its path."""
+    def write(root: Path) -> Path:
+        _atomic_write(root / relative, data)
+        return root / relative
+    return in_writable_cache(write, what)
+
+
+def _fallback_for(root: Path, exc: OSError, what: str) -> Path:
+    """This process's stand-in for the unwritable cache ``root``: made and warned about once, removed
+    at exit (the libraries in it stay mapped until then)."""
+    with _fallback_lock:
+        folder = _fallbacks.get(root)
+        if folder is not None:
+            return folder
+        try:
+            folder = Path(tempfile.mkdtemp(prefix="tensorforge-cache-"))
+        except OSError as tmp_exc:
+            raise CacheWriteError(
+                f"cannot write {what}: the compile cache {root} is not writable ({_reason(exc)}) and neither "
+                f"is the temporary folder {tempfile.gettempdir()} ({_reason(tmp_exc)}); point "
+                f"$TENSORFORGE_CACHE at a writable folder") from exc
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        _fallbacks[root] = folder
+    warnings.warn(TensorforgeWarning(
+        f"the compile cache {root} is not writable ({_reason(exc)}): this process writes what it compiles to "
+        f"{folder} instead (removed at exit), so nothing compiled now is kept for the next one; point "
+        f"$TENSORFORGE_CACHE at a writable folder (or fill this cache where it is writable) to avoid compiling "
+        f"at every start"), stacklevel=3)
+    return folder
+
+
+def _cache_write_error(exc: OSError, what: str) -> CacheWriteError:
+    where = exc.filename or cache_dir()
+    if exc.errno in OUT_OF_SPACE:
+        fix = "free some space there, or point $TENSORFORGE_CACHE at a folder on another disk"
+    else:
+        fix = "point $TENSORFORGE_CACHE at a writable folder"
+    return CacheWriteError(f"cannot write {what} to {where}: {_reason(exc)}; {fix}")
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
 def source_digest(source: str, target: Target, extra_flags: tuple[str, ...] = ()) -> str:
     """Hash of everything that decides the library's bytes."""
     h = hashlib.sha256()
@@ -134,11 +233,14 @@ def source_digest(source: str, target: Target, extra_flags: tuple[str, ...] = ()
     return h.hexdigest()
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _atomic_write(path: Path, data: str | bytes) -> None:
+    """Writes ``data`` under a unique temporary name beside ``path`` (its folder made if missing),
+    then renames it: a concurrent reader sees the whole file or none."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         _unlink_quietly(tmp)
@@ -181,11 +283,44 @@ def link_command(object_path: Path | list[Path], out_path: Path, target: Target)
     return [*shlex.split(target.cc), *flags, *map(str, objects), "-o", str(out_path), *target.ldflags]
 
 
+def require_compiler(cc: str) -> str:
+    """``cc``'s version line (part of every cache key), checked before anything is built so that a
+    missing compiler is one ``CompilerNotFoundError`` saying what to do, not a failed kernel."""
+    try:
+        return compiler_version(cc)
+    except CompileError as exc:
+        if isinstance(exc.__cause__, OSError):       # it could not even start; other failures say why
+            raise missing_compiler(cc, exc.__cause__) from exc
+        raise
+
+
+def missing_compiler(cc: str, exc: OSError) -> CompilerNotFoundError:
+    """The error for a compiler that cannot be started, naming which one was looked for."""
+    looked = (f"the C compiler $CC={cc!r}" if os.environ.get("CC") == cc
+              else f"a C compiler (gcc or cc on $PATH, tried {cc!r})")
+    return CompilerNotFoundError(
+        f"no C compiler to build native code: {looked} cannot run ({_reason(exc)}); install one (e.g. "
+        f"`apt install gcc`, `dnf install gcc`) or point $CC at one, or compile with target=\"interpreter\" "
+        f"(needs no compiler, runs much slower)")
+
+
+def _out_of_space(stderr: str) -> str | None:
+    """The compiler's line saying the disk (or the quota) is full, if it said so."""
+    return next((line.strip() for line in stderr.splitlines()
+                 if "No space left on device" in line or "Disk quota exceeded" in line), None)
+
+
 def _run(cmd: list[str], target: Target, name: str, source_path: Path, what: str) -> None:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as exc:
-        raise CompileError(f"cannot run C compiler {target.cc!r} for kernel {name!r}: {exc}; install gcc or set $CC") from exc
+        raise missing_compiler(target.cc, exc) from exc
+    full = _out_of_space(proc.stderr) if proc.returncode != 0 else None
+    if full is not None:
+        raise CacheWriteError(
+            f"the C compiler ran out of disk space building kernel {name!r} ({full}): free some space in "
+            f"{source_path.parent} and in {tempfile.gettempdir()}, or point $TENSORFORGE_CACHE and $TMPDIR at "
+            f"folders on another disk")
     if proc.returncode != 0:
         raise CompileError(
             f"C {what} of kernel {name!r} failed (exit {proc.returncode}); generated source kept at "
@@ -222,26 +357,28 @@ def _run_compiler(source_path: Path, out_path: Path, target: Target, extra_flags
 def _unit_object(text: str, target: Target, extra_flags: tuple[str, ...], name: str) -> Path:
     """The cached object file of one translation unit (compiled when missing)."""
     digest = source_digest(text, target, extra_flags)
-    folder = cache_dir() / "c" / "units" / digest[:2]
-    obj, src = folder / f"unit-{digest[:24]}.o", folder / f"unit-{digest[:24]}.c"
+    relative = Path("c") / "units" / digest[:2] / f"unit-{digest[:24]}.o"
+    found = cached_file(relative)
     with _lock:
-        stats.unit_hits += obj.exists()
-    if obj.exists():
-        return obj
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
+        stats.unit_hits += found is not None
+    if found is not None:
+        return found
+
+    def build(root: Path) -> Path:
+        obj = root / relative
+        src = obj.with_suffix(".c")
         _atomic_write(src, text)
-    except OSError as exc:
-        raise CompileError(f"cannot write a translation unit of kernel {name!r} to {src}: {exc}; "
-                           "point $TENSORFORGE_CACHE at a writable folder") from exc
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=obj.name + ".", suffix=".tmp.o")
-    os.close(fd)
-    try:
-        _run(compile_command(src, Path(tmp), target, extra_flags), target, name, src, "compilation")
-        os.replace(tmp, obj)
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
+        fd, tmp = tempfile.mkstemp(dir=obj.parent, prefix=obj.name + ".", suffix=".tmp.o")
+        os.close(fd)
+        try:
+            _run(compile_command(src, Path(tmp), target, extra_flags), target, name, src, "compilation")
+            os.replace(tmp, obj)
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
+        return obj
+
+    obj = in_writable_cache(build, f"a translation unit of kernel {name!r}")
     with _lock:
         stats.unit_runs += 1
     return obj
@@ -268,25 +405,27 @@ def compile_c(source: str, target: Target | None = None, name: str = "kernel",
     Raises ``CompileError`` with the compiler's first error lines and the kept source path.
     """
     target = target or Target.host()
-    digest = source_digest(source, target, tuple(extra_flags))
-    folder = cache_dir() / "c" / digest[:2]
-    stem = f"{_safe(name)}-{digest[:24]}"
-    so_path, c_path = folder / f"{stem}.so", folder / f"{stem}.c"
-    hit = so_path.exists()
+    extra_flags = tuple(extra_flags)
+    require_compiler(target.cc)
+    digest = source_digest(source, target, extra_flags)
+    relative = Path("c") / digest[:2] / f"{_safe(name)}-{digest[:24]}.so"
+    so_path = cached_file(relative)
+    hit = so_path is not None
     _count(hit)
-    if not hit:
-        _build(source, c_path, so_path, target, tuple(extra_flags), name)
+    if so_path is None:
+        so_path = _build(source, relative, target, extra_flags, name)
     try:
-        lib = _load(so_path, c_path, name)
+        lib = _load(so_path, so_path.with_suffix(".c"), name)
     except CompileError:
         if not hit:
             raise
         # A cached file that does not load (foreign or damaged): build it again, once.
         _unlink_quietly(so_path)
         _count(False)
-        _build(source, c_path, so_path, target, tuple(extra_flags), name)
-        lib, hit = _load(so_path, c_path, name), False
-    return CompiledLibrary(lib=lib, path=so_path, source_path=c_path, digest=digest, cache_hit=hit)
+        so_path = _build(source, relative, target, extra_flags, name)
+        lib, hit = _load(so_path, so_path.with_suffix(".c"), name), False
+    return CompiledLibrary(lib=lib, path=so_path, source_path=so_path.with_suffix(".c"), digest=digest,
+                           cache_hit=hit)
 
 
 def _count(hit: bool) -> None:
@@ -298,18 +437,21 @@ def _count(hit: bool) -> None:
             stats.compiler_runs += 1
 
 
-def _build(source: str, c_path: Path, so_path: Path, target: Target, extra_flags: tuple[str, ...], name: str) -> None:
+def _build(source: str, relative: Path, target: Target, extra_flags: tuple[str, ...], name: str) -> Path:
+    """Compiles ``source`` into the library at ``relative`` in the writable cache, the source beside it."""
     main, units = split_units(source)
-    main_path = c_path.with_suffix(".main.c") if units else c_path
-    try:
-        c_path.parent.mkdir(parents=True, exist_ok=True)
+
+    def build(root: Path) -> Path:
+        so_path = root / relative
+        c_path = so_path.with_suffix(".c")
+        main_path = c_path.with_suffix(".main.c") if units else c_path
         _atomic_write(c_path, source)
         if units:
             _atomic_write(main_path, main)
-    except OSError as exc:
-        raise CompileError(f"cannot write the source of kernel {name!r} to {c_path}: {exc}; "
-                           "point $TENSORFORGE_CACHE at a writable folder") from exc
-    _run_compiler(main_path, so_path, target, extra_flags, name, units)
+        _run_compiler(main_path, so_path, target, extra_flags, name, units)
+        return so_path
+
+    return in_writable_cache(build, f"the library of kernel {name!r}")
 
 
 def _safe(name: str) -> str:

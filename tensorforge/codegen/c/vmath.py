@@ -14,10 +14,13 @@ instructions), accurate to a few float32 ulps (measured: erf 4e-7 absolute, exp 
 GELU 2.4e-7 times max(1, |x|)), and exact at the limits a softmax or a GELU relies on:
 ``tf_expf(-inf) == 0``, ``tf_erff`` is exactly +-1 beyond +-3.92 and never exceeds 1 in
 magnitude, ``tf_geluf`` is exactly 0 and x there.  ``tf_geluf`` is the erf rational with the
-GELU's scalings folded into the coefficients (8% less time for LayerNorm + GELU + residual).  ``tf_expf`` saturates at 3.4e38
-instead of overflowing: the code is compiled with ``-ffast-math``, whose reciprocal (``rcp14`` and
-a Newton step) turns ``1 / inf`` into NaN, so ``sigmoid(-100)`` = ``1 / (1 + exp(100))`` was NaN
-with libm's ``expf`` and is 2.9e-39 with this one.
+GELU's scalings folded into the coefficients (8% less time for LayerNorm + GELU + residual).
+
+Special values (docs/numerics.md): in the default IEEE build a NaN argument gives NaN and
+``tf_expf`` overflows to +inf past FLT_MAX, as libm does.  Under ``-ffast-math``
+(``compile(..., fast_math=True)``) ``tf_expf`` saturates at 3.4e38 instead: fast-math's reciprocal
+(``rcp14`` and a Newton step) turns ``1 / inf`` into NaN, so ``sigmoid(-100)`` =
+``1 / (1 + exp(100))`` would be NaN; with the saturation it is 2.9e-39.
 
 The coefficients were fitted here in float64 (NumPy), minimising the maximum error with
 Lawson-reweighted linearised least squares on 40 000 points (``fit_rational``/``fit_exp``
@@ -69,29 +72,43 @@ def _horner(acc: str, coeffs: Sequence[float], t: str) -> str:
 
 def c_source() -> str:
     """The C definitions (``static inline``), included once at the top of every generated file."""
-    return f"""static inline float tf_erff(float x) {{
-  const float a = fminf(fabsf(x), {_lit(ERF_CLAMP)});
+    return f"""#ifdef __FAST_MATH__
+#define TF_NAN_PASS(x, r) (r)
+#define TF_EXP_OVERFLOW(x, r) (r)
+#else
+/* IEEE builds: a NaN argument gives NaN (the clamps would turn it into a number) and exp overflows
+   to +inf beyond FLT_MAX as libm's does.  Compare-and-select: one blend per vector. */
+#define TF_NAN_PASS(x, r) ((x) != (x) ? (x) : (r))
+#define TF_EXP_OVERFLOW(x, r) ((x) > {_lit(EXP_HIGH)} ? INFINITY : (r))
+#endif
+/* Clamps as compare-and-select (one minps/maxps): libm's fminf/fmaxf treat NaN specially, which
+   keeps gcc from vectorizing them outside fast-math; NaN is dealt with by TF_NAN_PASS instead. */
+static inline float tf_minf(float a, float b) {{ return a < b ? a : b; }}
+static inline float tf_maxf(float a, float b) {{ return a > b ? a : b; }}
+static inline float tf_erff(float x) {{
+  const float a = tf_minf(fabsf(x), {_lit(ERF_CLAMP)});
   const float t = a * a;
 {_horner("p", ERF_P, "t")}
 {_horner("q", ERF_Q, "t")}
-  return copysignf(fminf(a * p / q, 1.0f), x);
+  /* exactly 1 from the clamp on, whatever the rounding of the rational there */
+  return TF_NAN_PASS(x, copysignf(a >= {_lit(ERF_CLAMP)} ? 1.0f : tf_minf(a * p / q, 1.0f), x));
 }}
 static inline float tf_geluf(float x) {{
-  const float a = fminf(fabsf(x), {_lit(ERF_CLAMP * math.sqrt(2))});
+  const float a = tf_minf(fabsf(x), {_lit(ERF_CLAMP * math.sqrt(2))});
   const float t = a * a;
 {_horner("p", _GELU_P, "t")}
 {_horner("q", _GELU_Q, "t")}
-  return x * (0.5f + copysignf(fminf(a * p / q, 0.5f), x));
+  return x * (0.5f + copysignf(a >= {_lit(ERF_CLAMP * math.sqrt(2))} ? 0.5f : tf_minf(a * p / q, 0.5f), x));
 }}
-static inline float tf_expf(float x) {{
-  x = fminf(fmaxf(x, {_lit(EXP_LOW)}), {_lit(EXP_HIGH)});
-  const float k = fminf(fmaxf(rintf(x * {_lit(1 / math.log(2))}), -127.0f), 127.0f);
+static inline float tf_expf(float x0) {{
+  float x = tf_minf(tf_maxf(x0, {_lit(EXP_LOW)}), {_lit(EXP_HIGH)});
+  const float k = tf_minf(tf_maxf(rintf(x * {_lit(1 / math.log(2))}), -127.0f), 127.0f);
   float r = x - k * {_lit(LN2_HI)};
   r = r - k * {_lit(LN2_LO)};
 {_horner("e", EXP_E, "r")}
   e = e * (r * r) + r + 1.0f;
   union {{ int32_t i; float f; }} s = {{ .i = ((int32_t)k + 127) << 23 }};
-  return e * s.f;
+  return TF_NAN_PASS(x0, TF_EXP_OVERFLOW(x0, e * s.f));
 }}
 """
 

@@ -2,5 +2,5 @@
 
 Importing this package registers every op; one module per op family.
 """
-from . import (attention, constant, conv, data_dependent, elementwise, index, linalg, norm, pool,  # noqa: F401
-               reduce, shape, layout)
+from . import (attention, constant, control_flow, conv, data_dependent, elementwise, index, linalg,  # noqa: F401
+               norm, pool, reduce, shape, layout, scatter, grid)

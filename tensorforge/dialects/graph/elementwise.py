@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from ...ir import lowbits
 from ...ir.opdef import ELEMENTWISE, PURE, Attr, FusionKind, OpDef, expect, register
 from ...ir.types import DType, TensorType
 from .base import (BinaryElementwise, CommutativeBinary, UnaryElementwise, broadcast_shapes, promote,
@@ -60,11 +61,15 @@ _unary("erf", erf, 12, True)
 _unary("relu", lambda x: np.maximum(x, np.zeros((), x.dtype)))
 _unary("sin", np.sin, 10, True)
 _unary("cos", np.cos, 10, True)
+_unary("asin", _with_errstate(np.arcsin), 12, True)
+_unary("acos", _with_errstate(np.arccos), 12, True)
+_unary("atan", np.arctan, 12, True)
 _unary("floor", np.floor, 1, True)
 _unary("ceil", np.ceil, 1, True)
 _unary("round", np.round, 1, True)     # round half to even, as ONNX Round
 _unary("sign", np.sign)
 _unary("not", np.logical_not, doc="Logical not of a bool tensor.")
+_unary("bitwise_not", np.invert, doc="Bitwise complement of an integer tensor (logical not of a bool one).")
 _unary("softplus", _with_errstate(lambda x: np.logaddexp(0, x.astype(np.float64)).astype(x.dtype)), 10, True)
 _unary("silu", lambda x: (x * _sigmoid(x)).astype(x.dtype), 11, True)
 _unary("identity", lambda x: x.copy(), 0)
@@ -148,9 +153,13 @@ def _binary(opname: str, fn, base=BinaryElementwise, flops: float = 1.0, result_
 
 def _div(a, b):
     if np.issubdtype(a.dtype, np.integer):
-        # ONNX Div on integers truncates toward zero (C semantics), unlike NumPy's floor division.
+        # ONNX Div on integers truncates toward zero (C semantics), unlike NumPy's floor division;
+        # in integers (exact for 64-bit values too), a zero divisor gives 0 as NumPy does.
         with np.errstate(all="ignore"):
-            q = np.trunc(a.astype(np.float64) / b.astype(np.float64))
+            q = np.floor_divide(a, b)
+            if a.dtype.kind == "i":
+                r = a - q * b
+                q = np.where((r != 0) & ((a < 0) != (b < 0)), q + 1, q)
         return q.astype(a.dtype)
     with np.errstate(all="ignore"):
         return np.divide(a, b)
@@ -175,6 +184,9 @@ _binary("max", np.maximum, CommutativeBinary)
 _binary("min", np.minimum, CommutativeBinary)
 _binary("mod", _mod, doc="Remainder with the sign of the divisor (NumPy/Python semantics).")
 _binary("fmod", lambda a, b: np.fmod(a, b), doc="Remainder with the sign of the dividend (C fmod).")
+_binary("bitwise_and", np.bitwise_and, CommutativeBinary)
+_binary("bitwise_or", np.bitwise_or, CommutativeBinary)
+_binary("bitwise_xor", np.bitwise_xor, CommutativeBinary)
 _binary("and", np.logical_and, CommutativeBinary)
 _binary("or", np.logical_or, CommutativeBinary)
 _binary("xor", np.logical_xor, CommutativeBinary)
@@ -208,11 +220,19 @@ class Select(OpDef):
 
 @register
 class Cast(OpDef):
-    """Element type conversion (float to int truncates toward zero)."""
+    """Element type conversion (float to int truncates toward zero).
+
+    A cast to a storage-only type rounds as ``ir/lowbits.py`` says (float8: ``saturate``, default
+    true, clamps out-of-range values and infinities to the largest finite value).  ``via`` names a
+    storage-only type to round through first: ``cast(x, dtype=f32, via=f8E4M3FN)`` is
+    ``cast(cast(x, f8E4M3FN), f32)`` in one op (native lowering holds those types widened).
+    """
 
     name = "graph.cast"
     operands = ("x",)
-    attrs = {"dtype": Attr("dtype")}
+    attrs = {"dtype": Attr("dtype"),
+             "saturate": Attr("bool", None, "float8 targets: saturate out-of-range values (default true)"),
+             "via": Attr("dtype", None, "a storage-only type to round through first")}
     traits = frozenset({PURE, ELEMENTWISE})
     fusion = FusionKind.ELEMENTWISE
     flops = 1
@@ -222,10 +242,38 @@ class Cast(OpDef):
         return [TensorType(x.shape, attrs["dtype"])]
 
     @staticmethod
-    def compute(x, dtype):
+    def compute(x, dtype, saturate=None, via=None):
         with np.errstate(all="ignore"):
+            if via is not None:
+                x = lowbits.convert(x, via, saturate is not False)
+            if dtype.is_storage_only and dtype is not DType.bf16:
+                return lowbits.convert(x, dtype, saturate is not False)
             if dtype is DType.bf16:
                 as_int = x.astype(np.float32).view(np.uint32)
                 rounded = ((as_int + 0x7FFF + ((as_int >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
                 return rounded.view(np.float32)
             return x.astype(dtype.np)
+
+
+@register
+class Bitcast(OpDef):
+    """Reinterprets the bits of each element as another type of the same size (ONNX BitCast)."""
+
+    name = "graph.bitcast"
+    operands = ("x",)
+    attrs = {"dtype": Attr("dtype")}
+    traits = frozenset({PURE, ELEMENTWISE})
+    fusion = FusionKind.ELEMENTWISE
+    flops = 0
+
+    def infer(self, types, attrs):
+        (x,) = tensor_types(types, self.name)
+        dt = attrs["dtype"]
+        expect(x.dtype.itemsize == dt.itemsize and not x.dtype.is_storage_only and not dt.is_storage_only,
+               f"bitcast needs two types of the same size that hold their own bits, got {x.dtype} -> {dt}")
+        return [TensorType(x.shape, dt)]
+
+    @staticmethod
+    def compute(x, dtype):
+        y = np.array(x, order="C").view(dtype.np)    # (ascontiguousarray makes a 0-d array 1-d)
+        return y != 0 if dtype is DType.bool else y

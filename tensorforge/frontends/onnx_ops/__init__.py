@@ -9,7 +9,8 @@ from __future__ import annotations
 
 def handler_tables():
     """(HANDLERS, REJECTED): op type -> handler, and op type -> why it is rejected."""
-    from . import (attention, bitwise, data_dependent, elementwise, generate, index, linalg, loss, nn,  # noqa: F401
-                   quant, reduce, rnn, shape, signal, state, training)
+    from . import (attention, bitwise, control_flow, data_dependent, elementwise, generate,  # noqa: F401
+                   grid, index, linalg, loss, nn, qlinear, quant, reduce, rnn, scatter, sequence, shape,
+                   signal, state, training)
     from .registry import HANDLERS, REJECTED
     return HANDLERS, REJECTED

@@ -2,8 +2,7 @@
 floor division by 2^s (arithmetic, sign-extending for signed types).
 
 Shift amounts outside [0, bits) give 0 (or -1 for a right shift of a negative value), as ONNX
-defines.  The bitwise logic ops (BitwiseAnd/Or/Xor/Not) have no exact arithmetic form and
-stay unsupported.
+defines.  The bitwise logic ops (BitwiseAnd/Or/Xor/Not) map to ``graph.bitwise_*``.
 """
 from __future__ import annotations
 
@@ -46,3 +45,22 @@ def bit_shift(ctx: ImportContext, node: OnnxNode) -> Value:
     shifted = ctx.op("select", negative, neg, pos)
     fill = ctx.op("select", negative, ctx.scalar(-1, x), zero)
     return ctx.op("select", in_range, shifted, fill)
+
+
+_BITWISE = {"BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor"}
+
+
+@handles(*_BITWISE)
+def bitwise(ctx: ImportContext, node: OnnxNode) -> Value:
+    a, b = node.required(0), node.required(1)
+    if not ctx.dtype(a).is_int or ctx.dtype(a).is_storage_only:
+        raise node.unsupported(f"element type {ctx.dtype(a)}")
+    return ctx.op(_BITWISE[node.op_type], a, b)
+
+
+@handles("BitwiseNot")
+def bitwise_not(ctx: ImportContext, node: OnnxNode) -> Value:
+    x = node.required(0)
+    if not ctx.dtype(x).is_int or ctx.dtype(x).is_storage_only:
+        raise node.unsupported(f"element type {ctx.dtype(x)}")
+    return ctx.op("bitwise_not", x)

@@ -7,6 +7,8 @@ time (shapes, axes, pads...) by folding the ops that compute them.
 """
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -30,6 +32,19 @@ from .symbolic import provably_le, ranges_of, symbolic_vector
 _MISSING = object()
 
 
+def _same_kind(value: Any, default: Any) -> bool:
+    """Whether an attribute value is of the kind a handler's default says it expects."""
+    if isinstance(default, bool) or isinstance(default, int):
+        return isinstance(value, int)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    if isinstance(default, str):
+        return isinstance(value, str)
+    if isinstance(default, tuple):
+        return isinstance(value, tuple)
+    return True
+
+
 def _walk_upstream(v: Value, visit: Callable[[Value], bool]) -> None:
     """Calls ``visit`` once on ``v`` and on each value it is computed from (depth first); the
     operands of a value's producer are walked only when ``visit`` returned True for it."""
@@ -51,20 +66,57 @@ def _decode_attr(a: AttributeProto, node: "OnnxNode") -> Any:
     if t == AttributeProto.FLOAT:
         return float(a.f)
     if t == AttributeProto.STRING:
-        return a.s.decode("utf-8")
+        return _utf8(a.s, a, node)
     if t == AttributeProto.INTS:
         return tuple(int(x) for x in a.ints)
     if t == AttributeProto.FLOATS:
         return tuple(float(x) for x in a.floats)
     if t == AttributeProto.STRINGS:
-        return tuple(s.decode("utf-8") for s in a.strings)
+        return tuple(_utf8(s, a, node) for s in a.strings)
     if t == AttributeProto.TENSOR:
         if to_dtype(a.t.data_type) is None:
             raise node.unsupported(f"attribute '{a.name}' holds a {onnx_type_name(a.t.data_type)} tensor")
-        return tensor_to_numpy(a.t)
+        return tensor_to_numpy(a.t, what=f"{node.describe()}: the tensor of attribute '{a.name}'")
     if t in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
         raise node.unsupported(f"attribute '{a.name}' is a subgraph (control flow is not supported)")
+    if t not in AttributeProto.AttributeType.values():
+        raise node.invalid(f"attribute '{a.name}' has the unknown kind {t}: the model is corrupt")
     raise node.unsupported(f"attribute '{a.name}' of kind {AttributeProto.AttributeType.Name(t)}")
+
+
+def _utf8(raw: bytes, a: AttributeProto, node: "OnnxNode") -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise node.invalid(f"string attribute '{a.name}' is not valid UTF-8 ({raw[:40]!r}): the model is "
+                           f"corrupt") from None
+
+
+@functools.lru_cache(maxsize=None)
+def _schema_attr_kinds(op_type: str, opset: int, domain: str) -> dict[str, int]:
+    """Attribute name -> the ``AttributeProto`` kind the ONNX schema of this op version declares
+    (empty when onnx has no schema for it: a custom op, a too-new opset)."""
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, domain)
+    except Exception:
+        return {}
+    return {name: int(attr.type) for name, attr in schema.attributes.items()}
+
+
+# A tensor above this many bytes is a corrupt or wrong shape, not a model tensorforge can hold:
+# its op is refused at import (naming the node and the type) instead of trying to allocate it.
+MAX_TENSOR_BYTES = 1 << 38
+# Import-time folding (shape operands, constant subgraphs) skips results above this size: they
+# stay ops for the graph passes, whose constant folding has its own limit.
+MAX_IMPORT_FOLD_BYTES = 1 << 30
+
+
+def _type_nbytes(t) -> int | None:
+    """The byte size of a static tensor type, None for a symbolic (or non-tensor) one."""
+    shape = getattr(t, "shape", None)
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        return None
+    return math.prod(shape) * t.dtype.itemsize
 
 
 class OnnxNode:
@@ -90,6 +142,10 @@ class OnnxNode:
     def unsupported(self, what: str) -> UnsupportedOpError:
         return UnsupportedOpError(f"{self.describe()}: {what}")
 
+    def invalid(self, what: str) -> FrontendError:
+        """A node that breaks the ONNX spec (wrong attribute kind, corrupt data)."""
+        return FrontendError(f"{self.describe()}: {what}")
+
     # ---- attributes --------------------------------------------------------------------
     def attr(self, key: str, default: Any = _MISSING) -> Any:
         """The attribute's value, or ``default``; a missing attribute without default is an error."""
@@ -101,7 +157,17 @@ class OnnxNode:
             return default
         if a.ref_attr_name:
             raise self.unsupported(f"attribute '{key}' refers to a function attribute")
-        return _decode_attr(a, self)
+        want = _schema_attr_kinds(self.op_type, self.opset, self.domain).get(key)
+        if want is not None and a.type != want:
+            name = AttributeProto.AttributeType.Name
+            got = name(a.type) if a.type in AttributeProto.AttributeType.values() else f"kind {a.type}"
+            raise self.invalid(f"attribute '{key}' is {got}, but ONNX declares it {name(want)}: the model is "
+                               f"corrupt or was written by a broken exporter")
+        value = _decode_attr(a, self)
+        if default is not _MISSING and default is not None and not _same_kind(value, default):
+            raise self.invalid(f"attribute '{key}' holds {value!r}, not a {type(default).__name__} like its "
+                               f"default {default!r}")
+        return value
 
     def has_attr(self, key: str) -> bool:
         return key in self._attrs
@@ -147,7 +213,8 @@ class ImportContext:
 
     # ---- emitting ops -------------------------------------------------------------------
     def op(self, short: str, *operands: Value | Sequence[Value] | None, **attrs: Any) -> Any:
-        """Emits ``graph.<short>``; one result gives a Value, several a tuple."""
+        """Emits ``graph.<short>``; one result gives a Value, several a tuple.  A result type too
+        large for any machine (``MAX_TENSOR_BYTES``, e.g. a corrupt dim of 2**40) is refused."""
         name = f"graph.{short}"
         if lookup(name) is None:
             raise self._unsupported(f"needs the graph op '{name}', which is not available")
@@ -158,7 +225,14 @@ class ImportContext:
             elif o is not None:
                 flat.append(o)
         attrs = {k: v for k, v in attrs.items() if v is not None}
-        op = self.builder.insert(make_op(name, flat, attrs, None, (), self.builder.loc))
+        op = make_op(name, flat, attrs, None, (), self.builder.loc)
+        for r in op.results:
+            nbytes = _type_nbytes(r.type)
+            if nbytes is not None and nbytes > MAX_TENSOR_BYTES:
+                what = f"its result {r.type} would take {nbytes / 2**40:.1f} TiB"
+                msg = f"{what}: a dimension is corrupt or wrong (check the shapes of its inputs and attributes)"
+                raise self.node.invalid(msg) if self.node is not None else FrontendError(msg)
+        op = self.builder.insert(op)
         return op.results[0] if len(op.results) == 1 else tuple(op.results)
 
     def _unsupported(self, what: str) -> UnsupportedOpError:
@@ -218,6 +292,9 @@ class ImportContext:
             op = cur.op
             if op is None or op.opdef is None or PURE not in op.opdef.traits:
                 failed.add(cur)
+                continue
+            if any((_type_nbytes(r.type) or 0) > MAX_IMPORT_FOLD_BYTES for r in op.results):
+                failed.add(cur)             # too big to compute at import: it stays an op
                 continue
             if SHAPE_ONLY in op.opdef.traits:
                 operand_values: list[np.ndarray | None] = [None] * len(op.operands)

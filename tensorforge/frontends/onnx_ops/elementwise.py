@@ -17,6 +17,7 @@ _UNARY = {
     "Abs": "abs", "Neg": "neg", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Reciprocal": "reciprocal",
     "Tanh": "tanh", "Sigmoid": "sigmoid", "Erf": "erf", "Relu": "relu", "Sin": "sin", "Cos": "cos",
     "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sign": "sign", "Not": "not", "Softplus": "softplus",
+    "Asin": "asin", "Acos": "acos", "Atan": "atan",
 }
 
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "And": "and", "Or": "or", "Xor": "xor",
@@ -92,18 +93,40 @@ def cast(ctx: ImportContext, node: OnnxNode) -> Value:
     dtype = to_dtype(to)
     if dtype is None:
         raise node.unsupported(f"casting to {onnx_type_name(to)} is not supported")
-    node.ignore("saturate")  # only affects float8 targets, which are rejected above
+    return _cast_to(ctx, node, dtype)
+
+
+def _cast_to(ctx: ImportContext, node: OnnxNode, dtype: DType) -> Value:
+    # saturate (opset 19+) only matters for float8 targets: out-of-range values and infinities
+    # clamp to the largest finite value (default) or become inf/NaN; round_mode only for E8M0.
+    saturate = node.attr("saturate", 1) if node.opset >= 19 else 1
     if node.attr("round_mode", "up") != "up":
         raise node.unsupported("round_mode other than 'up' is not supported")
-    return ctx.op("cast", node.required(0), dtype=dtype)
+    x = node.required(0)
+    if dtype is ctx.dtype(x):
+        return ctx.op("identity", x)
+    return ctx.op("cast", x, dtype=dtype, saturate=None if saturate else False)
 
 
 @handles("CastLike")
 def cast_like(ctx: ImportContext, node: OnnxNode) -> Value:
-    node.ignore("saturate")
-    if node.attr("round_mode", "up") != "up":
-        raise node.unsupported("round_mode other than 'up' is not supported")
-    return ctx.op("cast", node.required(0), dtype=ctx.dtype(node.required(1)))
+    return _cast_to(ctx, node, ctx.dtype(node.required(1)))
+
+
+@handles("BitCast")
+def bitcast(ctx: ImportContext, node: OnnxNode) -> Value:
+    """The bits of each element read as ``to``; only between types of one size (the shape stays)."""
+    x = node.required(0)
+    to = node.attr("to")
+    dtype = to_dtype(to)
+    if dtype is None:
+        raise node.unsupported(f"bitcasting to {onnx_type_name(to)} is not supported")
+    src = ctx.dtype(x)
+    if src.itemsize != dtype.itemsize or src.is_storage_only or dtype.is_storage_only:
+        raise node.unsupported(f"bitcasting {src} to {dtype} (only between types of the same byte size)")
+    if src is dtype:
+        return ctx.op("identity", x)
+    return ctx.op("bitcast", x, dtype=dtype)
 
 
 @handles("Clip")
@@ -286,14 +309,3 @@ def isinf(ctx: ImportContext, node: OnnxNode) -> Value:
     if not checks:  # all false: |x| < -1 holds for no value, NaN included
         return ctx.op("lt", ctx.op("abs", x), ctx.scalar(-1, x))
     return checks[0] if len(checks) == 1 else ctx.op("or", checks[0], checks[1])
-
-
-@handles("OptionalHasElement")
-def optional_has_element(ctx: ImportContext, node: OnnxNode) -> Value:
-    """Only plain tensors reach a handler (optional-typed values are rejected at the inputs)."""
-    return ctx.const(np.asarray(node.input(0) is not None), DType.bool)
-
-
-@handles("OptionalGetElement")
-def optional_get_element(ctx: ImportContext, node: OnnxNode) -> Value:
-    return ctx.op("identity", node.required(0, "the optional value"))

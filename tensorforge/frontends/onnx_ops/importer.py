@@ -6,6 +6,7 @@ unread attributes and missing outputs are reported as unsupported.  Pure ops nob
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -19,7 +20,7 @@ from ...ir.symbolic import SymbolRange, SymbolTable, set_symbol_table, shape_sym
 from ...ir.types import Dim, DType, TensorType
 from .bindings import (SymbolNames, bind_dims, declared_dims, default_hint, is_batch_like, specialize, split_shapes,
                        symbol_key, symbol_sites)
-from .context import ImportContext, OnnxNode
+from .context import MAX_TENSOR_BYTES, ImportContext, OnnxNode
 from .dtypes import onnx_type_name, tensor_to_numpy, to_dtype
 
 MAX_OPSET = onnx.defs.onnx_opset_version()
@@ -70,7 +71,13 @@ class Importer:
                          for d in self.input_shapes[name]), dtype
         if not tt.HasField("shape"):
             raise UnsupportedOpError(f"model input '{name}' has no declared rank; pass input_shapes={{'{name}': ...}}")
-        return declared_dims(name, tt.shape, self.names), dtype
+        dims = declared_dims(name, tt.shape, self.names)
+        static = [d for d in dims if isinstance(d, int)]
+        if math.prod(static) * dtype.itemsize > MAX_TENSOR_BYTES:
+            raise FrontendError(f"model input '{name}' declares the shape {list(dims)}, which would take "
+                                f"{math.prod(static) * dtype.itemsize / 2**40:.1f} TiB: a dimension is corrupt or wrong "
+                                f"(fix the model, or override it with input_shapes={{'{name}': ...}})")
+        return dims, dtype
 
     def _build_function(self):
         unknown = set(self.bind_inputs) - {vi.name for vi in self.graph.input}
@@ -141,7 +148,7 @@ class Importer:
             if to_dtype(t.data_type) is None:
                 raise UnsupportedOpError(f"initializer '{name}' has element type {onnx_type_name(t.data_type)}, "
                                          f"which tensorforge does not support")
-            arr = tensor_to_numpy(t)
+            arr = tensor_to_numpy(t, what=f"initializer '{name}'")
             v = ctx.const(arr, to_dtype(t.data_type))
         elif name in self.bind_inputs:
             vi = next(x for x in self.graph.input if x.name == name)
@@ -162,6 +169,7 @@ class Importer:
         module, func = self._build_function()
         self.func = func
         ctx = ImportContext(func, self.opset or 0, self.table, self.user_bounds, self.names)
+        ctx.importer = self                       # subgraphs (If/Loop/Scan bodies) run this node loop
         for index, proto in enumerate(self.graph.node):
             self._convert(ctx, proto, index)
         ctx.node = None
@@ -169,7 +177,8 @@ class Importer:
         outputs = [self._lookup(vi.name, ctx, "the graph output list") for vi in self.graph.output]
         for vi, v in zip(self.graph.output, outputs):
             self._check_declared(vi, v)
-        func.set_return(outputs)
+        from .sequence import flatten_outputs    # sequence/optional outputs: their tensors, in order
+        func.set_return(flatten_outputs(func, outputs))
         _drop_dead_ops(func)
         set_symbol_table(func, self._final_table())
         return module
@@ -205,7 +214,17 @@ class Importer:
         except UnsupportedOpError:
             raise
         except TensorforgeError as e:
+            if str(e).startswith(node.describe()):
+                raise
             raise FrontendError(f"{node.describe()}: {e}") from e
+        except (RecursionError, MemoryError, ArithmeticError, LookupError, ValueError, TypeError,
+                AttributeError, AssertionError) as e:
+            # A handler that broke on inputs it did not expect (an axis out of range, a negative
+            # size, an attribute of the wrong length): name the node; the original is __cause__.
+            raise FrontendError(f"{node.describe()}: cannot import this node ({type(e).__name__}: {e}); its inputs "
+                                f"or attributes are probably invalid (onnx.checker.check_model(model, full_check=True) "
+                                f"names the problem); if the model is valid, please report this as a tensorforge "
+                                f"bug") from e
         unused = node.unused_attrs()
         if unused:
             raise node.unsupported(f"attribute(s) {', '.join(unused)} not supported")
@@ -229,6 +248,48 @@ class Importer:
         if code and to_dtype(code) is not None and to_dtype(code) is not v.type.dtype:
             raise FrontendError(f"graph output '{vi.name}' is declared {onnx_type_name(code)} but the "
                                 f"import computes {v.type.dtype}")
+
+
+def check_model(model) -> None:
+    """What the importer relies on before it reads anything (``load_model`` calls it): default-domain
+    opset versions, and text where ONNX has strings (protobuf hands back ``bytes`` for a name that
+    is not UTF-8)."""
+    for imp in model.opset_import:
+        if not isinstance(imp.domain, str):
+            raise FrontendError(f"an opset_import domain is not valid UTF-8 ({imp.domain[:40]!r}): the model is corrupt")
+        if imp.domain in ("", "ai.onnx") and imp.version < 1:
+            raise FrontendError(f"the model imports version {imp.version} of the default ONNX opset; versions "
+                                f"start at 1: the model is corrupt")
+    _check_names(model.graph, "the graph")
+
+
+def _check_names(graph, where: str) -> None:
+    def check(value, what: str) -> None:
+        if not isinstance(value, str):
+            raise FrontendError(f"{where}: {what} is not valid UTF-8 ({value[:40]!r}): the model is corrupt")
+
+    for kind, infos in (("input", graph.input), ("output", graph.output), ("value_info", graph.value_info)):
+        for k, vi in enumerate(infos):
+            check(vi.name, f"the name of {kind} #{k}")
+            if vi.type.HasField("tensor_type"):
+                for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+                    check(d.dim_param, f"the dim_param of axis {axis} of {kind} '{vi.name}'")
+    for k, t in enumerate(graph.initializer):
+        check(t.name, f"the name of initializer #{k}")
+    for k, n in enumerate(graph.node):
+        for field in ("name", "op_type", "domain"):
+            check(getattr(n, field), f"the {field} of node #{k}")
+        for i, name in enumerate(n.input):
+            check(name, f"input #{i} of node #{k} ('{n.name}')")
+        for i, name in enumerate(n.output):
+            check(name, f"output #{i} of node #{k} ('{n.name}')")
+        for a in n.attribute:
+            check(a.name, f"an attribute name of node #{k} ('{n.name}')")
+            if a.type == onnx.AttributeProto.GRAPH:
+                _check_names(a.g, f"{where}, node '{n.name}' attribute '{a.name}'")
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g in a.graphs:
+                    _check_names(g, f"{where}, node '{n.name}' attribute '{a.name}'")
 
 
 def _drop_dead_ops(func) -> None:

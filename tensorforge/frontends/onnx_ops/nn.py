@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.core import Value
+from ...dialects.graph.base import Window
 from ...ir.types import DType
 from .common import is_static, norm_axis, prod, spatial_auto_pads
 from .context import ImportContext, OnnxNode
@@ -103,13 +104,26 @@ def avg_pool(ctx: ImportContext, node: OnnxNode) -> Value:
     ceil_mode = bool(node.attr("ceil_mode", 0))
     include = bool(node.attr("count_include_pad", 0))
     if any(d != 1 for d in dilations):
-        if ceil_mode:
-            raise node.unsupported("dilations together with ceil_mode")
-        total = _window_sum(ctx, node, x, kernel, strides, pads, dilations)
+        n = len(kernel)
+        shape = ctx.static_shape(x, "a dilated pooling window")[2:]
+        win = Window(kernel, {"strides": strides, "pads": pads, "dilations": dilations})
+        out = [int(win.out_dim(i, shape[i], ceil_mode)) for i in range(n)]
+        # ceil mode: the last windows overhang the end padding; more zero padding makes the sums,
+        # and the overhang counts in no average (count_include_pad counts the explicit pads only)
+        over = [max(0, (o - 1) * st + win.extents[i] - (sz + pads[i] + pads[n + i]))
+                for i, (o, st, sz) in enumerate(zip(out, strides, shape))]
+        wide = tuple(pads[:n]) + tuple(p + e for p, e in zip(pads[n:], over))
+        total = _window_sum(ctx, node, x, kernel, strides, wide, dilations)
         if include:
-            return ctx.op("div", total, ctx.scalar(prod(kernel), x))
+            counts = np.ones((), np.float64)
+            for i in range(n):
+                taps = (np.arange(out[i])[:, None] * strides[i] + np.arange(kernel[i])[None, :] * dilations[i]
+                        - pads[i])
+                inside = ((taps >= -pads[i]) & (taps < shape[i] + pads[n + i])).sum(axis=1)
+                counts = np.multiply.outer(counts, inside)
+            return ctx.op("div", total, ctx.const(counts.astype(ctx.dtype(x).np)))
         count = _window_sum(ctx, node, ctx.op("add", ctx.op("mul", x, ctx.scalar(0, x)), ctx.scalar(1, x)),
-                            kernel, strides, pads, dilations)
+                            kernel, strides, wide, dilations)
         return ctx.op("div", total, count)
     return ctx.op("avg_pool", x, kernel=kernel, strides=strides, pads=pads, ceil_mode=ceil_mode,
                   count_include_pad=include)

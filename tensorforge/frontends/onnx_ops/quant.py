@@ -2,7 +2,8 @@
 
 Written as float arithmetic: ``q = clip(round_half_even(x / scale) + zero_point)`` and
 ``x = (q - zero_point) * scale``, with per-tensor, per-axis and blocked scales broadcast to
-the input.  Only integer quantized types the graph can hold (int8, uint8, int16, ...) work.
+the input.  Integer quantized types (int8, uint8, int16, uint16, int4, uint4, int2, uint2) clip;
+float8/float4 outputs round by a cast (saturating unless ``saturate=0``).
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ def _broadcast_param(ctx: ImportContext, node: OnnxNode, p: Value, x: Value, axi
 def _quant_layout(node: OnnxNode, x: Value, scale: Value, ctx: ImportContext) -> tuple[int, int]:
     block = node.attr("block_size", 0) if node.opset >= 21 else 0
     if not block and ctx.shape(scale) in ((), (1,)):
+        node.ignore("axis")
         return 0, block      # per-tensor: ONNX ignores the axis (default 1, even for a 1-D input)
     axis = norm_axis(node, node.attr("axis", 1), max(ctx.rank(x), 1)) if ctx.rank(x) else 0
     return axis, block
@@ -54,15 +56,15 @@ def _quant_layout(node: OnnxNode, x: Value, scale: Value, ctx: ImportContext) ->
 def _saturate(ctx: ImportContext, node: OnnxNode, y: Value, dtype: DType) -> Value:
     if dtype.is_float or dtype is DType.bool:
         raise node.unsupported(f"quantizing to {dtype} is not supported")
-    info = np.iinfo(dtype.np)
-    return ctx.cast(ctx.op("clip", y, min=float(info.min), max=float(info.max)), dtype)
+    lo, hi = dtype.int_range
+    return ctx.cast(ctx.op("clip", y, min=float(lo), max=float(hi)), dtype)
 
 
 @handles("QuantizeLinear")
 def quantize(ctx: ImportContext, node: OnnxNode) -> Value:
     x, scale, zp = node.required(0), node.required(1), node.input(2)
     axis, block = _quant_layout(node, x, scale, ctx)
-    node.ignore("saturate")  # only for float8 outputs, which are rejected
+    saturate = node.attr("saturate", 1) if node.opset >= 19 else 1   # float8 outputs only
     code = node.attr("output_dtype", 0) if node.opset >= 21 else 0
     if zp is not None:
         out = ctx.dtype(zp)
@@ -78,6 +80,13 @@ def quantize(ctx: ImportContext, node: OnnxNode) -> Value:
         raise node.unsupported(f"precision {onnx_type_name(precision)}")
     xs = ctx.cast(x, work)
     s = ctx.cast(_broadcast_param(ctx, node, scale, x, axis, block), work)
+    if out.is_storage_only and out.is_float:
+        # float8/float4: x / scale rounded by the cast (as the ONNX reference: float8 ignores the
+        # zero point, float4 adds it), saturating unless saturate=0 (float8)
+        y = ctx.op("div", xs, s)
+        if zp is not None and out is DType.f4e2m1:
+            y = ctx.op("add", y, ctx.cast(_broadcast_param(ctx, node, zp, x, axis, block), work))
+        return ctx.op("cast", y, dtype=out, saturate=None if saturate else False)
     y = ctx.op("round", ctx.op("div", xs, s))
     if zp is not None:
         y = ctx.op("add", y, ctx.cast(_broadcast_param(ctx, node, zp, x, axis, block), work))

@@ -62,8 +62,10 @@ def reduce(ctx: ImportContext, node: OnnxNode) -> Value:
         return ctx.op("sqrt", ctx.op("reduce_sum", ctx.op("mul", x, x), **kw))
     if t == "ReduceLogSum":
         return ctx.op("log", ctx.op("reduce_sum", x, **kw))
-    # ReduceLogSumExp, shifted by the maximum so that exp cannot overflow.
+    # ReduceLogSumExp, shifted by the maximum so that exp cannot overflow; an infinite (or NaN)
+    # maximum shifts by 0 instead, as inf - inf would turn a +inf result into NaN.
     m = ctx.op("reduce_max", x, axes=axes, keepdims=True)
+    m = ctx.op("select", ctx.op("lt", ctx.op("abs", m), ctx.scalar(np.inf, m)), m, ctx.scalar(0.0, m))
     s = ctx.op("reduce_sum", ctx.op("exp", ctx.op("sub", x, m)), **kw)
     if not keepdims:
         m = ctx.op("squeeze", m, axes=axes)

@@ -19,10 +19,6 @@ REJECTED: dict[str, str] = {
     "RandomNormalLike": "it is random",
     "RandomUniformLike": "it is random",
     "Multinomial": "it is random",
-    "If": "control flow (subgraphs) is not supported",
-    "Loop": "control flow (subgraphs) is not supported",
-    "Scan": "control flow (subgraphs) is not supported",
-    "SequenceMap": "sequences are not supported",
     "MatMulInteger": "integer matmul with 32-bit accumulation is not supported",
 }
 

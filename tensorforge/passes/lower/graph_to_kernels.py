@@ -75,6 +75,12 @@ def library_kernel(op: Operation) -> Operation:
                    [r.type for r in op.results], regions=[Region([block])])
 
 
+def is_library_op(op: Operation) -> bool:
+    """Whether graph op ``op`` lowers to a library kernel: a data-dependent op, or one whose
+    definition says ``library_kernel = True`` (no tensor-expression form worth having: scatter)."""
+    return op.name in LIBRARY_OPS or bool(getattr(op.opdef, "library_kernel", False))
+
+
 def is_library_kernel(op: Operation) -> bool:
     """Whether ``op`` is a library kernel (its C is hand-written; no computes to schedule or tune)."""
     return op.name == "structured.kernel" and LIBRARY_ATTR in op.attributes
@@ -94,7 +100,7 @@ def lower_ops(func: FuncOp) -> int:
         if op.name in KEEP:
             continue
         try:
-            kernel = library_kernel(op) if op.name in LIBRARY_OPS else lower_op_to_kernel(op, name=op.short_name)
+            kernel = library_kernel(op) if is_library_op(op) else lower_op_to_kernel(op, name=op.short_name)
         except UnsupportedOpError:
             missing[op.name] = missing.get(op.name, 0) + 1
             continue
@@ -146,6 +152,7 @@ class LowerStructuredPass(Pass):
         return sum(lower_ops(f) for f in module.functions) > 0
 
 
-__all__ = ["FUSION_ATTR", "LIBRARY_ATTR", "LIBRARY_OPS", "LowerStructuredPass", "is_library_kernel", "library_kernel",
+__all__ = ["FUSION_ATTR", "LIBRARY_ATTR", "LIBRARY_OPS", "LowerStructuredPass", "is_library_kernel", "is_library_op",
+           "library_kernel",
            "library_op", "default_fusion", "fusion_default", "lower_function",
            "lower_module", "lower_ops"]

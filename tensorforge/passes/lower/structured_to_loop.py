@@ -106,8 +106,8 @@ def lower_compute(b: Builder, cv: ComputeView, out_buf: Value, buffers: dict[int
     acc = inner.create("loop.alloc", [], {"type": BufferType((), acc_dtype), "tag": f"{index}.acc"}).results[0]
     init = REDUCTION_IDENTITY[cv.combiner]
     if not dtype.is_float:
-        init = {"add": 0, "mul": 1, "max": -(2 ** 63) if dtype.itemsize == 8 else -(2 ** 31),
-                "min": 2 ** 63 - 1 if dtype.itemsize == 8 else 2 ** 31 - 1}[cv.combiner]
+        lo, hi = acc_dtype.int_range if acc_dtype is not DType.bool else (0, 1)
+        init = {"add": 0, "mul": 1, "max": lo, "min": hi}[cv.combiner]
         if dtype.name == "bool":
             init = cv.combiner in ("mul", "min")
     inner.create("loop.store", [_const(inner, init, acc_dtype), acc])

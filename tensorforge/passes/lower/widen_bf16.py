@@ -1,5 +1,9 @@
 """bf16 -> f32 before native lowering, keeping only the roundings that casts to bf16 perform.
 
+The other storage-only types (float8, float4, 4-/2-bit ints: ``ir/lowbits.py``) are widened to
+their ``compute_type`` the same way; a cast to one becomes a cast to the compute type that rounds
+``via`` it (one op, so no tensor of those types reaches the memory plan or the C emitter).
+
 The IR holds bf16 values as f32 (``DType.bf16.np`` is float32) and the reference interpreter
 computes every bf16 op in f32; only ``graph.cast`` to bf16 rounds.  Native code does the same:
 this pass retypes every bf16 tensor of a graph function to f32 (arguments, results, constants,
@@ -18,8 +22,8 @@ from ...ir.types import DType, TensorType
 
 
 def _widened(t):
-    if isinstance(t, TensorType) and t.dtype is DType.bf16:
-        return TensorType(t.shape, DType.f32)
+    if isinstance(t, TensorType) and t.dtype.is_storage_only:
+        return TensorType(t.shape, t.dtype.compute_type)
     return t
 
 
@@ -44,12 +48,16 @@ def widen_bf16(func: FuncOp) -> bool:
                     user.set_operand(i, back)
             changed = True
             continue
+        if op.name == "graph.cast" and op.attributes.get("dtype").is_storage_only:
+            # float8/float4/int4/int2 (ir/lowbits.py): one cast that rounds through the type
+            op.attributes["via"] = op.attributes["dtype"]
         if op.name == "graph.constant":
             value = op.attributes["value"]
-            if value.type.dtype is DType.bf16:
-                op.attributes["value"] = Dense(value.array, DType.f32)
-        if op.attributes.get("dtype") is DType.bf16:
-            op.attributes["dtype"] = DType.f32
+            if value.type.dtype.is_storage_only:
+                op.attributes["value"] = Dense(value.array, value.type.dtype.compute_type)
+        dt = op.attributes.get("dtype")
+        if isinstance(dt, DType) and dt.is_storage_only:
+            op.attributes["dtype"] = dt.compute_type
         changed |= any([_retype(r) for r in op.results])
     if changed:
         func.refresh_type()

@@ -239,7 +239,8 @@ def _upper_bound(ctx: LoweringContext, d: Dim) -> int | None:
 def lower_topk(ctx: LoweringContext):
     """rank[i] = #elements that come before element i in the sorted order (larger/smaller, or
     equal with a lower index); index[k] = the i with rank k; value[k] = x[index[k]].  Sorted
-    output, so ``sorted = false`` is honoured too.  NaNs are not ordered (as -ffast-math assumes)."""
+    output, so ``sorted = false`` is honoured too.  A NaN ranks above every number, as in
+    torch.topk and NumPy's sort (so it is the first of the largest and the last of the smallest)."""
     (x,) = ctx.inputs
     kb, at = ctx.kb, ctx.attrs
     a = norm_axis(at["axis"], len(x.shape))
@@ -262,7 +263,12 @@ def lower_topk(ctx: LoweringContext):
         p, j = axes[:-1], axes[-1]
         xi, xj = x.read(p), x.read(at_axis(p, j))
         ahead = (xj > xi) if largest else (xj < xi)
-        first = ahead | (xj.eq(xi) & (j < p[a]))
+        tie = xj.eq(xi)
+        if x.dtype.is_float:
+            nan_i, nan_j = xi.ne(xi), xj.ne(xj)
+            ahead = ahead | ((nan_j & xi.eq(xi)) if largest else (nan_i & xj.eq(xj)))
+            tie = tie | (nan_i & nan_j)
+        first = ahead | (tie & (j < p[a]))
         return first.select(kb.const(1, DType.i64), kb.const(0, DType.i64))
 
     rank = kb.compute(rank_shape + (n,), "p" * len(rank_shape) + "r", DType.i64, before, combiner="add")

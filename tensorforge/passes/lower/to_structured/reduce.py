@@ -155,7 +155,9 @@ def lower_reduce_mean(ctx: LoweringContext):
 @lowering("graph.argmax", "graph.argmin")
 def lower_arg_reduction(ctx: LoweringContext):
     """The extreme value first, then the first (or last) index where ``x`` equals it: a min
-    (or max) over the positions, with positions that do not hold the extreme left out."""
+    (or max) over the positions, with positions that do not hold the extreme left out.  A NaN
+    is the extreme (the max/min propagate it), and matches the positions that hold a NaN: the
+    first NaN's index, as torch and NumPy give."""
     x, kb = ctx.inputs[0], ctx.kb
     axis = norm_axis(ctx.attrs.get("axis", 0), len(x.shape))
     layout = ReduceLayout(x.shape, (axis,), ctx.attrs.get("keepdims", False))
@@ -165,7 +167,11 @@ def lower_arg_reduction(ctx: LoweringContext):
     miss = -1 if last else x.shape[axis]
 
     def position(src, res):
-        return index_data(x.read(src).eq(extreme.read(res)).select(src[axis], miss), dim_add(x.shape[axis], 1))
+        v = x.read(src)
+        hit = v.eq(extreme.read(res))
+        if x.dtype.is_float:
+            hit = hit | v.ne(v)
+        return index_data(hit.select(src[axis], miss), dim_add(x.shape[axis], 1))
 
     return [reduce_over(kb, layout, "max" if last else "min", DType.i64, position)]
 

@@ -1,0 +1,7 @@
+"""Testing tools: the differential fuzzer (``python -m tensorforge.testing.fuzz``).
+
+``fuzz_graphs`` builds random valid ONNX graphs, ``fuzz_values`` their inputs (with IEEE special
+values), ``fuzz_check`` runs a graph natively, in the reference interpreter and in onnxruntime
+and compares, ``fuzz_minimize`` shrinks a failing graph and ``fuzz`` is the driver (batching,
+processes, reports, regression tests).
+"""

@@ -1,0 +1,342 @@
+"""Run random cases in onnxruntime, the reference interpreter and native code, and compare.
+
+The reference is ONNX semantics as onnxruntime computes them (``reference``), run with every
+intermediate tensor as an extra output, so the magnitudes flowing through each node are known:
+the tolerance of an output (``tolerances``) is ``rtol`` relative plus an absolute part that grows
+with the reduction length and the magnitude of every inexact node upstream of it (a sum of L
+terms of size M legitimately differs by about L*M*eps between two summation orders).
+``compare`` then requires: the same shape and dtype; NaN at exactly the same positions; the same
+infinities; integers and booleans exactly equal; finite floats within the tolerance.
+
+``run_tensorforge`` compiles many cases as one model (a batch) and splits the outputs per case;
+when the batch does not compile or run, it bisects to find the cases at fault, so an error is
+attributed to one case.  An ``UnsupportedOpError`` naming an op that tensorforge does not import
+at all is "unsupported" (reported apart); every other exception is a bug ("error").
+
+Where onnxruntime and the ONNX reference implementation (``onnx.reference``) disagree with each
+other, the reference implementation breaks the tie (``tiebreak``): a tensorforge result that
+agrees with it is reported as an onnxruntime deviation, not as a mismatch.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from .fuzz_graphs import EXACT_OPS, Case, to_model
+from .fuzz_values import specials_in
+
+EPS32 = float(np.finfo(np.float32).eps)
+BASE_RTOL = 1e-4
+BASE_ATOL = 1e-5
+TARGETS = ("cpu", "interpreter")
+
+
+class InvalidCase(Exception):
+    """onnx.checker or onnxruntime refuses the case: regenerate, it is not a finding."""
+
+
+@dataclass
+class Reference:
+    outputs: dict[str, np.ndarray]       # every tensor onnxruntime computed, by name
+    mags: dict[str, float]               # largest finite |x| of every tensor
+
+
+@dataclass
+class Mismatch:
+    case: str
+    target: str                 # "cpu" | "interpreter"
+    output: str                 # tensor name ("" for errors)
+    kind: str                   # nan | inf | value | shape | dtype | error | unsupported
+    detail: str
+    ops: list[str] = field(default_factory=list)
+    specials: list[str] = field(default_factory=list)   # special values in the inputs
+    count: int = 0              # elements that differ
+
+    @property
+    def nan_inf_related(self) -> bool:
+        return self.kind in ("nan", "inf")
+
+    def signature(self) -> tuple:
+        return (self.target, self.kind, tuple(self.ops))
+
+    def line(self) -> str:
+        return (f"{self.case} [{self.target}] {self.kind} {self.output}: {self.detail} "
+                f"(ops {','.join(self.ops)}; specials {','.join(self.specials) or '-'})")
+
+
+_SESSION_OPTS = None
+
+
+def _ort_session(model_bytes: bytes):
+    import onnxruntime as ort
+    global _SESSION_OPTS
+    if _SESSION_OPTS is None:
+        ort.set_default_logger_severity(4)
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 4
+        _SESSION_OPTS = so
+    return ort.InferenceSession(model_bytes, _SESSION_OPTS, providers=["CPUExecutionProvider"])
+
+
+def reference(case: Case, check: bool = True) -> Reference:
+    """onnxruntime's value of every tensor of ``case``; raises InvalidCase when it is refused."""
+    import onnx
+    produced = [o for n in case.nodes for o in n.outputs if o in case.types]
+    model = to_model(case, extra_outputs=produced)
+    try:
+        if check:
+            onnx.checker.check_model(model)
+        sess = _ort_session(model.SerializeToString())
+        names = [o.name for o in sess.get_outputs()]
+        with np.errstate(all="ignore"):
+            values = sess.run(None, dict(case.inputs))
+    except Exception as exc:  # noqa: BLE001
+        raise InvalidCase(f"{type(exc).__name__}: {str(exc)[:300]}") from None
+    outs = dict(zip(names, values))
+    for o in case.outputs:
+        want = case.types[o]
+        got = outs[o]
+        if tuple(got.shape) != tuple(want[1]) or str(got.dtype) != want[0]:
+            raise InvalidCase(f"onnxruntime's {o} is {got.dtype}{list(got.shape)}, ONNX shape inference says "
+                              f"{want[0]}{list(want[1])}")
+    everything = {**case.inputs, **case.inits, **outs}
+    return Reference(outs, {k: _mag(v) for k, v in everything.items()})
+
+
+def _mag(x: np.ndarray) -> float:
+    x = np.asarray(x)
+    if x.size == 0 or x.dtype.kind not in "fiu":
+        return 0.0
+    with np.errstate(all="ignore"):
+        a = np.abs(x.astype(np.float64))
+        a = a[np.isfinite(a)]
+    return float(a.max()) if a.size else 0.0
+
+
+def tolerances(case: Case, ref: Reference) -> dict[str, tuple[float, float]]:
+    """(rtol, atol) of every output (see the module docstring)."""
+    producer = {o: n for n in case.nodes for o in n.outputs}
+    result = {}
+    for out in case.outputs:
+        seen, stack, anc = set(), [out], []
+        while stack:
+            t = stack.pop()
+            n = producer.get(t)
+            if n is None or id(n) in seen:
+                continue
+            seen.add(id(n))
+            anc.append(n)
+            stack.extend(i for i in n.inputs if i)
+        atol = BASE_ATOL
+        rtol = BASE_RTOL
+        for n in anc:
+            if n.op == "Cast" and n.attrs.get("to") == 10:          # float16 rounding
+                rtol = max(rtol, 2e-3)
+            if n.op in EXACT_OPS and n.red_len <= 1:
+                continue
+            mag = max([ref.mags.get(t, 0.0) for t in list(n.inputs) + list(n.outputs) if t] or [0.0])
+            atol += 8 * EPS32 * max(1, n.red_len) * mag
+        result[out] = (rtol, atol)
+    return result
+
+
+def compare(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> tuple[str, str, int] | None:
+    """None when ``got`` matches ``ref``; else (kind, detail, count)."""
+    got, ref = np.asarray(got), np.asarray(ref)
+    if tuple(got.shape) != tuple(ref.shape):
+        return "shape", f"shape {list(got.shape)} != {list(ref.shape)}", 0
+    if got.dtype != ref.dtype:
+        return "dtype", f"dtype {got.dtype} != {ref.dtype}", 0
+    if ref.size == 0:
+        return None
+    if ref.dtype.kind in "biu":
+        bad = got != ref
+        if bad.any():
+            return "value", _example(got, ref, bad), int(bad.sum())
+        return None
+    g, r = got.astype(np.float64), ref.astype(np.float64)
+    gn, rn = np.isnan(g), np.isnan(r)
+    if (gn != rn).any():
+        bad = gn != rn
+        return "nan", _example(got, ref, bad), int(bad.sum())
+    inf = (np.isinf(g) | np.isinf(r)) & ~rn
+    if inf.any():
+        bad = inf & (g != r)
+        if bad.any():
+            return "inf", _example(got, ref, bad), int(bad.sum())
+    fin = ~(rn | inf)
+    with np.errstate(all="ignore"):
+        bad = fin & (np.abs(g - r) > atol + rtol * np.abs(r))
+    if bad.any():
+        return "value", _example(got, ref, bad) + f" (rtol {rtol:.1e}, atol {atol:.2e})", int(bad.sum())
+    return None
+
+
+def _example(got, ref, bad) -> str:
+    idx = tuple(int(i) for i in np.argwhere(bad)[0])
+    return f"{int(bad.sum())}/{bad.size} differ, e.g. at {list(idx)}: got {got[idx]!r}, expected {ref[idx]!r}"
+
+
+# ---- tensorforge ----------------------------------------------------------------------------
+@dataclass
+class Outcome:
+    outputs: list[np.ndarray] | None = None
+    error: str | None = None
+    kind: str = ""             # "" | "unsupported" | "error"
+
+
+def _classify_error(exc: BaseException) -> str:
+    from ..errors import UnsupportedOpError
+    if isinstance(exc, UnsupportedOpError):
+        from ..frontends.onnx import supported_ops
+        supported = set(supported_ops())
+        msg = str(exc)
+        named = [w.strip("'\",.:;()") for w in msg.replace("'", " ' ").split()]
+        # genuinely unsupported: the op kind named is not imported at all
+        if any(w and w[0].isupper() and w not in supported and w.isalnum() for w in named[:6]) and \
+                not any(w in supported for w in named[:3]):
+            return "unsupported"
+        return "unsupported-attr"
+    return "error"
+
+
+def _describe(exc: BaseException) -> str:
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" at {tb[-1].filename.split('tensorforge/')[-1]}:{tb[-1].lineno}" if tb else ""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}{where}"
+
+
+def run_tensorforge(cases: Sequence[Case], target: str) -> dict[str, Outcome]:
+    """Compile ``cases`` as one model for ``target`` and run it; bisect on failure."""
+    import tensorforge
+    cases = list(cases)
+    if not cases:
+        return {}
+    try:
+        model = to_model(cases)
+        cm = tensorforge.compile(model, target=target, threads=1) if target != "interpreter" else \
+            tensorforge.compile(model, target=target)
+        feeds = [v for c in cases for v in c.feeds()]
+        with np.errstate(all="ignore"):
+            outs = cm.run(*feeds)
+        outs = [np.asarray(o) for o in outs]
+        n_expected = sum(len(c.outputs) for c in cases)
+        if len(outs) != n_expected:
+            raise RuntimeError(f"the compiled model returned {len(outs)} outputs, the graph has {n_expected}")
+    except Exception as exc:  # noqa: BLE001 - every failure is a finding or is bisected
+        if len(cases) == 1:
+            return {cases[0].name: Outcome(error=_describe(exc), kind=_classify_error(exc))}
+        mid = len(cases) // 2
+        return {**run_tensorforge(cases[:mid], target), **run_tensorforge(cases[mid:], target)}
+    result, pos = {}, 0
+    for c in cases:
+        result[c.name] = Outcome(outputs=outs[pos:pos + len(c.outputs)])
+        pos += len(c.outputs)
+    return result
+
+
+def check_outcome(case: Case, ref: Reference, target: str, outcome: Outcome, tiebreak: bool = True) -> list[Mismatch]:
+    """The mismatches of one case's outcome on one target against the reference."""
+    specials = sorted(set().union(*[specials_in(v) for v in case.inputs.values()])) if case.inputs else []
+    if outcome.error is not None:
+        return [Mismatch(case.name, target, "", outcome.kind, outcome.error, case.ops, specials)]
+    tols = tolerances(case, ref)
+    found = []
+    evaluator_outs = None
+    for name, got in zip(case.outputs, outcome.outputs):
+        rtol, atol = tols[name]
+        diff = compare(got, ref.outputs[name], rtol, atol)
+        if diff is None:
+            continue
+        if tiebreak and diff[0] not in ("shape", "dtype"):
+            if evaluator_outs is None:
+                evaluator_outs = onnx_reference(case)
+            alt = evaluator_outs.get(name) if evaluator_outs else None
+            if alt is not None and compare(got, alt, rtol, atol) is None and \
+                    compare(ref.outputs[name], alt, rtol, atol) is not None:
+                found.append(Mismatch(case.name, target, name, "ort-deviation",
+                                      "agrees with onnx.reference, onnxruntime differs: " + diff[1], case.ops,
+                                      specials, diff[2]))
+                continue
+        found.append(Mismatch(case.name, target, name, diff[0], diff[1], case.ops, specials, diff[2]))
+    return found
+
+
+def onnx_reference(case: Case) -> dict[str, np.ndarray] | None:
+    """The outputs by ``onnx.reference.ReferenceEvaluator`` (None if it cannot run the case)."""
+    try:
+        from onnx.reference import ReferenceEvaluator
+        with np.errstate(all="ignore"):
+            outs = ReferenceEvaluator(to_model(case)).run(None, dict(case.inputs))
+        return dict(zip(case.outputs, [np.asarray(o) for o in outs]))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def check_cases(cases: Sequence[Case], refs: dict[str, Reference] | None = None,
+                targets: Sequence[str] = TARGETS, tiebreak: bool = True) -> list[Mismatch]:
+    """Every mismatch of ``cases`` (compiled together per target) against onnxruntime."""
+    refs = refs if refs is not None else {c.name: reference(c) for c in cases}
+    found = []
+    broken: set[str] = set()      # cases the interpreter cannot even import: not compiled natively
+    for target in sorted(targets, key=lambda t: t != "interpreter"):
+        todo = [c for c in cases if target == "interpreter" or c.name not in broken]
+        outcomes = run_tensorforge(todo, target)
+        for c in todo:
+            out = outcomes[c.name]
+            if target == "interpreter" and out.error is not None:
+                broken.add(c.name)
+            found += check_outcome(c, refs[c.name], target, out, tiebreak)
+    return found
+
+
+def check_model(model, feeds: Sequence[np.ndarray], targets: Sequence[str] = TARGETS) -> list[str]:
+    """For regression tests: the mismatches (as lines) of an ONNX model on ``feeds`` between
+    onnxruntime and each tensorforge target; [] when all agree."""
+    case = case_from_model(model, feeds)
+    return [m.line() for m in check_cases([case], targets=targets) if m.kind not in ("ort-deviation",)]
+
+
+def case_from_model(model, feeds: Sequence[np.ndarray], name: str = "case") -> Case:
+    """A ``Case`` for an ONNX model built by hand (types from ONNX shape inference)."""
+    from onnx import helper, numpy_helper, shape_inference
+    from .fuzz_graphs import Node
+    inferred = shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    types = {}
+    for vi in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
+        tt = vi.type.tensor_type
+        if tt.elem_type and tt.HasField("shape"):
+            types[vi.name] = (str(helper.tensor_dtype_to_np_dtype(tt.elem_type)),
+                              tuple(d.dim_value for d in tt.shape.dim))
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    for k, v in inits.items():
+        types[k] = (str(v.dtype), tuple(v.shape))
+    names = [i.name for i in model.graph.input if i.name not in inits]
+    nodes = [Node(n.op_type, list(n.input), list(n.output), {a.name: helper.get_attribute_value(a) for a in n.attribute})
+             for n in model.graph.node]
+    for n in nodes:
+        n.red_len = _guess_red_len(n, types)
+    opset = max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    return Case(name, opset, nodes, dict(zip(names, [np.asarray(f) for f in feeds])), inits,
+                [o.name for o in model.graph.output], types)
+
+
+def _guess_red_len(node, types) -> int:
+    """How many terms one result element of ``node`` sums, from the shapes (hand-built models)."""
+    def numel(t):
+        return int(np.prod(types[t][1], dtype=np.int64)) if t in types else 1
+    shapes = [types[i][1] for i in node.inputs if i in types]
+    if node.op in ("MatMul", "Gemm") and shapes and shapes[0]:
+        trans = node.attrs.get("transA", 0)
+        return max(1, int(shapes[0][0] if trans and len(shapes[0]) == 2 else shapes[0][-1]))
+    if node.op in ("Conv", "ConvTranspose") and len(shapes) > 1:
+        return max(1, int(np.prod(shapes[1][1:])) * (shapes[1][0] if node.op == "ConvTranspose" else 1))
+    if node.op in EXACT_OPS or not node.outputs or not node.inputs:
+        return 1
+    out = max(1, numel(node.outputs[0]))
+    return max(1, max(numel(i) for i in node.inputs if i) // out)
