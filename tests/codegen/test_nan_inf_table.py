@@ -326,3 +326,19 @@ def test_data_dependent_ops_on_special_values(target: str):
     np.testing.assert_array_equal(nz, np.array(np.nonzero(x)))
     assert_same_specials(cp, np.compress(cond, x, axis=1), 0, "Compress")
     assert_same_specials(u, np.unique(x), 0, "Unique")
+
+
+class _IssueModule(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x) + 1, torch.softmax(x, -1), x.max(-1).values
+
+
+def test_a_torch_module_fed_nan_and_infinities_matches_eager():
+    """The case that opened issue 14: relu(x) + 1, softmax and max on a row with NaN and +-Inf,
+    through ``tensorforge.compile`` of a torch module and a call with torch tensors."""
+    x = torch.tensor([[1.0, float("nan"), float("inf"), -float("inf"), 3.0, -0.0, 2.0, 0.5],
+                      [1.0, 2.0, float("inf"), 0.0, -1.0, 3.0, 2.0, 0.5]])
+    module = _IssueModule().eval()
+    cm = tensorforge.compile(module, (x,))
+    for got, want, what in zip(cm(x), module(x), ("relu + 1", "softmax", "max")):
+        assert_same_specials(np.asarray(got), want.numpy(), 1e-6, what)
