@@ -3,7 +3,6 @@ allocation that fails with a ``TensorforgeError`` instead of a raw ``MemoryError
 killed later, and the bounded pool that lends each concurrent call of a model its own arena."""
 from __future__ import annotations
 
-import queue
 import sys
 import threading
 from typing import Callable, Generic, TypeVar
@@ -93,13 +92,15 @@ class Pool(Generic[T]):
     A model's arena holds the intermediates of the run in progress, so concurrent calls need one
     arena each; the bound caps the memory and the cores they take: callers beyond it wait until
     one is returned.  Objects are made on demand (never more than the bound) and kept.  The free
-    ones sit in a ``queue.SimpleQueue`` (C, thread-safe), so an uncontended ``acquire`` plus
-    ``release`` costs two C calls; only waiting, making and a changed bound take the lock.
+    ones sit on a stack (a list: ``append`` and ``pop`` are atomic), so an uncontended
+    ``acquire`` plus ``release`` costs two C calls, and a lone caller always gets back the object
+    it used last (warm in cache; its pointers are the last call's).  Only waiting, making and a
+    changed bound take the lock.
     """
 
     def __init__(self, make: Callable[[], T], bound: int):
         self._make = make
-        self._free: queue.SimpleQueue = queue.SimpleQueue()
+        self._free: list[T] = []      # returned objects, the last returned on top
         self._cond = threading.Condition(threading.Lock())
         self._items: list[T] = []     # every object made and kept, oldest first
         self._count = 0               # objects made or being made
@@ -113,10 +114,15 @@ class Pool(Generic[T]):
 
     @property
     def items(self) -> list[T]:
-        """Every object the pool holds, lent or free, oldest first (a lone caller only ever uses
-        the first)."""
+        """Every object the pool holds, lent or free, oldest first."""
         with self._cond:
             return list(self._items)
+
+    @property
+    def latest(self) -> T | None:
+        """The object the next uncontended ``acquire`` gets (the last one returned), if any is free."""
+        free = self._free
+        return free[-1] if free else None
 
     def set_bound(self, bound: int) -> None:
         """Lends at most ``bound`` objects at once from now on; lowering it drops the surplus as
@@ -132,15 +138,15 @@ class Pool(Generic[T]):
     def acquire(self) -> T:
         """A free object, a new one while fewer than ``bound`` exist, or (blocking) the next returned."""
         try:
-            return self._free.get_nowait()
-        except queue.Empty:
+            return self._free.pop()
+        except IndexError:
             return self._acquire_slow()
 
     def release(self, item: T) -> None:
         """Gives ``item`` back (or drops it when the bound was lowered) and wakes one waiting caller."""
         if self._count > self._bound and self._drop(item):
             return
-        self._free.put(item)
+        self._free.append(item)
         if self._waiting:
             with self._cond:
                 self._cond.notify()
@@ -151,8 +157,8 @@ class Pool(Generic[T]):
             try:
                 while True:
                     try:
-                        return self._free.get_nowait()
-                    except queue.Empty:
+                        return self._free.pop()
+                    except IndexError:
                         pass
                     if self._count < self._bound:
                         self._count += 1
@@ -185,8 +191,8 @@ class Pool(Generic[T]):
 
     def _drop_free_locked(self) -> bool:
         try:
-            item = self._free.get_nowait()
-        except queue.Empty:
+            item = self._free.pop(0)           # the least recently used goes first
+        except IndexError:
             return False
         self._forget_locked(item)
         return True

@@ -33,6 +33,7 @@ written into ``out=`` arrays (their shape is not known before the call).
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 import threading
@@ -194,7 +195,10 @@ class NativeModel:
         self._handle = lib._handle
         self._threads = 0
         self._max_concurrency: int | None = None          # None: follows the thread count
-        self._pool: Pool[_Arena] = Pool(self._new_arena, 1)
+        # the factory holds plain values, not the model: no reference cycle keeps a dropped model alive
+        self._pool: Pool[_Arena] = Pool(functools.partial(
+            _Arena, self.arena_bytes, len(self.inputs), len(self.outputs), self.weights.ctypes.data,
+            "the arena of a call (its intermediates)", _DYNAMIC_ADVICE if plan is not None else _STATIC_ADVICE), 1)
         self.set_threads(threads or default_threads())
         if max_concurrency is not None:
             self.set_max_concurrency(max_concurrency)
@@ -202,11 +206,6 @@ class NativeModel:
         self._pool.release(self._pool.acquire())
         if plan is not None:
             self._init_dynamic()
-
-    def _new_arena(self) -> _Arena:
-        what = "the arena of a call (its intermediates)"
-        advice = _DYNAMIC_ADVICE if self.is_dynamic else _STATIC_ADVICE
-        return _Arena(self.arena_bytes, len(self.inputs), len(self.outputs), self.weights.ctypes.data, what, advice)
 
     # ---- arenas: one per call in progress ------------------------------------------------
     @property
@@ -231,13 +230,17 @@ class NativeModel:
 
     @property
     def arena(self) -> np.ndarray:
-        """The first arena: the one a lone caller always gets back."""
-        return self._pool.items[0].buffer
+        """The arena the next call of a lone caller gets: the one its last call used."""
+        return self._latest_arena().buffer
 
     @property
     def _call_args(self) -> tuple:
-        """``tf_run``'s arguments as a lone caller's last call left them (``overhead.py`` reuses them)."""
-        return self._pool.items[0].args
+        """``tf_run``'s arguments as the last call left them (``overhead.py`` reuses them)."""
+        return self._latest_arena().args
+
+    def _latest_arena(self) -> _Arena:
+        latest = self._pool.latest
+        return latest if latest is not None else self._pool.items[0]
 
     @property
     def is_dynamic(self) -> bool:

@@ -328,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     results.append(f.result())
                     completed.add(futs[f])
                     done = sum(x.cases for x in results)
-                    if len(results) % max(1, len(indices) // 20) == 0:
+                    if len(results) % max(1, min(10, len(indices) // 20)) == 0:
                         rate = done / max(1e-9, time.monotonic() - start) * 60
                         log(f"{done} graphs, {sum(len(x.mismatches) for x in results)} mismatches, {rate:.0f} graphs/min")
             except BrokenProcessPool:
@@ -359,7 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r in results:
         rejects.update(r.rejects)
         ops.update(r.op_counts)
-    open_mm = [m for m in mismatches if m.kind not in ("ort-deviation", "unsupported")]
+    from .fuzz_known import known
+    all_open = [m for m in mismatches if m.kind not in ("ort-deviation", "unsupported")]
+    known_mm = [m for m in all_open if known(m)]
+    open_mm = [m for m in all_open if not known(m)]
     by_kind = collections.Counter((m.target, m.kind) for m in open_mm)
     by_op = collections.Counter()
     for m in open_mm:
@@ -369,6 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "graphs": total, "seconds": round(elapsed, 1), "graphs_per_minute": round(total / max(elapsed, 1e-9) * 60, 1),
         "seed": a.seed, "batch": a.batch, "jobs": a.jobs, "op_kinds_covered": len(ops),
         "open_mismatches": len(open_mm), "cases_with_open_mismatches": len({m.case for m in open_mm}),
+        "known_mismatches": len(known_mm),
+        "known_by_issue": dict(collections.Counter(known(m).test for m in known_mm)),
         "nan_inf_related": sum(1 for m in open_mm if m.kind in ("nan", "inf")),
         "finite_value": sum(1 for m in open_mm if m.kind == "value" and not m.specials),
         "value_with_specials_in_inputs": sum(1 for m in open_mm if m.kind == "value" and m.specials),
@@ -381,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "op_counts": dict(ops.most_common()),
     }
     print(json.dumps({k: v for k, v in summary.items() if k != "op_counts"}, indent=1))
-    for m in mismatches[:40]:
+    for m in open_mm[:40]:
         print(m.line()[:300])
     minimised = []
     if a.minimize and open_mm:

@@ -58,9 +58,16 @@ KNOWN_FLOAT32_FFT_NOISE = {"test_dft_inverse": "f32 DFT-matrix rounding ~1.9e-7 
                            "test_dft_inverse_opset19": "f32 DFT-matrix rounding ~1.9e-7 on zero outputs vs atol 1e-7"}
 
 
+# The runner's own comparison of sequence outputs recurses into the elements as if each were a list
+# of outputs, and len() of the 0-d first element fails (any backend's correct result does);
+# check_node_case compares sequences element by element instead, and this case passes there.
+KNOWN_RUNNER_SEQUENCE_BUG = {"test_loop16_seq_none": "onnx runner: len() of a 0-d sequence element"}
+
+
 def _node_test_case():
     backend_test = BackendTest(SkippingBackend, __name__)
-    for pattern in KNOWN_FP16_ORDER + [f"^{name}_" for name in KNOWN_FLOAT32_FFT_NOISE]:
+    for pattern in KNOWN_FP16_ORDER + [f"^{name}_" for name in {**KNOWN_FLOAT32_FFT_NOISE,
+                                                                **KNOWN_RUNNER_SEQUENCE_BUG}]:
         backend_test.exclude(pattern)
     cases = backend_test.test_cases["OnnxBackendNodeModelTest"]
     for name in [n for n in vars(cases) if n.startswith("test_") and not n.endswith("_cpu")]:

@@ -118,7 +118,7 @@ def test_threads_at_different_batches_on_one_dynamic_model_give_the_serial_resul
     arenas = dyn.native.arenas
     assert 1 <= len(arenas) <= THREADS
     need = max([dyn.native.plan.offsets_for((x.shape[0],))[1] for xs in inputs for x in xs] + [dyn.native.arena_bytes])
-    assert all(a.nbytes <= need for a in arenas)         # each grew only to what its own calls needed
+    assert all(a.nbytes <= need for a in arenas)         # grown only as far as the largest call needed
 
 
 def test_each_calling_thread_gets_the_model_thread_count(mlp):
@@ -199,6 +199,9 @@ def test_pool_makes_on_demand_up_to_the_bound_and_reuses():
     pool.release(b)
     waiter.join(JOIN_S)
     assert got == [b]
+    pool.release(a)
+    pool.release(b)
+    assert pool.latest is b and pool.acquire() is b     # the last returned goes out first (warm)
 
 
 def test_pool_bound_changes_wake_waiters_and_drop_the_surplus():

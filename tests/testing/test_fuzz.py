@@ -2,9 +2,9 @@
 tests of its value generator, graph builder, comparison and minimiser.
 
 The slice is split by batch range so that ``pytest -n 2`` runs the parts in parallel.  A
-mismatch fails the slice unless it matches an entry of ``KNOWN`` (each entry names the strict
-xfail regression test that pins it, so fixing the bug makes that test XPASS and forces the entry
-out of this list).
+mismatch fails the slice unless it matches an entry of ``tensorforge.testing.fuzz_known.KNOWN``
+(each names the strict-xfail regression test that pins it, so fixing the bug makes that test
+XPASS and forces the entry out of the list).
 """
 from __future__ import annotations
 
@@ -23,19 +23,19 @@ from tensorforge.testing.fuzz import Config, case_code, generate_batch, write_re
 from tensorforge.testing.fuzz_check import (Mismatch, case_from_model, check_cases, check_model,  # noqa: E402
                                             compare, reference, tolerances)
 from tensorforge.testing.fuzz_graphs import ALL_OP_KINDS, OPS, build_case, select_generators, to_model  # noqa: E402
+from tensorforge.testing.fuzz_known import KNOWN, known  # noqa: E402
 from tensorforge.testing.fuzz_minimize import minimize  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")   # numpy on empty tensors
 
 SEED = 7
 BATCH = 16
 BATCHES_PER_PART = 4          # 4 parts x 4 batches x 16 graphs = 256 graphs
 
-# (target, kind, op that must be in the case, regression test pinning it)
-KNOWN: list[tuple[str, str, str, str]] = [
-]
 
 
 def _known(m: Mismatch) -> bool:
-    return any(m.target == t and m.kind == k and op in m.ops for t, k, op, _ in KNOWN)
+    return known(m) is not None
 
 
 @pytest.mark.parametrize("part", range(4))
@@ -193,3 +193,11 @@ def test_regression_file_round_trip(tmp_path):
 
 def test_generators_registered():
     assert len(OPS) >= 30
+
+
+def test_known_issues_have_their_regression_tests():
+    import os
+    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    for k in KNOWN:
+        assert os.path.exists(os.path.join(root, k.test)), k
+        assert "xfail(strict=True" in open(os.path.join(root, k.test)).read(), k

@@ -52,22 +52,26 @@ def reduce(ctx: ImportContext, node: OnnxNode) -> Value:
         return _empty_value(ctx, x, empty_fill, out)
     kw = dict(axes=axes, keepdims=keepdims)
     t = node.op_type
+
+    def red(name: str, y: Value, **over) -> Value:
+        # a rank-0 tensor is reduced over no axis: each reduction is the value itself
+        return ctx.op("identity", y) if rank == 0 else ctx.op(name, y, **{**kw, **over})
     if t in _DIRECT:
-        return ctx.op(_DIRECT[t], x, **kw)
+        return red(_DIRECT[t], x)
     if t == "ReduceL1":
-        return ctx.op("reduce_sum", ctx.op("abs", x), **kw)
+        return red("reduce_sum", ctx.op("abs", x))
     if t == "ReduceSumSquare":
-        return ctx.op("reduce_sum", ctx.op("mul", x, x), **kw)
+        return red("reduce_sum", ctx.op("mul", x, x))
     if t == "ReduceL2":
-        return ctx.op("sqrt", ctx.op("reduce_sum", ctx.op("mul", x, x), **kw))
+        return ctx.op("sqrt", red("reduce_sum", ctx.op("mul", x, x)))
     if t == "ReduceLogSum":
-        return ctx.op("log", ctx.op("reduce_sum", x, **kw))
+        return ctx.op("log", red("reduce_sum", x))
     # ReduceLogSumExp, shifted by the maximum so that exp cannot overflow; an infinite (or NaN)
     # maximum shifts by 0 instead, as inf - inf would turn a +inf result into NaN.
-    m = ctx.op("reduce_max", x, axes=axes, keepdims=True)
+    m = red("reduce_max", x, keepdims=True)
     m = ctx.op("select", ctx.op("lt", ctx.op("abs", m), ctx.scalar(np.inf, m)), m, ctx.scalar(0.0, m))
-    s = ctx.op("reduce_sum", ctx.op("exp", ctx.op("sub", x, m)), **kw)
-    if not keepdims:
+    s = red("reduce_sum", ctx.op("exp", ctx.op("sub", x, m)))
+    if not keepdims and rank:
         m = ctx.op("squeeze", m, axes=axes)
     return ctx.op("add", ctx.op("log", s), m)
 

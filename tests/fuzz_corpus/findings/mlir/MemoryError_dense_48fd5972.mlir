@@ -1,0 +1,1 @@
+    %0 = "graph.constant"() {value = dense<1.0> : tensor<100000000x100000000xf32>} : () -> tensor<f32>

@@ -1,0 +1,1 @@
+    %13 = "graph.constant"() {value = dense<2.828427> : tensor<4294967296x4294967296x4294967296xf32>} : () -> tensor<f32>
