@@ -120,6 +120,11 @@ def run_batch(cfg: Config, index: int, only: int | None = None) -> BatchResult:
         res.mismatches = check_cases(cases, refs, cfg.targets)
         bad = {m.case for m in res.mismatches}
         res.failing = {c.name: c for c in cases if c.name in bad}
+    except Exception as exc:  # noqa: BLE001 - a bug of the fuzzer itself: report it, keep going
+        import traceback
+        from .fuzz_check import Mismatch
+        res.mismatches = [Mismatch(f"s{cfg.seed}b{index}", "harness", "", "harness-error",
+                                   "".join(traceback.format_exception(exc))[-600:])]
     except _Timeout:
         from .fuzz_check import Mismatch
         res.mismatches = [Mismatch(f"s{cfg.seed}b{index}" + (f"c{only}" if only is not None else ""), "cpu", "",
@@ -325,7 +330,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             pending, completed = [], set()
             try:
                 for f in as_completed(futs):
-                    results.append(f.result())
+                    try:
+                        results.append(f.result())
+                    except BrokenProcessPool:
+                        raise
+                    except Exception as exc:  # noqa: BLE001 - e.g. a result that does not unpickle
+                        from .fuzz_check import Mismatch
+                        r = BatchResult(futs[f][0])
+                        r.mismatches = [Mismatch(f"s{cfg.seed}b{futs[f][0]}", "harness", "", "harness-error", repr(exc))]
+                        results.append(r)
                     completed.add(futs[f])
                     done = sum(x.cases for x in results)
                     if len(results) % max(1, min(10, len(indices) // 20)) == 0:
@@ -377,7 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "nan_inf_related": sum(1 for m in open_mm if m.kind in ("nan", "inf")),
         "finite_value": sum(1 for m in open_mm if m.kind == "value" and not m.specials),
         "value_with_specials_in_inputs": sum(1 for m in open_mm if m.kind == "value" and m.specials),
-        "errors": sum(1 for m in open_mm if m.kind in ("error", "crash", "timeout", "shape", "dtype", "unsupported-attr")),
+        "errors": sum(1 for m in open_mm if m.kind in ("error", "crash", "timeout", "shape", "dtype", "unsupported-attr",
+                                                        "harness-error")),
         "unsupported": sum(1 for m in mismatches if m.kind == "unsupported"),
         "ort_deviations": sum(1 for m in mismatches if m.kind == "ort-deviation"),
         "by_target_kind": {f"{t}/{k}": v for (t, k), v in by_kind.most_common()},

@@ -191,15 +191,15 @@ class Outcome:
 
 
 def _classify_error(exc: BaseException) -> str:
+    """"unsupported" for an UnsupportedOpError on an op kind the ONNX importer does not handle
+    at all; "unsupported-attr" for one on an op it handles (a valid graph it refuses: a finding);
+    "error" for everything else."""
     from ..errors import UnsupportedOpError
     if isinstance(exc, UnsupportedOpError):
+        import re
         from ..frontends.onnx import supported_ops
-        supported = set(supported_ops())
-        msg = str(exc)
-        named = [w.strip("'\",.:;()") for w in msg.replace("'", " ' ").split()]
-        # genuinely unsupported: the op kind named is not imported at all
-        if any(w and w[0].isupper() and w not in supported and w.isalnum() for w in named[:6]) and \
-                not any(w in supported for w in named[:3]):
+        found = re.search(r"\((\w+), opset \d+\)", str(exc))
+        if found and found.group(1) not in set(supported_ops()):
             return "unsupported"
         return "unsupported-attr"
     return "error"

@@ -229,7 +229,7 @@ class Builder:
             if o not in types:
                 raise Reject(f"{op}: no inferred type")
             dt, shape = types[o]
-            if any(not isinstance(d, int) for d in shape) or _numel(shape) > MAX_NUMEL:
+            if any(not isinstance(d, int) or d < 0 for d in shape) or _numel(shape) > MAX_NUMEL:
                 raise Reject(f"{op}: unknown or too large result shape {shape}")
         for o in outs:
             self.types[o] = types[o]

@@ -44,7 +44,7 @@ def retype(case: Case) -> Case:
         except Reject as exc:
             raise ValueError(str(exc)) from None
         for o in n.outputs:
-            if o not in got or any(not isinstance(d, int) for d in got[o][1]):
+            if o not in got or any(not isinstance(d, int) or d < 0 for d in got[o][1]):
                 raise ValueError(f"{n.op}: no type for {o}")
         types.update(got)
     case.types = types

@@ -47,7 +47,8 @@ def test_identical_kernels_are_emitted_once(monkeypatch):
     cm = tensorforge.compile(m, passes=False)
     build = cm.native.build
     assert (build["kernels"], build["unique_kernels"]) == (3, 2)
-    assert cm.source.count("tanhf(") == 1
+    from tensorforge.codegen.c.emit_loop import PRELUDE
+    assert cm.source.count("tanhf(") - PRELUDE.count("tanhf(") == 1      # the prelude declares it
     x = np.linspace(-2, 2, 256, dtype=np.float32).reshape(8, 32)
     y = x[::-1].copy()
     ta, tb, ea = cm(x, y)

@@ -201,3 +201,12 @@ def test_known_issues_have_their_regression_tests():
     for k in KNOWN:
         assert os.path.exists(os.path.join(root, k.test)), k
         assert "xfail(strict=True" in open(os.path.join(root, k.test)).read(), k
+
+
+def test_unsupported_is_told_apart_from_bugs():
+    from tensorforge.errors import ShapeError, UnsupportedOpError
+    from tensorforge.testing.fuzz_check import _classify_error
+    assert _classify_error(UnsupportedOpError("ONNX node 'b' (Bernoulli, opset 18): rejected")) == "unsupported"
+    assert _classify_error(UnsupportedOpError("ONNX node 'c' (Conv, opset 18): odd pads")) == "unsupported-attr"
+    assert _classify_error(ShapeError("bad")) == "error"
+    assert _classify_error(ZeroDivisionError()) == "error"

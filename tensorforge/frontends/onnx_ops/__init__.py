@@ -9,8 +9,8 @@ from __future__ import annotations
 
 def handler_tables():
     """(HANDLERS, REJECTED): op type -> handler, and op type -> why it is rejected."""
-    from . import (attention, bitwise, control_flow, data_dependent, elementwise, generate,  # noqa: F401
-                   grid, index, linalg, loss, nn, qlinear, quant, reduce, rnn, scatter, sequence, shape,
+    from . import (attention, bitwise, control_flow, data_dependent, elementwise, flex_attention,  # noqa: F401
+                   generate, grid, index, linalg, loss, nn, qlinear, quant, reduce, rnn, sampling, scatter, sequence, shape,
                    signal, state, training)
     from .registry import HANDLERS, REJECTED
     return HANDLERS, REJECTED

@@ -77,7 +77,8 @@ def check_tensor(t: TensorProto, what: str | None = None) -> None:
     what = what or f"tensor '{t.name}'"
     if t.data_location == TensorProto.EXTERNAL:
         loc = next((e.value for e in t.external_data if e.key == "location"), None)
-        raise FrontendError(f"{what} keeps its data in the external file {loc!r}, which was not loaded: import "
+        where = "an external file (no location given)" if loc is None else f"the external file {loc!r}"
+        raise FrontendError(f"{what} keeps its data in {where}, which was not loaded: import "
                             f"the model from its .onnx path (external data is read from the folder the model is "
                             f"in), or load it with onnx.load(path) and pass the ModelProto")
     if t.data_location != TensorProto.DEFAULT:

@@ -184,9 +184,12 @@ class Importer:
         return module
 
     def _node_opset(self, proto) -> int:
+        from .flex_attention import DOMAIN as PREVIEW, OPS as PREVIEW_OPS
         from .training import DOMAIN as TRAINING, OPS as TRAINING_OPS
-        if proto.domain == TRAINING and proto.op_type in TRAINING_OPS:
-            return next((int(i.version) for i in self.model.opset_import if i.domain == TRAINING), 1)
+        # Other domains: the op types imported from each, at the version the model imports.
+        other_domains = {TRAINING: TRAINING_OPS, PREVIEW: PREVIEW_OPS}
+        if proto.op_type in other_domains.get(proto.domain, ()):
+            return next((int(i.version) for i in self.model.opset_import if i.domain == proto.domain), 1)
         if proto.domain not in ("", "ai.onnx"):
             raise UnsupportedOpError(f"ONNX node '{proto.name or proto.op_type}' ({proto.op_type}) is in domain "
                                      f"'{proto.domain}'; only the default ONNX domain is supported")
@@ -244,6 +247,10 @@ class Importer:
         """A graph output's computed element type must be the declared one (a frontend bug otherwise)."""
         if not vi.type.HasField("tensor_type"):
             return
+        if not isinstance(v, Value):          # a sequence or optional where the model declares a tensor
+            kind = {"SeqValue": "a sequence", "OptValue": "an optional"}.get(type(v).__name__, type(v).__name__)
+            raise FrontendError(f"graph output '{vi.name}' is declared a tensor but the import computes {kind}: "
+                                f"the model's output type is wrong")
         code = vi.type.tensor_type.elem_type
         if code and to_dtype(code) is not None and to_dtype(code) is not v.type.dtype:
             raise FrontendError(f"graph output '{vi.name}' is declared {onnx_type_name(code)} but the "

@@ -78,14 +78,65 @@ def conv_transpose(ctx: ImportContext, node: OnnxNode) -> Value:
 
 @handles("MaxPool")
 def max_pool(ctx: ImportContext, node: OnnxNode) -> Value:
-    if node.wants(1):
-        raise node.unsupported("the Indices output is not supported")
     x = node.required(0)
     kernel = tuple(node.attr("kernel_shape"))
     strides, pads, dilations = _window_attrs(ctx, node, x, kernel)
-    node.ignore("storage_order")  # only affects Indices
-    return ctx.op("max_pool", x, kernel=kernel, strides=strides, pads=pads, dilations=dilations,
-                  ceil_mode=bool(node.attr("ceil_mode", 0)))
+    ceil_mode = bool(node.attr("ceil_mode", 0))
+    storage_order = node.attr("storage_order", 0)  # only affects Indices
+    y = ctx.op("max_pool", x, kernel=kernel, strides=strides, pads=pads, dilations=dilations, ceil_mode=ceil_mode)
+    if not node.wants(1):
+        return y
+    return [y, _max_pool_indices(ctx, node, x, kernel, strides, pads, dilations, ceil_mode, storage_order)]
+
+
+def _max_pool_indices(ctx: ImportContext, node: OnnxNode, x: Value, kernel, strides, pads, dilations,
+                      ceil_mode: bool, storage_order: int) -> Value:
+    """MaxPool's Indices: the flat position in x (row-major over N, C and the spatial axes, or
+    column-major over the spatial axes with ``storage_order=1``) of the first maximum of each
+    window, in window order, as the ONNX reference picks it.  Each window's in-bounds taps are
+    gathered from x flattened over its spatial axes (static tap tables; a padding tap reads an
+    appended lowest value and sits after every in-bounds tap, so it never wins a tie), an argmax
+    picks the tap and a second static table maps the tap to its position."""
+    shape = ctx.static_shape(x, "MaxPool's Indices output")
+    n_, c_, sizes = shape[0], shape[1], shape[2:]
+    n = len(kernel)
+    if storage_order not in (0, 1):
+        raise node.unsupported(f"storage_order={storage_order}")
+    win = Window(kernel, {"strides": strides, "pads": pads, "dilations": dilations})
+    out = [int(win.out_dim(i, sizes[i], ceil_mode)) for i in range(n)]
+    plane = prod(sizes)
+    # taps[o, k]: the spatial position (row-major) of tap k of output o, or -1 outside the input
+    grids = np.meshgrid(*[np.arange(o) for o in out], *[np.arange(k) for k in kernel], indexing="ij")
+    coords = [grids[i] * strides[i] - pads[i] + grids[n + i] * dilations[i] for i in range(n)]
+    inside = np.ones(coords[0].shape, bool)
+    for i in range(n):
+        inside &= (coords[i] >= 0) & (coords[i] < sizes[i])
+    ktaps = prod(kernel)
+    row = np.zeros(coords[0].shape, np.int64)
+    col = np.zeros(coords[0].shape, np.int64)
+    for i in range(n):
+        row = row * sizes[i] + coords[i]
+    for i in reversed(range(n)):
+        col = col * sizes[i] + coords[i]
+    row = row.reshape(-1, ktaps)
+    col = col.reshape(-1, ktaps)
+    inside = inside.reshape(-1, ktaps)
+    order = np.argsort(~inside, axis=1, kind="stable")          # in-bounds taps first, in window order
+    inside = np.take_along_axis(inside, order, 1)
+    row = np.where(inside, np.take_along_axis(row, order, 1), plane)
+    col = np.where(inside, np.take_along_axis(col, order, 1), -1)
+    dtype = ctx.dtype(x)
+    low = -np.inf if dtype.is_float else np.iinfo(dtype.np).min
+    flat = ctx.op("reshape", x, shape=(n_, c_, plane))
+    flat = ctx.op("concat", flat, ctx.const(np.full((n_, c_, 1), low, dtype.np)), axis=2)
+    windows = ctx.op("gather", flat, ctx.const(row), axis=2)                  # (N, C, O, K)
+    k = ctx.op("argmax", windows, axis=3, keepdims=False)                     # (N, C, O)
+    pos = (col if storage_order else np.where(inside, row, -1)).reshape(-1)
+    lin = ctx.op("add", k, ctx.const(np.arange(row.shape[0], dtype=np.int64) * ktaps))
+    spatial = ctx.op("gather", ctx.const(pos), lin, axis=0)
+    base = (np.arange(n_ * c_, dtype=np.int64) * plane).reshape(n_, c_, 1)
+    idx = ctx.op("add", spatial, ctx.const(base))
+    return ctx.op("reshape", idx, shape=(n_, c_) + tuple(out))
 
 
 def _window_sum(ctx: ImportContext, node: OnnxNode, x: Value, kernel, strides, pads, dilations) -> Value:
@@ -343,3 +394,39 @@ def col2im(ctx: ImportContext, node: OnnxNode) -> Value:
     blocks = ctx.op("reshape", x, shape=(batch, cols, *grid))
     return ctx.op("conv_transpose", blocks, ctx.const(w, ctx.dtype(x)), strides=strides, pads=pads,
                   dilations=dilations, output_padding=tuple(out_pad), groups=channels)
+
+
+@handles("MaxUnpool")
+def max_unpool(ctx: ImportContext, node: OnnxNode) -> Value:
+    """Scatters each value of X to the flat position its index names in a zero tensor of the
+    inferred shape ``(in - 1) * stride - pads + kernel``; an ``output_shape`` input pads that
+    with zeros at the end of each axis (as the ONNX reference does)."""
+    x, idx = node.required(0), node.required(1)
+    shape = ctx.static_shape(x, "MaxUnpool")
+    kernel = tuple(node.attr("kernel_shape"))
+    n = len(kernel)
+    strides = tuple(node.attr("strides", (1,) * n))
+    pads = tuple(node.attr("pads", (0,) * (2 * n)))
+    if len(shape) != n + 2 or len(strides) != n or len(pads) != 2 * n:
+        raise node.unsupported(f"kernel/strides/pads do not match {len(shape) - 2} spatial dims")
+    inferred = shape[:2] + tuple((shape[2 + i] - 1) * strides[i] - (pads[i] + pads[n + i]) + kernel[i]
+                                 for i in range(n))
+    total = prod(inferred)
+    dtype = ctx.dtype(x)
+    count = prod(shape)
+    lin = ctx.op("reshape", idx, shape=(count, 1))
+    if ctx.dtype(lin) is not DType.i64:
+        lin = ctx.op("cast", lin, dtype=DType.i64)
+    y = ctx.op("scatter_nd", ctx.const(np.zeros((total,), dtype.np)), lin,
+               ctx.op("reshape", x, shape=(count,)))
+    y = ctx.op("reshape", y, shape=inferred)
+    shape_in = node.input(2)
+    if shape_in is None:
+        return y
+    want = tuple(int(d) for d in ctx.const_ints(shape_in, "output_shape"))
+    if len(want) != len(inferred) or any(w < d for w, d in zip(want, inferred)):
+        raise node.unsupported(f"output_shape {list(want)} smaller than the unpooled shape {list(inferred)}")
+    if want == inferred:
+        return y
+    grow = tuple(0 for _ in want) + tuple(w - d for w, d in zip(want, inferred))
+    return ctx.op("pad", y, pads=grow, mode="constant", value=0.0)

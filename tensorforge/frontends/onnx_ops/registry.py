@@ -19,7 +19,6 @@ REJECTED: dict[str, str] = {
     "RandomNormalLike": "it is random",
     "RandomUniformLike": "it is random",
     "Multinomial": "it is random",
-    "MatMulInteger": "integer matmul with 32-bit accumulation is not supported",
 }
 
 

@@ -253,11 +253,31 @@ def pad(ctx: ImportContext, node: OnnxNode) -> Value:
             pads = tuple(full)
     if len(pads) != 2 * rank:
         raise node.unsupported(f"{len(pads)} pads for a rank-{rank} input")
-    if mode not in ("constant", "reflect", "edge"):
+    if mode not in ("constant", "reflect", "edge", "wrap"):
         raise node.unsupported(f"mode='{mode}'")
     if not any(pads):
         return ctx.op("identity", x)
+    if mode == "wrap":
+        return _pad_wrap(ctx, x, tuple(pads))
     return ctx.op("pad", x, pads=tuple(pads), mode=mode, value=float(value))
+
+
+def _pad_wrap(ctx: ImportContext, x: Value, pads: tuple[int, ...]) -> Value:
+    """mode='wrap' (periodic): per padded axis, a gather of static positions ``(j - begin) mod n``.
+    Negative pads crop first (as the ONNX reference does), then the rest wraps around the crop."""
+    rank = ctx.rank(x)
+    shape = ctx.static_shape(x, "Pad mode='wrap'")
+    for axis in range(rank):
+        begin, end = pads[axis], pads[axis + rank]
+        if begin == 0 and end == 0:
+            continue
+        lo, hi = max(0, -begin), max(0, -end)
+        m = shape[axis] - lo - hi
+        if m <= 0:
+            raise ctx.node.unsupported(f"wrap padding of an axis cropped to {m} elements")
+        idx = lo + np.mod(np.arange(-max(begin, 0), m + max(end, 0)), m)
+        x = ctx.op("gather", x, ctx.const(idx.astype(np.int64)), axis=axis)
+    return x
 
 
 @handles("Tile")
