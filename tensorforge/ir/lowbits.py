@@ -11,6 +11,12 @@ cast *from* them is exact and only a cast *to* them rounds:
   ONNX default; float4 always saturates), otherwise become inf (E5M2) or NaN (the formats without
   inf).  NaN stays NaN (float4 has none: NaN becomes a zero of the opposite sign, as ml_dtypes
   and the ONNX reference do); the FNUZ formats have no negative zero.
+- float8 E8M0 (``E8M0``: unsigned powers of two 2^-127..2^127, 0xFF is NaN, no zero, no inf): the
+  ONNX rule on the f32 bits of x (inputs of other types are first rounded to f32): the sign is
+  dropped, the biased exponent is kept and rounded up when the mantissa is not zero (round_mode
+  'up', the ONNX default), except past 2^127 when ``saturate``; NaN and inf become NaN, and so does
+  a round-up past 2^127 without ``saturate``.  0 (and every f32 below 2^-126) becomes 2^-127 or
+  2^-126.
 - 4-/2-bit ints: a float truncates toward zero and gives 0 when out of range (NaN included); an
   integer wraps around modulo 2^bits (ml_dtypes, which the ONNX reference uses).
 """
@@ -49,6 +55,9 @@ FLOAT_FORMATS: dict[DType, FloatFormat] = {
     DType.f8e5m2fnuz: FloatFormat(5, 2, 16, 57344.0, False, True),
     DType.f4e2m1: FloatFormat(2, 1, 1, 6.0, False, False, has_nan=False),
 }
+E8M0 = DType.f8e8m0
+# the float formats whose values are bit patterns of one byte (the printer's hex, dense data)
+BYTE_FLOATS = frozenset(FLOAT_FORMATS) | {E8M0}
 INT_FORMATS: dict[DType, int] = {DType.i4: 4, DType.u4: 4, DType.i2: 2, DType.u2: 2}   # bits
 
 
@@ -81,6 +90,34 @@ def round_float(x: np.ndarray, dtype: DType, saturate: bool = True) -> np.ndarra
     return r.astype(np.float32)
 
 
+E8M0_ROUND_MODES = ("up", "down", "nearest")
+
+
+def round_e8m0(x: np.ndarray, saturate: bool = True, round_mode: str = "up") -> np.ndarray:
+    """``x`` rounded onto the E8M0 grid, as f32: ``2^(e - 127)`` or NaN.  ``round_mode`` 'up'
+    rounds up any nonzero mantissa, 'down' keeps the exponent, 'nearest' rounds up when the
+    mantissa's top bit is set and (the next bit, any lower bit, or a nonzero exponent) is,
+    as the ONNX reference (``onnx.numpy_helper.to_float8e8m0``) does."""
+    bits = np.ascontiguousarray(np.asarray(x).astype(np.float32)).view(np.uint32)
+    e = ((bits >> 23) & 0xFF).astype(np.int64)
+    special = e == 0xFF
+    if round_mode == "up":
+        up = (bits & 0x7FFFFF) != 0
+    elif round_mode == "down":
+        up = np.zeros(bits.shape, bool)
+    elif round_mode == "nearest":
+        up = ((bits & 0x400000) != 0) & (((bits & 0x200000) != 0) | ((bits & 0x1FFFFF) != 0) | (e > 0))
+    else:
+        raise ValueError(f"E8M0 round_mode must be one of {E8M0_ROUND_MODES}, got {round_mode!r}")
+    up &= ~special
+    if saturate:
+        up &= e != 0xFE
+    e = e + up
+    with np.errstate(all="ignore"):
+        out = np.ldexp(np.float64(1.0), e - 127)
+    return np.where(e == 0xFF, np.nan, out).astype(np.float32)
+
+
 def to_small_int(x: np.ndarray, dtype: DType) -> np.ndarray:
     """``x`` converted to the 4-/2-bit integer ``dtype`` (held as int8/uint8)."""
     lo, hi = dtype.int_range
@@ -98,15 +135,21 @@ def to_small_int(x: np.ndarray, dtype: DType) -> np.ndarray:
     return out.astype(dtype.np)
 
 
-def convert(x: np.ndarray, dtype: DType, saturate: bool = True) -> np.ndarray:
-    """A cast to the storage-only ``dtype`` (not bf16) as the held array."""
+def convert(x: np.ndarray, dtype: DType, saturate: bool = True, round_mode: str | None = None) -> np.ndarray:
+    """A cast to the storage-only ``dtype`` (not bf16) as the held array (``round_mode``: E8M0)."""
     if dtype in FLOAT_FORMATS:
         return round_float(x, dtype, saturate)
+    if dtype is E8M0:
+        return round_e8m0(x, saturate, round_mode or "up")
     return to_small_int(x, dtype)
 
 
 # ---- bit patterns (the printer's hex and dense_resource data) ------------------------------------
 def _decode_table(dtype: DType) -> np.ndarray:
+    if dtype is E8M0:
+        with np.errstate(all="ignore"):
+            vals = np.ldexp(np.float64(1.0), np.arange(256) - 127)
+        return np.where(np.arange(256) == 0xFF, np.nan, vals).astype(np.float32)
     f = FLOAT_FORMATS[dtype]
     vals = []
     for b in range(1 << f.nbits):
@@ -139,7 +182,7 @@ def _table(dtype: DType) -> np.ndarray:
 def decode(bits: np.ndarray, dtype: DType) -> np.ndarray:
     """Bit patterns -> held values (f32 for the float formats; sign-extended ints)."""
     bits = np.asarray(bits).astype(np.int64)
-    if dtype in FLOAT_FORMATS:
+    if dtype in BYTE_FLOATS:
         return _table(dtype)[bits & 0xFF]
     n = INT_FORMATS[dtype]
     v = bits & ((1 << n) - 1)
@@ -151,13 +194,13 @@ def decode(bits: np.ndarray, dtype: DType) -> np.ndarray:
 def encode(held: np.ndarray, dtype: DType) -> np.ndarray:
     """Held values (on the grid) -> bit patterns as uint8."""
     held = np.asarray(held)
-    if dtype not in FLOAT_FORMATS:
+    if dtype not in BYTE_FLOATS:
         return (held.astype(np.int64) & ((1 << INT_FORMATS[dtype]) - 1)).astype(np.uint8)
     table = _table(dtype)
     keys = table.view(np.uint32)
     order = np.argsort(keys, kind="stable")
     v = np.ascontiguousarray(held, dtype=np.float32)
-    if FLOAT_FORMATS[dtype].fnuz:
+    if dtype in FLOAT_FORMATS and FLOAT_FORMATS[dtype].fnuz:
         v = np.where(v == 0, np.float32(0), v)
     look = v.view(np.uint32)
     pos = np.clip(np.searchsorted(keys[order], look), 0, len(order) - 1)
@@ -166,5 +209,5 @@ def encode(held: np.ndarray, dtype: DType) -> np.ndarray:
     return np.where(np.isnan(v), np.uint8(nan_bits), out).astype(np.uint8)
 
 
-__all__ = ["FLOAT_FORMATS", "INT_FORMATS", "FloatFormat", "convert", "decode", "encode", "round_float",
-           "to_small_int"]
+__all__ = ["BYTE_FLOATS", "E8M0", "E8M0_ROUND_MODES", "FLOAT_FORMATS", "INT_FORMATS", "FloatFormat", "convert", "decode", "encode", "round_float",
+           "round_e8m0", "to_small_int"]

@@ -100,7 +100,7 @@ def float_from_bits(bits: np.ndarray, dtype: DType) -> np.ndarray:
     """Bit patterns (as printed in hex) -> the NumPy array that holds ``dtype`` values."""
     if dtype is DType.bf16:
         return (bits.astype(np.uint32) << 16).view(np.float32)
-    if dtype in lowbits.FLOAT_FORMATS:
+    if dtype in lowbits.BYTE_FLOATS:
         return lowbits.decode(bits, dtype)
     return bits.astype(_BITS[dtype][0]).view(dtype.np)
 
@@ -326,7 +326,7 @@ def _elements(flat: np.ndarray, dtype: DType) -> list[str]:
         return [format_f64(x) for x in flat.tolist()]
     out = []
     finite = np.isfinite(flat)
-    if dtype in lowbits.FLOAT_FORMATS:
+    if dtype in lowbits.BYTE_FLOATS:
         bits, hexfmt = lowbits.encode(flat, dtype), "%02X"
     else:
         bits = bf16_bits(flat) if dtype is DType.bf16 else flat.view(_BITS[dtype][0])

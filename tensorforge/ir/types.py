@@ -38,6 +38,7 @@ class DType(enum.Enum):
     f8e5m2 = "f8E5M2"
     f8e5m2fnuz = "f8E5M2FNUZ"
     f4e2m1 = "f4E2M1FN"
+    f8e8m0 = "f8E8M0FNU"     # unsigned powers of two 2^-127..2^127 and NaN (ONNX FLOAT8E8M0, MX scales)
     i4 = "i4"
     u4 = "ui4"
     i2 = "i2"
@@ -113,7 +114,7 @@ class DType(enum.Enum):
         return f"DType.{self.name}"
 
 
-_FLOAT8 = (DType.f8e4m3fn, DType.f8e4m3fnuz, DType.f8e5m2, DType.f8e5m2fnuz, DType.f4e2m1)
+_FLOAT8 = (DType.f8e4m3fn, DType.f8e4m3fnuz, DType.f8e5m2, DType.f8e5m2fnuz, DType.f4e2m1, DType.f8e8m0)
 _FLOATS = {DType.f16, DType.bf16, DType.f32, DType.f64, *_FLOAT8}
 _UNSIGNED = {DType.u8, DType.u16, DType.u32, DType.u64, DType.u4, DType.u2}
 _COMPUTE_TYPE = {DType.bf16: DType.f32, **{d: DType.f32 for d in _FLOAT8},

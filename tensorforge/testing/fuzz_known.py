@@ -26,7 +26,8 @@ KNOWN: tuple[Known, ...] = (
     Known("*", "nan", "MaxPool", "tests/testing/regressions/test_fuzz_557ab0fe5e.py",
           "ONNX MaxPool ignores NaN (onnxruntime; onnx.reference drops NaN), graph.max_pool propagates it"),
     Known("cpu", "value", "LayerNormalization", "tests/testing/regressions/test_fuzz_eb574e6794.py",
-          "native LayerNorm: fused producer recomputed with different rounding, amplified by 1/sqrt(var+eps)"),
+          "native: gcc -ffp-contract=fast contracts a rounded product into the centring x - mean "
+          "(fma gives x*s - round(x*s) != 0), amplified by 1/sqrt(var+eps); -ffp-contract=off fixes it"),
 )
 
 

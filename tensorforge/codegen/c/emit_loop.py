@@ -207,10 +207,11 @@ def _cast(a, dt_in, attrs, result_t):
     target = c_type(result_t)
     via = attrs.get("via")
     if via is not None:   # rounding through a storage-only type (passes/lower/widen_bf16.py)
-        a = [lowbits_c.cast_expr(a[0], dt_in, via, attrs.get("saturate"), c_type(via))]
+        a = [lowbits_c.cast_expr(a[0], dt_in, via, attrs.get("saturate"), c_type(via), attrs.get("round_mode"))]
         dt_in = via.compute_type
     if isinstance(result_t, ScalarType) and result_t.dtype.is_storage_only and result_t.dtype is not DType.bf16:
-        return lowbits_c.cast_expr(a[0], dt_in, result_t.dtype, attrs.get("saturate"), target)
+        return lowbits_c.cast_expr(a[0], dt_in, result_t.dtype, attrs.get("saturate"), target,
+                                   attrs.get("round_mode"))
     if isinstance(result_t, ScalarType) and result_t.dtype is DType.bool:
         return f"({a[0]} != 0)"
     if isinstance(result_t, ScalarType) and result_t.dtype is DType.bf16:

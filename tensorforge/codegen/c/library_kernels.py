@@ -521,6 +521,142 @@ def _grid_sample_kernel(k: _Kernel) -> str:
     return k.function(body, _GRID_C)
 
 
+def _roi_align_kernel(k: _Kernel) -> str:
+    """Per roi and output bin: the sample points' taps and weights (``dialects/graph/sampling.py``),
+    applied to every channel at once (an f64 accumulator per channel); avg or max over samples."""
+    x, rois, bi = k.kernel.operands
+    at = k.op.attributes
+    xs = k.shape(x)
+    height, width = int(xs[2]), int(xs[3])
+    oh, ow = int(at.get("output_height", 1)), int(at.get("output_width", 1))
+    ratio = int(at.get("sampling_ratio", 0))
+    scale = float(at.get("spatial_scale", 1.0))
+    half = bool(at.get("half_pixel", True))
+    is_max = at.get("mode", "avg") == "max"
+    ct = c_type(x.type)
+    body = [f"  const int64_t nb = {k.dim(xs[0])}, nc = {k.dim(xs[1])}, nr = {k.dim(k.shape(rois)[0])};",
+            f"  const int64_t H = {height}, W = {width}, OH = {oh}, OW = {ow};",
+            "  #pragma omp parallel for if (nr * nc * OH * OW > 32768)",
+            "  for (int64_t r = 0; r < nr; ++r) {",
+            "    double* acc = (double*)tf_lib_alloc(nc, sizeof(double));",
+            "    int64_t b = (int64_t)in2[r];",
+            "    b = b < 0 ? 0 : (b >= nb ? nb - 1 : b);",
+            f"    const double off = {0.5 if half else 0.0};",
+            f"    const double x1 = (double)in1[r * 4 + 0] * {scale!r} - off, y1 = (double)in1[r * 4 + 1] * {scale!r} - off;",
+            f"    const double x2 = (double)in1[r * 4 + 2] * {scale!r} - off, y2 = (double)in1[r * 4 + 3] * {scale!r} - off;",
+            "    double rw = x2 - x1, rh = y2 - y1;"]
+    if not half:
+        body.append("    if (rw < 1.0) rw = 1.0; if (rh < 1.0) rh = 1.0;")
+    body += ["    const double bh = rh / (double)OH, bw = rw / (double)OW;",
+             f"    int64_t gh = {ratio} > 0 ? {ratio} : (int64_t)ceil(rh / (double)OH);",
+             f"    int64_t gw = {ratio} > 0 ? {ratio} : (int64_t)ceil(rw / (double)OW);",
+             "    if (gh < 0) gh = 0; if (gw < 0) gw = 0;",
+             "    const double count = (double)(gh * gw > 1 ? gh * gw : 1);",
+             f"    const {ct}* img = in0 + b * nc * H * W;",
+             "    for (int64_t ph = 0; ph < OH; ++ph) {",
+             "      for (int64_t pw = 0; pw < OW; ++pw) {",
+             "        for (int64_t c = 0; c < nc; ++c) acc[c] = 0.0;",
+             "        int first = 1;",
+             "        for (int64_t iy = 0; iy < gh; ++iy) {",
+             "          const double yy = y1 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;",
+             "          for (int64_t ix = 0; ix < gw; ++ix) {",
+             "            double xx = x1 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw, y = yy;",
+             "            int64_t pos[4] = {0, 0, 0, 0}; double wt[4] = {0.0, 0.0, 0.0, 0.0};",
+             "            if (!(y < -1.0 || y > (double)H || xx < -1.0 || xx > (double)W)) {",
+             "              if (y < 0) y = 0; if (xx < 0) xx = 0;",
+             "              int64_t ylo = (int64_t)y, xlo = (int64_t)xx, yhi, xhi;",
+             "              if (ylo >= H - 1) { ylo = yhi = H - 1; y = (double)ylo; } else yhi = ylo + 1;",
+             "              if (xlo >= W - 1) { xlo = xhi = W - 1; xx = (double)xlo; } else xhi = xlo + 1;",
+             "              const double ly = y - (double)ylo, lx = xx - (double)xlo, hy = 1.0 - ly, hx = 1.0 - lx;",
+             "              pos[0] = ylo * W + xlo; pos[1] = ylo * W + xhi; pos[2] = yhi * W + xlo; pos[3] = yhi * W + xhi;",
+             "              wt[0] = hy * hx; wt[1] = hy * lx; wt[2] = ly * hx; wt[3] = ly * lx;",
+             "            }",
+             "            for (int64_t c = 0; c < nc; ++c) {",
+             f"              const {ct}* pl = img + c * H * W;"]
+    if is_max:
+        body += ["              double v = wt[0] * (double)pl[pos[0]];",
+                 "              for (int t = 1; t < 4; ++t) { const double u = wt[t] * (double)pl[pos[t]]; if (u > v) v = u; }",
+                 "              if (first || v > acc[c]) acc[c] = v;"]
+    else:
+        body.append("              acc[c] += wt[0] * (double)pl[pos[0]] + wt[1] * (double)pl[pos[1]]"
+                    " + wt[2] * (double)pl[pos[2]] + wt[3] * (double)pl[pos[3]];")
+    body += ["            }",
+             "            first = 0;",
+             "          }",
+             "        }",
+             "        for (int64_t c = 0; c < nc; ++c)",
+             f"          out0[((r * nc + c) * OH + ph) * OW + pw] = ({ct})({'acc[c]' if is_max else 'acc[c] / count'});",
+             "      }",
+             "    }",
+             "    free(acc);",
+             "  }"]
+    return k.function(body)
+
+
+def _deform_conv_kernel(k: _Kernel) -> str:
+    """Per batch: the bilinear samples of every channel and kernel tap (masked) into a column
+    buffer, then the grouped GEMM with ``w`` plus the bias (``dialects/graph/sampling.py``)."""
+    ops = k.kernel.operands
+    x, w, offset = ops[0], ops[1], ops[2]
+    has_mask = len(ops) == 5
+    at = k.op.attributes
+    xs, ws = k.shape(x), k.shape(w)
+    c, height, width = int(xs[1]), int(xs[2]), int(xs[3])
+    oc, kh, kw = int(ws[0]), int(ws[2]), int(ws[3])
+    group, og = int(at.get("group", 1)), int(at.get("offset_group", 1))
+    os_ = k.shape(offset)
+    oh, ow = int(os_[2]), int(os_[3])
+    st = tuple(at.get("strides", ()) or (1, 1))
+    pd = tuple(at.get("pads", ()) or (0, 0, 0, 0))
+    dl = tuple(at.get("dilations", ()) or (1, 1))
+    ct = c_type(x.type)
+    body = [f"  const int64_t nb = {k.dim(xs[0])};",
+            f"  const int64_t C = {c}, H = {height}, W = {width}, OC = {oc}, KH = {kh}, KW = {kw}, K = {kh * kw};",
+            f"  const int64_t OH = {oh}, OW = {ow}, P = {oh * ow}, OG = {og}, CG = {c // og};",
+            f"  const int64_t ICG = {c // group}, OCG = {oc // group};",
+            "  #pragma omp parallel for if (nb > 1 && nb * OC * P * ICG * K > 65536)",
+            "  for (int64_t n = 0; n < nb; ++n) {",
+            "    double* col = (double*)tf_lib_alloc(C * K * P, sizeof(double));",
+            "    for (int64_t ch = 0; ch < C; ++ch) {",
+            "      const int64_t g = ch / CG;",
+            f"      const {ct}* pl = in0 + (n * C + ch) * H * W;",
+            "      for (int64_t ki = 0; ki < KH; ++ki) for (int64_t kj = 0; kj < KW; ++kj) {",
+            "        const int64_t kk = ki * KW + kj;",
+            "        for (int64_t i = 0; i < OH; ++i) for (int64_t j = 0; j < OW; ++j) {",
+            "          const int64_t p = i * OW + j;",
+            "          const int64_t oc_ = ((n * OG + g) * K + kk) * 2;",
+            f"          const double py = (double)(i * {st[0]} - {pd[0]} + ki * {dl[0]}) + (double)in2[oc_ * P + p];",
+            f"          const double px = (double)(j * {st[1]} - {pd[1]} + kj * {dl[1]}) + (double)in2[(oc_ + 1) * P + p];",
+            "          const double fy = floor(py), fx = floor(px), ly = py - fy, lx = px - fx;",
+            "          const int64_t y0 = (int64_t)fy, x0 = (int64_t)fx;",
+            "          double v = 0.0;",
+            "          for (int dy = 0; dy < 2; ++dy) for (int dx = 0; dx < 2; ++dx) {",
+            "            const int64_t yi = y0 + dy, xi = x0 + dx;",
+            "            if (yi < 0 || yi >= H || xi < 0 || xi >= W) continue;",
+            "            v += (dy ? ly : 1.0 - ly) * (dx ? lx : 1.0 - lx) * (double)pl[yi * W + xi];",
+            "          }"]
+    if has_mask:
+        body.append("          v *= (double)in4[((n * OG + g) * K + kk) * P + p];")
+    body += ["          col[(ch * K + kk) * P + p] = v;",
+             "        }",
+             "      }",
+             "    }",
+             "    for (int64_t o = 0; o < OC; ++o) {",
+             "      const int64_t grp = o / OCG;",
+             "      for (int64_t p = 0; p < P; ++p) {",
+             "        double acc = (double)in3[o];",
+             "        for (int64_t ci = 0; ci < ICG; ++ci) {",
+             "          const int64_t ch = grp * ICG + ci;",
+             "          for (int64_t kk = 0; kk < K; ++kk) acc += (double)in1[(o * ICG + ci) * K + kk] * col[(ch * K + kk) * P + p];",
+             "        }",
+             f"        out0[(n * OC + o) * P + p] = ({ct})acc;",
+             "      }",
+             "    }",
+             "    free(col);",
+             "  }"]
+    return k.function(body)
+
+
 _GENERATORS: dict[str, Callable[[_Kernel], str]] = {
     "graph.nonzero": _nonzero_kernel,
     "graph.compress": _compress_kernel,
@@ -528,6 +664,8 @@ _GENERATORS: dict[str, Callable[[_Kernel], str]] = {
     "graph.non_max_suppression": _nms_kernel,
     "graph.scatter_nd": _scatter_nd_kernel,
     "graph.grid_sample": _grid_sample_kernel,
+    "graph.roi_align": _roi_align_kernel,
+    "graph.deform_conv": _deform_conv_kernel,
 }
 
 

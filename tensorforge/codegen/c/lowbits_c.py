@@ -7,7 +7,7 @@ fold) and follow exactly the rules of ``ir/lowbits.py``, which the interpreter r
 """
 from __future__ import annotations
 
-from ...ir.lowbits import FLOAT_FORMATS, INT_FORMATS
+from ...ir.lowbits import E8M0, E8M0_ROUND_MODES, FLOAT_FORMATS, INT_FORMATS
 from ...ir.types import DType
 
 C_SOURCE = r"""/* float8/float4 (ir/lowbits.py): round x to nearest even on the grid of a format with mbits
@@ -49,6 +49,21 @@ static inline float tf_fp_round(double x, int mbits, int emin, double maxv, int 
   memcpy(&r, &rb, 8);
   return (float)r;
 }
+/* float8 E8M0 (ir/lowbits.py round_e8m0): the exponent of x's f32 bits, rounded by mode
+   (not past 2^127 when sat); NaN/inf and an overflow -> NaN.  The result
+   2^(e-127) is built from its bits (2^-127 is an f32 subnormal). */
+static inline float tf_e8m0_round(float x, int sat, int mode) {  /* mode: 0 up, 1 down, 2 nearest */
+  uint32_t u; memcpy(&u, &x, 4);
+  uint32_t e = (u >> 23) & 0xffu;
+  if (e == 0xffu) return tf_bits_f64(0x7ff8000000000000ull);
+  const int up = mode == 0 ? (u & 0x7fffffu) != 0
+               : mode == 2 ? (u & 0x400000u) && ((u & 0x3fffffu) || e) : 0;
+  if (up && !(sat && e == 0xfeu)) e++;
+  if (e == 0xffu) return tf_bits_f64(0x7ff8000000000000ull);
+  const uint32_t r = e ? e << 23 : 0x00400000u;
+  float f; memcpy(&f, &r, 4);
+  return f;
+}
 /* 4-/2-bit ints: a float truncates, out of range (NaN, Inf) -> 0; an integer wraps around. */
 static inline int64_t tf_small_int_f(double x, int64_t lo, int64_t hi) {
   uint64_t u; memcpy(&u, &x, 8);
@@ -63,8 +78,12 @@ static inline int64_t tf_small_int_i(uint64_t x, int bits, int sgn) {
 """
 
 
-def cast_expr(x: str, src: DType, dst: DType, saturate: bool | None, c_target: str) -> str:
+def cast_expr(x: str, src: DType, dst: DType, saturate: bool | None, c_target: str,
+              round_mode: str | None = None) -> str:
     """The C expression of a cast of ``x`` (of ``src``) to the storage-only ``dst``."""
+    if dst is E8M0:
+        mode = E8M0_ROUND_MODES.index(round_mode or "up")
+        return f"tf_e8m0_round((float)({x}), {0 if saturate is False else 1}, {mode})"
     f = FLOAT_FORMATS.get(dst)
     if f is not None:
         flags = (1 if (saturate is not False or not f.has_nan) else 0) | (2 if f.has_inf else 0) \

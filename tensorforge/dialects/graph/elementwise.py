@@ -232,22 +232,26 @@ class Cast(OpDef):
     operands = ("x",)
     attrs = {"dtype": Attr("dtype"),
              "saturate": Attr("bool", None, "float8 targets: saturate out-of-range values (default true)"),
-             "via": Attr("dtype", None, "a storage-only type to round through first")}
+             "via": Attr("dtype", None, "a storage-only type to round through first"),
+             "round_mode": Attr("str", None, "float8 E8M0 targets: 'up' (default), 'down' or 'nearest'")}
     traits = frozenset({PURE, ELEMENTWISE})
     fusion = FusionKind.ELEMENTWISE
     flops = 1
 
     def infer(self, types, attrs):
         (x,) = tensor_types(types, self.name)
+        mode = attrs.get("round_mode")
+        expect(mode is None or (mode in lowbits.E8M0_ROUND_MODES and DType.f8e8m0 in (attrs["dtype"], attrs.get("via"))),
+               f"round_mode={mode!r} is for casts to f8E8M0FNU, one of {lowbits.E8M0_ROUND_MODES}")
         return [TensorType(x.shape, attrs["dtype"])]
 
     @staticmethod
-    def compute(x, dtype, saturate=None, via=None):
+    def compute(x, dtype, saturate=None, via=None, round_mode=None):
         with np.errstate(all="ignore"):
             if via is not None:
-                x = lowbits.convert(x, via, saturate is not False)
+                x = lowbits.convert(x, via, saturate is not False, round_mode)
             if dtype.is_storage_only and dtype is not DType.bf16:
-                return lowbits.convert(x, dtype, saturate is not False)
+                return lowbits.convert(x, dtype, saturate is not False, round_mode)
             if dtype is DType.bf16:
                 as_int = x.astype(np.float32).view(np.uint32)
                 rounded = ((as_int + 0x7FFF + ((as_int >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)

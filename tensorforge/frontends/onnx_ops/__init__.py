@@ -10,7 +10,7 @@ from __future__ import annotations
 def handler_tables():
     """(HANDLERS, REJECTED): op type -> handler, and op type -> why it is rejected."""
     from . import (attention, bitwise, control_flow, data_dependent, elementwise, flex_attention,  # noqa: F401
-                   generate, grid, index, linalg, loss, nn, qlinear, quant, reduce, rnn, sampling, scatter, sequence, shape,
-                   signal, state, training)
+                   generate, grid, index, linalg, loss, nn, qlinear, quant, reduce, rnn, sampling, scatter,
+                   sequence, shape, signal, state, training)
     from .registry import HANDLERS, REJECTED
     return HANDLERS, REJECTED

@@ -35,6 +35,7 @@ _ONNX_TO_DTYPE: dict[int, DType] = {
     TensorProto.FLOAT8E5M2: DType.f8e5m2,
     TensorProto.FLOAT8E5M2FNUZ: DType.f8e5m2fnuz,
     TensorProto.FLOAT4E2M1: DType.f4e2m1,
+    TensorProto.FLOAT8E8M0: DType.f8e8m0,
     TensorProto.INT4: DType.i4,
     TensorProto.UINT4: DType.u4,
     TensorProto.INT2: DType.i2,

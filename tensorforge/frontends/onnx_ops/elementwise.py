@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.core import Value
+from ...ir.lowbits import E8M0_ROUND_MODES
 from ...ir.types import DType
 from .context import ImportContext, OnnxNode
 from .dtypes import onnx_type_name, to_dtype
@@ -100,12 +101,14 @@ def _cast_to(ctx: ImportContext, node: OnnxNode, dtype: DType) -> Value:
     # saturate (opset 19+) only matters for float8 targets: out-of-range values and infinities
     # clamp to the largest finite value (default) or become inf/NaN; round_mode only for E8M0.
     saturate = node.attr("saturate", 1) if node.opset >= 19 else 1
-    if node.attr("round_mode", "up") != "up":
-        raise node.unsupported("round_mode other than 'up' is not supported")
+    round_mode = node.attr("round_mode", "up")
+    if round_mode not in E8M0_ROUND_MODES:
+        raise node.invalid(f"round_mode={round_mode!r} (one of {', '.join(E8M0_ROUND_MODES)})")
     x = node.required(0)
     if dtype is ctx.dtype(x):
         return ctx.op("identity", x)
-    return ctx.op("cast", x, dtype=dtype, saturate=None if saturate else False)
+    mode = round_mode if dtype is DType.f8e8m0 and round_mode != "up" else None
+    return ctx.op("cast", x, dtype=dtype, saturate=None if saturate else False, round_mode=mode)
 
 
 @handles("CastLike")
@@ -309,3 +312,11 @@ def isinf(ctx: ImportContext, node: OnnxNode) -> Value:
     if not checks:  # all false: |x| < -1 holds for no value, NaN included
         return ctx.op("lt", ctx.op("abs", x), ctx.scalar(-1, x))
     return checks[0] if len(checks) == 1 else ctx.op("or", checks[0], checks[1])
+
+
+@handles("Binarizer")  # ai.onnx.ml
+def binarizer(ctx: ImportContext, node: OnnxNode) -> Value:
+    """1 where x > threshold, else 0, in x's type (NaN compares false: 0)."""
+    x = node.required(0)
+    hot = ctx.op("gt", x, ctx.scalar(float(node.attr("threshold", 0.0)), x))
+    return ctx.op("select", hot, ctx.scalar(1, x), ctx.scalar(0, x))

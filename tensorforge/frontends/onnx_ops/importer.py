@@ -6,6 +6,7 @@ unread attributes and missing outputs are reported as unsupported.  Pure ops nob
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Mapping, Sequence
 
@@ -186,8 +187,9 @@ class Importer:
     def _node_opset(self, proto) -> int:
         from .flex_attention import DOMAIN as PREVIEW, OPS as PREVIEW_OPS
         from .training import DOMAIN as TRAINING, OPS as TRAINING_OPS
+        from .registry import ML_DOMAIN, ML_OPS
         # Other domains: the op types imported from each, at the version the model imports.
-        other_domains = {TRAINING: TRAINING_OPS, PREVIEW: PREVIEW_OPS}
+        other_domains = {TRAINING: TRAINING_OPS, PREVIEW: PREVIEW_OPS, ML_DOMAIN: ML_OPS}
         if proto.op_type in other_domains.get(proto.domain, ()):
             return next((int(i.version) for i in self.model.opset_import if i.domain == proto.domain), 1)
         if proto.domain not in ("", "ai.onnx"):
@@ -204,6 +206,11 @@ class Importer:
         opset = self._node_opset(proto)
         user = f"ONNX node '{proto.name or proto.op_type}' ({proto.op_type})"
         inputs = [self._lookup(n, ctx, user) if n else None for n in proto.input]
+        for i, v in enumerate(inputs):
+            if v is not None and not isinstance(v, Value) and _takes_tensor(proto.op_type, opset, proto.domain, i):
+                kind = "an optional" if type(v).__name__ == "OptValue" else "a sequence"
+                raise FrontendError(f"{user}: input #{i} ('{proto.input[i]}') is {kind}, but {proto.op_type} "
+                                    f"takes a tensor there")
         node = OnnxNode(proto, opset, inputs, index)
         ctx.node = node
         ctx.builder.loc = node.name
@@ -255,6 +262,28 @@ class Importer:
         if code and to_dtype(code) is not None and to_dtype(code) is not v.type.dtype:
             raise FrontendError(f"graph output '{vi.name}' is declared {onnx_type_name(code)} but the "
                                 f"import computes {v.type.dtype}")
+
+
+@functools.lru_cache(maxsize=None)
+def _tensor_only_inputs(op_type: str, opset: int, domain: str) -> tuple[tuple[bool, ...], bool]:
+    """Per formal input of the op's ONNX schema, whether it takes only tensors (no sequence or
+    optional); and whether the last one is variadic.  Empty when onnx has no schema for it."""
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, domain)
+    except Exception:
+        return (), False
+    allowed = {c.type_param_str: list(c.allowed_type_strs) for c in schema.type_constraints}
+    flags = tuple(all(t.startswith(("tensor(", "sparse_tensor(")) for t in allowed.get(f.type_str, [f.type_str]))
+                  for f in schema.inputs)
+    variadic = bool(schema.inputs) and schema.inputs[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic
+    return flags, variadic
+
+
+def _takes_tensor(op_type: str, opset: int, domain: str, i: int) -> bool:
+    flags, variadic = _tensor_only_inputs(op_type, opset, domain or "")
+    if i < len(flags):
+        return flags[i]
+    return bool(variadic and flags and flags[-1])
 
 
 def check_model(model) -> None:

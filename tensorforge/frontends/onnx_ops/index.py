@@ -337,3 +337,16 @@ def reverse_sequence(ctx: ImportContext, node: OnnxNode) -> Value:
     idx = ctx.op("select", ctx.op("lt", t, n), flipped, t)
     idx = ctx.op("expand", idx, shape=tuple(shape))
     return ctx.op("gather_elements", x, idx, axis=t_axis)
+
+
+@handles("ArrayFeatureExtractor")  # ai.onnx.ml
+def array_feature_extractor(ctx: ImportContext, node: OnnxNode) -> Value:
+    """``x[..., indices.ravel()]``: a gather on the last axis of the flattened indices; a 1-D x
+    gives one row (shape ``(1, n)``), as onnxruntime and the ONNX reference do."""
+    x, idx = node.required(0), node.required(1)
+    count = prod(ctx.static_shape(idx, "ArrayFeatureExtractor's indices"))
+    flat = ctx.op("reshape", idx, shape=(count,)) if ctx.rank(idx) != 1 else idx
+    y = ctx.op("gather", x, flat, axis=ctx.rank(x) - 1)
+    if ctx.rank(x) == 1:
+        y = ctx.op("reshape", y, shape=(1, count))
+    return y

@@ -124,3 +124,38 @@ def einsum(ctx: ImportContext, node: OnnxNode) -> Value:
     if labels == out:
         return ctx.op("identity", x) if x in xs else x
     return ctx.op("transpose", x, perm=tuple(labels.index(c) for c in out))
+
+
+_DET_MAX = 4  # cofactor expansion grows as n!: beyond this a Det needs an LU kernel
+
+
+@handles("Det")
+def det(ctx: ImportContext, node: OnnxNode) -> Value:
+    """Determinant of the trailing square matrices, by cofactor expansion along the first row
+    (closed form; exact arithmetic of the same products the 2x2/3x3 formulas use) for static
+    sizes up to 4."""
+    x = node.required(0)
+    shape = ctx.static_shape(x, "Det")
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise node.invalid(f"Det needs square trailing matrices, got shape {list(shape)}")
+    m, batch, r = shape[-1], tuple(shape[:-2]), len(shape)
+    if m > _DET_MAX or m == 0:
+        raise node.unsupported(f"Det of {m}x{m} matrices (sizes 1..{_DET_MAX} are supported)")
+    entries: dict[tuple[int, int], Value] = {}
+
+    def entry(i: int, j: int) -> Value:
+        if (i, j) not in entries:
+            s = ctx.op("slice", x, starts=(i, j), ends=(i + 1, j + 1), axes=(r - 2, r - 1), steps=(1, 1))
+            entries[i, j] = ctx.op("reshape", s, shape=batch)
+        return entries[i, j]
+
+    def minor(rows: tuple[int, ...], cols: tuple[int, ...]) -> Value:
+        if len(rows) == 1:
+            return entry(rows[0], cols[0])
+        acc = None
+        for k, c in enumerate(cols):
+            term = ctx.op("mul", entry(rows[0], c), minor(rows[1:], cols[:k] + cols[k + 1:]))
+            acc = term if acc is None else ctx.op("sub" if k % 2 else "add", acc, term)
+        return acc
+
+    return minor(tuple(range(m)), tuple(range(m)))

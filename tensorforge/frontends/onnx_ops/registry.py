@@ -21,6 +21,10 @@ REJECTED: dict[str, str] = {
     "Multinomial": "it is random",
 }
 
+# the ai.onnx.ml ops with a handler (the importer takes these, and only these, from that domain)
+ML_DOMAIN = "ai.onnx.ml"
+ML_OPS = frozenset({"Binarizer", "ArrayFeatureExtractor"})
+
 
 def handles(*op_types: str):
     """Registers a handler for ONNX op types of the default domain."""

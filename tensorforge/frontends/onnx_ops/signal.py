@@ -146,3 +146,39 @@ def stft(ctx: ImportContext, node: OnnxNode) -> Value:
         im = None if im is None else ctx.op("mul", im, w)
     real, imag = _dft_last(ctx, node, re, im, frame, False, onesided, work)
     return _join(ctx, real, imag, dtype)
+
+
+@handles("MelWeightMatrix")
+def mel_weight_matrix(ctx: ImportContext, node: OnnxNode) -> Value:
+    """A constant: the triangular mel filters of the ONNX definition, evaluated at import from the
+    (constant or bound) inputs with the reference's arithmetic, in the inputs' own precision."""
+    from .dtypes import to_dtype
+    vals = [ctx.require_const(node.required(i), what) for i, what in
+            enumerate(("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz"))]
+    num_mel_bins, dft_length, sample_rate, lower, upper = (np.asarray(v).reshape(()) [()] for v in vals)
+    out_code = node.attr("output_datatype", 1)
+    dtype = to_dtype(out_code)
+    if dtype is None or not dtype.is_float:
+        raise node.unsupported(f"output_datatype={out_code}")
+    n_mel, n_dft = int(num_mel_bins), int(dft_length)
+    if n_mel < 1 or n_dft < 1 or int(sample_rate) <= 0:
+        raise node.invalid("num_mel_bins, dft_length and sample_rate must be positive")
+    bins = np.arange(0, num_mel_bins + 2)
+    low_mel = 2595 * np.log1p(lower / 700) / np.log(10)
+    high_mel = 2595 * np.log1p(upper / 700) / np.log(10)
+    step = (high_mel - low_mel) / bins.shape[0]
+    freq = bins * step + low_mel
+    freq = 700 * np.expm1(freq / 2595 * np.log(10))
+    freq = (((dft_length + 1) * freq) // sample_rate).astype(int)
+    table = np.zeros((n_dft // 2 + 1, n_mel))
+    for i in range(n_mel):
+        left, center, right = int(freq[i]), int(freq[i + 1]), int(freq[i + 2])
+        if center == left:
+            table[center, i] = 1
+        else:
+            for j in range(left, center + 1):
+                table[j, i] = float(j - left) / float(center - left)
+        if right > center:
+            for j in range(center, right):
+                table[j, i] = float(right - j) / float(right - center)
+    return ctx.const(table.astype(dtype.np), dtype)
