@@ -7,6 +7,16 @@ the suite until the entry here is removed too.
 
 Matching by op is coarse on purpose (an unminimised random case holds several ops); the
 regression test is the precise statement of each issue.
+
+Where ONNX differs from PyTorch (the reference here is ONNX as onnxruntime computes it):
+- MaxPool ignores NaN (onnxruntime compares with ``>``; onnx.reference drops NaN before the max;
+  a window of only NaN and padding gives -FLT_MAX in onnxruntime); PyTorch's max_pool propagates
+  NaN, and so does graph.max_pool (the KNOWN entry below).
+- ArgMax/ArgMin with NaN: onnxruntime skips NaN, onnx.reference (numpy) and PyTorch pick it.
+- onnxruntime 1.31 propagates NaN in Max/Min/Relu/Clip/ReduceMax/ReduceMin on a single op (older
+  releases did not), but some of its fused or multi-threaded kernels still drop NaN.
+Where onnxruntime and onnx.reference disagree and tensorforge agrees with onnx.reference, the
+fuzzer reports an "ort-deviation" (listed, not counted as open); see fuzz_check.check_outcome.
 """
 from __future__ import annotations
 
