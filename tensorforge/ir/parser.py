@@ -802,6 +802,8 @@ def _number(tok: str, t: Type | None, parser: _Parser, pos: int) -> int | float:
                 value = float(value)
     except ValueError:
         raise parser.fail(f"bad number '{tok}'", pos) from None
+    except OverflowError:          # an integer literal beyond any float, given a float type
+        raise parser.fail(f"'{tok}' is out of range for {t}", pos) from None
     if is_float_type and t.dtype is not DType.f64:
         with np.errstate(over="ignore"):
             narrow = float(np.array(value, dtype=t.dtype.np))

@@ -7,7 +7,6 @@ import pytest
 
 from tests.frontends.onnx_ref_util import check_against_reference, one_node_model
 
-from tensorforge.frontends.onnx_ops.registry import REJECTED
 
 RNG = np.random.default_rng(11)
 
@@ -17,11 +16,33 @@ def _q(shape, dtype):
     return RNG.integers(info.min, info.max + 1, shape).astype(dtype)
 
 
-@pytest.mark.skipif("MatMulInteger" in REJECTED, reason="MatMulInteger is still listed in registry.REJECTED")
-def test_matmul_integer_per_row_zero_points():
-    a, b = _q((2, 4, 300), np.uint8), _q((300, 5), np.int8)
+@pytest.mark.parametrize("target", ["interpreter", "cpu"])
+def test_matmul_integer_per_row_zero_points(target):
+    """A per-row A zero point, exact int32.  Against NumPy: onnx's reference
+    subtracts a per-row zero point along the wrong axis (it broadcasts over the last one)."""
+    import tensorforge
+    a, b = _q((4, 300), np.uint8), _q((300, 5), np.int8)
+    azp, bzp = _q((4,), np.uint8), np.array(-3, np.int8)
+    m = one_node_model("MatMulInteger", {"a": a, "b": b}, 10, constants={"azp": azp, "bzp": bzp})
+    want = (a.astype(np.int32) - azp.astype(np.int32)[:, None]) @ (b.astype(np.int32) - bzp.astype(np.int32))
+    got = np.asarray(tensorforge.compile(m, target=target)(a, b))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)
+
+
+def test_matmul_integer_per_column_b_zero_point_is_a_clear_unsupported_error():
+    import tensorforge
+    from tensorforge.errors import UnsupportedOpError
+    m = one_node_model("MatMulInteger", {"a": _q((4, 30), np.uint8), "b": _q((30, 5), np.int8)}, 10,
+                       constants={"azp": np.array(1, np.uint8), "bzp": _q((5,), np.int8)})
+    with pytest.raises(UnsupportedOpError, match="MatMulInteger.*per-axis"):
+        tensorforge.compile(m, target="interpreter")
+
+
+def test_matmul_integer_scalar_zero_points():
+    a, b = _q((3, 40), np.uint8), _q((40, 6), np.uint8)
     m = one_node_model("MatMulInteger", {"a": a, "b": b}, 10,
-                       constants={"azp": _q((4,), np.uint8), "bzp": _q((5,), np.int8)})
+                       constants={"azp": np.array(7, np.uint8), "bzp": np.array(200, np.uint8)})
     check_against_reference(m, {"a": a, "b": b}, exact=True)
 
 

@@ -134,12 +134,16 @@ class SoftmaxBase(OpDef):
 
 def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
     x = x.astype(compute_dtype(x.dtype), copy=False)
+    if x.size == 0:            # nothing to normalise (np.max has no identity)
+        return x.copy()
     shifted = x - np.max(x, axis=axis, keepdims=True)
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
 def softmax(x: np.ndarray, axis: int) -> np.ndarray:
     x = x.astype(compute_dtype(x.dtype), copy=False)
+    if x.size == 0:            # nothing to normalise (np.max has no identity)
+        return x.copy()
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return e / np.sum(e, axis=axis, keepdims=True)
 
