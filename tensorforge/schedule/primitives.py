@@ -667,6 +667,7 @@ class Schedule:
             o.move_before(X)
         for d in range(k):
             iv(chain[d]).replace_all_uses_with(evals[d])
+        inside = None   # the leading indices' in-range test, when a padded read needs it
         if needs_guard:
             blk = Block()
             gb = Builder.before(moved[0])
@@ -679,6 +680,7 @@ class Schedule:
             cond = conds[0]
             for c in conds[1:]:
                 cond = gb.create("scalar.and", [cond, c]).results[0]
+            inside = cond
             gb.create(IF, [cond], {}, regions=[Region([blk])])
             for o in moved:
                 o.detach()
@@ -688,8 +690,17 @@ class Schedule:
         Builder.before(W).create(STORE, [W.operands[0], new_buf] + w[k:])
         W.erase()
         for ld in loads:
-            new = Builder.before(ld).create(LOAD, [new_buf] + indices(ld)[k:], dict(ld.attributes))
-            ld.results[0].replace_all_uses_with(new.results[0])
+            lb = Builder.before(ld)
+            new = lb.create(LOAD, [new_buf] + indices(ld)[k:], dict(ld.attributes)).results[0]
+            pad = ld.attributes.get("pad")
+            if pad is not None and inside is not None:
+                # a padded read whose leading (now dropped) indices may leave the buffer: those
+                # positions read the pad value, as before, not the unwritten local buffer
+                rt = ld.results[0].type
+                padv = lb.create("scalar.const", [], {"value": float(pad) if rt.dtype.is_float else int(pad),
+                                                      "type": rt}).results[0]
+                new = lb.create("scalar.select", [inside, new, padv]).results[0]
+            ld.results[0].replace_all_uses_with(new)
             ld.erase()
         erase_all([N, alloc])
 

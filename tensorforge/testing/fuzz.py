@@ -34,6 +34,7 @@ from typing import Sequence
 import numpy as np
 
 from .fuzz_graphs import Case, build_case, select_generators
+from .fuzz_known import DEVIATION_KINDS
 from .fuzz_values import DEFAULT_SPECIALS, parse_specials, specials_in
 
 
@@ -276,7 +277,7 @@ def _pick_for_minimizing(mismatches: list, failing: dict, limit: int) -> list:
     order = {"error": 0, "value": 1, "shape": 1, "dtype": 1, "timeout": 2, "inf": 3, "nan": 4}
     seen, picked = set(), []
     for m in sorted(mismatches, key=lambda m: (order.get(m.kind, 5), len(failing[m.case].nodes) if m.case in failing else 99)):
-        if m.case not in failing or m.kind in ("ort-deviation", "unsupported"):
+        if m.case not in failing or m.kind in DEVIATION_KINDS + ("unsupported",):
             continue
         key = (m.target, m.kind, m.detail.split(":", 1)[0] if m.kind == "error" else tuple(m.ops))
         if key in seen:
@@ -373,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rejects.update(r.rejects)
         ops.update(r.op_counts)
     from .fuzz_known import known
-    all_open = [m for m in mismatches if m.kind not in ("ort-deviation", "unsupported")]
+    all_open = [m for m in mismatches if m.kind not in DEVIATION_KINDS + ("unsupported",)]
     known_mm = [m for m in all_open if known(m)]
     open_mm = [m for m in all_open if not known(m)]
     by_kind = collections.Counter((m.target, m.kind) for m in open_mm)
@@ -394,6 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                         "harness-error")),
         "unsupported": sum(1 for m in mismatches if m.kind == "unsupported"),
         "ort_deviations": sum(1 for m in mismatches if m.kind == "ort-deviation"),
+        "documented_deviations": sum(1 for m in mismatches if m.kind == "documented-deviation"),
         "by_target_kind": {f"{t}/{k}": v for (t, k), v in by_kind.most_common()},
         "by_kind_op": {f"{k}/{o}": v for (k, o), v in by_op.most_common(40)},
         "rejected_by_onnxruntime": dict(rejects.most_common(15)),
@@ -417,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     written = []
     command = f"python -m tensorforge.testing.fuzz --seed {a.seed} --cases {a.cases} --batch {a.batch}"
     for m, small, found in minimised:
-        kinds = [x for x in found if x.kind not in ("ort-deviation",)] or [m]
+        kinds = [x for x in found if x.kind not in DEVIATION_KINDS] or [m]
         entry = {"original": m.line(), "minimised_ops": small.ops, "nodes": len(small.nodes),
                  "mismatches": [x.line() for x in kinds],
                  "specials_left": sorted(set().union(*[specials_in(v) for v in small.inputs.values()]))

@@ -15,7 +15,10 @@ at all is "unsupported" (reported apart); every other exception is a bug ("error
 
 Where onnxruntime and the ONNX reference implementation (``onnx.reference``) disagree with each
 other, the reference implementation breaks the tie (``tiebreak``): a tensorforge result that
-agrees with it is reported as an onnxruntime deviation, not as a mismatch.
+agrees with it is reported as an onnxruntime deviation, not as a mismatch.  Where tensorforge
+deliberately follows PyTorch because the ONNX spec is silent (``fuzz_known.DOCUMENTED``, e.g.
+NaN in MaxPool), the mismatch is reported as a documented deviation (kind
+``documented-deviation``), not as open.  ``DEVIATION_KINDS`` lists both kinds.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from .fuzz_graphs import EXACT_OPS, Case, to_model
+from .fuzz_known import DEVIATION_KINDS, DOCUMENTED_KIND, documented
 from .fuzz_values import specials_in
 
 EPS32 = float(np.finfo(np.float32).eps)
@@ -263,7 +267,12 @@ def check_outcome(case: Case, ref: Reference, target: str, outcome: Outcome, tie
                                       "agrees with onnx.reference, onnxruntime differs: " + diff[1], case.ops,
                                       specials, diff[2]))
                 continue
-        found.append(Mismatch(case.name, target, name, diff[0], diff[1], case.ops, specials, diff[2]))
+        m = Mismatch(case.name, target, name, diff[0], diff[1], case.ops, specials, diff[2])
+        doc = documented(m)
+        if doc is not None:
+            m = Mismatch(case.name, target, name, DOCUMENTED_KIND,
+                         f"{diff[0]}: {doc.reason}: {diff[1]}", case.ops, specials, diff[2])
+        found.append(m)
     return found
 
 
@@ -299,7 +308,7 @@ def check_model(model, feeds: Sequence[np.ndarray], targets: Sequence[str] = TAR
     """For regression tests: the mismatches (as lines) of an ONNX model on ``feeds`` between
     onnxruntime and each tensorforge target; [] when all agree."""
     case = case_from_model(model, feeds)
-    return [m.line() for m in check_cases([case], targets=targets) if m.kind not in ("ort-deviation",)]
+    return [m.line() for m in check_cases([case], targets=targets) if m.kind not in DEVIATION_KINDS]
 
 
 def case_from_model(model, feeds: Sequence[np.ndarray], name: str = "case") -> Case:

@@ -201,15 +201,18 @@ class Window:
         """Input span of one window: ``dilation * (kernel - 1) + 1`` per axis."""
         return tuple(d * (k - 1) + 1 for k, d in zip(self.kernel, self.dilations))
 
-    def out_dim(self, i: int, size: Dim, ceil_mode: bool = False) -> Dim:
+    def out_dim(self, i: int, size: Dim, ceil_mode: bool = False, empty_ok: bool = False) -> Dim:
         """Output size on spatial axis ``i`` (ONNX rule; ceil mode drops a last window that
         would start in the end padding).  A symbolic size gives the same rule as a floordiv
-        expression (``"(H-1)//2+1"``); whether the window fits is then the entry's range check."""
+        expression (``"(H-1)//2+1"``); whether the window fits is then the entry's range check.
+        A static window larger than the padded input is an error, or with ``empty_ok`` 0 windows."""
         ext, s = self.extents[i], self.strides[i]
         pads = self.pads_begin[i] + self.pads_end[i]
         if isinstance(size, str):
             return self._symbolic_out_dim(i, size, ceil_mode)
         span = size + pads - ext
+        if span < 0 and empty_ok:
+            return 0            # no window fits: an empty axis (as ONNX pooling gives)
         expect(span >= 0, f"spatial axis {i}: window extent {ext} is larger than the padded input "
                           f"{size + pads} (input {size}, pads {self.pads_begin[i]}+{self.pads_end[i]})")
         if ceil_mode:

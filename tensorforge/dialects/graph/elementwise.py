@@ -109,7 +109,7 @@ class Elu(UnaryElementwise):
     @staticmethod
     def compute(x, alpha):
         with np.errstate(over="ignore"):
-            return np.where(x > 0, x, (alpha * (np.exp(x.astype(np.float64)) - 1))).astype(x.dtype)
+            return np.where(x >= 0, x, (alpha * (np.exp(x.astype(np.float64)) - 1))).astype(x.dtype)
 
 
 @register

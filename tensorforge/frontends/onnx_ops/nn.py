@@ -76,6 +76,22 @@ def conv_transpose(ctx: ImportContext, node: OnnxNode) -> Value:
                   output_padding=tuple(out_pad), groups=node.attr("group", 1))
 
 
+def _empty_pool(ctx: ImportContext, x: Value, kernel, strides, pads, dilations, ceil_mode: bool,
+                dtype: DType | None = None) -> Value | None:
+    """An empty constant when no window fits the (static) padded input on some axis: ONNX
+    pooling then gives a size-0 axis (onnxruntime runs it), not an error; None otherwise."""
+    shape = ctx.shape(x)
+    if not all(isinstance(d, int) for d in shape):
+        return None
+    n = len(kernel)
+    win = Window(kernel, {"strides": strides, "pads": pads, "dilations": dilations})
+    out = [win.out_dim(i, shape[2 + i], ceil_mode, empty_ok=True) for i in range(n)]
+    if all(out):
+        return None
+    dt = dtype or ctx.dtype(x)
+    return ctx.const(np.zeros(tuple(shape[:2]) + tuple(out), dt.np), dt)
+
+
 @handles("MaxPool")
 def max_pool(ctx: ImportContext, node: OnnxNode) -> Value:
     x = node.required(0)
@@ -83,6 +99,11 @@ def max_pool(ctx: ImportContext, node: OnnxNode) -> Value:
     strides, pads, dilations = _window_attrs(ctx, node, x, kernel)
     ceil_mode = bool(node.attr("ceil_mode", 0))
     storage_order = node.attr("storage_order", 0)  # only affects Indices
+    empty = _empty_pool(ctx, x, kernel, strides, pads, dilations, ceil_mode)
+    if empty is not None:
+        if not node.wants(1):
+            return empty
+        return [empty, _empty_pool(ctx, x, kernel, strides, pads, dilations, ceil_mode, DType.i64)]
     y = ctx.op("max_pool", x, kernel=kernel, strides=strides, pads=pads, dilations=dilations, ceil_mode=ceil_mode)
     if not node.wants(1):
         return y
@@ -154,6 +175,9 @@ def avg_pool(ctx: ImportContext, node: OnnxNode) -> Value:
     strides, pads, dilations = _window_attrs(ctx, node, x, kernel, dilations_ok=node.opset >= 19)
     ceil_mode = bool(node.attr("ceil_mode", 0))
     include = bool(node.attr("count_include_pad", 0))
+    empty = _empty_pool(ctx, x, kernel, strides, pads, dilations, ceil_mode)
+    if empty is not None:
+        return empty
     if any(d != 1 for d in dilations):
         n = len(kernel)
         shape = ctx.static_shape(x, "a dilated pooling window")[2:]

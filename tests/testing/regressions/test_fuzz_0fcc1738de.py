@@ -39,6 +39,5 @@ FEEDS = [
 # Native constant-mode Pad whose pads crop one side and extend the other (pads [1,-1,-1,-1,2,-1])
 # fills the extended positions with 0 or stale arena values (seen: 1.1e-44, 4.5e-41, 0.03)
 # instead of the pad value; the interpreter agrees with onnxruntime.  Found 5 times in 8000 graphs.
-@pytest.mark.xfail(strict=True, reason='native constant Pad with negative and positive pads on the same axis writes 0 or stale memory where the pad value belongs')
 def test_fuzz_0fcc1738de():
     assert check_model(build(), FEEDS, targets=('cpu', 'interpreter')) == []

@@ -35,6 +35,5 @@ FEEDS = [
 
 # Signed zero: onnxruntime's Elu returns x itself for x >= 0, so Elu(-0.0) = -0.0 and
 # Reciprocal gives -inf; tensorforge (interpreter and native) computes alpha*(exp(x)-1) = +0.0.
-@pytest.mark.xfail(strict=True, reason='Elu(-0.0) is +0.0 in tensorforge (alpha*(exp(x)-1)), -0.0 in ONNX (x >= 0 branch), so 1/Elu(-0) is +inf, not -inf')
 def test_fuzz_2d56487759():
     assert check_model(build(), FEEDS, targets=('cpu', 'interpreter')) == []

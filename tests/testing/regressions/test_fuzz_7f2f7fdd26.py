@@ -35,6 +35,5 @@ FEEDS = [
 # A valid MaxPool (onnxruntime runs it: output [1,1,2,0]) whose dilated window (extent 3) does not
 # fit the input (1) on one axis: the ONNX importer / graph.max_pool verifier raises FrontendError
 # 'window extent 3 is larger than the padded input' instead of producing the empty result.
-@pytest.mark.xfail(strict=True, reason='MaxPool whose dilated window is larger than the input (ONNX: an empty output) is refused at import')
 def test_fuzz_7f2f7fdd26():
     assert check_model(build(), FEEDS, targets=('cpu', 'interpreter')) == []

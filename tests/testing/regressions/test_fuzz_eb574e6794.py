@@ -40,9 +40,8 @@ FEEDS = [
 # ``t4 - mean`` (t4 = selu(x) * 1.0507, a rounded product kept in a local) into
 # fma(elu(x), 1.0507, -mean): the exact product minus its rounding = 2.5e-8, which
 # 1/sqrt(var + 1e-6) = 1000 amplifies to a 1.7e-4 relative error.  The same C built with
-# -ffp-contract=off gives 0.19 exactly (checked by hand); the fix belongs in the C flags
-# (codegen/target.py DEFAULT_CFLAGS), part of making native code IEEE-faithful.
-@pytest.mark.xfail(strict=True, reason="native: gcc -ffp-contract=fast fuses a rounded product into "
-                   "the LayerNorm centring (x*s - round(x*s) != 0), amplified by 1/sqrt(var+eps)")
+# -ffp-contract=off gives 0.19 exactly.  Fixed without turning contraction off: the statistics
+# are corrected two-pass (lower/to_structured/norm.py moments), centring as (x - mean) - mean(x - mean),
+# which cancels however each copy of x - mean is contracted.
 def test_fuzz_eb574e6794():
     assert check_model(build(), FEEDS, targets=('cpu', 'interpreter')) == []

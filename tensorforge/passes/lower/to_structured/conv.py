@@ -89,7 +89,8 @@ def lower_conv(ctx: LoweringContext):
 def lower_conv_transpose(ctx: LoweringContext):
     """Gather form of the adjoint: output position ``p`` takes input position ``i`` at kernel
     offset ``k`` when ``i*s + k*d - pb == p``, i.e. ``i = (p + pb - k*d) / s`` where that
-    divides exactly; positions outside the input read 0.  ``output_padding`` only widens the
+    divides exactly; taps at positions outside the input are selected away (not multiplied
+    as 0, which a NaN/Inf weight would turn into NaN).  ``output_padding`` only widens the
     output (its extra positions see no input), so it is already in the result shape."""
     x, w, b = _operands(ctx)
     out, out_dt = ctx.out_shape(), ctx.out_dtype()
@@ -103,11 +104,15 @@ def lower_conv_transpose(ctx: LoweringContext):
     def body(*ax):
         n, o, sp, c, ks = ax[0], ax[1], ax[2:2 + nsp], ax[2 + nsp], ax[3 + nsp:]
         src, hits = [], []
-        for p, k, s, d, pb in zip(sp, ks, win.strides, win.dilations, win.pads_begin):
+        for p, k, s, d, pb, size in zip(sp, ks, win.strides, win.dilations, win.pads_begin, x.shape[2:]):
             t = p + pb - k * d
-            src.append(t // s)
+            q = t // s
+            src.append(q)
             if s > 1:
                 hits.append((t % s).eq(0))
+            # Only real taps count: an out-of-range input position must not multiply its
+            # weight (the padded read's 0 times a NaN/Inf weight would be NaN).
+            hits.append((q >= 0) & (q < size))
         ch = (o // og) * cg + c if groups > 1 else c
         oc = o % og if groups > 1 else o
         v = x.read([n, ch] + src, pad=0.0).cast(dt) * w.read([ch, oc] + list(ks)).cast(dt)

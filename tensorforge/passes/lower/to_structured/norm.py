@@ -1,6 +1,7 @@
 """Normalisations: statistics computes, then one elementwise compute over ``x``.
 
-Statistics are two-pass like the reference (a mean, then the mean of squared deviations)
+Statistics are corrected two-pass (a mean, then the mean of the deviations and of their squares;
+see ``moments``)
 and kept in f32 (f64 for f64 inputs) whatever the element type of ``x``; a statistic is
 computed once per row into a small buffer, so the final pass is a multiply-add per element.
 """
@@ -22,20 +23,34 @@ def stats_dtype(dtype: DType) -> DType:
 
 
 def moments(kb: KernelBuilder, layout: ReduceLayout, read: Read, dtype: DType,
-            epsilon: float) -> tuple[TensorRef, TensorRef]:
-    """Mean and ``1 / sqrt(var + epsilon)`` of ``read`` over the layout's reduced axes."""
+            epsilon: float) -> tuple[TensorRef, TensorRef, TensorRef]:
+    """Mean, its correction and ``1 / sqrt(var + epsilon)`` of ``read`` over the layout's
+    reduced axes; the centred value is ``(x - mean) - corr``.
+
+    Corrected two-pass statistics: ``corr`` is the mean of the deviations ``d = x - mean``
+    (0 in exact arithmetic) and ``var = mean(d*d) - corr**2``.  The correction makes the
+    centring exact for a constant row however the C compiler rounds: when ``x`` is a product
+    recomputed at each read, gcc's default -ffp-contract=fast may turn ``x - mean`` into
+    ``fma(a, b, -mean)``, which is the rounding error of ``a*b`` rather than 0 (amplified by
+    ``1/sqrt(var + eps)``); every read of ``d`` is contracted alike, so ``d - corr`` cancels."""
     n = layout.count
     rows = layout.out_shape
     total = reduce_over(kb, layout, "add", dtype, lambda src, _: read(src))
     mean = elementwise(kb, rows, dtype, lambda *r: total[r] / count_value(kb, n, dtype))
 
+    def deviation(src, res):
+        return read(src) - mean.read(res)
+
     def squared_deviation(src, res):
-        d = read(src) - mean.read(res)
+        d = deviation(src, res)
         return d * d
 
+    dsum = reduce_over(kb, layout, "add", dtype, deviation)
+    corr = elementwise(kb, rows, dtype, lambda *r: dsum[r] / count_value(kb, n, dtype))
     var = reduce_over(kb, layout, "add", dtype, squared_deviation)
-    rstd = elementwise(kb, rows, dtype, lambda *r: (var[r] / count_value(kb, n, dtype) + epsilon).apply("rsqrt"))
-    return mean, rstd
+    rstd = elementwise(kb, rows, dtype, lambda *r: (var[r] / count_value(kb, n, dtype) - corr[r] * corr[r]
+                                                    + epsilon).apply("rsqrt"))
+    return mean, corr, rstd
 
 
 def normalize(ctx: LoweringContext, layout: ReduceLayout, read: Read, stat_index: Callable[[Sequence[Expr]], list],
@@ -44,11 +59,11 @@ def normalize(ctx: LoweringContext, layout: ReduceLayout, read: Read, stat_index
     statistics of ``read`` over ``layout`` found at ``stat_index(i)``."""
     x, kb, out_dt = ctx.inputs[0], ctx.kb, ctx.out_dtype()
     dt = stats_dtype(out_dt)
-    mean, rstd = moments(kb, layout, read, dt, ctx.attrs.get("epsilon", 1e-5))
+    mean, corr, rstd = moments(kb, layout, read, dt, ctx.attrs.get("epsilon", 1e-5))
 
     def body(*i):
         s = stat_index(i)
-        y = (x.read(i).cast(dt) - mean.read(s)) * rstd.read(s)
+        y = ((x.read(i).cast(dt) - mean.read(s)) - corr.read(s)) * rstd.read(s)
         return affine(i, y) if affine is not None else y
 
     return elementwise(kb, x.shape, out_dt, body)
