@@ -143,7 +143,10 @@ def _float_cmp(op: str, x: str, y: str, dt: DType) -> str:
     lit = [_NONFINITE.get(v) for v in (x, y)]
     if any(v is not None and math.isnan(v) for v in lit):
         return "1" if unordered else "0"
-    nan = " || ".join(f"tf_isnan_{sfx}({v})" for v, c in zip((x, y), lit) if c is None)
+    # Bitwise | and & on the 0/1 terms, not || and &&: branch-free, and gcc 12 at -O3
+    # -march=znver1 miscompiles the vectorized short-circuit form (a select picking 0.0;
+    # tests/testing/regressions/test_fuzz_183a6bbe65.py).
+    nan = " | ".join(f"tf_isnan_{sfx}({v})" for v, c in zip((x, y), lit) if c is None)
     if any(c is not None for c in lit):
         keys = [f"tf_key_{sfx}({v})" if c is None else f"INT64_C({int(math.copysign(_INF_KEY[dt], c))})"
                 for v, c in zip((x, y), lit)]
@@ -152,7 +155,7 @@ def _float_cmp(op: str, x: str, y: str, dt: DType) -> str:
         ordered = f"({x} {op} {y})"
     if not nan:
         return ordered
-    return f"(({nan}) || {ordered})" if unordered else f"(!({nan}) && {ordered})"
+    return f"(({nan}) | {ordered})" if unordered else f"(!({nan}) & {ordered})"
 
 
 def _minmax(op: str):
@@ -160,7 +163,7 @@ def _minmax(op: str):
     -ffast-math gcc folds the ``x != x`` test away: the plain compare-and-select.)"""
     def emit(a, dt):
         if dt.is_float:
-            return f"(({a[0]} {op} {a[1]} || {a[0]} != {a[0]}) ? {a[0]} : {a[1]})"
+            return f"((({a[0]} {op} {a[1]}) | ({a[0]} != {a[0]})) ? {a[0]} : {a[1]})"
         return f"({a[0]} {op} {a[1]} ? {a[0]} : {a[1]})"
     return emit
 
@@ -231,7 +234,7 @@ _SIMPLE: dict[str, Callable] = {
     "fmod": lambda a, dt: f"fmod{_fsuffix(dt)}({a[0]}, {a[1]})" if dt.is_float else f"({a[0]} % {a[1]})",
     "pow": lambda a, dt: f"pow{_fsuffix(dt)}({a[0]}, {a[1]})",
     "max": _minmax(">"), "min": _minmax("<"),
-    "and": lambda a, dt: f"({a[0]} && {a[1]})", "or": lambda a, dt: f"({a[0]} || {a[1]})",
+    "and": lambda a, dt: f"({a[0]} & {a[1]})", "or": lambda a, dt: f"({a[0]} | {a[1]})",   # bools: branch-free
     "xor": lambda a, dt: f"({a[0]} != {a[1]})", "not": lambda a, dt: f"(!{a[0]})",
     "eq": _cmp("=="), "ne": _cmp("!="), "lt": _cmp("<"), "le": _cmp("<="), "gt": _cmp(">"), "ge": _cmp(">="),
     "neg": lambda a, dt: f"(-{a[0]})",
