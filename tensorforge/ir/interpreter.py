@@ -179,26 +179,33 @@ def _run_function(func: FuncOp, inputs: Sequence, observer: Callable[[Operation,
     for op in func.body:
         if op.name == "func.return":
             return [env[id(v)] for v in op.operands]
-        if op.opdef is None:
-            raise IRError(f"cannot interpret unregistered op '{op.name}'{op.location_str()}")
-        args = [env[id(v)] for v in op.operands]
-        try:
-            outs = _evaluate(op, args, env, binder, observer)
-        except TensorforgeError:
-            raise
-        except Exception as e:  # a reference implementation rejected its inputs
-            raise IRError(f"interpreting '{op.name}'{op.location_str()} failed: {type(e).__name__}: {e}") from e
-        for k, (r, arr) in enumerate(zip(op.results, outs)):
-            binder.bind_and_check(r.type, arr, f"result #{k} of '{op.name}'{op.location_str()}")
-        if observer is not None:
-            observer(op, outs)
-        for r, arr in zip(op.results, outs):
-            env[id(r)] = arr
+        _step(op, env, binder, observer)
         for v in _reads(op):  # free intermediates early: whole models run here
             remaining[id(v)] -= 1
             if remaining[id(v)] == 0 and not v.is_block_arg:
                 env.pop(id(v), None)
     raise IRError(f"'{func.sym_name}' has no func.return")
+
+
+def _step(op: Operation, env: dict, binder, observer) -> None:
+    """Runs one op on the values in ``env``, checks its results against their types (binding
+    symbols in ``binder``) and stores them in ``env``: the same step for a function body and a
+    region body."""
+    if op.opdef is None:
+        raise IRError(f"cannot interpret unregistered op '{op.name}'{op.location_str()}")
+    args = [env[id(v)] for v in op.operands]
+    try:
+        outs = _evaluate(op, args, env, binder, observer)
+    except TensorforgeError:
+        raise
+    except Exception as e:  # a reference implementation rejected its inputs
+        raise IRError(f"interpreting '{op.name}'{op.location_str()} failed: {type(e).__name__}: {e}") from e
+    for k, (r, arr) in enumerate(zip(op.results, outs)):
+        binder.bind_and_check(r.type, arr, f"result #{k} of '{op.name}'{op.location_str()}")
+    if observer is not None:
+        observer(op, outs)
+    for r, arr in zip(op.results, outs):
+        env[id(r)] = arr
 
 
 def _reads(op: Operation) -> list[Value]:
@@ -256,21 +263,7 @@ def run_block(block, args: Sequence, env: dict, binder: SymbolBinder | None = No
         for op in block:
             if op.opdef is not None and op.opdef.traits and "terminator" in op.opdef.traits:
                 return [local[id(v)] for v in op.operands]
-            if op.opdef is None:
-                raise IRError(f"cannot interpret unregistered op '{op.name}'{op.location_str()}")
-            a = [local[id(v)] for v in op.operands]
-            try:
-                outs = _evaluate(op, a, local, inner, observer)
-            except TensorforgeError:
-                raise
-            except Exception as e:
-                raise IRError(f"interpreting '{op.name}'{op.location_str()} failed: {type(e).__name__}: {e}") from e
-            for k, (r, arr) in enumerate(zip(op.results, outs)):
-                inner.bind_and_check(r.type, arr, f"result #{k} of '{op.name}'{op.location_str()}")
-            if observer is not None:
-                observer(op, outs)
-            for r, arr in zip(op.results, outs):
-                local[id(r)] = arr
+            _step(op, local, inner, observer)
     finally:
         _SYMBOL_SIZES.reset(token)
     raise IRError("a body block has no terminator")
