@@ -28,7 +28,7 @@ from .context import ImportContext, OnnxNode
 from .dtypes import tensor_to_numpy, to_dtype
 from .errors import NonConstantInputError
 from .registry import handles
-from .sequence import OptValue, SeqValue, flatten
+from .sequence import OptValue, SeqValue, flatten, rebuild
 
 MAX_UNROLL = 4096      # iterations a sequence-carrying Loop may be unrolled to
 
@@ -130,19 +130,6 @@ def _count(s) -> int:
     return 0 if sub is None else _count(sub)
 
 
-def _rebuild(structure, values: list):
-    it = iter(values)
-
-    def build(s):
-        if s == "t":
-            return next(it)
-        kind, sub = s
-        if kind == "s":
-            return SeqValue([build(x) for x in sub])
-        return OptValue(None if sub is None else build(sub))
-    return build(structure)
-
-
 # ---- If --------------------------------------------------------------------------------------
 @handles("If")
 def if_(ctx: ImportContext, node: OnnxNode):
@@ -177,7 +164,7 @@ def if_(ctx: ImportContext, node: OnnxNode):
     pos = 0
     for s in structures:
         n = _count(s)
-        out.append(_rebuild(s, results[pos:pos + n]))
+        out.append(rebuild(s, iter(results[pos:pos + n]), SeqValue, OptValue))
         pos += n
     return out
 

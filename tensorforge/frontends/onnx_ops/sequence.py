@@ -96,15 +96,18 @@ def regroup(structure: list, arrays: list) -> list:
     """The inverse of ``flatten`` over a run's output arrays (lists for sequences, None for an
     empty optional)."""
     it = iter(arrays)
+    return [rebuild(s, it, list, lambda v: v) for s in structure]
 
-    def build(s):
-        if s == "t":
-            return next(it)
-        kind, sub = s
-        if kind == "s":
-            return [build(x) for x in sub]
-        return None if sub is None else build(sub)
-    return [build(s) for s in structure]
+
+def rebuild(structure, values, make_seq, make_opt):
+    """One structure (``flatten``'s) rebuilt from the iterator ``values``: ``make_seq`` gets the
+    list of a sequence's elements, ``make_opt`` an optional's element or None."""
+    if structure == "t":
+        return next(values)
+    kind, sub = structure
+    if kind == "s":
+        return make_seq([rebuild(x, values, make_seq, make_opt) for x in sub])
+    return make_opt(None if sub is None else rebuild(sub, values, make_seq, make_opt))
 
 
 # ---- helpers ---------------------------------------------------------------------------------
