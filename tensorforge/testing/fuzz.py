@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import faulthandler
 import hashlib
 import json
 import os
@@ -110,6 +111,11 @@ def run_batch(cfg: Config, index: int, only: int | None = None) -> BatchResult:
     start = time.monotonic()
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(cfg.batch_timeout)
+    # SIGALRM only interrupts Python code; a hang inside native code (a generated kernel,
+    # onnxruntime) would block the worker forever.  faulthandler's watchdog is a C thread: it
+    # prints the stack and ends the process, which the parent sees as a dead worker and re-runs
+    # case by case (a case that kills its worker twice is reported as "crash").
+    faulthandler.dump_traceback_later(cfg.batch_timeout + 60, exit=True)
     res = BatchResult(index)
     try:
         cases, refs, rejects = generate_batch(cfg, index)
@@ -131,6 +137,7 @@ def run_batch(cfg: Config, index: int, only: int | None = None) -> BatchResult:
         res.mismatches = [Mismatch(f"s{cfg.seed}b{index}" + (f"c{only}" if only is not None else ""), "cpu", "",
                                    "timeout", f"batch did not finish in {cfg.batch_timeout} s")]
     finally:
+        faulthandler.cancel_dump_traceback_later()
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     res.seconds = time.monotonic() - start
@@ -362,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         from .fuzz_check import Mismatch
                         r = BatchResult(key[0], cases=1)
                         r.mismatches = [Mismatch(f"s{cfg.seed}b{key[0]}c{key[1]}", "cpu", "", "crash",
-                                                 "the worker process died (segfault or abort) running this case")]
+                                                 "the worker process died (segfault, abort, or a native hang past the watchdog) running this case")]
                         results.append(r)
     elapsed = time.monotonic() - start
     mismatches = [m for r in results for m in r.mismatches]

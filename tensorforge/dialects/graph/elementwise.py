@@ -171,8 +171,19 @@ def _mod(a, b):
 
 
 def _pow(a, b):
+    """C99 ``pow`` (what the native code, onnxruntime and PyTorch compute).  NumPy computes
+    ``x ** 0.5`` as ``sqrt(x)``, which differs at two points: pow(-inf, 0.5) is +inf (sqrt: NaN)
+    and pow(-0.0, 0.5) is +0.0 (sqrt: -0.0)."""
     with np.errstate(all="ignore"):
-        return np.power(a.astype(np.float64) if a.dtype.kind == "f" else a, b).astype(a.dtype)
+        out = np.power(a.astype(np.float64) if a.dtype.kind == "f" else a, b).astype(a.dtype)
+    if a.dtype.kind == "f":
+        half = np.asarray(b) == 0.5
+        if half.any():
+            a_b, half_b, out = np.broadcast_arrays(a, half, out)
+            out = out.copy()
+            out[half_b & (a_b == -np.inf)] = np.inf
+            out[half_b & (a_b == 0)] = 0.0
+    return out
 
 
 _binary("add", np.add, CommutativeBinary)

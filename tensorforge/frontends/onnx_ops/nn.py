@@ -189,17 +189,16 @@ def avg_pool(ctx: ImportContext, node: OnnxNode) -> Value:
                 for i, (o, st, sz) in enumerate(zip(out, strides, shape))]
         wide = tuple(pads[:n]) + tuple(p + e for p, e in zip(pads[n:], over))
         total = _window_sum(ctx, node, x, kernel, strides, wide, dilations)
-        if include:
-            counts = np.ones((), np.float64)
-            for i in range(n):
-                taps = (np.arange(out[i])[:, None] * strides[i] + np.arange(kernel[i])[None, :] * dilations[i]
-                        - pads[i])
-                inside = ((taps >= -pads[i]) & (taps < shape[i] + pads[n + i])).sum(axis=1)
-                counts = np.multiply.outer(counts, inside)
-            return ctx.op("div", total, ctx.const(counts.astype(ctx.dtype(x).np)))
-        count = _window_sum(ctx, node, ctx.op("add", ctx.op("mul", x, ctx.scalar(0, x)), ctx.scalar(1, x)),
-                            kernel, strides, wide, dilations)
-        return ctx.op("div", total, count)
+        # the divisor is known at compile time (the window geometry alone decides it), and is
+        # separable per spatial dim: never derive it from x (x * 0 is NaN where x is +-inf)
+        counts = np.ones((), np.float64)
+        for i in range(n):
+            taps = (np.arange(out[i])[:, None] * strides[i] + np.arange(kernel[i])[None, :] * dilations[i]
+                    - pads[i])
+            hi = shape[i] + pads[n + i] if include else shape[i]
+            lo = -pads[i] if include else 0
+            counts = np.multiply.outer(counts, ((taps >= lo) & (taps < hi)).sum(axis=1))
+        return ctx.op("div", total, ctx.const(counts.astype(ctx.dtype(x).np)))
     return ctx.op("avg_pool", x, kernel=kernel, strides=strides, pads=pads, ceil_mode=ceil_mode,
                   count_include_pad=include)
 
