@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/compare_commits.py --base 1c0ce78              # the zoo, batch 1
     .venv/bin/python benchmarks/compare_commits.py --base HEAD~5 --models mlp,resnet18 --rounds 5
+    .venv/bin/python benchmarks/compare_commits.py --base 49313de~1 --this-kwargs '{"fast_math": true}'
 
 The other commit is checked out with ``git worktree`` into a temporary folder.  Each model is
 compiled once per checkout (cold start excluded), then the two checkouts take turns: a round runs
@@ -31,8 +32,9 @@ sys.path.insert(0, sys.argv[1])
 import tensorforge
 from tensorforge import models
 name, calls, threads = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+extra = json.loads(sys.argv[5])
 module, inputs = models.get(name)
-cm = tensorforge.compile(module, inputs, threads=threads, db=None)
+cm = tensorforge.compile(module, inputs, threads=threads, db=None, **extra)
 xs = [x.numpy() for x in inputs]
 for _ in range(3):
     cm(*xs)
@@ -45,9 +47,9 @@ print(json.dumps({"file": tensorforge.__file__, "median_ms": float(np.median(tim
 """
 
 
-def _child(root: str, name: str, calls: int, threads: int) -> float:
+def _child(root: str, name: str, calls: int, threads: int, extra: str = "{}") -> float:
     env = dict(os.environ, PYTHONPATH=root)
-    out = subprocess.run([sys.executable, "-c", CHILD, root, name, str(calls), str(threads)], env=env,
+    out = subprocess.run([sys.executable, "-c", CHILD, root, name, str(calls), str(threads), extra], env=env,
                          capture_output=True, text=True, timeout=1800, cwd=root)
     if out.returncode:
         raise RuntimeError(f"{name} in {root} failed:\n{out.stderr[-2000:]}")
@@ -65,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=10)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", default=None)
+    p.add_argument("--this-kwargs", default="{}",
+                   help='JSON keyword arguments of tensorforge.compile for this checkout only, e.g. '
+                        '\'{"fast_math": true}\' to build with the compiler flags of a base from before '
+                        'the IEEE default (separates that decision from the change under test)')
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         base_root = os.path.join(tmp, "base")
@@ -82,12 +88,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _compare(name: str, base_root: str, args) -> dict:
     _child(base_root, name, 1, args.threads)           # compile both once: rounds time warm caches
-    _child(ROOT, name, 1, args.threads)
+    _child(ROOT, name, 1, args.threads, args.this_kwargs)
     base, this, ratios = [], [], []
     for r in range(args.rounds):
-        order = [(base_root, base), (ROOT, this)] if r % 2 == 0 else [(ROOT, this), (base_root, base)]
-        for root, sink in order:
-            sink.append(_child(root, name, args.calls, args.threads))
+        order = [(base_root, base, "{}"), (ROOT, this, args.this_kwargs)]
+        for root, sink, extra in (order if r % 2 == 0 else order[::-1]):
+            sink.append(_child(root, name, args.calls, args.threads, extra))
         ratios.append(base[-1] / this[-1])
     q = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
     row = {"model": name, "base_ms": statistics.median(base), "this_ms": statistics.median(this),
