@@ -40,7 +40,7 @@ from tensorforge.benchmark.stats import max_rel_err, quartile_spread, ratio_stat
 from tensorforge.benchmark.work import graph_flops
 
 CONFIGS = [("mlp", 1), ("mlp", 64), ("resnet18", 1), ("resnet18", 8), ("mobilenet_v2", 1),
-           ("resnet50", 1), ("bert_base", 1), ("gpt2_small", 1)]
+           ("efficientnet_b0", 1), ("resnet50", 1), ("bert_base", 1), ("gpt2_small", 1)]
 
 
 def _first(x):

@@ -18,7 +18,8 @@ from tensorforge.frontends.torch import import_torch, tensorforge_backend  # noq
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")   # torch.export internals
 
-SMALL = ["mlp_small", "resnet18_small", "resnet50_small", "mobilenet_v2_small", "bert_tiny", "gpt2_tiny"]
+SMALL = ["mlp_small", "resnet18_small", "resnet50_small", "mobilenet_v2_small", "efficientnet_b0_small",
+         "bert_tiny", "gpt2_tiny"]
 RTOL = 1e-4
 INTERP = {"target": "interpreter"}
 

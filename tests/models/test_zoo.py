@@ -8,7 +8,8 @@ torch = pytest.importorskip("torch")
 import tensorforge.models as zoo  # noqa: E402
 from tensorforge.errors import TensorforgeError  # noqa: E402
 
-SMALL = ["mlp_small", "resnet18_small", "resnet50_small", "mobilenet_v2_small", "bert_tiny", "gpt2_tiny"]
+SMALL = ["mlp_small", "resnet18_small", "resnet50_small", "mobilenet_v2_small", "efficientnet_b0_small",
+         "bert_tiny", "gpt2_tiny"]
 
 # Output shapes at batch 2, as tuples of shapes in the model's output order.
 OUTPUT_SHAPES = {
@@ -16,6 +17,7 @@ OUTPUT_SHAPES = {
     "resnet18_small": [(2, 10)],
     "resnet50_small": [(2, 10)],
     "mobilenet_v2_small": [(2, 10)],
+    "efficientnet_b0_small": [(2, 10)],
     "bert_tiny": [(2, 32, 128), (2, 128)],
     "gpt2_tiny": [(2, 32, 1000)],
 }
@@ -26,6 +28,7 @@ REFERENCE_PARAMS = {
     "resnet18": 11_689_512,
     "resnet50": 25_557_032,
     "mobilenet_v2": 3_504_872,
+    "efficientnet_b0": 5_288_548,
     "bert_base": 109_482_240,
     "gpt2_small": 124_439_808,
 }
