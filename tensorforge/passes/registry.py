@@ -23,6 +23,7 @@ _LAZY: dict[str, str] = {
     "fold-inference": "tensorforge.passes.graph.fold_inference", "layout": "tensorforge.passes.graph.layout",
     "reorder": "tensorforge.passes.graph.reorder", "const-fold": "tensorforge.passes.graph.const_fold",
     "fold-control-flow": "tensorforge.passes.graph.fold_control_flow",
+    "trim-window": "tensorforge.passes.graph.trim_window",
 }
 # Lowering to kernels and the fusion passes.
 _LAZY.update({"lower-structured": "tensorforge.passes.lower.graph_to_kernels",
