@@ -50,6 +50,8 @@ class Config:
     targets: tuple[str, ...] = ("cpu", "interpreter")
     max_ops: int = 6
     batch_timeout: int = 300
+    inflight: str | None = None         # folder where each worker notes what it is doing (see _note)
+    reference_hangs: frozenset = frozenset()   # (batch, attempt) whose onnxruntime reference never finished
 
 
 @dataclass
@@ -72,8 +74,9 @@ def _alarm(signum, frame):
     raise _Timeout
 
 
-def generate_batch(cfg: Config, index: int) -> tuple[list[Case], dict, collections.Counter]:
-    """The valid cases of batch ``index`` and their onnxruntime references (deterministic)."""
+def generate_batch(cfg: Config, index: int, only: int | None = None) -> tuple[list[Case], dict, collections.Counter]:
+    """The valid cases of batch ``index`` and their onnxruntime references (deterministic;
+    ``only`` just labels the progress notes)."""
     from .fuzz_check import InvalidCase, reference
     gens = select_generators(cfg.generators)
     cases, refs, rejects = [], {}, collections.Counter()
@@ -88,6 +91,10 @@ def generate_batch(cfg: Config, index: int) -> tuple[list[Case], dict, collectio
         if not case.nodes or not case.outputs:
             rejects["empty graph"] += 1
             continue
+        if (index, attempt) in cfg.reference_hangs:
+            rejects["onnxruntime did not finish the reference (the worker was stopped)"] += 1
+            continue
+        _note(cfg, (index, only), "reference", attempt)
         try:
             refs[name] = reference(case)
         except InvalidCase as exc:
@@ -95,6 +102,30 @@ def generate_batch(cfg: Config, index: int) -> tuple[list[Case], dict, collectio
             continue
         cases.append(case)
     return cases, refs, rejects
+
+
+def _note(cfg: Config, key: tuple, phase: str, attempt: int = -1) -> None:
+    """Records in ``cfg.inflight`` what this worker is doing (batch, phase, generator attempt,
+    time), so that when a worker dies or hangs the parent knows which batch, and whether the
+    hang was onnxruntime computing a reference (then the case is rejected, not a finding)."""
+    if cfg.inflight:
+        with open(os.path.join(cfg.inflight, str(os.getpid())), "w") as f:
+            f.write(json.dumps([list(key), phase, attempt, time.time()]))
+
+
+def _read_notes(folder: str) -> dict[tuple, tuple[str, int, float]]:
+    """The last note of every worker: (batch, only) -> (phase, attempt, time)."""
+    notes = {}
+    for name in os.listdir(folder):
+        try:
+            with open(os.path.join(folder, name)) as f:
+                key, phase, attempt, when = json.loads(f.read())
+            os.unlink(os.path.join(folder, name))
+        except (OSError, ValueError):
+            continue
+        if phase != "done":
+            notes[tuple(key)] = (phase, attempt, when)
+    return notes
 
 
 def _reason(msg: str) -> str:
@@ -118,12 +149,13 @@ def run_batch(cfg: Config, index: int, only: int | None = None) -> BatchResult:
     faulthandler.dump_traceback_later(cfg.batch_timeout + 60, exit=True)
     res = BatchResult(index)
     try:
-        cases, refs, rejects = generate_batch(cfg, index)
+        cases, refs, rejects = generate_batch(cfg, index, only)
         if only is not None:
             cases = cases[only:only + 1]
         res.cases, res.rejects = len(cases), dict(rejects)
         counts = collections.Counter(op for c in cases for n in c.nodes for op in [n.op])
         res.op_counts = dict(counts)
+        _note(cfg, (index, only), "tensorforge")
         res.mismatches = check_cases(cases, refs, cfg.targets)
         bad = {m.case for m in res.mismatches}
         res.failing = {c.name: c for c in cases if c.name in bad}
@@ -138,6 +170,7 @@ def run_batch(cfg: Config, index: int, only: int | None = None) -> BatchResult:
                                    "timeout", f"batch did not finish in {cfg.batch_timeout} s")]
     finally:
         faulthandler.cancel_dump_traceback_later()
+        _note(cfg, (index, only), "done")
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     res.seconds = time.monotonic() - start
@@ -301,6 +334,41 @@ def _minimize_task(case: Case, mismatch) -> tuple:
     return mismatch, small, found
 
 
+def _after_broken_pool(cfg: Config, futs: dict, completed: set, results: list, pending: list, retried: set) -> None:
+    """A worker died (segfault, abort) or its watchdog ended a native hang, and the pool with it.
+    Batches that never started, or finished, are kept or queued again whole.  Of those running
+    (the workers' notes say which): a hang in onnxruntime computing a reference rejects that case
+    (it cannot be checked; counted among the rejects) and the batch runs again without it;
+    otherwise the batch runs again case by case, and a case that kills its worker twice on its
+    own is a "crash" finding."""
+    from .fuzz_check import Mismatch
+    notes = _read_notes(cfg.inflight) if cfg.inflight else {}
+    hung_for = cfg.batch_timeout + 30
+    for f, key in futs.items():
+        if key in completed:
+            continue
+        if f.done() and not f.cancelled() and f.exception() is None:
+            results.append(f.result())
+            continue
+        note = notes.get(key)
+        if note is None:                       # never started: queue it again as it was
+            pending.append(key)
+        elif note[0] == "reference" and time.time() - note[2] >= hung_for:
+            cfg.reference_hangs = cfg.reference_hangs | {(key[0], note[1])}
+            pending.append(key)
+        elif key[1] is None:
+            pending.extend((key[0], j) for j in range(cfg.batch))
+        elif key not in retried:
+            retried.add(key)
+            pending.append(key)
+        else:
+            r = BatchResult(key[0], cases=1)
+            r.mismatches = [Mismatch(f"s{cfg.seed}b{key[0]}c{key[1]}", "cpu", "", "crash",
+                                     "the worker process died (segfault, abort, or a native hang past the "
+                                     "watchdog) running this case")]
+            results.append(r)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tensorforge.testing.fuzz", description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", type=int, default=200, help="random graphs to check")
@@ -332,6 +400,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ctx = mp.get_context("spawn")
     pending = [(i, None) for i in indices]
     retried: set = set()
+    import tempfile
+    notes_dir = tempfile.TemporaryDirectory(prefix="tf-fuzz-")
+    cfg.inflight = notes_dir.name
     while pending:
         with ProcessPoolExecutor(max_workers=max(1, a.jobs), mp_context=ctx) as ex:
             futs = {ex.submit(run_batch, cfg, i, only): (i, only) for i, only in pending}
@@ -353,24 +424,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         rate = done / max(1e-9, time.monotonic() - start) * 60
                         log(f"{done} graphs, {sum(len(x.mismatches) for x in results)} mismatches, {rate:.0f} graphs/min")
             except BrokenProcessPool:
-                # a worker died (segfault, abort): re-run its batches case by case; a case that
-                # kills its worker on its own is a crash finding
-                for f, key in futs.items():
-                    if key in completed:
-                        continue
-                    if f.done() and f.exception() is None:
-                        results.append(f.result())
-                    elif key[1] is None:
-                        pending += [(key[0], j) for j in range(cfg.batch)]
-                    elif key not in retried:
-                        retried.add(key)
-                        pending.append(key)
-                    else:
-                        from .fuzz_check import Mismatch
-                        r = BatchResult(key[0], cases=1)
-                        r.mismatches = [Mismatch(f"s{cfg.seed}b{key[0]}c{key[1]}", "cpu", "", "crash",
-                                                 "the worker process died (segfault, abort, or a native hang past the watchdog) running this case")]
-                        results.append(r)
+                _after_broken_pool(cfg, futs, completed, results, pending, retried)
+    notes_dir.cleanup()
     elapsed = time.monotonic() - start
     mismatches = [m for r in results for m in r.mismatches]
     failing = {k: v for r in results for k, v in r.failing.items()}
@@ -406,6 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "by_target_kind": {f"{t}/{k}": v for (t, k), v in by_kind.most_common()},
         "by_kind_op": {f"{k}/{o}": v for (k, o), v in by_op.most_common(40)},
         "rejected_by_onnxruntime": dict(rejects.most_common(15)),
+        "reference_hangs": [f"s{cfg.seed}b{b} attempt {t}" for b, t in sorted(cfg.reference_hangs)],
         "op_counts": dict(ops.most_common()),
     }
     print(json.dumps({k: v for k, v in summary.items() if k != "op_counts"}, indent=1))

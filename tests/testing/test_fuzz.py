@@ -210,3 +210,35 @@ def test_unsupported_is_told_apart_from_bugs():
     assert _classify_error(UnsupportedOpError("ONNX node 'c' (Conv, opset 18): odd pads")) == "unsupported-attr"
     assert _classify_error(ShapeError("bad")) == "error"
     assert _classify_error(ZeroDivisionError()) == "error"
+
+
+def test_reference_hang_rejects_that_case_and_reruns_the_batch(tmp_path):
+    """A worker stopped by its watchdog while onnxruntime computed a reference: the parent reads
+    the worker's note, rejects that generator attempt (it cannot be checked) and queues the batch
+    again; the batch then generates a replacement case in its place, the others unchanged."""
+    import json
+    import time
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    from tensorforge.testing.fuzz import _after_broken_pool
+    cfg = Config(seed=3, batch=4, inflight=str(tmp_path), batch_timeout=1)
+    cases, _, _ = generate_batch(cfg, 2)
+    (tmp_path / "101").write_text(json.dumps([[2, None], "reference", 1, time.time() - 100]))
+    (tmp_path / "102").write_text(json.dumps([[5, None], "tensorforge", -1, time.time()]))
+    futs = {}
+    for key in [(2, None), (5, None), (9, None)]:
+        f = Future()
+        f.set_exception(BrokenProcessPool("a worker died"))
+        futs[f] = key
+    results, pending, retried = [], [], set()
+    _after_broken_pool(cfg, futs, set(), results, pending, retried)
+    assert cfg.reference_hangs == {(2, 1)}
+    # the hung batch again whole, the one in tensorforge code case by case, the unstarted one whole
+    assert sorted(pending, key=str) == sorted([(2, None), (9, None)] + [(5, j) for j in range(4)], key=str)
+    assert results == []
+    again, _, rejects = generate_batch(cfg, 2)
+    assert rejects["onnxruntime did not finish the reference (the worker was stopped)"] == 1
+    assert len(again) == 4
+    # attempts count from 1: the first graph is the one rejected, a replacement takes its place
+    assert again[0].nodes != cases[0].nodes

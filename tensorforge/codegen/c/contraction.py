@@ -262,16 +262,60 @@ class Contraction:
         return self.space.axes()
 
 
+def _unguarded(value: Value) -> tuple[Value, set | None]:
+    """``inside ? v : -0.0`` (a convolution with finite constant weights, lowered so that its
+    padding taps add -0.0: ``lower_conv``) as ``v`` and the guard's comparisons, a set of
+    (index value id, "scalar.ge"/"scalar.lt", bound); any other value as itself and None."""
+    sel = value.op
+    if sel is None or sel.name != "scalar.select":
+        return value, None
+    cond, v, other = sel.operands
+    if other.op is None or other.op.name != "scalar.const" or float(other.op.attributes["value"]) != 0.0:
+        return value, None
+    found, stack = set(), [cond]
+    while stack:
+        c = stack.pop()
+        if c.op is not None and c.op.name == "scalar.and":
+            stack += list(c.op.operands)
+        elif c.op is not None and c.op.name in ("scalar.ge", "scalar.lt"):
+            q, bound = c.op.operands
+            if bound.op is None or bound.op.name != "scalar.const":
+                return value, None
+            found.add((id(q), c.op.name, int(bound.op.attributes["value"])))
+        else:
+            return value, None
+    return v, found
+
+
+def _guards_padding(guard: set, read: Operation) -> bool:
+    """``guard`` is exactly "the padded ``read`` falls inside the input on every spatial axis",
+    so that dropping it leaves the same sum: outside, the read gives 0 and the finite weight's
+    product is +-0 (what the guard's -0.0 stands for)."""
+    if "pad" not in read.attributes:
+        return False
+    shape = read.operands[0].type.shape
+    idx = read.operands[1:]
+    want = set()
+    for q, size in zip(idx[2:], shape[2:]):
+        if not isinstance(size, int):
+            return False
+        want |= {(id(q), "scalar.ge", 0), (id(q), "scalar.lt", size)}
+    return guard == want
+
+
 def match_contraction(compute: Operation, kernel_args: list[Value]) -> Contraction | None:
     """The contraction that ``compute`` is, or None."""
     cv = ComputeView(compute)
     if cv.combiner != "add" or compute.attributes["dtype"] is not DType.f32 or not cv.reduction_axes:
         return None
-    prod = _strip_casts(cv.value)
+    value, guard = _unguarded(cv.value)
+    prod = _strip_casts(value)
     if prod.op is None or prod.op.name != "scalar.mul":
         return None
     reads = [_strip_casts(o).op for o in prod.op.operands]
     if any(r is None or r.name != "structured.read" for r in reads):
+        return None
+    if guard is not None and not any(_guards_padding(guard, r) for r in reads):
         return None
     args = {id(a): i for i, a in enumerate(kernel_args)}
     axis_of = {id(a): i for i, a in enumerate(cv.axes)}

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
 from ....dialects.graph.base import Window
 from ....dialects.structured.builder import Expr, KernelBuilder, TensorRef
+from ....ir.rewrite import constant_value
 from ....ir.symbolic import Dim, dim_add, dim_mul, dim_sub
 from ....ir.types import DType
 from .reduce import acc_dtype, elementwise
@@ -61,9 +64,31 @@ def _reduction_domain(out: Sequence[int], c_per_group: int, kernel: Sequence[int
     return dom, "p" * len(out) + "r" * (1 + len(kernel))
 
 
+def _finite_constant(w) -> bool:
+    """The weight is a compile-time constant with no NaN/Inf: a padding tap's product is then an
+    exact +-0, which the sum may skip (see ``lower_conv``)."""
+    c = constant_value(w)
+    return c is not None and c.dtype.kind == "f" and bool(np.isfinite(c).all())
+
+
+def _inside(src: Sequence[Expr], sizes: Sequence[Dim]) -> Expr:
+    """The read at ``src`` falls within the unpadded input (every spatial axis)."""
+    hit = None
+    for q, size in zip(src, sizes):
+        h = (q >= 0) & (q < size)
+        hit = h if hit is None else hit & h
+    return hit
+
+
 @lowering("graph.conv")
 def lower_conv(ctx: LoweringContext):
-    """``y[n, o, p] = sum over c, k of x[n, g*Cg + c, p*s + k*d - pb] * w[o, c, k]``, g = o // Og."""
+    """``y[n, o, p] = sum over c, k of x[n, g*Cg + c, p*s + k*d - pb] * w[o, c, k]``, g = o // Og.
+
+    A padding tap reads 0, and ``0 * w`` must be computed in general (``0 * inf`` is NaN, and
+    torch propagates a NaN/Inf weight to every output, padded taps included).  With constant
+    finite weights it is an exact +-0, and the tap adds ``-0.0`` instead (``inside ? x*w : -0.0``):
+    ``s + -0.0`` is ``s`` for every ``s`` under IEEE, so gcc drops the tap wherever it knows it
+    reads padding (unrolled loops over small maps), which ``-ffast-math`` did by folding ``0 * w``."""
     x, w, b = _operands(ctx)
     out, out_dt = ctx.out_shape(), ctx.out_dtype()
     dt = acc_dtype(out_dt)
@@ -73,12 +98,17 @@ def lower_conv(ctx: LoweringContext):
     og = w.shape[0] // groups
     nsp = len(kernel)
     pad = None if window_inside(win, x.shape[2:], out[2:]) else 0.0
+    skip_padding = pad is not None and _finite_constant(ctx.op.operands[1])
 
     def body(*ax):
         n, o, sp, c, ks = ax[0], ax[1], ax[2:2 + nsp], ax[2 + nsp], ax[3 + nsp:]
         ch = (o // og) * cg + c if groups > 1 else c
-        xv = x.read([n, ch] + window_source(win, sp, ks), pad=pad)
-        return xv.cast(dt) * w.read([o, c] + list(ks)).cast(dt)
+        src = window_source(win, sp, ks)
+        xv = x.read([n, ch] + src, pad=pad)
+        v = xv.cast(dt) * w.read([o, c] + list(ks)).cast(dt)
+        if skip_padding:
+            v = _inside(src, x.shape[2:]).select(v, -0.0)
+        return v
 
     dom, its = _reduction_domain(out, cg, kernel)
     acc = ctx.kb.compute(dom, its, dt, body, combiner="add")
