@@ -200,3 +200,138 @@ class Pool(Generic[T]):
     def _forget_locked(self, item: T) -> None:
         self._count -= 1
         self._items = [x for x in self._items if x is not item]
+
+
+# Outputs smaller than this come from np.empty: NumPy's small-block cache and malloc's free lists
+# already hand back warm memory, and the pool's bookkeeping (~1 us) would only add to the call.
+# Larger ones come from the model's ``OutputPool``: a fresh large array is mmap'ed and every page
+# of it faulted in (and zeroed by the kernel) as the kernels first write it, on every call.
+POOL_MIN_BYTES = 1 << 16
+
+
+class OutputSlot:
+    """One pooled output buffer: ``owner`` is the array that owns the memory (every view handed
+    out, and every torch tensor made from one, keeps it alive), ``buffer`` its aligned uint8
+    window, ``template`` a typed view of the last shape handed out (``template.view()`` is the
+    cheapest way to make the next one).  ``free_refs`` is ``sys.getrefcount(slot.owner)`` when
+    nothing but the slot refers to the owner: more means a caller still holds a result (or a view
+    of one) in this memory."""
+
+    __slots__ = ("owner", "buffer", "nbytes", "address", "key", "template", "free_refs")
+
+    def __init__(self, nbytes: int, shape: tuple, dtype: np.dtype, what: str, advice: str):
+        self.buffer = allocate(max(nbytes, ALIGN), what, advice)
+        self.owner = self.buffer.base if self.buffer.base is not None else self.buffer
+        self.nbytes = self.buffer.nbytes
+        self.address = self.buffer.ctypes.data
+        self.key = None
+        self.template = None
+        self.shape_as(shape, dtype, nbytes)
+        self.free_refs = sys.getrefcount(self.owner)   # the same expression as in OutputPool.take
+
+    def shape_as(self, shape: tuple, dtype: np.dtype, nbytes: int) -> None:
+        key = (shape, dtype)
+        if self.key != key:        # replaces the old template: the owner's count stays the same
+            self.template = self.buffer[:nbytes].view(dtype).reshape(shape)
+            self.key = key
+
+
+class OutputPool:
+    """A model's output buffers, reused once the caller has let go of a result.
+
+    A call ``take``s one slot per (large) output, the kernels write it, the call hands the caller
+    a fresh view of it and ``give``s the slot back.  A later ``take`` reuses a given-back slot only
+    when nothing outside the pool refers to its memory any more: every NumPy view of a result
+    (slices, reshapes, ``.T``...) has the owner array as its ``base`` (NumPy collapses chains of
+    views), and a torch tensor from ``torch.from_numpy`` keeps its NumPy array, so
+    ``sys.getrefcount(owner)`` above the slot's own count means a caller still holds something in
+    it.  (A weakref finalizer on the returned array would not do: a view of it does not keep it
+    alive.)  So a result is never overwritten while the caller holds it or any view of it, and a
+    caller that drops results between calls gets the same, already faulted-in, memory back.
+
+    Thread safety: ``take`` and ``give`` run under one lock; a slot being written by a call is off
+    the idle list, so no two calls ever share one, and a count can only fall while a slot is
+    idle (nobody can gain a reference to memory they do not already hold).
+
+    Bounds: at most ``capacity`` slots are kept (in flight or idle); past it the least recently
+    used idle slot is forgotten (its memory is freed once the caller drops its views).  A slot is
+    reused for a request of ``nbytes`` when it has between ``nbytes`` and twice ``nbytes`` bytes
+    (dynamic shapes: a smaller batch may reuse a bigger buffer, never a smaller one); the dtype
+    does not matter (the memory is raw bytes, 64-byte aligned).  ``capacity`` 0 pools nothing.
+    """
+
+    def __init__(self, capacity: int):
+        self._lock = threading.Lock()
+        self._idle: list[OutputSlot] = []     # least recently given back first
+        self._in_flight = 0
+        self._capacity = max(0, int(capacity))
+        self.reused = 0                        # takes served by an idle slot (tests, benchmarks)
+        self.made = 0                          # slots allocated
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    def set_capacity(self, capacity: int) -> None:
+        with self._lock:
+            self._capacity = max(0, int(capacity))
+            self._trim_locked()
+
+    @property
+    def slots(self) -> list[OutputSlot]:
+        """The idle slots (tests): held by a caller or free."""
+        with self._lock:
+            return list(self._idle)
+
+    def clear(self) -> None:
+        """Forgets every idle slot (their memory is freed once no caller holds a view of it)."""
+        with self._lock:
+            self._idle.clear()
+
+    def take(self, nbytes: int, shape: tuple, dtype: np.dtype, what: str,
+             advice: str) -> tuple[OutputSlot | None, np.ndarray]:
+        """(slot, a fresh typed view of its memory) for an output of ``shape``/``dtype``: a free
+        idle slot of a fitting size (the most recently used first), else a new one.  The slot is
+        None when the pool is full of calls in flight (the array is then a plain allocation)."""
+        getrefcount = sys.getrefcount
+        with self._lock:
+            idle = self._idle
+            for k in range(len(idle) - 1, -1, -1):
+                s = idle[k]
+                if nbytes <= s.nbytes <= 2 * nbytes + ALIGN and getrefcount(s.owner) == s.free_refs:
+                    del idle[k]
+                    self._in_flight += 1
+                    self.reused += 1
+                    s.shape_as(shape, dtype, nbytes)
+                    return s, s.template.view()
+            pooled = self._in_flight < self._capacity
+            if pooled:
+                self._in_flight += 1
+        if not pooled:
+            return None, _typed(allocate(max(nbytes, ALIGN), what, advice), nbytes, shape, dtype)
+        try:
+            s = OutputSlot(nbytes, shape, dtype, what, advice)     # outside the lock: large allocations
+        except BaseException:
+            with self._lock:
+                self._in_flight -= 1
+            raise
+        self.made += 1
+        return s, s.template.view()
+
+    def give(self, slot: OutputSlot | None) -> None:
+        """Puts a taken slot back on the idle list (the caller's result may still be in it)."""
+        if slot is None:
+            return
+        with self._lock:
+            self._in_flight -= 1
+            self._idle.append(slot)
+            self._trim_locked()
+
+    def _trim_locked(self) -> None:
+        excess = len(self._idle) + self._in_flight - self._capacity
+        if excess > 0:
+            del self._idle[:min(excess, len(self._idle))]
+
+
+def _typed(buffer: np.ndarray, nbytes: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
+    return buffer[:nbytes].view(dtype).reshape(shape)

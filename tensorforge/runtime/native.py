@@ -2,10 +2,18 @@
 
 Everything that does not change between runs (arena, weights, the two pointer arrays handed to
 ``tf_run``) is set up once.  A call checks each input against the model's signature, writes its
-address into the preallocated input pointer array, allocates (or takes) the outputs and makes
-one ctypes call; the GIL is released while the kernels run.  NumPy arrays and torch tensors are
-both accepted without copies when they already have the right dtype, shape and layout; torch in
-gives torch out (sharing memory with the NumPy result).
+address into the preallocated input pointer array, takes the outputs and makes one ctypes call;
+the GIL is released while the kernels run.  NumPy arrays and torch tensors are both accepted
+without copies when they already have the right dtype, shape and layout (their addresses go to
+the kernels); torch in gives torch out (``torch.from_numpy`` of the memory the kernels wrote).
+
+Outputs of at least ``pool_min_bytes`` (64 KiB) come from the model's ``OutputPool``
+(``buffers.py``): a call writes into the memory of an earlier result once the caller has dropped
+it and every view of it (told by the reference count of the array that owns the memory), so a
+large output is not mmap'ed and faulted in afresh on every call; a result the caller still holds
+is never written.  The pool keeps at most two buffers per output per concurrent call
+(``set_output_pool`` changes or disables it); smaller outputs come from ``np.empty``.  With
+``out=`` the caller's arrays are written instead.
 
 A model's arena holds the intermediates of the run in progress, so each call borrows one from
 the model's bounded pool (``buffers.Pool``): calls from several threads run in parallel, each in
@@ -45,7 +53,7 @@ import numpy as np
 from ..errors import InputShapeError, TensorforgeError
 from ..ir.symbolic import SymbolTable, evaluate, evaluate_shape
 from .arena_plan import DynamicPlan
-from .buffers import Pool, allocate, check_available, is_aligned, out_of_memory
+from .buffers import POOL_MIN_BYTES, OutputPool, Pool, allocate, check_available, is_aligned, out_of_memory
 from .signature import TensorSpec
 
 # The C ABI of a model library (codegen/c/model.py emits it).
@@ -97,12 +105,41 @@ def load_library(path: str | os.PathLike) -> ctypes.CDLL:
     return lib
 
 
-def _address(x: np.ndarray) -> int:
+def _buffer_address(x: np.ndarray) -> int:
     """Data address of a C-contiguous array: the buffer protocol is ~5x faster than ``x.ctypes``."""
     try:
         return _addressof(_from_buffer(x))
     except (TypeError, ValueError):       # read-only or empty
         return x.ctypes.data
+
+
+def _data_offset() -> int | None:
+    """Where an ndarray object keeps its data pointer: NumPy's ABI puts ``char *data`` right after
+    ``PyObject_HEAD`` (``PyArrayObject_fields``), so reading it costs one ctypes load, half of the
+    buffer protocol's price.  Checked here on live arrays; None (buffer protocol) where it
+    does not hold (a Python built with a different object header)."""
+    if sys.implementation.name != "cpython":          # id() is an address only in CPython
+        return None
+    head = object.__basicsize__
+    probes = [np.empty(n, np.uint8) for n in (1, 64, 4096)] + [np.arange(6.0).reshape(2, 3)[1:]]
+    probes.append(np.frombuffer(b"abc", np.uint8))               # read-only
+    try:
+        if all(ctypes.c_void_p.from_address(id(p) + head).value == p.ctypes.data for p in probes):
+            return head
+    except (ValueError, OSError):
+        pass
+    return None
+
+
+_DATA_OFFSET = _data_offset()
+_void_at = ctypes.c_void_p.from_address
+
+if _DATA_OFFSET is not None:
+    def _address(x: np.ndarray) -> int:
+        """Data address of an ndarray (exact type) read from the object itself (see ``_data_offset``)."""
+        return _void_at(id(x) + _DATA_OFFSET).value or 0
+else:
+    _address = _buffer_address
 
 
 def _new_outputs(specs: Sequence[tuple[tuple[int, ...], np.dtype]], advice: str) -> list[np.ndarray]:
@@ -191,6 +228,13 @@ class NativeModel:
         self._in_dtypes = [s.np_dtype for s in self.inputs]
         self._in_shapes = [s.shape for s in self.inputs]
         self._out_specs = [(s.shape, s.np_dtype) for s in self.outputs]
+        # large outputs come from a pool of buffers reused once the caller drops a result
+        self._output_pool = OutputPool(0)
+        self._output_pool_size: int | None = None        # None: follows max_concurrency
+        self._pool_min_bytes = POOL_MIN_BYTES
+        self._out_plan = [(shape, dtype, _nbytes([(shape, dtype)])) if all(isinstance(d, int) for d in shape)
+                          else None for shape, dtype in self._out_specs]
+        self._static_pooled = False
         self._in_torch_dtypes: list = [None] * self._n_in     # filled on the first torch input
         self._handle = lib._handle
         self._threads = 0
@@ -202,6 +246,7 @@ class NativeModel:
         self.set_threads(threads or default_threads())
         if max_concurrency is not None:
             self.set_max_concurrency(max_concurrency)
+        self.pool_min_bytes = POOL_MIN_BYTES
         # the first arena now, so a static model that does not fit fails at compile/load time
         self._pool.release(self._pool.acquire())
         if plan is not None:
@@ -219,6 +264,7 @@ class NativeModel:
         grows to at most ``n`` arenas."""
         self._pool.set_bound(n if n is not None else self._default_concurrency())
         self._max_concurrency = None if n is None else int(n)
+        self._sync_output_pool()
 
     def _default_concurrency(self) -> int:
         return max(1, default_threads() // self._threads)
@@ -256,6 +302,75 @@ class NativeModel:
         fn.argtypes, fn.restype = argtypes, restype
         return fn
 
+    # ---- the output pool ---------------------------------------------------------------
+    @property
+    def output_pool(self) -> OutputPool:
+        """The model's pool of output buffers (see ``buffers.OutputPool``)."""
+        return self._output_pool
+
+    @property
+    def output_pool_size(self) -> int:
+        """How many output buffers the model keeps for reuse (in flight or idle); by default two
+        per output per concurrent call (a loop ``y = model(x)`` still holds the last result
+        while the next call runs)."""
+        return self._output_pool.capacity
+
+    def set_output_pool(self, n: int | None) -> None:
+        """Keeps at most ``n`` output buffers for reuse (0: none, every call allocates its
+        outputs, the memory is freed with the results); None restores the default."""
+        if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0):
+            raise TensorforgeError(f"the output pool size must be a non-negative integer or None, got {n!r}")
+        self._output_pool_size = None if n is None else int(n)
+        self._sync_output_pool()
+
+    def _sync_output_pool(self) -> None:
+        n = self._output_pool_size
+        self._output_pool.set_capacity(2 * self._pool.bound * len(self.outputs) if n is None else n)
+
+    @property
+    def pool_min_bytes(self) -> int:
+        """Outputs of at least this many bytes come from the pool; smaller ones from ``np.empty``."""
+        return self._pool_min_bytes
+
+    @pool_min_bytes.setter
+    def pool_min_bytes(self, n: int) -> None:
+        self._pool_min_bytes = int(n)
+        self._static_pooled = any(p is not None and p[2] >= self._pool_min_bytes for p in self._out_plan)
+
+    def _take_outputs(self, plan: Sequence[tuple[tuple[int, ...], np.dtype, int]], optrs,
+                      advice: str) -> tuple[list, list | None]:
+        """The output arrays of a call without ``out=`` (views of pooled buffers for the large
+        ones, ``np.empty`` for the others) with their addresses in ``optrs``, and the slots taken
+        (give them back with ``_give_outputs`` once the kernels have run)."""
+        outs: list = []
+        slots: list | None = None
+        pool, min_bytes = self._output_pool, self._pool_min_bytes
+        try:
+            for j, (shape, dtype, nbytes) in enumerate(plan):
+                if nbytes >= min_bytes and nbytes > 0 and pool.capacity:
+                    slot, o = pool.take(nbytes, shape, dtype, "an output of a call", advice)
+                    if slots is None:
+                        slots = []
+                    slots.append(slot)
+                    optrs[j] = slot.address if slot is not None else o.ctypes.data
+                else:
+                    try:
+                        o = np.empty(shape, dtype)
+                    except MemoryError:
+                        raise out_of_memory(nbytes, "an output of a call", advice) from None
+                    optrs[j] = _address(o)
+                outs.append(o)
+        except BaseException:
+            self._give_outputs(slots)
+            raise
+        return outs, slots
+
+    def _give_outputs(self, slots: list | None) -> None:
+        if slots:
+            give = self._output_pool.give
+            for s in reversed(slots):       # the first output's on top: the next call's first output takes it
+                give(s)
+
     # ---- threads ---------------------------------------------------------------------
     @property
     def threads(self) -> int:
@@ -274,6 +389,7 @@ class NativeModel:
         self._apply_threads()
         if self._max_concurrency is None:
             self._pool.set_bound(self._default_concurrency())
+            self._sync_output_pool()
 
     def _apply_threads(self) -> None:
         self._set_threads(self._threads)
@@ -306,6 +422,17 @@ class NativeModel:
 
     # ---- calls -----------------------------------------------------------------------
     def __call__(self, *inputs):
+        if len(inputs) != self._n_in:
+            return self._call_slow(inputs)
+        pool = self._pool
+        arena = pool.acquire()
+        try:
+            outs = self._run_in(arena, inputs, None)
+        finally:
+            pool.release(arena)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _call_slow(self, inputs):
         outs = self.run(inputs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -349,16 +476,26 @@ class NativeModel:
             if held is None:
                 held = []
             held.append(keep)
+        slots = None
         if out is None:
-            outs = _new_outputs(self._out_specs, _STATIC_ADVICE)
-            optrs = arena.out_ptrs
-            for j, o in enumerate(outs):
-                optrs[j] = _address(o)
+            if self._static_pooled:
+                outs, slots = self._take_outputs(self._out_plan, arena.out_ptrs, _STATIC_ADVICE)
+            else:
+                outs = _new_outputs(self._out_specs, _STATIC_ADVICE)
+                optrs = arena.out_ptrs
+                for j, o in enumerate(outs):
+                    optrs[j] = _address(o)
         else:
             outs = self._set_outputs(out, arena.out_ptrs)
         if _lib_threads.get(self._handle) != self._threads:
             self._apply_threads()
-        self.fn(*arena.args)
+        if slots is None:
+            self.fn(*arena.args)
+        else:
+            try:
+                self.fn(*arena.args)
+            finally:
+                self._give_outputs(slots)
         if as_torch and out is None:
             from_numpy = _torch().from_numpy
             return [from_numpy(o) for o in outs]
@@ -406,12 +543,11 @@ class NativeModel:
             raise TensorforgeError(f"out= needs {len(self.outputs)} array(s), got {len(out)}")
         for j, o in enumerate(out):
             shape, dtype = self._out_specs[j]
-            if type(o) is _ndarray and o.dtype == dtype and o.shape == shape and o.flags.c_contiguous:
-                try:
-                    optrs[j] = _addressof(_from_buffer(o))     # fails on read-only (and empty) arrays
+            if type(o) is _ndarray and o.dtype == dtype and o.shape == shape:
+                flags = o.flags
+                if flags.c_contiguous and flags.writeable:
+                    optrs[j] = _address(o)
                     continue
-                except (TypeError, ValueError):
-                    pass
             optrs[j] = self._out_address(j, o)
         return list(out)
 
@@ -545,29 +681,32 @@ class NativeModel:
         bound = self._bound(tuple(shapes))
         if self._counts:
             return self._run_counting(arena, bound, out, as_torch)
-        outs = self._prepare_call(arena, bound, out)
-        self.fn(*arena.args, bound.dims, bound.offsets)
+        outs, slots = self._prepare_call(arena, bound, out)
+        try:
+            self.fn(*arena.args, bound.dims, bound.offsets)
+        finally:
+            self._give_outputs(slots)
         if as_torch and out is None:
             from_numpy = _torch().from_numpy
             return [from_numpy(o) for o in outs]
         return outs
 
-    def _prepare_call(self, arena: _Arena, bound: "_Bound", out: Sequence[Any] | None) -> list:
-        """The output arrays of a dynamic call (new ones, or the checked ``out=``) with their
-        addresses in ``arena``'s pointer array, ``arena`` big enough for ``bound`` (grown, never
-        shrunk) and the library's thread count applied."""
-        if out is None:
-            outs = _new_outputs(bound.out_specs, _DYNAMIC_ADVICE)
-            for j, o in enumerate(outs):
-                arena.out_ptrs[j] = _address(o)
-        else:
+    def _prepare_call(self, arena: _Arena, bound: "_Bound",
+                      out: Sequence[Any] | None) -> tuple[list, list | None]:
+        """The output arrays of a dynamic call (pooled or new ones, or the checked ``out=``) with
+        their addresses in ``arena``'s pointer array, ``arena`` big enough for ``bound`` (grown,
+        never shrunk) and the library's thread count applied; and the pooled slots taken."""
+        if out is not None:
             outs = self._set_dynamic_outputs(out, [shape for shape, _ in bound.out_specs], arena.out_ptrs)
         if bound.arena_bytes > arena.buffer.nbytes:     # grows; reused while big enough
             arena.grow(bound.arena_bytes, f"the arena of a call at {self.plan.describe_dims(bound.values)}",
                        _DYNAMIC_ADVICE)
+        slots = None
+        if out is None:
+            outs, slots = self._take_outputs(bound.out_plan, arena.out_ptrs, _DYNAMIC_ADVICE)
         if _lib_threads.get(self._handle) != self._threads:
             self._apply_threads()
-        return outs
+        return outs, slots
 
     def _run_counting(self, arena: _Arena, bound: "_Bound", out: Sequence[Any] | None, as_torch: bool) -> list:
         """A call of a model with data-dependent sizes (inputs already placed in ``arena``)."""
@@ -576,9 +715,12 @@ class NativeModel:
             raise TensorforgeError(f"out= cannot be used with this model: the shape of output(s) {names} depends on "
                                    f"the input values ({', '.join(s for _, s in self._counts)} are computed by the "
                                    f"run); call without out=")
-        outs = self._prepare_call(arena, bound, out)
+        outs, slots = self._prepare_call(arena, bound, out)
         dims = np.array(bound.values, dtype=np.int64)      # the kernels write the counts into it (per call)
-        self.fn(*arena.args, dims.ctypes.data, bound.offsets)
+        try:
+            self.fn(*arena.args, dims.ctypes.data, bound.offsets)
+        finally:
+            self._give_outputs(slots)
         if out is not None:
             return list(out)
         env = dict(zip(self.plan.symbols, (int(d) for d in dims)))
@@ -653,11 +795,12 @@ class _Bound:
     ``dims`` array too), the buffers' offsets, the arena size and the outputs' (shape, dtype).
     Never changed once made, so concurrent calls share it."""
 
-    __slots__ = ("values", "dims", "offsets", "arena_bytes", "out_specs")
+    __slots__ = ("values", "dims", "offsets", "arena_bytes", "out_specs", "out_plan")
 
     def __init__(self, values: tuple[int, ...], dims, offsets, arena_bytes: int, out_specs: list):
         self.values, self.dims, self.offsets = values, dims, offsets
         self.arena_bytes, self.out_specs = arena_bytes, out_specs
+        self.out_plan = [(tuple(shape), np.dtype(dtype), _nbytes([(shape, dtype)])) for shape, dtype in out_specs]
 
 
 def _torch_dtype(spec: TensorSpec):

@@ -13,16 +13,19 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ..errors import TensorforgeError
 from .native import NativeModel
 
 _LOOP_C = r"""
 #include <time.h>
 typedef void (*tf_run_fn)(void* const*, void* const*, char*, const char*);
-double tf_time_loop(void* fn, void* const* in, void* const* out, char* arena, const char* w, long n) {
+/* cpu != 0: the calling thread's CPU time (time other processes run on its core is left out) */
+double tf_time_loop(void* fn, void* const* in, void* const* out, char* arena, const char* w, long n, int cpu) {
   struct timespec a, b;
-  clock_gettime(CLOCK_MONOTONIC, &a);
+  clockid_t clock = cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
+  clock_gettime(clock, &a);
   for (long i = 0; i < n; i++) ((tf_run_fn)fn)(in, out, arena, w);
-  clock_gettime(CLOCK_MONOTONIC, &b);
+  clock_gettime(clock, &b);
   return ((double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec)) / (double)n;
 }
 """
@@ -52,30 +55,75 @@ class CallOverhead:
 def _loop_function():
     from ..codegen.c.toolchain import compile_c
     fn = compile_c(_LOOP_C, name="tf_time_loop").function(
-        "tf_time_loop", [ctypes.c_void_p] * 5 + [ctypes.c_long], ctypes.c_double)
+        "tf_time_loop", [ctypes.c_void_p] * 5 + [ctypes.c_long, ctypes.c_int], ctypes.c_double)
     return fn
 
 
 def measure_call_overhead(model: NativeModel, inputs: Sequence[Any], call: Callable[[], Any] | None = None,
-                          blocks: int = 15, calls_per_block: int = 200) -> CallOverhead:
+                          blocks: int = 15, calls_per_block: int = 200, cpu_time: bool = False) -> CallOverhead:
     """Times ``call`` (default: ``model.run(inputs)``) against ``tf_run`` in a C loop.
 
-    The C loop reuses the pointers of the last Python call, so both touch the same memory.
+    ``cpu_time``: both sides count the calling thread's CPU time instead of wall time, so the time
+    other processes take the core away is left out (a loaded machine); meaningful on one thread
+    (the kernels then run on the calling thread).
+
+    The C loop reuses the pointers of the last Python call (whose result it holds meanwhile), so
+    both touch the same memory.  (Dynamic models take two more arguments: not supported here.)
     """
+    if model.is_dynamic:
+        raise TensorforgeError("measure_call_overhead times tf_run: not for models with symbolic dims")
     call = call or (lambda: model.run(inputs))
+    clock = time.thread_time if cpu_time else time.perf_counter
     loop = _loop_function()
-    call()                                              # warm-up; leaves valid pointers behind
+    call()                                              # warm-up
     entry = ctypes.cast(model.fn, ctypes.c_void_p).value
-    in_addr, out_addr, arena, weights = (a.value for a in model._call_args)
     c_times, py_times = [], []
     for _ in range(blocks):
-        call()                                          # re-apply this model's thread count
-        c_times.append(loop(entry, in_addr, out_addr, arena, weights, calls_per_block))
-        t0 = time.perf_counter()
+        # re-applies this model's thread count and leaves this call's pointers in the arena; the
+        # result is held while the C loop writes into it (once dropped, its memory may be reused)
+        held = call()
+        in_addr, out_addr, arena, weights = (a.value for a in model._call_args)
+        c_times.append(loop(entry, in_addr, out_addr, arena, weights, calls_per_block, int(cpu_time)))
+        del held
+        t0 = clock()
         for _ in range(calls_per_block):
             call()
-        py_times.append((time.perf_counter() - t0) / calls_per_block)
+        py_times.append((clock() - t0) / calls_per_block)
     diffs = sorted(p - c for p, c in zip(py_times, c_times))
     q = statistics.quantiles(diffs, n=4) if len(diffs) >= 2 else [diffs[0]] * 3
     return CallOverhead(statistics.median(c_times) * 1e6, statistics.median(py_times) * 1e6,
                         blocks, calls_per_block, (q[2] - q[0]) * 1e6, min(c_times) * 1e6, min(py_times) * 1e6)
+
+
+_NOOP_C = r"""
+void tf_noop_run(void* const* in, void* const* out, char* arena, const char* w) {
+  (void)in; (void)out; (void)arena; (void)w;
+}
+"""
+
+
+def measure_python_path(model: NativeModel, call: Callable[[], Any], calls: int = 2000, repeats: int = 15,
+                        cpu_time: bool = True) -> tuple[float, float]:
+    """(median, fastest) microseconds of ``call`` with the model's ``tf_run`` swapped for an empty C
+    function of the same signature: the Python call path alone (checks, pointers, outputs, the
+    ctypes call), without the kernels and without what running them between Python calls costs
+    in caches.  For a measurement on a model nothing else is calling (the swap is not
+    thread-safe); outputs are left unwritten meanwhile."""
+    from ..codegen.c.toolchain import compile_c
+    if model.is_dynamic:
+        raise TensorforgeError("measure_python_path swaps tf_run: not for models with symbolic dims")
+    noop = compile_c(_NOOP_C, name="tf_noop_run").function("tf_noop_run", [ctypes.c_void_p] * 4, None)
+    clock = time.thread_time if cpu_time else time.perf_counter
+    real = model.fn
+    model.fn = noop
+    try:
+        call()
+        times = []
+        for _ in range(repeats):
+            t0 = clock()
+            for _ in range(calls):
+                call()
+            times.append((clock() - t0) / calls * 1e6)
+    finally:
+        model.fn = real
+    return statistics.median(times), min(times)
