@@ -190,12 +190,14 @@ def test_convolutions_through_compile(rng):
     assert len(units) <= 5 < len(CONVS) and all("_prepacked(" in u or "_unit(" in u for u in units)
 
 
-def test_depthwise_conv_stays_on_the_loop_path(rng):
+def test_depthwise_conv_stays_off_the_gemm_path(rng):
+    """Depthwise convolutions run on their own kernel (``depthwise.py``, tests/codegen/test_depthwise.py)."""
     x, w = _rand(rng, 1, 16, 12, 12), _rand(rng, 16, 1, 3, 3)
     m = _module([x], lambda bd, x_: [bd.create("graph.conv", [x_, bd.graph.constant(w)],
                                                 {"groups": 16, "pads": (1, 1, 1, 1)}).results[0]])
     cm = _check(m, [x])
     assert "tfg_" not in cm.source and "tf_im2col(&shape" not in cm.source
+    assert "depthwise direct kernel (depthwise.py)" in cm.source
 
 
 # ---- fused epilogues (hand-built kernels, as the fusion engine makes them) ----------------------

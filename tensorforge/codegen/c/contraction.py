@@ -252,6 +252,7 @@ class Contraction:
     space: AxisSpace
     a: Access
     b: Access
+    skips_padding: bool = False      # padding taps add -0.0 (finite constant weights: ``_unguarded``)
 
     def finish(self) -> None:
         for acc in (self.a, self.b):
@@ -323,7 +324,7 @@ def match_contraction(compute: Operation, kernel_args: list[Value]) -> Contracti
     acc = [read_access(r, args, space, axis_of, memo) for r in reads]
     if any(x is None or x.dtype is not DType.f32 for x in acc):
         return None
-    c = Contraction(compute, space, acc[0], acc[1])
+    c = Contraction(compute, space, acc[0], acc[1], skips_padding=guard is not None)
     c.finish()
     return c
 

@@ -170,8 +170,7 @@ def _schedule_text(scheduled: list, plan) -> str:
     """One kernel's schedule for people (``explain``): the trace the schedule callback returned,
     or the micro-kernel plan of a tensorized contraction."""
     if plan is not None:
-        return (f"tensorized: {plan.kind} micro-kernel, operands packed at compile time: "
-                f"{sorted(plan.packed_args) or 'none'}, fused epilogue computes: {len(plan.chain.computes)}")
+        return plan.describe()
     trace = getattr(scheduled[0], "trace", None) if scheduled else None
     if trace is None:
         return "unscheduled loop nest"

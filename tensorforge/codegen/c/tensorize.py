@@ -45,7 +45,7 @@ from ...ir.structure import structural_hash
 from ...ir.symbolic import (Dim, SymbolTable, c_identifier, current_hint, dim_ceildiv, dim_mul, hint_of,
                             hints_from, symbol_table_of, to_c)
 from ..target import Target
-from . import direct_conv, winograd
+from . import depthwise, direct_conv, winograd
 from .contraction import (Affine, ConvPlan, GemmPlan, Roles, VAxis, match_contraction, matrix_layout, plan_conv,
                           plan_gemm)
 from .emit_loop import c_type
@@ -233,8 +233,9 @@ def _epi_callback(chain: EpilogueChain, names: dict, col0: str | None = None) ->
 class KernelPlan:
     """How one kernel is tensorized; ``emit`` writes its C, ``pack`` its constant operands."""
 
-    kind: str                                 # "gemm", or a convolution: "conv" (im2col), "fold", "direct", "winograd"
-    plan: GemmPlan | ConvPlan
+    kind: str                                 # "gemm", or a convolution: "conv" (im2col), "fold", "direct", "winograd",
+                                              # "depthwise" (depthwise.py)
+    plan: GemmPlan | ConvPlan | depthwise.DepthwisePlan
     chain: EpilogueChain
     target: Target
     packed_args: set[int] = field(default_factory=set)
@@ -256,7 +257,7 @@ class KernelPlan:
         with ``symbols`` (the model's symbol order) the function takes ``tf_dims`` last.  None when
         the kernel reads a symbol that ``symbols`` lacks."""
         text = {"gemm": self._gemm, "conv": self._conv, "fold": self._fold, "direct": self._direct,
-                "winograd": self._winograd}[self.kind](kernel)
+                "winograd": self._winograd, "depthwise": self._depthwise}[self.kind](kernel)
         return _with_dims(text, kernel, self.packed_args, list(symbols)) if symbols else text
 
     @property
@@ -404,9 +405,28 @@ class KernelPlan:
   {ws_free}"""
         return gtext, etext, body
 
+    def describe(self) -> str:
+        """How the kernel runs, for people (``explain``)."""
+        text = (f"tensorized: {self.kind} micro-kernel, operands packed at compile time: "
+                f"{sorted(self.packed_args) or 'none'}, fused epilogue computes: {len(self.chain.computes)}")
+        if self.kind != "depthwise":
+            return text
+        p: depthwise.DepthwisePlan = self.plan
+        s, vw = p.shape, self.target.vector_width
+        va, vb = s.interior_vectors(vw)
+        return (f"{text}\ndepthwise direct kernel {s.kh}x{s.kw} stride {s.sh}x{s.sw} dilation {s.dh}x{s.dw} "
+                f"pad {s.ph}x{s.pw}: {p.channels} channel planes {s.h}x{s.w} -> {s.oh}x{s.ow}, "
+                f"vectorised along output width ({vw} floats; interior vectors [{va}, {vb}) of {s.nvec(vw)} "
+                f"without bounds checks, border lanes skip out-of-range taps), "
+                f"{'input rows split into ' + str(s.sw) + ' phase rows, ' if s.sw > 1 else ''}"
+                f"work units of {s.chunk_rows(vw)} output rows per plane over "
+                f"{self._depthwise_threads()} thread(s), epilogue per unit")
+
     def pack(self, arg: int, array: np.ndarray) -> np.ndarray:
         """The packed form of constant kernel input ``arg`` (``array``): [slices, panels, K, nr]
         (a direct convolution's weights: [panels, K, mr], ``direct_conv.pack_weights``)."""
+        if self.kind == "depthwise":
+            return depthwise.pack_weights(array, self.plan)
         if self.kind == "direct":
             return direct_conv.pack_weights(array, self.roles.M, self.roles.K, self.direct_params.mr)
         if self.kind == "winograd":
@@ -426,6 +446,8 @@ class KernelPlan:
 
     def pack_key(self, arg: int) -> str:
         """What decides ``pack``'s result besides the constant itself."""
+        if self.kind == "depthwise":
+            return repr(("depthwise", self.plan.w.shape))
         if self.kind in ("direct", "winograd"):
             return repr((self.kind, self.direct_params.mr, self.roles.M, self.roles.K))
         p: GemmPlan = self.plan
@@ -629,6 +651,57 @@ class KernelPlan:
         return (f"{_prelude(self.target)}{gtext}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
                 f"{setup}{body}\n}}\n")
 
+    # -- depthwise convolution (depthwise.py) ---------------------------------------------------
+
+    def _depthwise_threads(self) -> int:
+        return self.target.cores if self.macs >= depthwise.PARALLEL_MIN_MACS else 1
+
+    def _depthwise(self, kernel: Operation) -> str:
+        """Work units (image, channel, chunk of output rows) handed out dynamically; each stages its
+        input rows, computes its rows of the plane (``depthwise.source``) and runs the fused
+        epilogue on them.  The unit count follows the runtime batch; whether the units are shared
+        by threads is decided in C from the layer's multiply-adds (``depthwise.PARALLEL_MIN_MACS``)."""
+        p: depthwise.DepthwisePlan = self.plan
+        r = self.roles
+        s, vw = p.shape, self.target.vector_width
+        name = depthwise.routine_name(p.kernel, p.strides, p.dilations, vw)
+        helpers = depthwise.SHAPE_TYPEDEF + _guarded(name, depthwise.source(p.kernel, p.strides, p.dilations, vw, name))
+        rows = s.chunk_rows(vw)
+        chunks = -(-s.oh // rows)
+        C, taps = p.channels, s.kh * s.kw
+        count = r.batch_count
+        units = _c(dim_mul(count, C * chunks))
+        group = max(1, depthwise.GROUP_OUTPUTS // (rows * s.ow))
+        decl, names = _batch_index(r.batch, "bt")
+        x_ptr = _strided(f"in{p.x.arg}", p.x_batch_stride, names)
+        c_ptr = f"out0 + ({_offset(p.c, names)})"
+        etext, edecl, epi = _epi_callback(self.chain, names)
+        call_epi = (f"{epi.split(',')[0]}(&ectx, y + oh0 * {s.ow}L, {p.ldc}, c, oh0 * {s.ow}L, 1, "
+                    f"(oh1 - oh0) * {s.ow}L);" if edecl else "")
+        lines = [f"const long pl = u / {chunks}, ch = u - pl * {chunks};",
+                 f"const long bt = pl / {C}, c = pl - bt * {C};", *decl,
+                 f"const long oh0 = ch * {rows}, oh1 = tf_min(oh0 + {rows}, {s.oh});",
+                 f"float *y = {c_ptr} + c * {p.ldc}L;",
+                 f"{name}_chunk(&shape, {x_ptr} + c * {p.x_channel_stride}L, in{p.w.arg} + c * {taps}L, y, oh0, oh1, "
+                 f"st, st + {s.stage_floats(vw)}L);",
+                 *edecl, call_epi]
+        inner = "\n      ".join(x for x in lines if x)
+        macs = dim_mul(count, C * s.oh * s.ow * taps)
+        parallel = (f"#pragma omp parallel if ({_cl(macs)} >= {depthwise.PARALLEL_MIN_MACS}L)"
+                    if self.target.cores > 1 else "#pragma omp parallel num_threads(1)")
+        body = f"""  {parallel}
+  {{
+    float *st = tf_alloc({s.scratch_floats(vw)});
+    #pragma omp for schedule(dynamic, {group})
+    for (long u = 0; u < {units}; u++) {{
+      {inner}
+    }}
+    free(st);
+  }}"""
+        return (f"{_prelude(self.target)}{helpers}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
+                f"  /* depthwise direct kernel (depthwise.py) */\n"
+                f"  static const {depthwise.SHAPE_TYPE} shape = {s.c_init(vw)};\n{body}\n}}\n")
+
     # -- direct stride-1 convolution (direct_conv.py) ------------------------------------------
 
     @property
@@ -802,6 +875,10 @@ class Tensorizer:
         chain = match_chain(computes[0], kernel, c.space)
         if chain is None:
             return None
+        if depthwise.enabled():
+            dw = depthwise.plan_depthwise(c, constant_args)
+            if dw is not None and self._worth_depthwise(dw.roles, hint) and chain.bind(dw.roles):
+                return KernelPlan("depthwise", dw, chain, self.target, {dw.w.arg}, None, table)
         gemm = plan_gemm(c, constant_args)
         if gemm is not None and self._worth(gemm.roles, hint) and self._layouts_ok(gemm, constant_args):
             if chain.bind(gemm.roles):
@@ -872,6 +949,11 @@ class Tensorizer:
         (no groups); the weights are then packed at compile time."""
         return (p.w.arg in constant_args and p.w.arg != p.x.arg and direct_conv.eligible(p.strides, p.pads)
                 and p.w.flat().const == 0 and not any(p.w_batch_stride.values()))
+
+    @staticmethod
+    def _worth_depthwise(r: Roles, hint: Callable[[Dim], int] = current_hint) -> bool:
+        """Tiny depthwise layers stay on the loop path (it is as fast and compiles faster)."""
+        return hint(r.M) * hint(r.N) * hint(r.K) * hint(r.batch_count) >= MIN_FLOPS
 
     @staticmethod
     def _worth(r: Roles, hint: Callable[[Dim], int] = current_hint) -> bool:
