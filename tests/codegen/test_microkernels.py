@@ -184,7 +184,11 @@ def test_generated_text_is_parameterised():
     assert "g_ukr5(" in src and "g_ukr1(" in src and "g_ukr6(" not in src and "g_edge(" in src
     assert "#pragma omp parallel num_threads(nth)" in src and "tf_min(48, K - pc)" in src
     single = generate_gemm(GemmParams(mr=5, nr=2 * VW, kc=48, mc=10, nc=4 * VW, threads=1), HOST, name="g")
-    assert "#pragma omp" not in single and "omp.h" not in single
+    # threads=1: the blocked GEMM opens no parallel region; only the small-M GEMV path (gemv.py)
+    # may, sized by B's bytes and never inside another parallel region.
+    blocked, _, rest = single.partition("tensorforge gemv path")
+    assert "#pragma omp" not in blocked and "omp.h" not in blocked
+    assert rest.count("#pragma omp") == 1 and "!omp_in_parallel()" in rest
 
 
 _CALLBACK_C = """

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..target import Target
+from . import gemv
 from .epilogues import Epilogue, EpilogueParam
 
 LOOP_ORDERS = ("jr_ir", "ir_jr")
@@ -50,7 +51,9 @@ class GemmParams:
 
     mr, nr: register tile (nr a multiple of the vector width); kc: K block; mc, nc: M and N
     blocks (multiples of mr and nr); unroll: how far the compiler unrolls the micro-kernel's k
-    loop (a pragma: see the prelude); threads: OpenMP threads (1 emits no OpenMP); pack_a: copy A
+    loop (a pragma: see the prelude); threads: OpenMP threads of the blocked GEMM (1 emits no
+    OpenMP there; the small-M GEMV path of the prepacked entry, ``gemv.py``, sizes its own team from
+    the bytes of B and never nests); pack_a: copy A
     into mr-row panels per block; loop_order: which micro-tile loop is inner ("jr_ir": rows
     inner, a B micro-panel stays in L1; "ir_jr": columns inner, an A micro-panel stays in L1);
     schedule: "static" gives each thread one even, contiguous share of the M tiles (the N panels
@@ -203,7 +206,7 @@ def generate_gemm(params: GemmParams, target: Target, spec: GemmSpec = GemmSpec(
     several GEMMs after a single prelude.
     """
     params.validate(target.vector_width)
-    return _GemmWriter(params, target.vector_width, spec, name).source(prelude)
+    return _GemmWriter(params, target.vector_width, spec, name, target.vector_registers).source(prelude)
 
 
 def gemm_prelude(target: Target, threads: int = 1) -> str:
@@ -280,10 +283,12 @@ static inline float *tf_alloc(long n) {{  /* aligned_alloc wants a multiple of t
 class _GemmWriter:
     """Writes the C text for one (params, vector width, spec, name)."""
 
-    def __init__(self, params: GemmParams, vw: int, spec: GemmSpec, name: str):
+    def __init__(self, params: GemmParams, vw: int, spec: GemmSpec, name: str, registers: int = 16):
         self.p, self.vw, self.spec, self.name = params, vw, spec, name
         self.nv = params.nr // vw
         self.epi_params = spec.params
+        self.registers = registers
+        self.gemv_rows = gemv.max_m()   # prepacked calls with M <= this take the GEMV path (gemv.py)
 
     # -- pieces -------------------------------------------------------------------------------
 
@@ -299,7 +304,7 @@ class _GemmWriter:
             self.epilogue_function(),
             *[self.micro_kernel(rows) for rows in range(p.mr, 0, -1)],
             self.pack_a(), self.edge_tile(), self.block_function(), self.share_function(), self.pack_b_share(),
-            self.entries(),
+            self.gemv(), self.entries(),
         ]
         return "\n".join(x for x in parts if x)
 
@@ -546,6 +551,13 @@ static void {self.name}_pack_b_share(long N, long K, const float *B, long ldb, f
 }}
 """
 
+    def gemv(self) -> str:
+        """The small-M path of the prepacked entry (``gemv.py``)."""
+        if not self.gemv_rows:
+            return ""
+        mode = "callback" if self.spec.callback else ("inline" if self.has_epilogue else "")
+        return gemv.source(self.name, self.p.nr, self.vw, self.registers, self.spec.trans_a, mode, self.gemv_rows)
+
     def parallel(self, statements: str) -> str:
         """``statements`` run by a team of ``nth`` threads (or directly without OpenMP)."""
         if self.p.threads == 1:
@@ -564,10 +576,13 @@ static void {self.name}_pack_b_share(long N, long K, const float *B, long ldb, f
                      f"  const int nth = panels < cap ? (int)panels : cap;\n"
                      f"  #pragma omp parallel num_threads(nth)\n  {pack.strip()}\n" if p.threads > 1
                      else f"  {pack.strip()}\n")
+        gemv_call = (f"  if (M <= {self.gemv_rows}) {{  /* {gemv.MARKER} */\n"
+                     f"    {name}_gemv(M, N, K, A, lda, Bp, C, ldc, accumulate, &tf_e);\n    return;\n  }}\n"
+                     if self.gemv_rows else "")
         return f"""
 TF_API void {name}_prepacked({sigs[f"{name}_prepacked"]}) {{
   if (M <= 0 || N <= 0) return;
-{epi}{self.parallel(share)}}}
+{epi}{gemv_call}{self.parallel(share)}}}
 
 TF_API void {name}_pack_b({sigs[f"{name}_pack_b"]}) {{
   if (N <= 0) return;

@@ -28,7 +28,8 @@ def moments(kb: KernelBuilder, layout: ReduceLayout, read: Read, dtype: DType,
     reduced axes; the centred value is ``(x - mean) - corr``.
 
     Corrected two-pass statistics: ``corr`` is the mean of the deviations ``d = x - mean``
-    (0 in exact arithmetic) and ``var = mean(d*d) - corr**2``.  The correction makes the
+    (0 in exact arithmetic) and ``var = mean(d*d) - corr**2`` (``mean(d*d)`` itself where that
+    overflowed to +inf).  The correction makes the
     centring exact for a constant row however the C compiler rounds: when ``x`` is a product
     recomputed at each read, gcc's default -ffp-contract=fast may turn ``x - mean`` into
     ``fma(a, b, -mean)``, which is the rounding error of ``a*b`` rather than 0 (amplified by
@@ -48,8 +49,14 @@ def moments(kb: KernelBuilder, layout: ReduceLayout, read: Read, dtype: DType,
     dsum = reduce_over(kb, layout, "add", dtype, deviation)
     corr = elementwise(kb, rows, dtype, lambda *r: dsum[r] / count_value(kb, n, dtype))
     var = reduce_over(kb, layout, "add", dtype, squared_deviation)
-    rstd = elementwise(kb, rows, dtype, lambda *r: (var[r] / count_value(kb, n, dtype) - corr[r] * corr[r]
-                                                    + epsilon).apply("rsqrt"))
+
+    def rstd_of(*r):
+        # mean(d*d) >= corr**2, so corr**2 overflows only where mean(d*d) is already +inf; then
+        # the variance is +inf (1/sqrt: 0, as onnxruntime and torch give), not inf - inf = NaN
+        v = var[r] / count_value(kb, n, dtype)
+        return (v.eq(float("inf")).select(v, v - corr[r] * corr[r]) + epsilon).apply("rsqrt")
+
+    rstd = elementwise(kb, rows, dtype, rstd_of)
     return mean, corr, rstd
 
 
