@@ -65,7 +65,8 @@ class DirectShape(Im2colShape):
 
     def waste(self, nr: int) -> float:
         """Share of the computed columns that are thrown away (padding columns and the last panel's tail)."""
-        return 1.0 - self.out_h * self.out_w / (self.panels(nr) * nr)
+        computed = self.panels(nr) * nr
+        return 1.0 - self.out_h * self.out_w / computed if computed > 0 else 0.0   # empty: none computed
 
     def padded_floats(self, images: int, nr: int) -> int:
         """Floats of the padded input of ``images`` images, plus the slack the last panel reads past."""

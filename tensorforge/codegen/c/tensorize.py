@@ -813,6 +813,8 @@ def _direct_shape(p: ConvPlan) -> direct_conv.DirectShape:
 
 def _column_waste(target: Target, rows: int, columns: int) -> float:
     """Share of the computed columns the default register tile pads for a rows x columns output."""
+    if columns <= 0:
+        return 0.0                      # an empty output computes no columns, wastes none
     nr = _tile(target, columns, m=rows)[1]
     return 1.0 - columns / (-(-columns // nr) * nr)
 

@@ -179,7 +179,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, win: Window, gro
     # (N, G, Cg, *K, *out) -> (N, G, Cg*K, P): the only copy, the im2col matrix.
     order = (0, 1, 2) + tuple(range(3 + d, 3 + 2 * d)) + tuple(range(3, 3 + d))
     cols = view.transpose(order).reshape(n, groups, cg * math.prod(win.kernel), pixels)
-    wg = w.reshape(groups, og, -1)                         # (G, Og, Cg*K)
+    wg = w.reshape(groups, og, cg * math.prod(win.kernel))  # (G, Og, Cg*K); explicit: Og may be 0
     y = np.matmul(wg, cols)                                # (N, G, Og, P)
     return _add_bias(y.reshape((n, o) + out), b)
 
@@ -189,7 +189,7 @@ def _depthwise(view: np.ndarray, w: np.ndarray, out: tuple[int, ...]) -> np.ndar
     GEMMs would be (Og x K) @ (K x P) with tiny K, one per channel."""
     n, c = view.shape[:2]
     og = w.shape[0] // c
-    wk = w.reshape(c, og, -1)
+    wk = w.reshape(c, og, math.prod(w.shape[2:]))
     bcast = (1, c, og) + (1,) * len(out)
     y = np.zeros((n, c, og) + out, dtype=w.dtype)
     for i, offset in enumerate(np.ndindex(*w.shape[2:])):

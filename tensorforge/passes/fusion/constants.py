@@ -31,7 +31,9 @@ def _is_constant(v: Value) -> bool:
 
 
 def _constant(func_anchor: Operation, array: np.ndarray) -> Value:
-    op = make_op("graph.constant", [], {"value": Dense(np.ascontiguousarray(array))})
+    # np.array, not np.ascontiguousarray: that makes a 0-d array 1-d, and a hoisted scalar (the
+    # mean of a LayerNorm over a constant input) then no longer has its value's type
+    op = make_op("graph.constant", [], {"value": Dense(np.array(array, order="C"))})
     func_anchor.parent.insert_before(op, func_anchor)
     return op.results[0]
 

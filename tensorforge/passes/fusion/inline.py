@@ -142,7 +142,8 @@ def decide_inline(compute: Operation, returned: bool, anchor_computes: list[Comp
     if anchor_computes and not returned and not _reads_any(compute, anchor_ids):
         # a per-channel parameter of an epilogue: recomputing it per output element is noise next
         # to the contraction, and keeps the epilogue one expression the micro-kernel can apply
-        work = max(hint_elements(a.domain) for a in anchor_computes)
+        # (at least 1, as elems: a contraction over an empty domain, Gemm with N = 0, does no work)
+        work = max(max(hint_elements(a.domain) for a in anchor_computes), 1)
         if runs * cost <= EPILOGUE_PARAM_SHARE * work:
             return True, f"epilogue parameter recomputed per element ({runs * cost / work:.1%} of the contraction)"
     if not is_data_movement(cv) and any(r.attributes.get("pad") is not None for r in reads):
