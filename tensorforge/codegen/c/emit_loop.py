@@ -217,6 +217,15 @@ def _cast(a, dt_in, attrs, result_t):
                                    attrs.get("round_mode"))
     if isinstance(result_t, ScalarType) and result_t.dtype is DType.bool:
         return f"({a[0]} != 0)"
+    if isinstance(result_t, ScalarType) and result_t.dtype.is_float and dt_in.is_int:
+        # An integer converts to +0.0, never -0.0, but with -fno-trapping-math gcc (12 at least,
+        # match.pd) rewrites ``(float)(int)x`` as ``trunc(x)``, which is -0.0 for x in (-1, 0)
+        # (and ``(float)(int)rintf(x)`` as ``rintf(x)``): ``1 / cast(cast(-0.5, i32), f32)`` came
+        # out -inf.  Selecting +0 for a zero result keeps the sign (gcc folds a ``+ 0.0f``).
+        as_float = "float" if result_t.dtype is DType.bf16 else target
+        f = f"(({as_float}){a[0]})"
+        f = f"({f} == 0 ? ({as_float})0 : {f})"
+        return f"tf_bf16_round({f})" if result_t.dtype is DType.bf16 else f
     if isinstance(result_t, ScalarType) and result_t.dtype is DType.bf16:
         return f"tf_bf16_round((float){a[0]})"
     return f"(({target}){a[0]})"
