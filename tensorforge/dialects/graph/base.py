@@ -202,25 +202,33 @@ class Window:
         return tuple(d * (k - 1) + 1 for k, d in zip(self.kernel, self.dilations))
 
     def out_dim(self, i: int, size: Dim, ceil_mode: bool = False, empty_ok: bool = False) -> Dim:
-        """Output size on spatial axis ``i`` (ONNX rule; ceil mode drops a last window that
-        would start in the end padding).  A symbolic size gives the same rule as a floordiv
-        expression (``"(H-1)//2+1"``); whether the window fits is then the entry's range check.
-        A static window larger than the padded input is an error, or with ``empty_ok`` 0 windows."""
+        """Output size on spatial axis ``i``, the ONNX rule with ``span = size + pads - extent``:
+        ``floor(span / stride) + 1``, or in ceil mode ``ceil(span / stride) + 1`` less a last
+        window that would start in the end padding (a window may start in the input and run
+        past the padded end, even when the extent exceeds the padded input).  A symbolic size
+        gives the same rule as a floordiv expression (``"(H-1)//2+1"``); whether the window fits
+        is then the entry's range check.  No window at all (a result <= 0) is an error, or with
+        ``empty_ok`` 0 windows."""
         ext, s = self.extents[i], self.strides[i]
         pads = self.pads_begin[i] + self.pads_end[i]
         if isinstance(size, str):
             return self._symbolic_out_dim(i, size, ceil_mode)
         span = size + pads - ext
-        if span < 0 and empty_ok:
-            return 0            # no window fits: an empty axis (as ONNX pooling gives)
-        expect(span >= 0, f"spatial axis {i}: window extent {ext} is larger than the padded input "
-                          f"{size + pads} (input {size}, pads {self.pads_begin[i]}+{self.pads_end[i]})")
         if ceil_mode:
+            # ceil(span / s) + 1, also for a negative span: with -s < span < 0 the one window
+            # starts inside the input and runs past its end (ONNX, onnxruntime, onnx.reference
+            # and PyTorch all give 1 there)
             out = -(-span // s) + 1
-            if (out - 1) * s >= size + self.pads_begin[i]:
+            if out > 0 and (out - 1) * s >= size + self.pads_begin[i]:
                 out -= 1
-            return out
-        return span // s + 1
+        else:
+            out = span // s + 1   # floor: 0 (empty) for -s < span < 0, as the spec formula gives
+        if out <= 0 and empty_ok:
+            return 0            # no window fits: an empty axis (as ONNX pooling gives)
+        expect(out > 0, f"spatial axis {i}: window extent {ext} is larger than the padded input "
+                        f"{size + pads} (input {size}, pads {self.pads_begin[i]}+{self.pads_end[i]})"
+                        + (" and no ceil-mode window starts in it" if ceil_mode else ""))
+        return out
 
     def _symbolic_out_dim(self, i: int, size: str, ceil_mode: bool) -> Dim:
         """``out_dim`` of a symbolic size.  Ceil mode keeps a window only when it starts before
