@@ -457,6 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                         "harness-error")),
         "unsupported": sum(1 for m in mismatches if m.kind == "unsupported"),
         "ort_deviations": sum(1 for m in mismatches if m.kind == "ort-deviation"),
+        "order_dependent": sum(1 for m in mismatches if m.kind == "order-dependent"),
         "documented_deviations": sum(1 for m in mismatches if m.kind == "documented-deviation"),
         "by_target_kind": {f"{t}/{k}": v for (t, k), v in by_kind.most_common()},
         "by_kind_op": {f"{k}/{o}": v for (k, o), v in by_op.most_common(40)},

@@ -242,3 +242,28 @@ def test_reference_hang_rejects_that_case_and_reruns_the_batch(tmp_path):
     assert len(again) == 4
     # attempts count from 1: the first graph is the one rejected, a replacement takes its place
     assert again[0].nodes != cases[0].nodes
+
+
+def test_overflowing_products_next_to_infinities_are_order_dependent():
+    """inf + (1e30 * -1e30): NaN when the product is rounded first, inf under an FMA; a
+    mismatch there is reported as order-dependent (never open), and only there."""
+    from onnx import numpy_helper
+
+    from tensorforge.testing.fuzz_known import ORDER_KIND
+
+    def model(b):
+        node = helper.make_node("MatMul", ["a", "b"], ["y"])
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("a", T.FLOAT, [1, 2])],
+                                  [helper.make_tensor_value_info("y", T.FLOAT, [1, 1])],
+                                  [numpy_helper.from_array(b, "b")])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+    a = np.array([[np.inf, 1e30]], np.float32)
+    case = case_from_model(model(np.array([[1.0], [-1e30]], np.float32)), [a])
+    found = check_cases([case], None, ("cpu", "interpreter"))
+    # onnxruntime's FMA gives inf, the reference evaluator NaN: the tie-break or the order rule
+    assert found and all(m.kind in DEVIATION_KINDS for m in found) and ORDER_KIND in DEVIATION_KINDS
+    tame = case_from_model(model(np.array([[1.0], [-2.0]], np.float32)), [a])
+    from tensorforge.testing.fuzz_check import order_dependent, reference
+    assert order_dependent(case, reference(case), case.outputs[0])
+    assert not order_dependent(tame, reference(tame), tame.outputs[0])
