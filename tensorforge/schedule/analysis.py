@@ -304,10 +304,31 @@ def buffer_of(op: Operation) -> Value:
 
 
 def same_index(a: Value, b: Value) -> bool:
+    """Whether two index values are equal at every point: the same affine form, or the same pure
+    index op (``floordiv``/``mod`` of a flattened axis, which each read recomputes) of equal operands."""
     if a is b:
         return True
     fa, fb = affine(a), affine(b)
-    return fa is not None and fb is not None and fa.same_form(fb)
+    if fa is not None and fb is not None:
+        return fa.same_form(fb)
+    return _same_index_op(a, b)
+
+
+_INDEX_OPS = frozenset({"scalar.floordiv", "scalar.mod", "scalar.add", "scalar.sub", "scalar.mul", "scalar.min",
+                        "scalar.max", "scalar.neg"})
+
+
+def _same_index_op(a: Value, b: Value) -> bool:
+    if a.is_block_arg or b.is_block_arg:
+        return a is b
+    oa, ob = a.op, b.op
+    if oa.name != ob.name or len(oa.operands) != len(ob.operands):
+        return False
+    if oa.name == "scalar.const":
+        return oa.attributes.get("value") == ob.attributes.get("value") and a.type == b.type
+    if oa.name not in _INDEX_OPS:
+        return False
+    return all(same_index(x, y) for x, y in zip(oa.operands, ob.operands))
 
 
 # ---- rewriting helpers --------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from ..errors import ScheduleError
 from ..ir.core import Operation, Value
 from ..ir.symbolic import dims_equal
 from .analysis import (ALLOC, FOR, LOAD, accesses, body, dim_extent, enclosing_loops, extent, find_tagged, indices, iv,
-                       iv_deps, perfect_chain, symbol_table, tag, top_level, walk_ops)
+                       iv_deps, perfect_chain, same_index, symbol_table, tag, top_level, walk_ops)
 from .primitives import Schedule
 from .rules import (PARALLEL_MIN_WORK, Context, analyze, attempt, compute_of, contraction_rule, is_contraction,
                     schedule_nest)
@@ -189,9 +189,72 @@ def attach_producers(s: Schedule, ctx: Context, skip: set[str]) -> None:
         (consumer,) = readers.values()
         if consumer.name != FOR or compute_of(consumer) in skip:
             continue
+        reorder_for_attach(s, buf, loads, consumer)
         for loop in reversed(attach_candidates(buf, loads, stores[0], consumer, ctx)):
             if attempt(s.compute_at, c, tag(loop)):
                 break
+
+
+def reorder_for_attach(s: Schedule, buf: Value, loads: list[Operation], consumer: Operation) -> bool:
+    """Moves the loops of an elementwise consumer that index ``buf`` outside those that do not
+    (keeping the innermost loop innermost, where it is vectorized), so that ``compute_at`` can
+    produce one slice of ``buf`` per iteration of the outer loops.
+
+    The case is a statistic over a non-innermost axis: a LayerNorm over the channels of NCHW reads
+    ``mean[n, h, w]`` from a nest ``n, c, h, w``; as ``n, h, c, w`` each row ``(n, h)`` gets its
+    statistics (vectorized along ``w``, reduced across the channel planes) right before the channels
+    of that row are normalised, while the row is in cache, instead of a pass over all of ``x`` per
+    statistic.  When a reshape flattened the pixels (``c, p`` reading ``mean[p // W, p % W]``), the
+    pixel loop is first split by ``W`` (``split`` gives back ``h, w`` as the indices).  Only perfect
+    nests of plain parallel loops whose loads of ``buf`` index by loop variables of the nest
+    qualify; False when no loop was moved."""
+    chain = perfect_chain(consumer)
+    if any(l.attributes.get("reduction") or l.attributes["kind"] != "serial" for l in chain):
+        return False
+    if any(op.name == FOR for op in walk_ops(chain[-1])):
+        return False
+    ids = {id(iv(l)) for l in chain}
+    for ld in loads:
+        if ld.parent is not body(chain[-1]) or not all(iv_deps(e) <= ids for e in indices(ld)):
+            return False
+    d = _flattened_divisor(loads, chain[-1])
+    if d is not None and len(chain) >= 2 and attempt(s.split, tag(chain[-1]), d):
+        chain = perfect_chain(consumer)
+    if len(chain) < 3:
+        return False
+    used: set[int] = set()
+    for ld in loads:
+        for e in indices(ld):
+            used |= iv_deps(e)
+    outer = chain[:-1]
+    order = [l for l in outer if id(iv(l)) in used] + [l for l in outer if id(iv(l)) not in used]
+    if order == outer or not any(id(iv(l)) in used for l in outer):
+        return False
+    return attempt(s.reorder, *[tag(l) for l in order])
+
+
+# A flattened axis is split back into rows of at least this many elements (an AVX2 vector of f32).
+MIN_SPLIT_ROW = 8
+
+
+def _flattened_divisor(loads: list[Operation], inner: Operation) -> int | None:
+    """``d`` when a load indexes by ``inner // d`` and ``inner % d`` (a reshape flattened a
+    (rows, d) pair of axes into the innermost loop) and ``d`` divides the loop's extent: split by
+    ``d``, the loop gives back the row index, which a statistic over the other axes can be attached to."""
+    n = dim_extent(inner)
+    if not isinstance(n, int):
+        return None
+    i = iv(inner)
+    for ld in loads:
+        for e in indices(ld):
+            op = e.op
+            if op is None or op.name != "scalar.floordiv" or op.operands[0] is not i:
+                continue
+            c = op.operands[1].op
+            d = c.attributes.get("value") if c is not None and c.name == "scalar.const" else None
+            if isinstance(d, int) and MIN_SPLIT_ROW <= d < n and n % d == 0:
+                return d
+    return None
 
 
 def attach_candidates(buf: Value, loads: list[Operation], store: Operation, consumer: Operation,
@@ -233,7 +296,10 @@ def _fixed_leading_dims(loads: list[Operation], outer: set[int]) -> int:
     k = 0
     rank = len(indices(loads[0]))
     while k < rank:
-        if not all(iv_deps(indices(ld)[k]) <= outer for ld in loads):
+        first = indices(loads[0])[k]
+        # the criterion of ``compute_at``: every read fixes the same index per iteration (else the
+        # primitive fixes fewer dims than counted here and recomputes the producer each iteration)
+        if not all(iv_deps(indices(ld)[k]) <= outer and same_index(first, indices(ld)[k]) for ld in loads):
             break
         k += 1
     return k

@@ -236,6 +236,7 @@ class Schedule:
         scaled = b.create("scalar.mul", [iv(outer), const_index(b, factor)]).results[0]
         full = b.create("scalar.add", [scaled, old]).results[0]
         _redirect(uses, old, full)
+        _delinearize(full, factor, iv(outer), old)
         if not dim_divides(factor, n, symbol_table(self.fn)):      # a symbolic extent: unless proven
             guard(body(perfect_chain(L)[-1]),
                   lambda gb: gb.create("scalar.lt", [full, dim_value(gb, n)]).results[0])
@@ -769,6 +770,18 @@ def _span(form: Affine, ranges: dict[int, tuple[int, int]]) -> tuple[int, int] |
         lo += min(c * a, c * b)
         hi += max(c * a, c * b)
     return lo, hi
+
+
+def _delinearize(full: Value, factor: int, outer: Value, inner: Value) -> None:
+    """``floordiv(o*f + i, f)`` is ``o`` and ``mod(o*f + i, f)`` is ``i`` (``0 <= i < f``): a split
+    by the extent of a flattened axis (a reshape's ``p // W``, ``p % W``) gives back affine indices."""
+    for op, _ in list(full.uses):
+        if op.name not in ("scalar.floordiv", "scalar.mod") or op.operands[0] is not full:
+            continue
+        d = op.operands[1].op
+        if d is None or d.name != "scalar.const" or d.attributes.get("value") != factor:
+            continue
+        op.results[0].replace_all_uses_with(outer if op.name == "scalar.floordiv" else inner)
 
 
 def _pure_path(v: Value) -> bool:

@@ -15,14 +15,15 @@ from tensorforge.ir.parser import parse_module
 from tensorforge.passes.graph.const_fold import fold_guarded
 from tensorforge.passes.graph.fold_inference import FOLD_PATTERNS, fold_inference
 from tensorforge.passes.graph.layout import layout_patterns, optimize_layout
-from tensorforge.passes.graph.rules_extra import EXTRA_RULES, simplify_extra
+from tensorforge.passes.graph.rules_extra import EXTRA_PATTERNS, EXTRA_RULES, LAYOUT_PATTERNS, simplify_extra
 from tensorforge.passes.graph.shape_prop import propagate_shapes, shape_prop_patterns
 from tests.filecheck_util import assert_same_numerics
 
 FILECHECK_DIR = Path(__file__).parent / "filecheck"
 
 PASSES = {
-    "simplify_extra": (simplify_extra, [r.name for r in EXTRA_RULES]),
+    "simplify_extra": (simplify_extra,
+                       [r.name for r in EXTRA_RULES] + [p.name for p in EXTRA_PATTERNS + LAYOUT_PATTERNS]),
     "shape_prop": (propagate_shapes, [p.name for p in shape_prop_patterns()]),
     "const_fold": (fold_guarded, ["const-fold"]),
     "fold_inference": (fold_inference, [p.name for p in FOLD_PATTERNS] + ["identity"]),

@@ -109,12 +109,19 @@ def inline_compute(kernel: Operation, compute: Operation, keep: bool = False) ->
 
 # ---- reuse or recompute ----------------------------------------------------------------------
 def read_runs(read: Operation) -> int:
-    """How often a read runs: the extents of the reader's axes its indices depend on (a compiler
-    hoists it out of the others)."""
+    """How often a read runs: the extents of the reader's axes down to the deepest one its indices
+    depend on, in the order of the reader's loop nest (its domain order).  A compiler hoists the
+    read out of the loops inside that one, not out of an axis it does not depend on that runs
+    outside a dependent one: ``mean[n, h, w]`` read in a nest ``n, c, h, w`` runs C times per
+    mean (a statistic over a non-innermost axis), ``scale[c]`` in the same nest once per ``(n, c)``."""
     compute = read.parent.parent.parent
     cv = ComputeView(compute)
     deps = set().union(*(axis_deps(i, cv) for i in read.operands[1:])) if len(read.operands) > 1 else set()
-    return hint_elements(d for a, d in zip(cv.axes, cv.domain) if id(a) in deps)
+    # the default nest: parallel axes outside, in domain order, then the reduction axes
+    order = [k for k, it in enumerate(cv.iterators) if it == "p"] + [k for k, it in enumerate(cv.iterators)
+                                                                      if it != "p"]
+    deepest = max((pos for pos, k in enumerate(order) if id(cv.axes[k]) in deps), default=-1)
+    return hint_elements(cv.domain[k] for k in order[:deepest + 1])
 
 
 def decide_inline(compute: Operation, returned: bool, anchor_computes: list[ComputeView]) -> tuple[bool, str]:

@@ -13,7 +13,13 @@
 - removals: idempotent ``relu``/``abs``, no-op ``slice``/``expand``/``tile``/``pad``, nested
   ``unsqueeze``, negations that cancel, integer cast chains;
 - ``pad-into-conv``: a zero ``pad`` of the spatial dims becomes the conv's own padding;
-- a transposed matrix operand of ``gemm``/``matmul`` becomes the GEMM's ``trans_a``/``trans_b``.
+- a transposed matrix operand of ``gemm``/``matmul`` becomes the GEMM's ``trans_a``/``trans_b``;
+- ``reshape-unary-reshape`` (``EXTRA_PATTERNS``): an activation between two reshapes that cancel
+  (between two Linears over the last dim) loses them, so it can become the GEMM's epilogue;
+- LayerNorms over the channels of NCHW (``LAYOUT_PATTERNS``, off with ``norm_layout=false``): the
+  spelled-out ``(x - mean(x, 1)) / sqrt(var(x, 1) + eps)`` becomes a LayerNorm between transposes
+  (which fuse into one kernel that reads and writes NCHW), and a channels-last LayerNorm feeding
+  a Linear (ConvNeXt) keeps NCHW, read by the GEMM as a transposed operand.
 
 Every rule fires only when the replacement has exactly the matched value's type (see
 ``rules.py``).  ``simplify-extra`` runs ``SIMPLIFY_RULES`` and ``EXTRA_RULES`` together, with
@@ -24,10 +30,14 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import ClassVar, Sequence
 
+import numpy as np
+
+from ...ir.builder import make_op
 from ...ir.core import Operation, Value
+from ...ir.opdef import ELEMENTWISE
 from ...ir.pass_manager import Option
-from ...ir.rewrite import DEFAULT_FOLD_LIMIT, Pattern, RewriteStats, apply_patterns_greedily, constant_value
-from ...ir.rules import Rule, rule, rule_function, rules_to_patterns, same_dim
+from ...ir.rewrite import DEFAULT_FOLD_LIMIT, Pattern, RewriteStats, apply_patterns_greedily, constant_value, pattern
+from ...ir.rules import Rule, rule, rule_function, rules_to_patterns, same_dim, same_shape
 from ...ir.symbolic import dim_prod
 from ...ir.types import DType
 from ..registry import register_pass
@@ -194,15 +204,162 @@ EXTRA_RULES: list[Rule] = CANONICAL_RULES + AFFINE_RULES + CONTRACTION_RULES + R
 """Everything ``simplify-extra`` adds to ``SIMPLIFY_RULES``."""
 
 
-@lru_cache(maxsize=1)
-def extra_patterns() -> tuple[Pattern, ...]:
-    return tuple(rules_to_patterns(SIMPLIFY_RULES + EXTRA_RULES))
+@pattern("graph.reshape", name="reshape-unary-reshape")
+def reshape_unary_reshape(op: Operation, rewriter) -> bool:
+    """``reshape(u(reshape(x)), back) -> u(x)`` for a unary elementwise ``u`` when the reshapes
+    cancel: a Linear over the last dim of a rank-3/4 tensor imports as ``reshape -> gemm ->
+    reshape``, and an activation between two such Linears (a transformer's or ConvNeXt's MLP) then
+    sits between reshapes, where it cannot become the first GEMM's epilogue."""
+    t = op.operands[0]
+    u = t.op
+    if u is None or u.opdef is None or len(u.operands) != 1 or len(u.results) != 1 or len(t.uses) != 1:
+        return False
+    if ELEMENTWISE not in u.opdef.traits or u.regions:
+        return False
+    inner = u.operands[0].op
+    if inner is None or inner.name != "graph.reshape":
+        return False
+    x = inner.operands[0]
+    if not same_shape(x.type.shape, op.results[0].type.shape):
+        return False
+    new = make_op(u.name, [x], dict(u.attributes))
+    if new.results[0].type != op.results[0].type:
+        return False
+    rewriter.insert(new)
+    rewriter.replace_op(op, new.results)
+    return True
+
+
+def _channels_last_perm(perm: Sequence[int], rank: int) -> bool:
+    return rank >= 3 and tuple(perm) == (0,) + tuple(range(2, rank)) + (1,)
+
+
+@pattern("graph.gemm", name="channel-norm-into-gemm-a")
+def channel_norm_into_gemm_a(op: Operation, rewriter) -> bool:
+    """``gemm(reshape(layer_norm(transpose(x, channels last))), w)`` for a batch-1 ``x`` in
+    NC... layout becomes ``gemm(reshape(transpose(layer_norm(transpose(x)), back)), w, trans_a)``.
+
+    ConvNeXt's block is ``conv -> permute(0,2,3,1) -> LayerNorm(C) -> Linear``: as imported, the
+    LayerNorm writes channels-last, so its statistics over C read ``x`` across channel planes one
+    pixel at a time.  Rewritten, the transposes around the LayerNorm fuse into one kernel that
+    reads and writes NCHW, rows of pixels in SIMD lanes (statistics across channel planes), and
+    the Linear reads that (C, H*W) matrix as a transposed operand, which its packing absorbs."""
+    a = op.operands[0]
+    if op.attributes.get("trans_a", False) or len(a.uses) != 1 or a.op is None or a.op.name != "graph.reshape":
+        return False
+    ln = a.op.operands[0]
+    if ln.op is None or ln.op.name != "graph.layer_norm" or len(ln.uses) != 1:
+        return False
+    t = ln.op.operands[0]
+    rank = len(t.type.shape)
+    if t.op is None or t.op.name != "graph.transpose" or not _channels_last_perm(t.op.attributes["perm"], rank):
+        return False
+    if ln.op.attributes.get("axis", -1) % rank != rank - 1:
+        return False
+    shape = t.type.shape                      # (1, *spatial, C)
+    if shape[0] != 1 or tuple(a.type.shape) != (dim_prod(shape[:-1]), shape[-1]) \
+            or not all(isinstance(d, int) for d in shape):
+        return False
+    back = (0, rank - 1) + tuple(range(1, rank - 1))
+    nchw = rewriter.insert(make_op("graph.transpose", [ln], {"perm": back})).results[0]
+    mat = rewriter.insert(make_op("graph.reshape", [nchw], {"shape": (shape[-1], dim_prod(shape[1:-1]))})).results[0]
+    attrs = dict(op.attributes)
+    attrs["trans_a"] = True
+    new = make_op("graph.gemm", [mat] + list(op.operands[1:]), attrs)
+    if new.results[0].type != op.results[0].type:
+        return False
+    rewriter.insert(new)
+    rewriter.replace_op(op, new.results)
+    return True
+
+
+EXTRA_PATTERNS: tuple[Pattern, ...] = (reshape_unary_reshape,)
+"""Rewrites that read better as code than as a declarative rule."""
+
+
+def _mean_over(v: Value, x: Value | None, axis: int) -> Value | None:
+    """The operand of ``v = reduce_mean(operand, axes=[axis], keepdims=True)`` (which must be ``x``
+    when given), else None."""
+    op = v.op
+    if op is None or op.name != "graph.reduce_mean" or not op.attributes.get("keepdims", False):
+        return None
+    src = op.operands[0]
+    rank = len(src.type.shape)
+    if tuple(a % rank for a in op.attributes.get("axes", ())) != (axis,) or (x is not None and src is not x):
+        return None
+    return src
+
+
+def _squares(v: Value, d: Value) -> bool:
+    """``v`` is ``d * d`` or ``d ** 2``."""
+    op = v.op
+    if op is None:
+        return False
+    if op.name == "graph.mul":
+        return op.operands[0] is d and op.operands[1] is d
+    if op.name == "graph.pow" and op.operands[0] is d:
+        e = constant_value(op.operands[1])
+        return e is not None and e.size == 1 and float(e.reshape(())) == 2.0
+    return False
+
+
+@pattern("graph.div", name="channel-mean-var-as-layer-norm")
+def channel_mean_var_as_layer_norm(op: Operation, rewriter) -> bool:
+    """``(x - u) / sqrt(mean((x - u)**2, 1) + eps)`` with ``u = mean(x, 1)`` (both keepdims) for an
+    ``x`` of rank >= 3 becomes ``transpose(layer_norm(transpose(x, channels last), eps), back)``:
+    ConvNeXt's channels_first LayerNorm written out.  As a LayerNorm, its transposes fuse into one
+    kernel that reduces across the channel planes a row of pixels at a time (the spelled-out form
+    materialises ``x - u`` in full, read by the variance and the division), with the norm lowering's
+    corrected two-pass statistics; NaN and Inf in a pixel's channels give NaN there, as torch."""
+    d, s = op.operands
+    x = op.results[0].type
+    rank = len(x.shape)
+    if rank < 3 or not x.dtype.is_float or d.op is None or d.op.name != "graph.sub" or s.op is None \
+            or s.op.name != "graph.sqrt":
+        return False
+    xv, u = d.op.operands
+    if xv.type != x or _mean_over(u, xv, 1) is None:
+        return False
+    a = s.op.operands[0].op
+    if a is None or a.name != "graph.add":
+        return False
+    var, eps_v = a.operands
+    eps = constant_value(eps_v)
+    if eps is None or eps.size != 1 or not np.isfinite(eps).all() or float(eps.reshape(())) < 0:
+        return False
+    sq = _mean_over(var, None, 1)
+    if sq is None or not _squares(sq, d):
+        return False
+    # every other reader of the pieces keeps them alive; the rewrite then duplicates work
+    if len(u.uses) != 1 or len(var.uses) != 1 or len(d.uses) != (3 if sq.op.name == "graph.mul" else 2):
+        return False
+    last = (0,) + tuple(range(2, rank)) + (1,)
+    back = (0, rank - 1) + tuple(range(1, rank - 1))
+    t = make_op("graph.transpose", [xv], {"perm": last})
+    ln = make_op("graph.layer_norm", [t.results[0]], {"axis": rank - 1, "epsilon": float(eps.reshape(()))})
+    y = make_op("graph.transpose", [ln.results[0]], {"perm": back})
+    if y.results[0].type != op.results[0].type:
+        return False
+    for new in (t, ln, y):
+        rewriter.insert(new)
+    rewriter.replace_op(op, y.results)
+    return True
+
+
+LAYOUT_PATTERNS: tuple[Pattern, ...] = (channel_norm_into_gemm_a, channel_mean_var_as_layer_norm)
+"""Patterns for LayerNorms over channels (``simplify-extra{norm_layout=false}`` turns them off)."""
+
+
+@lru_cache(maxsize=2)
+def extra_patterns(norm_layout: bool = True) -> tuple[Pattern, ...]:
+    return (tuple(rules_to_patterns(SIMPLIFY_RULES + EXTRA_RULES)) + EXTRA_PATTERNS
+            + (LAYOUT_PATTERNS if norm_layout else ()))
 
 
 def simplify_extra(root: Operation, *, fold: bool = True, fold_limit: int = DEFAULT_FOLD_LIMIT,
-                   max_iterations: int = 10) -> RewriteStats:
+                   max_iterations: int = 10, norm_layout: bool = True) -> RewriteStats:
     """``SIMPLIFY_RULES`` + ``EXTRA_RULES`` (and guarded constant folding) under ``root`` to a fixpoint."""
-    patterns = with_folding(extra_patterns(), fold_limit) if fold else extra_patterns()
+    patterns = with_folding(extra_patterns(norm_layout), fold_limit) if fold else extra_patterns(norm_layout)
     return apply_patterns_greedily(root, patterns, fold=False, max_iterations=max_iterations)
 
 
@@ -214,12 +371,14 @@ class SimplifyExtraPass(_GreedyPass):
         "fold": Option(True, "also fold ops whose operands are constants"),
         "limit": Option(DEFAULT_FOLD_LIMIT, "largest folded result (elements) allowed to grow the IR"),
         "max_iterations": Option(10, "greedy driver iterations before giving up"),
+        "norm_layout": Option(True, "a channels-last LayerNorm feeding a Linear keeps NCHW, read by the "
+                                    "GEMM as a transposed operand (LAYOUT_PATTERNS)"),
     }
 
     def run(self, module):
         return self._finish(simplify_extra(module, fold=self.fold, fold_limit=self.limit,
-                                           max_iterations=self.max_iterations))
+                                           max_iterations=self.max_iterations, norm_layout=self.norm_layout))
 
 
-__all__ = ["AFFINE_RULES", "CANONICAL_RULES", "CONTRACTION_RULES", "EXTRA_RULES", "REMOVAL_RULES", "SimplifyExtraPass",
-           "extra_patterns", "simplify_extra"]
+__all__ = ["AFFINE_RULES", "CANONICAL_RULES", "CONTRACTION_RULES", "EXTRA_PATTERNS", "EXTRA_RULES", "LAYOUT_PATTERNS",
+           "REMOVAL_RULES", "SimplifyExtraPass", "extra_patterns", "simplify_extra"]
