@@ -32,6 +32,20 @@ PRELUDE = r"""#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#if !defined(__FAST_MATH__) && defined(__GNUC__) && !defined(__clang__)
+/* IEEE builds: every operation of a loop kernel rounds, as the IR says.  gcc's default
+   -ffp-contract=fast fuses a multiply with an add across statements, also through a value stored
+   to a temporary and read back: softmax's ``x - max(x)`` with ``x`` a product became
+   ``fma(a, b, -max)``, the product's rounding error (1e22 at 1e29) rather than 0, and exp of it
+   inf.  Only the loop kernels are compiled without contraction (the helpers above them inline
+   into them; hand-written kernels that want FMAs, the micro-kernels and depthwise routines, keep
+   them). */
+#define TF_ROUND_EACH_BEGIN _Pragma("GCC push_options") _Pragma("GCC optimize(\"fp-contract=off\")")
+#define TF_ROUND_EACH_END _Pragma("GCC pop_options")
+#else
+#define TF_ROUND_EACH_BEGIN
+#define TF_ROUND_EACH_END
+#endif
 #if !defined(__FAST_MATH__) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) \
     && defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
 /* glibc declares its vector math library (libmvec) only under -ffast-math, yet its functions treat
@@ -417,7 +431,7 @@ class FunctionEmitter:
             self.lines.append(f"  const int64_t tf_sym_{c_identifier(name)} = {DIMS_PARAM}[{self.symbols.index(name)}];")
         self.block(body, 1)
         self.lines.append("}")
-        return "\n".join(self.lines) + "\n"
+        return "TF_ROUND_EACH_BEGIN\n" + "\n".join(self.lines) + "\nTF_ROUND_EACH_END\n"
 
     def block(self, block, depth: int) -> None:
         """Emits ``block``; heap buffers allocated in a nested block are freed at its end (once per iteration)."""
