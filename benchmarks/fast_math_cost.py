@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/fast_math_cost.py                     # the whole zoo
     .venv/bin/python benchmarks/fast_math_cost.py --only resnet18,bert_base --blocks 15
+    .venv/bin/python benchmarks/fast_math_cost.py --threads 1          # steadier on a busy machine
 
 Both builds go through the public API (``tensorforge.compile(model, inputs, fast_math=...)``,
 then ``cm(*inputs)``) and are timed in the same process, interleaved: ``--blocks`` rounds, each
@@ -44,7 +45,7 @@ def _max_rel_diff(a, b) -> float:
     return worst
 
 
-def run_model(name: str, blocks: int) -> dict:
+def run_model(name: str, blocks: int, threads: int | None = None) -> dict:
     import tensorforge
     import tensorforge.models as zoo
 
@@ -53,7 +54,8 @@ def run_model(name: str, blocks: int) -> dict:
     builds = {}
     for mode, fast in (("ieee", False), ("fast_math", True)):
         t0 = time.perf_counter()
-        builds[mode] = tensorforge.compile(module, inputs, fast_math=fast)
+        builds[mode] = tensorforge.compile(module, inputs, fast_math=fast,
+                                           **({"threads": threads} if threads else {}))
         print(f"  {name}: compiled {mode} in {time.perf_counter() - t0:.1f} s", flush=True)
     outs = {m: cm(*arrays) for m, cm in builds.items()}
     calls = _calls_per_block(builds["ieee"], arrays)
@@ -76,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default=",".join(zoo.names()))
     p.add_argument("--blocks", type=int, default=11, help="interleaved rounds per model (default 11)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads per call (default: all cores); 1 is steadier on a loaded machine")
     args = p.parse_args(argv)
-    rows = [run_model(n, args.blocks) for n in args.only.split(",")]
+    rows = [run_model(n, args.blocks, args.threads) for n in args.only.split(",")]
     print("\n| model | IEEE ms | fast-math ms | IEEE / fast-math |\n|---|---|---|---|")
     for r in rows:
         print(f"| {r['model']} | {r['ieee_ms']:.3f} | {r['fast_math_ms']:.3f} | {r['ratio']:.3f} |")
