@@ -43,50 +43,9 @@ DEFAULT_PIPELINE_NOLAYOUT = ("const-fold,fold-control-flow,shape-prop,dce,cse,si
 
 
 def build_model(kind: str, c: int):
-    import torch
-    import torch.nn as nn
-
-    class LN2d(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln = nn.LayerNorm(c, eps=1e-6)
-
-        def forward(self, x):
-            return self.ln(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
-
-    class Manual(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.w, self.b = nn.Parameter(torch.ones(c)), nn.Parameter(torch.zeros(c))
-
-        def forward(self, x):
-            u = x.mean(1, keepdim=True)
-            s = (x - u).pow(2).mean(1, keepdim=True)
-            x = (x - u) / torch.sqrt(s + 1e-6)
-            return self.w[:, None, None] * x + self.b[:, None, None]
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.dwconv = nn.Conv2d(c, c, 7, padding=3, groups=c)
-            self.norm = nn.LayerNorm(c, eps=1e-6)
-            self.pwconv1, self.act, self.pwconv2 = nn.Linear(c, 4 * c), nn.GELU(), nn.Linear(4 * c, c)
-            self.gamma = nn.Parameter(torch.full((c,), 0.5))
-
-        def forward(self, x):
-            y = self.dwconv(x).permute(0, 2, 3, 1)
-            y = self.gamma * self.pwconv2(self.act(self.pwconv1(self.norm(y))))
-            return x + y.permute(0, 3, 1, 2)
-
-    torch.manual_seed(0)
-    m = {"ln2d": LN2d, "manual": Manual, "cnx": Block}[kind]()
-    with torch.no_grad():               # norm parameters away from the identity, so a wrong affine shows
-        for name, p in m.named_parameters():
-            if name in ("ln.weight", "norm.weight", "w"):
-                p.uniform_(0.5, 1.5)
-            elif name in ("ln.bias", "norm.bias", "b"):
-                p.uniform_(-0.5, 0.5)
-    return m.eval()
+    from tensorforge.models import convnext
+    cls = {"ln2d": convnext.LayerNorm2d, "manual": convnext.LayerNorm2dManual, "cnx": convnext.ConvNeXtBlock}[kind]
+    return convnext.build(cls, c)
 
 
 def emit_before(kind: str, c: int, size: int, threads: int, path: str) -> None:

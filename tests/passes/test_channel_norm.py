@@ -19,72 +19,16 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-nn = torch.nn
-F = torch.nn.functional
 
 import tensorforge  # noqa: E402
 from tensorforge.api import import_model  # noqa: E402
+from tensorforge.models import convnext  # noqa: E402
 from tensorforge.passes.pipeline import optimize  # noqa: E402
 
 
-class LN2d(nn.Module):
-    """timm's LayerNorm2d: permute, LayerNorm over the last dim, permute back."""
-
-    def __init__(self, c):
-        super().__init__()
-        self.ln = nn.LayerNorm(c)
-
-    def forward(self, x):
-        return self.ln(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
-
-
-class LN2dFunctional(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.w, self.b = nn.Parameter(torch.ones(c)), nn.Parameter(torch.zeros(c))
-
-    def forward(self, x):
-        return F.layer_norm(x.permute(0, 2, 3, 1), (x.shape[1],), self.w, self.b, 1e-6).permute(0, 3, 1, 2)
-
-
-class LN2dManual(nn.Module):
-    """ConvNeXt's channels_first LayerNorm, written out."""
-
-    def __init__(self, c):
-        super().__init__()
-        self.w, self.b = nn.Parameter(torch.ones(c)), nn.Parameter(torch.zeros(c))
-
-    def forward(self, x):
-        u = x.mean(1, keepdim=True)
-        s = (x - u).pow(2).mean(1, keepdim=True)
-        x = (x - u) / torch.sqrt(s + 1e-6)
-        return self.w[:, None, None] * x + self.b[:, None, None]
-
-
-class ConvNeXtBlock(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.dwconv = nn.Conv2d(c, c, 7, padding=3, groups=c)
-        self.norm = nn.LayerNorm(c, eps=1e-6)
-        self.pwconv1, self.act, self.pwconv2 = nn.Linear(c, 4 * c), nn.GELU(), nn.Linear(4 * c, c)
-        self.gamma = nn.Parameter(torch.full((c,), 0.5))
-
-    def forward(self, x):
-        y = self.dwconv(x).permute(0, 2, 3, 1)
-        y = self.gamma * self.pwconv2(self.act(self.pwconv1(self.norm(y))))
-        return x + y.permute(0, 3, 1, 2)
-
-
-def _model(cls, c):
-    torch.manual_seed(0)
-    m = cls(c)
-    with torch.no_grad():        # affine parameters away from the identity, so a wrong one shows
-        for name, p in m.named_parameters():
-            if name in ("ln.weight", "norm.weight", "w"):
-                p.uniform_(0.5, 1.5)
-            elif name in ("ln.bias", "norm.bias", "b"):
-                p.uniform_(-0.5, 0.5)
-    return m.eval()
+LN2d, LN2dFunctional, LN2dManual = convnext.LayerNorm2d, convnext.LayerNorm2dFunctional, convnext.LayerNorm2dManual
+ConvNeXtBlock = convnext.ConvNeXtBlock
+_model = convnext.build
 
 
 def _input(shape, seed=1):
