@@ -64,9 +64,12 @@ def _lit(v: float) -> str:
 
 
 def _horner(acc: str, coeffs: Sequence[float], t: str) -> str:
-    """C statements ``float acc = c[n]; acc = acc * t + c[n-1]; ... c[0]`` (lowest degree first)."""
+    """C statements ``float acc = c[n]; acc = fmaf(acc, t, c[n-1]); ... c[0]`` (lowest degree
+    first).  The FMAs are written out: the loop kernels that inline these functions are compiled
+    without contraction (IEEE builds, emit_loop.PRELUDE), and a polynomial is where a fused
+    multiply-add is both faster and more accurate (one rounding a step, the same in every build)."""
     lines = [f"  float {acc} = {_lit(coeffs[-1])};"]
-    lines += [f"  {acc} = {acc} * {t} {'-' if c < 0 else '+'} {_lit(abs(c))};" for c in reversed(coeffs[:-1])]
+    lines += [f"  {acc} = fmaf({acc}, {t}, {_lit(c)});" for c in reversed(coeffs[:-1])]
     return "\n".join(lines)
 
 
@@ -103,10 +106,10 @@ static inline float tf_geluf(float x) {{
 static inline float tf_expf(float x0) {{
   float x = tf_minf(tf_maxf(x0, {_lit(EXP_LOW)}), {_lit(EXP_HIGH)});
   const float k = tf_minf(tf_maxf(rintf(x * {_lit(1 / math.log(2))}), -127.0f), 127.0f);
-  float r = x - k * {_lit(LN2_HI)};
-  r = r - k * {_lit(LN2_LO)};
+  float r = fmaf(-k, {_lit(LN2_HI)}, x);
+  r = fmaf(-k, {_lit(LN2_LO)}, r);
 {_horner("e", EXP_E, "r")}
-  e = e * (r * r) + r + 1.0f;
+  e = fmaf(e, r * r, r) + 1.0f;
   union {{ int32_t i; float f; }} s = {{ .i = ((int32_t)k + 127) << 23 }};
   return TF_NAN_PASS(x0, TF_EXP_OVERFLOW(x0, e * s.f));
 }}
