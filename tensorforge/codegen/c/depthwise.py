@@ -62,7 +62,7 @@ ENV = "TENSORFORGE_DEPTHWISE"  # "0": leave depthwise convolutions to the generi
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+    return os.environ.get("TENSORFORGE_DEPTHWISE", "1").strip().lower() not in ("0", "off", "false", "no")
 
 
 # ---------------------------------------------------------------------------------------------
