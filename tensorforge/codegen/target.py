@@ -123,6 +123,27 @@ def compiler_version(cc: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
+def workaround_flags(cc: str, march: str) -> tuple[str, ...]:
+    """Flags that keep a known-bad compiler from miscompiling.  gcc 12 tuning for AMD Zen
+    (``-march=native`` on a Zen CPU implies ``-mtune=znver*``) vectorises some guarded loops
+    wrongly at -O3: a padded read ``(i >= 0 && i < n) ? x[i] : c`` gave 0 for elements inside the
+    input (fuzzer regression test_fuzz_pad_bounds_and.py), and a NaN-safe compare feeding a select
+    (test_fuzz_183a6bbe65.py); the same ISA with ``-mtune=generic`` is right.  Empty elsewhere."""
+    try:
+        version = subprocess.run([*shlex.split(cc), "-dumpversion"], capture_output=True, text=True, timeout=60)
+        major = int(version.stdout.strip().split(".")[0])
+        if "clang" in compiler_version(cc).lower() or major >= 13:
+            return ()
+        out = subprocess.run([*shlex.split(cc), f"-march={march}", "-Q", "--help=target"], capture_output=True,
+                             text=True, timeout=60)
+    except (OSError, ValueError, subprocess.TimeoutExpired, CompileError):
+        return ()
+    tune = next((line.split()[-1] for line in out.stdout.splitlines() if line.strip().startswith("-mtune=")
+                 and len(line.split()) > 1), "")
+    return ("-mtune=generic",) if tune.startswith("znver") else ()
+
+
+@functools.lru_cache(maxsize=None)
 def compiler_features(cc: str, march: str) -> frozenset[str]:
     """The features ``cc -march=<march>`` enables, read from its predefined macros."""
     cmd = [*shlex.split(cc), f"-march={march}", "-dM", "-E", "-x", "c", "-"]
@@ -212,7 +233,7 @@ class Target:
     @property
     def compile_flags(self) -> tuple[str, ...]:
         """Everything passed to the compiler besides file names, in order."""
-        return (*self.cflags, f"-march={self.march}", *self.ldflags)
+        return (*self.cflags, f"-march={self.march}", *workaround_flags(self.cc, self.march), *self.ldflags)
 
     def key(self) -> str:
         """A stable, readable name: ``<arch>-<isa>-<march>-<cores>c-<hash>``. The hash covers every

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from ...errors import CacheWriteError, CompileError, CompilerNotFoundError, TensorforgeWarning
-from ..target import Target, compiler_version
+from ..target import Target, compiler_version, workaround_flags
 
 _ERROR_LINES = 12
 # Bumped whenever the way a library is built changes, so that libraries built the old way (e.g.
@@ -269,8 +269,8 @@ def _first_errors(stderr: str) -> str:
 def compile_command(source_path: Path, object_path: Path, target: Target, extra_flags: tuple[str, ...] = ()) -> list[str]:
     """The compiler run that turns the source into an object file (all code generation flags)."""
     flags = [f for f in target.cflags if f != "-shared"]
-    return [*shlex.split(target.cc), *flags, f"-march={target.march}", *extra_flags, "-c", str(source_path),
-            "-o", str(object_path)]
+    return [*shlex.split(target.cc), *flags, f"-march={target.march}", *workaround_flags(target.cc, target.march),
+            *extra_flags, "-c", str(source_path), "-o", str(object_path)]
 
 
 def link_command(object_path: Path | list[Path], out_path: Path, target: Target) -> list[str]:
