@@ -148,4 +148,7 @@ class GlobalMaxPool(GlobalPool):
 
     @staticmethod
     def compute(x):
-        return np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True)
+        # an empty spatial extent gives the type's lowest value (-inf), as the native reduction
+        # does, rather than NumPy's error for a max over nothing
+        low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        return np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True, initial=low)
