@@ -267,3 +267,27 @@ def test_overflowing_products_next_to_infinities_are_order_dependent():
     from tensorforge.testing.fuzz_check import order_dependent, reference
     assert order_dependent(case, reference(case), case.outputs[0])
     assert not order_dependent(tame, reference(tame), tame.outputs[0])
+
+
+def test_pruned_reference_sees_a_deviation_upstream_of_the_output():
+    """ArgMax over a column holding NaN, then Cast: onnxruntime skips the NaN (index 2),
+    onnx.reference and tensorforge take the first NaN (1).  The whole graph cannot run in
+    onnx.reference (a Pad with negative pads elsewhere) and the Cast alone, fed onnxruntime's
+    index, agrees with onnxruntime; the output's ancestors alone settle it."""
+    from tensorforge.testing.fuzz_check import pruned_reference
+
+    nodes = [helper.make_node("ArgMax", ["x"], ["a"], axis=0, keepdims=0),
+             helper.make_node("Cast", ["a"], ["y"], to=T.FLOAT),
+             helper.make_node("Pad", ["z", "p"], ["q"], mode="constant")]
+    from onnx import numpy_helper
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [3, 2]),
+                                           helper.make_tensor_value_info("z", T.FLOAT, [4, 5])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [2]),
+                               helper.make_tensor_value_info("q", T.FLOAT, [5, 5])],
+                              [numpy_helper.from_array(np.array([2, 1, -1, -1], np.int64), "p")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    x = np.array([[1.3, -0.38], [-1.2, np.nan], [0.7, 0.23]], np.float32)
+    case = case_from_model(model, [x, np.ones((4, 5), np.float32)])
+    np.testing.assert_array_equal(pruned_reference(case, "y"), [0.0, 1.0])
+    found = check_cases([case], None, ("interpreter",))
+    assert all(m.kind in DEVIATION_KINDS for m in found)
