@@ -122,20 +122,25 @@ def _mag(x: np.ndarray) -> float:
     return float(a.max()) if a.size else 0.0
 
 
+def ancestors(case: Case, name: str) -> list:
+    """The nodes that tensor ``name`` depends on (its producer and theirs), each once."""
+    producer = {o: n for n in case.nodes for o in n.outputs}
+    seen, stack, found = set(), [name], []
+    while stack:
+        n = producer.get(stack.pop())
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        found.append(n)
+        stack.extend(i for i in n.inputs if i)
+    return found
+
+
 def tolerances(case: Case, ref: Reference) -> dict[str, tuple[float, float]]:
     """(rtol, atol) of every output (see the module docstring)."""
-    producer = {o: n for n in case.nodes for o in n.outputs}
     result = {}
     for out in case.outputs:
-        seen, stack, anc = set(), [out], []
-        while stack:
-            t = stack.pop()
-            n = producer.get(t)
-            if n is None or id(n) in seen:
-                continue
-            seen.add(id(n))
-            anc.append(n)
-            stack.extend(i for i in n.inputs if i)
+        anc = ancestors(case, out)
         atol = BASE_ATOL
         rtol = BASE_RTOL
         for n in anc:
@@ -313,15 +318,8 @@ def order_dependent(case: Case, ref: Reference, name: str) -> bool:
     """Whether output ``name`` depends on a contraction whose operands hold an infinity and finite
     values whose products overflow float32: there NaN versus +-inf depends on FMA contraction and
     the summation order (``fuzz_known.ORDER_KIND``), which no runtime is held to."""
-    producer = {o: n for n in case.nodes for o in n.outputs}
     values = dict(case.inputs, **case.inits, **ref.outputs)
-    seen, stack = set(), [name]
-    while stack:
-        n = producer.get(stack.pop())
-        if n is None or id(n) in seen:
-            continue
-        seen.add(id(n))
-        stack.extend(i for i in n.inputs if i)
+    for n in ancestors(case, name):
         if n.op not in CONTRACTIONS:
             continue
         ops = [np.asarray(values[i]) for i in n.inputs[:2] if i in values]
@@ -347,14 +345,7 @@ def pruned_reference(case: Case, name: str) -> np.ndarray | None:
     only: a node it cannot run elsewhere in the graph (Pad with negative pads) does not stop it,
     and a deviation of onnxruntime several nodes upstream (ArgMax skipping NaN, then Cast) is
     still seen (None if it cannot run that part)."""
-    producer = {o: n for n in case.nodes for o in n.outputs}
-    keep, stack = set(), [name]
-    while stack:
-        n = producer.get(stack.pop())
-        if n is None or id(n) in keep:
-            continue
-        keep.add(id(n))
-        stack.extend(i for i in n.inputs if i)
+    keep = {id(n) for n in ancestors(case, name)}
     nodes = [n for n in case.nodes if id(n) in keep]
     used = {i for n in nodes for i in n.inputs if i}
     try:
