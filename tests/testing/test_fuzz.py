@@ -291,3 +291,33 @@ def test_pruned_reference_sees_a_deviation_upstream_of_the_output():
     np.testing.assert_array_equal(pruned_reference(case, "y"), [0.0, 1.0])
     found = check_cases([case], None, ("interpreter",))
     assert all(m.kind in DEVIATION_KINDS for m in found)
+
+
+def test_node_reference_settles_when_the_whole_graph_reference_differs_from_both():
+    """Fuzzer seed 5151 (s5151b332c14), minimised: Conv gives [-inf, NaN] in the two channels of
+    one position, ReduceMax over both is NaN (PyTorch, onnx.reference's ReduceMax, tensorforge)
+    but -inf in onnxruntime.  onnx.reference's whole graph is no arbiter: its Conv turns every
+    window touching the -inf into NaN, so it differs from onnxruntime and tensorforge alike.
+    ReduceMax alone, fed onnxruntime's Conv output, settles it as an onnxruntime deviation."""
+    from onnx import numpy_helper
+
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], dilations=[2], pads=[0, 1]),
+             helper.make_node("ReduceMax", ["c", "axes"], ["y"], keepdims=0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [1, 4, 7]),
+                                           helper.make_tensor_value_info("w", T.FLOAT, [2, 4, 2])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [6])],
+                              [numpy_helper.from_array(np.array([0, 1], np.int64), "axes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    inf = np.inf
+    x = np.array([[[-1e-30, -0.09647, -0.34527, -inf, 0.42057, -0.0, -0.027734],
+                   [0.35069, 0.32637, 0.55194, -1e-40, -inf, 0.12702, 0.19688],
+                   [0.31866, -inf, -0.025819, -0.21765, -0.45923, -0.19331, 0.091527],
+                   [0.14998, 0.18182, -0.080945, 0.17968, 0.20756, -0.16640, 0.28127]]], np.float32)
+    w = np.array([[[-0.26069, 1.3511], [1e-30, 2.5724], [0.04999, -1e-40], [-0.0, 1e-30]],
+                  [[-2.2273, 1.4283], [-0.095263, 0.91216], [-0.0, 1e-30], [-1e-40, -0.0]]], np.float32)
+    case = case_from_model(model, [x, w])
+    found = check_cases([case], None, ("interpreter", "cpu"))
+    assert found and all(m.kind == "ort-deviation" for m in found)
+    import tensorforge
+    y = tensorforge.compile(model)(x, w)
+    assert np.isnan(y[1]) and y[2] == -np.inf

@@ -136,6 +136,29 @@ def _masked_softmax(ctx: ImportContext, scores: Value, bias: Value) -> Value:
     return ctx.op("select", dead, ctx.scalar(0, p), p)
 
 
+def _zero_masked_rows(ctx: ImportContext, y: Value, v: Value, mask: Value, kv_len: int, q_len: int,
+                      causal: bool, groups: int) -> Value:
+    """ONNX decides a fully masked query row on the mask (and causal) bias, not on the scores:
+    its probabilities are 0 even where a score is +inf or NaN (``graph.attention`` follows
+    torch, which adds the -inf and gives NaN there), so the row is ``0 @ V``: 0, or NaN in a
+    column of V holding an infinity or NaN.  A constant mask without such a row costs nothing."""
+    bias = _mask_bias(ctx, mask, kv_len, y)
+    if causal:
+        bias = ctx.op("add", bias, _position_bias(ctx, q_len, kv_len, 0, y, True, -1, -1))
+    known = ctx.value_of(mask)
+    if known is not None:
+        keep = known if known.dtype == np.bool_ else ~np.isneginf(known)
+        if causal:
+            keep = keep & np.tril(np.ones((q_len, kv_len), dtype=bool))
+        if keep.shape[-1] == kv_len and keep.any(axis=-1).all():
+            return y
+    row_max = ctx.op("reduce_max", bias, axes=(ctx.rank(bias) - 1,), keepdims=True)
+    dead = ctx.op("eq", row_max, ctx.scalar(-np.inf, bias))
+    zero_rows = ctx.op("reduce_sum", ctx.op("mul", v, ctx.scalar(0, v)), axes=(ctx.rank(v) - 2,), keepdims=True)
+    zero_rows = _repeat_heads(ctx, zero_rows, groups)      # (B, Hkv, 1, Dv): one row per KV head
+    return ctx.op("select", dead, ctx.cast(zero_rows, ctx.dtype(y)), y)
+
+
 @handles("Attention")
 def attention(ctx: ImportContext, node: OnnxNode) -> list[Value | None]:
     q, k, v = node.required(0), node.required(1), node.required(2)
@@ -175,6 +198,8 @@ def attention(ctx: ImportContext, node: OnnxNode) -> list[Value | None]:
     windowed = left >= 0 or right >= 0 or nonpad is not None
     if not (extra or windowed or (causal and past_k is not None) or _mask_needs_padding(ctx, mask, kv_len)):
         y = ctx.op("attention", q, k, v, *_graph_mask(ctx, mask, q), scale=scale, causal=causal)
+        if mask is not None:
+            y = _zero_masked_rows(ctx, y, v, mask, kv_len, q_len, causal, hq // hk if hk else 1)
         y = _merge_heads(ctx, y, b, q_len) if packed else y
         return [y, present_k if node.wants(1) else None, present_v if node.wants(2) else None]
 
