@@ -247,6 +247,16 @@ def compute_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype == np.float16 else np.dtype(dtype)
 
 
+def mean(x: np.ndarray, axis, keepdims: bool = False, dtype=None) -> np.ndarray:
+    """``np.mean``, where a mean over no element is 0 / 0 = NaN without NumPy's "Mean of empty
+    slice" warning (as the native reduction gives it, and torch.mean)."""
+    if x.size:
+        return np.mean(x, axis=axis, keepdims=keepdims, dtype=dtype)
+    total = np.sum(x, axis=axis, keepdims=keepdims, dtype=dtype)
+    with np.errstate(invalid="ignore"):
+        return total / total.dtype.type(0)
+
+
 def pad_spatial(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value=0) -> np.ndarray:
     """Pads the trailing ``len(begin)`` axes of ``x`` (N, C, *spatial) with ``value``."""
     if not any(begin) and not any(end):

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...ir.opdef import PURE, Attr, Cost, FusionKind, OpDef, expect, register
 from ...ir.types import TensorType
-from .base import (Window, compute_dtype, expect_float, expect_numeric, io_bytes, num_elements, pad_spatial,
+from .base import (Window, compute_dtype, expect_float, expect_numeric, io_bytes, mean, num_elements, pad_spatial,
                    tensor_types, window_view)
 
 
@@ -139,7 +139,7 @@ class GlobalAvgPool(GlobalPool):
     @staticmethod
     def compute(x):
         axes = tuple(range(2, x.ndim))
-        return np.mean(x, axis=axes, keepdims=True, dtype=compute_dtype(x.dtype))
+        return mean(x, axes, keepdims=True, dtype=compute_dtype(x.dtype))
 
 
 @register

@@ -7,7 +7,7 @@ import numpy as np
 
 from ...ir.opdef import PURE, SAME_SHAPE, Attr, Cost, FusionKind, OpDef, expect, register
 from ...ir.types import DType, TensorType
-from .base import (compute_dtype, expect_float, expect_numeric, io_bytes, norm_axes, norm_axis, num_elements,
+from .base import (compute_dtype, expect_float, expect_numeric, io_bytes, mean, norm_axes, norm_axis, num_elements,
                    tensor_types)
 
 
@@ -61,8 +61,7 @@ def _float_acc(fn):
 
 
 def _mean(x, axes, keepdims):
-    return np.mean(x, axis=axes, keepdims=keepdims, dtype=compute_dtype(x.dtype) if x.dtype.kind == "f"
-                   else np.float64)
+    return mean(x, axes, keepdims, dtype=compute_dtype(x.dtype) if x.dtype.kind == "f" else np.float64)
 
 
 def _define_reduction(opname: str, reducer, extremum: bool = False, doc: str = ""):
