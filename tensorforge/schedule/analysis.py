@@ -7,6 +7,7 @@ between two loops of a perfect nest (``sink_guards`` restores that after a rewri
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
@@ -447,3 +448,30 @@ def sink_guards(root: Operation) -> None:
                 g.erase()
                 changed = True
                 break
+
+
+def _const_int(v: Value) -> int | None:
+    op = v.op
+    if op is None or op.name != "scalar.const":
+        return None
+    val = op.attributes.get("value")
+    return int(val) if isinstance(val, numbers.Integral) and not isinstance(val, bool) else None
+
+
+def split_pair(idx: list[Value], shape, k: int) -> Value | None:
+    """``e`` when ``idx[k], idx[k+1]`` are ``floordiv(e, d)`` and ``mod(e, d)`` and ``shape[k+1] == d``
+    (a constant ``d > 0``); else None.  Such a pair addresses the two dims as one flat index ``e``
+    (``floor(e/d)*d + mod(e, d) == e``): the C emitter writes ``e`` itself, and the access analysis
+    sees ``e``'s affine form, so a fused reshape or a fused pair of loops stays contiguous."""
+    if k + 1 >= len(idx):
+        return None
+    q, r = idx[k].op, idx[k + 1].op
+    if q is None or r is None or q.name != "scalar.floordiv" or r.name != "scalar.mod":
+        return None
+    e = q.operands[0]
+    if r.operands[0] is not e and not same_index(r.operands[0], e):
+        return None
+    d, d2 = _const_int(q.operands[1]), _const_int(r.operands[1])
+    if d is None or d <= 0 or d != d2 or not isinstance(shape[k + 1], int) or shape[k + 1] != d:
+        return None
+    return e

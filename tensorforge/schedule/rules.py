@@ -28,7 +28,8 @@ from ..errors import ScheduleError
 from ..ir.core import Operation
 from ..ir.symbolic import dim_divides
 from .analysis import (ALLOC, FOR, LOAD, STORE, affine, body, buffer_of, dim_extent, extent, indices,
-                       is_symbolic_loop, iv, iv_deps, perfect_chain, symbol_table, tag, walk_ops)
+                       is_symbolic_loop, iv, iv_deps, perfect_chain, perfect_child, split_pair, symbol_table, tag,
+                       walk_ops)
 from .primitives import Schedule
 
 # Work (innermost iterations) below which a nest runs on one thread: an OpenMP fork/join costs a
@@ -89,13 +90,17 @@ class Access:
             row[d] = row[d + 1] * shape[d + 1]
         strides: dict[int, int] = {}
         irregular: set[int] = set()
-        for d, v in enumerate(indices(op)):
+        idx, d = indices(op), 0
+        while d < len(idx):
+            flat = split_pair(idx, buffer_of(op).type.shape, d)      # two dims read as one (fused loops)
+            v, step = (flat, 2) if flat is not None else (idx[d], 1)
             form = affine(v)
             if form is None:
                 irregular |= iv_deps(v)
-                continue
-            for k, c in form.terms:
-                strides[k] = strides.get(k, 0) + c * row[d]
+            else:
+                for k, c in form.terms:
+                    strides[k] = strides.get(k, 0) + c * row[d + step - 1]
+            d += step
         return Access(op, strides, frozenset(irregular))
 
     def score(self, loop: Operation) -> float:
@@ -410,7 +415,34 @@ def _inner_strategy(s: Schedule, nest: Nest, r: Operation, work: int, ctx: Conte
     tags = [tag(l) for l in nest.reduction]
     if tags[-1] != rt:
         attempt(s.reorder, *[t for t in tags if t != rt], rt)
-    return Plan(None, work, [rt] if extent(r) >= SIMD_REDUCTION_MIN_VECTORS * ctx.lanes else [])
+    rt = _flatten_reduction(s, rt, SIMD_REDUCTION_MIN_VECTORS * ctx.lanes)
+    return Plan(None, work, [rt] if extent(s.loop(rt)) >= SIMD_REDUCTION_MIN_VECTORS * ctx.lanes else [])
+
+
+def _flatten_reduction(s: Schedule, rt: str, enough: int) -> str:
+    """Fuses the innermost reduction loop ``rt`` with the reduction loops around it while it is
+    shorter than ``enough`` and every access walks the pair as one contiguous run (the sum over
+    H x W of a global average pool, 7 x 7 or 16 x 16: too short to vectorize one row at a time, but
+    one loop over H*W elements is; the fused indices ``e floordiv W, e mod W`` address memory as
+    ``e`` again, see ``analysis.split_pair``).  Returns the tag of the innermost reduction loop."""
+    while extent(s.loop(rt)) < enough:
+        inner = s.loop(rt)
+        outer = inner.parent_op
+        if (outer is None or outer.name != FOR or not outer.attributes.get("reduction")
+                or not isinstance(dim_extent(inner), int) or perfect_child(outer) is not inner):
+            break
+        ko, ki, n = id(iv(outer)), id(iv(inner)), extent(inner)
+        accesses = memory_accesses(inner)
+        if not accesses or not all(ko not in a.irregular and ki not in a.irregular and
+                                   a.strides.get(ko, 0) == n * a.strides.get(ki, 0) for a in accesses):
+            break
+        if not any(abs(a.strides.get(ki, 0)) == 1 for a in accesses):
+            break
+        fused = _atomically(s, lambda x: x.fuse(tag(outer), rt))
+        if fused is None:
+            break
+        rt = fused
+    return rt
 
 
 def _outer_strategy(s: Schedule, nest: Nest, ctx: Context, top: bool, work: int) -> Plan | None:

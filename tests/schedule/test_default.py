@@ -182,11 +182,14 @@ def test_windows_with_unit_stride_vectorize_along_the_output_row():
     assert not any(x.startswith("cache_write") for x in steps(s))
 
 
-def test_short_reductions_are_left_to_the_compiler():
-    s, src = scheduled("global_avg_pool")       # 20 x 20 window: rows of 20
-    assert "reduction(" not in src
+def test_short_reductions_are_left_to_the_compiler_unless_they_flatten():
     s, src = scheduled("sum_rows")              # rows of 257
     assert "reduction(+:" in src
+    # a 20 x 20 window is rows of 20, too short to vectorize one at a time, but contiguous: the
+    # two reduction loops fuse into one loop of 400 that reads memory as one run
+    s, src = scheduled("global_avg_pool")
+    fuses = [x for x in steps(s) if x.startswith("fuse(")]
+    assert "fuse('0.4', '0.5')" in fuses and "reduction(+:" in src and "< 400;" in src
 
 
 def test_small_kernels_and_one_thread_stay_serial():

@@ -11,14 +11,13 @@ with the loop around them; the other transcendental functions use libm names so 
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Callable
 
 from ...errors import CompileError
 from ...ir.core import Operation, Value
 from ...ir.symbolic import SYMBOLS_ATTR, c_identifier, symbol_table_of, symbols_of, to_c
 from ...ir.types import BufferType, DType, IndexType, ScalarType
-from ...schedule.analysis import same_index
+from ...schedule.analysis import same_index, split_pair
 from . import lowbits_c, vmath
 
 C_TYPES = {DType.f32: "float", DType.f64: "double", DType.i64: "int64_t", DType.i32: "int32_t",
@@ -493,7 +492,7 @@ class FunctionEmitter:
             return "0"
         expr, k = None, 0
         while k < len(idx):
-            e = _split_pair(idx, shape, k)
+            e = split_pair(idx, shape, k)
             if e is not None:
                 term, scale, k_next = self.name(e), f"{to_c(shape[k])} * {to_c(shape[k + 1])}", k + 2
             else:
@@ -616,26 +615,3 @@ def emit_function(fn: Operation, c_name: str | None = None, static: bool = True,
     return FunctionEmitter(fn, c_name, static, symbols).emit()
 
 
-def _const_int(v: Value) -> int | None:
-    op = v.op
-    if op is None or op.name != "scalar.const":
-        return None
-    val = op.attributes.get("value")
-    return int(val) if isinstance(val, numbers.Integral) and not isinstance(val, bool) else None
-
-
-def _split_pair(idx: list[Value], shape, k: int) -> Value | None:
-    """``e`` when ``idx[k], idx[k+1]`` are ``floordiv(e, d)`` and ``mod(e, d)`` and ``shape[k+1] == d``
-    (a constant ``d > 0``); else None."""
-    if k + 1 >= len(idx):
-        return None
-    q, r = idx[k].op, idx[k + 1].op
-    if q is None or r is None or q.name != "scalar.floordiv" or r.name != "scalar.mod":
-        return None
-    e = q.operands[0]
-    if r.operands[0] is not e and not same_index(r.operands[0], e):
-        return None
-    d, d2 = _const_int(q.operands[1]), _const_int(r.operands[1])
-    if d is None or d <= 0 or d != d2 or not isinstance(shape[k + 1], int) or shape[k + 1] != d:
-        return None
-    return e

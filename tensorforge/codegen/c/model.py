@@ -40,6 +40,7 @@ from ...passes.memory.plan import ALIGN, MemoryPlan, nbytes_dim, plan_dynamic, p
 from ...runtime.arena_plan import DynamicPlan
 from ...runtime.buffers import aligned_empty
 from ...runtime.native import DYN_ENTRY, ENTRY, GET_THREADS, PROFILE, PROFILE_COUNT, SET_THREADS
+from ...schedule.licm import hoist_invariants
 from .emit_loop import PRELUDE, FunctionEmitter, c_type
 from .library_kernels import describe as describe_library_kernel, emit_library_kernel
 from .tensorize import Prepared, Tensorizer
@@ -158,6 +159,7 @@ def emit_kernel(op: Operation, schedule: Schedule | None, tensorized: Prepared |
     loop_fn = lower_kernel(op)
     if schedule is not None:
         schedule(loop_fn)
+    hoist_invariants(loop_fn)
     return FunctionEmitter(loop_fn, KERNEL_NAME, **extra).emit()
 
 
