@@ -459,6 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ort_deviations": sum(1 for m in mismatches if m.kind == "ort-deviation"),
         "order_dependent": sum(1 for m in mismatches if m.kind == "order-dependent"),
         "documented_deviations": sum(1 for m in mismatches if m.kind == "documented-deviation"),
+        "ill_conditioned": sum(1 for m in mismatches if m.kind == "ill-conditioned"),
         "by_target_kind": {f"{t}/{k}": v for (t, k), v in by_kind.most_common()},
         "by_kind_op": {f"{k}/{o}": v for (k, o), v in by_op.most_common(40)},
         "rejected_by_onnxruntime": dict(rejects.most_common(15)),

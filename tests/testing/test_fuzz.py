@@ -321,3 +321,42 @@ def test_node_reference_settles_when_the_whole_graph_reference_differs_from_both
     import tensorforge
     y = tensorforge.compile(model)(x, w)
     assert np.isnan(y[1]) and y[2] == -np.inf
+
+
+def _single_op_case(op, inputs, out_shape, **attrs):
+    names = [f"x{i}" for i in range(len(inputs))]
+    node = helper.make_node(op, names, ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, T.FLOAT, list(np.shape(v)))
+                                             for n, v in zip(names, inputs)],
+                              [helper.make_tensor_value_info("y", T.FLOAT, out_shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    return case_from_model(model, [np.asarray(v, np.float32) for v in inputs])
+
+
+def test_ill_conditioned_results_are_told_apart_from_wrong_ones():
+    """Seed 7171: fmod(1e30, y) moves by its whole range when y moves by an ulp, and Floor of
+    erf(3.79) = 1 - 1.1e-7 lies within erf's tolerance of 1: such mismatches are "ill-conditioned"
+    (never open).  The same wrong numbers on a well-conditioned output stay open."""
+    from tensorforge.testing.fuzz_check import Outcome, check_outcome, reference
+    from tensorforge.testing.fuzz_known import ILL_KIND
+
+    def kinds(case, got):
+        ref = reference(case)
+        return {m.kind for m in check_outcome(case, ref, "cpu", Outcome([np.asarray(got, np.float32)]), tiebreak=False)}
+
+    fmod = _single_op_case("Mod", [np.float32(1e30), [-0.64, -0.75]], [2], fmod=1)
+    want = reference(fmod).outputs["y"]
+    assert kinds(fmod, want + np.float32(0.2)) == {ILL_KIND}
+    tame = _single_op_case("Mod", [np.float32(7.5), [-0.64, -0.75]], [2], fmod=1)
+    assert kinds(tame, reference(tame).outputs["y"] + np.float32(0.2)) == {"value"}
+
+    erf_floor = [helper.make_node("Erf", ["x"], ["e"]), helper.make_node("Floor", ["e"], ["y"])]
+
+    def floor_case(x):
+        graph = helper.make_graph(erf_floor, "g", [helper.make_tensor_value_info("x", T.FLOAT, [1])],
+                                  [helper.make_tensor_value_info("y", T.FLOAT, [1])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+        return case_from_model(model, [np.array([x], np.float32)])
+
+    assert kinds(floor_case(3.7919507), [1.0]) == {ILL_KIND}      # erf rounds to just below 1
+    assert kinds(floor_case(0.5), [1.0]) == {"value"}               # erf(0.5) = 0.52: floor is 0

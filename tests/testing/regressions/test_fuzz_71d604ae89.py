@@ -1,0 +1,45 @@
+"""Differential-fuzzer regression 71d604ae89: cpu value (LayerNormalization,MatMul).
+
+Found by python -m tensorforge.testing.fuzz --seed 7171 --cases 20000 --batch 16 and minimised; when found:
+    s7171b361c10 [cpu] value s7171b361c10_matmul12: 8/45 differ, e.g. at [0, 2, 0, 0]: got np.float32(-0.02545841), expected np.float32(-0.02542822) (rtol 1.0e-04, atol 1.64e-05) (ops LayerNormalization,MatMul; specials -)
+
+LayerNormalization of two nearly equal values (0.55876, 0.55910): x - mean is 1.7e-4, so one ulp
+of the mean (6e-8) moves the result by 3.5e-4 relative, beyond the tolerance; onnxruntime's own
+output moves as far when the inputs move by an ulp.  Not a bug: the fuzzer reports it as
+"ill-conditioned" (fuzz_check.ill_conditioned).
+"""
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import helper, numpy_helper  # noqa: E402,F401
+
+from tensorforge.testing.fuzz_check import check_model  # noqa: E402
+
+nan, inf = np.nan, np.inf
+
+
+def build():
+    nodes = [
+        helper.make_node('LayerNormalization', ['add3', 'in4'], ['layern5'], axis=-1, epsilon=1e-05),
+        helper.make_node('MatMul', ['layern5', 'c11'], ['matmul12']),
+    ]
+    inputs = [helper.make_tensor_value_info('in4', 1, [2]), helper.make_tensor_value_info('add3', 1, [1, 1, 1, 2])]
+    outputs = [helper.make_tensor_value_info('matmul12', 1, [5, 3, 1, 3])]
+    inits = [
+        numpy_helper.from_array(np.array([-1.3884624242782593, -0.5151424407958984, 0.2529703378677368, 0.47838953137397766, -0.09335632622241974, -0.001970140030607581, -0.37872421741485596, -1.0767412185668945, -0.4859256446361542, 0.1625308394432068, 0.6911572217941284, -0.507262110710144, -1.6870077848434448, 0.5080030560493469, 0.8863889575004578, -1.4707281589508057, -0.5312735438346863, 1.1995242834091187, 0.684826672077179, -0.32780131697654724, 0.766258180141449, -0.24284575879573822, 0.725672721862793, -0.9284533262252808, 0.7334480285644531, 1.21760094165802, 1.7287935018539429, -1.2184889316558838, 1.580579161643982, 0.5340099930763245, -0.6206307411193848, 0.4588252007961273, 0.39615708589553833, -1.9330897331237793, -0.1282045692205429, 0.3780694901943207, 1.6211049556732178, 0.651572585105896, 0.5640345811843872, 1.5616291761398315, 0.23003548383712769, 0.6088104248046875, -0.11563239246606827, 0.8584278225898743, -0.6018930077552795, 0.40234971046447754, -0.6287519335746765, -0.26023873686790466, -1.5186718702316284, -1.2400728464126587, 2.243734121322632, 0.12413957715034485, 0.3249792754650116, 0.8236714005470276, 0.7238225340843201, 0.05001562088727951, -1.3018672466278076, 0.5561811327934265, 1.7122585773468018, 0.9220800399780273, 0.3452785015106201, 1.2423622608184814, -0.47675055265426636, 1.542851448059082, -2.159454822540283, -1.006715178489685, -0.28565284609794617, -0.2263612598180771, 0.8133743405342102, 0.0960923507809639, 1.3175544738769531, -0.6147235631942749, 1.3449034690856934, 0.8583358526229858, 0.5330056548118591, 0.8104895353317261, 1.4486125707626343, -0.2844999432563782, -0.1121026799082756, -1.1030808687210083, 0.8645880222320557, 0.11219472438097, 0.35507380962371826, -0.677096962928772, 0.14445003867149353, -1.7057180404663086, -0.14411422610282898, -0.05802716687321663, -0.425863653421402, 0.6177781224250793], dtype=np.float32).reshape((5, 3, 2, 3)), 'c11'),
+    ]
+    graph = helper.make_graph(nodes, "fuzz", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+
+
+FEEDS = [
+    np.array([-1.090000033378601, -0.9300000071525574], dtype=np.float32).reshape((2,)),
+    np.array([0.5587623715400696, 0.5591046810150146], dtype=np.float32).reshape((1, 1, 1, 2)),
+]
+
+
+@pytest.mark.parametrize("target", ["cpu", "interpreter"])
+def test_fuzz_71d604ae89(target):
+    assert check_model(build(), FEEDS, targets=(target,)) == []
