@@ -212,7 +212,9 @@ def conv_transpose_nd(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, win: W
     full_size = tuple(s * (i - 1) + e + ext for s, i, e, ext in
                       zip(win.strides, spatial, output_padding, win.extents))
     full = np.zeros((n, groups, og) + full_size, dtype=dt)
-    for offset in np.ndindex(*kernel):
+    # an empty input axis scatters nothing (the output is the bias alone): its slices'
+    # ``s * (i - 1) + 1`` stop would be negative there, which NumPy reads from the end
+    for offset in np.ndindex(*kernel) if all(spatial) else ():
         dst = tuple(slice(k * dl, k * dl + s * (i - 1) + 1, s)
                     for k, dl, s, i in zip(offset, win.dilations, win.strides, spatial))
         full[(Ellipsis,) + dst] += cols[(slice(None),) * 3 + offset]
