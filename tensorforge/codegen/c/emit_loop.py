@@ -423,7 +423,7 @@ class FunctionEmitter:
             params.append(f"{const}{c_type(t)}* restrict {nm}")
         if self.symbols:
             params.append(f"const int64_t* restrict {DIMS_PARAM}")
-        head = (f"{_exact_division(self.fn)}{'static ' if self.static else ''}void {self.c_name}"
+        head = (f"{_exact_division(self.fn)}{_signed_zero_sum(self.fn)}{'static ' if self.static else ''}void {self.c_name}"
                 f"({', '.join(params) or 'void'})")
         self.lines.append(head + " {")
         for name in self.used_symbols:
@@ -608,6 +608,22 @@ class FunctionEmitter:
         size = f"(({to_c(n)}) * {t.dtype.itemsize} + 63) / 64 * 64"
         self.lines.append(f"{ind}{c_type(t)}* {v} = ({c_type(t)}*)aligned_alloc(64, {size} ? {size} : 64);")
         self.frees.append(v)
+
+
+def _signed_zero_sum(fn: Operation) -> str:
+    """gcc 12's loop if-conversion turns ``acc + (c ? v : -0.0f)`` into a masked reduction that
+    adds +0.0 for the masked lanes, so a sum that must keep -0.0 (cumsum's accumulator starts from
+    -0.0, the identity of IEEE addition) came out +0.0 when the scan ran over the innermost axis.
+    A function that starts an accumulator at -0.0 is compiled without that transformation."""
+    import math
+    for op in fn.walk():
+        if op.name == "loop.store" and op.operands[1].type.rank == 0:
+            src = op.operands[0].op
+            if src is not None and src.name == "scalar.const":
+                v = src.attributes.get("value")
+                if isinstance(v, float) and v == 0.0 and math.copysign(1.0, v) < 0:
+                    return '__attribute__((optimize("no-tree-loop-if-convert"))) '
+    return ""
 
 
 def emit_function(fn: Operation, c_name: str | None = None, static: bool = True,

@@ -214,7 +214,8 @@ class KernelBuilder:
         return lit(self.body_builder, value, INDEX)
 
     def compute(self, domain: Sequence[int], iterators: str, dtype: DType,
-                body: Callable[..., Expr | Number], combiner: str = "none") -> TensorRef:
+                body: Callable[..., Expr | Number], combiner: str = "none",
+                init: float | None = None) -> TensorRef:
         region = Region([Block([INDEX] * len(domain))])
         blk = region.blocks[0]
         prev = self.body_builder
@@ -228,9 +229,10 @@ class KernelBuilder:
             self.body_builder.create("structured.yield", [res.value])
         finally:
             self.body_builder = prev
-        op = self._outer.create("structured.compute", [],
-                                {"domain": _domain(domain), "iterators": iterators,
-                                 "combiner": combiner, "dtype": dtype}, regions=[region])
+        attrs = {"domain": _domain(domain), "iterators": iterators, "combiner": combiner, "dtype": dtype}
+        if init is not None:
+            attrs["init"] = init
+        op = self._outer.create("structured.compute", [], attrs, regions=[region])
         return TensorRef(self, op.results[0])
 
     def ret(self, outputs: Sequence[TensorRef], operands: Sequence[Value]) -> Operation:

@@ -17,6 +17,19 @@ from ..scalar import element_dtype
 from .ops import REDUCTION_IDENTITY, ComputeView, KernelView
 
 _REDUCE = {"add": np.sum, "mul": np.prod, "max": np.max, "min": np.min}
+_COMBINE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _start_from(combiner: str, reduced: np.ndarray, value: np.ndarray, axes: tuple, init: float) -> np.ndarray:
+    """``reduced`` (NumPy's reduction, from the identity) as the reduction from ``init``.  NumPy's
+    sums start from +0.0, so a sum of only -0.0 terms (or of none) comes out +0.0; from -0.0, the
+    IEEE identity of addition, it is -0.0, and every other sum is the same."""
+    if combiner == "add" and init == 0.0 and np.signbit(init):
+        only_neg_zero = np.all((value == 0) & np.signbit(value), axis=axes)
+        return np.where(only_neg_zero, np.asarray(-0.0, dtype=np.asarray(reduced).dtype), reduced)
+    if init == REDUCTION_IDENTITY[combiner] and np.signbit(init) == np.signbit(REDUCTION_IDENTITY[combiner]):
+        return reduced
+    return _COMBINE[combiner](np.asarray(init, dtype=np.asarray(reduced).dtype), reduced)
 
 
 def _read(arr: np.ndarray, idx: list[np.ndarray], pad: float | None) -> np.ndarray:
@@ -63,7 +76,11 @@ def eval_compute(cv: ComputeView, env: dict[int, np.ndarray], symbols: dict[str,
         local[id(op.results[0])] = val
     value = np.broadcast_to(local[id(cv.value)], dom) if dom else local[id(cv.value)]
     if cv.combiner != "none":
-        value = _REDUCE[cv.combiner](value, axis=tuple(cv.reduction_axes))
+        axes = tuple(cv.reduction_axes)
+        reduced = _REDUCE[cv.combiner](value, axis=axes)
+        if "init" in cv.op.attributes:
+            reduced = _start_from(cv.combiner, reduced, value, axes, cv.op.attributes["init"])
+        value = reduced
     dt = cv.op.attributes["dtype"].np
     return np.array(value, dtype=dt, order="C")   # ascontiguousarray would make rank 0 rank 1
 

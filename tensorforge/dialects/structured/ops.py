@@ -44,13 +44,17 @@ class Compute(OpDef):
 
     ``domain`` lists the extent of every axis; ``iterators`` says for each axis 'p' (parallel)
     or 'r' (reduction).  The result's shape is the parallel extents in order.  ``combiner`` is
-    'none' when there is no reduction axis.
+    'none' when there is no reduction axis.  ``init`` (optional, float results only) is the
+    accumulator's start value when it is not the combiner's ``REDUCTION_IDENTITY``: a running sum
+    that must keep the sign of a sum of only ``-0.0`` starts from ``-0.0``, the IEEE identity of
+    addition (``-0.0 + x == x`` for every ``x``; from ``+0.0``, ``-0.0`` terms sum to ``+0.0``).
     """
 
     name = "structured.compute"
     results = ("out",)
     attrs = {"domain": Attr("dims"), "iterators": Attr("str"), "combiner": Attr("str", "none"),
-             "dtype": Attr("dtype")}
+             "dtype": Attr("dtype"),
+             "init": Attr("float", None, "accumulator start value (default: the combiner's identity)")}
     traits = frozenset({PURE})
     fusion = FusionKind.OPAQUE
 
@@ -60,6 +64,8 @@ class Compute(OpDef):
                f"iterators '{it}' must have one 'p'/'r' per domain axis ({len(dom)})")
         expect(attrs["combiner"] in COMBINERS, f"combiner must be one of {COMBINERS}")
         expect(("r" in it) == (attrs["combiner"] != "none"), "reduction axes need a combiner and vice versa")
+        expect("init" not in attrs or (attrs["combiner"] != "none" and attrs["dtype"].is_float),
+               "init needs a combiner and a float dtype")
         return [TensorType([d for d, k in zip(dom, it) if k == "p"], attrs["dtype"])]
 
     def verify(self, op):
@@ -126,6 +132,11 @@ class ComputeView(OpView):
     @property
     def combiner(self) -> str:
         return self.op.attributes["combiner"]
+
+    @property
+    def init(self):
+        """The accumulator's start value: ``init`` when set, else the combiner's identity (floats)."""
+        return self.op.attributes.get("init", REDUCTION_IDENTITY.get(self.combiner))
 
     @property
     def axes(self) -> list[Value]:

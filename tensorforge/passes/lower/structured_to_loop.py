@@ -17,7 +17,7 @@ from ...ir.core import Block, Operation, Region, Value
 from ...ir.symbolic import SYMBOLS_ATTR, canonical, enclosing_symbols_text
 from ...ir.types import BufferType, DType, ScalarType
 from ...dialects.scalar import INDEX
-from ...dialects.structured.ops import REDUCTION_IDENTITY, ComputeView, KernelView
+from ...dialects.structured.ops import ComputeView, KernelView
 
 
 def buffer_of(t) -> BufferType:
@@ -104,7 +104,7 @@ def lower_compute(b: Builder, cv: ComputeView, out_buf: Value, buffers: dict[int
         return
     acc_dtype = accumulator_dtype(dtype, cv.combiner)
     acc = inner.create("loop.alloc", [], {"type": BufferType((), acc_dtype), "tag": f"{index}.acc"}).results[0]
-    init = REDUCTION_IDENTITY[cv.combiner]
+    init = cv.init
     if not dtype.is_float:
         lo, hi = acc_dtype.int_range if acc_dtype is not DType.bool else (0, 1)
         init = {"add": 0, "mul": 1, "max": lo, "min": hi}[cv.combiner]

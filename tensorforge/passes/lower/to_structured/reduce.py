@@ -229,12 +229,18 @@ def lower_softmax(ctx: LoweringContext):
 @lowering("graph.cumsum")
 def lower_cumsum(ctx: LoweringContext):
     """A sum over the scanned axis restricted to a triangle: O(n^2) per line, fine for the
-    modest lengths cumsum sees in models (positions, masks)."""
+    modest lengths cumsum sees in models (positions, masks).
+
+    A float sum starts from -0.0 and the positions outside the triangle add -0.0, the IEEE
+    identity of addition (``-0.0 + x == x`` for every ``x``), so a prefix of only -0.0 sums to
+    -0.0 as a running sum does (``np.cumsum``, onnxruntime, ``onnx.reference``); from +0.0 it
+    would be +0.0.  The empty prefix of an exclusive scan (its first position) is +0.0."""
     x, kb = ctx.inputs[0], ctx.kb
     shape, out_dt = x.shape, ctx.out_dtype()
     dt = acc_dtype(out_dt)
     axis = norm_axis(ctx.attrs["axis"], len(shape))
     exclusive, reverse = ctx.attrs.get("exclusive", False), ctx.attrs.get("reverse", False)
+    n = shape[axis]
 
     def body(*dom):
         i, j = dom[axis], dom[-1]
@@ -242,7 +248,14 @@ def lower_cumsum(ctx: LoweringContext):
         src[axis] = j
         lo, hi = (i, j) if reverse else (j, i)        # sums positions lo <= hi (or < when exclusive)
         inside = lo < hi if exclusive else lo <= hi
-        return inside.select(x.read(src).cast(dt), 0)
+        outside = 0
+        if dt.is_float:
+            outside = -0.0
+            if exclusive:
+                first = (i + 1).eq(dim_index(kb.body_builder, n)) if reverse else i.eq(0)
+                outside = first.select(kb.const(0.0, dt), -0.0)
+        return inside.select(x.read(src).cast(dt), outside)
 
-    acc = kb.compute(tuple(shape) + (shape[axis],), "p" * len(shape) + "r", dt, body, "add")
+    acc = kb.compute(tuple(shape) + (n,), "p" * len(shape) + "r", dt, body, "add",
+                     init=-0.0 if dt.is_float else None)
     return [cast_to(kb, acc, out_dt)]
