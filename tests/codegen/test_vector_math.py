@@ -94,12 +94,24 @@ def test_exp_relative_error_over_the_float_range(apply):
 
 
 def test_exp_limits(apply):
-    x = np.array([-np.inf, -1e30, -200, -88.8, 0.0, 1.0, 89.0, 200, 1e30, np.inf], np.float32)
+    x = np.array([-np.inf, -1e30, -200, -104.0, 0.0, 1.0, 89.0, 200, 1e30, np.inf], np.float32)
     y = apply("tf_expf", x)
     np.testing.assert_array_equal(y[:4], 0.0)                          # exp(-inf) = 0: masked softmax
     assert y[4] == 1.0 and abs(y[5] - math.e) <= 3e-7 * math.e
     np.testing.assert_array_equal(y[6:], np.inf)                        # overflows as libm's expf
     assert np.all(apply("tf_expf", np.linspace(-87, 0, 10_001, dtype=np.float32)) > 0)
+
+
+def test_exp_gives_denormals_below_the_normal_range(apply):
+    """exp(-88) .. exp(-103.9) are float32 denormals, not 0 (softplus(-100) = exp(-100) = 3.7e-44,
+    whose log is -99.98, not -inf; fuzzer seed 8181): within one denormal step plus the relative
+    error of the normal range."""
+    x = np.linspace(-103.9, -87.0, 200_001, dtype=np.float32)
+    ref = np.exp(x.astype(np.float64))
+    y = apply("tf_expf", x).astype(np.float64)
+    err = np.abs(y - ref)
+    assert np.all(err <= 2.0 ** -149 + 4e-7 * ref), f"error {err.max():.2e} at x = {x[err.argmax()]}"
+    assert np.all(y[x >= -103.0] > 0)
 
 
 def test_exp_saturates_under_fast_math(apply_fast):

@@ -12,7 +12,7 @@ does.  float64 keeps the C library (its accuracy is the point of computing in do
 All are branch-free (clamps, ``rintf``, ``copysignf``, an integer shift: all single vector
 instructions), accurate to a few float32 ulps (measured: erf 4e-7 absolute, exp 3e-7 relative,
 GELU 2.4e-7 times max(1, |x|)), and exact at the limits a softmax or a GELU relies on:
-``tf_expf(-inf) == 0``, ``tf_erff`` is exactly +-1 beyond +-3.92 and never exceeds 1 in
+``tf_expf(-inf) == 0`` (and denormals, not 0, from -87.3 down to -103.9), ``tf_erff`` is exactly +-1 beyond +-3.92 and never exceeds 1 in
 magnitude, ``tf_geluf`` is exactly 0 and x there.  ``tf_geluf`` is the erf rational with the
 GELU's scalings folded into the coefficients (8% less time for LayerNorm + GELU + residual).
 
@@ -47,9 +47,11 @@ LN2_HI = 0.693145751953125            # ln 2 to 15 significant bits: k * LN2_HI 
 LN2_LO = 1.4286068202862268e-06       # ln 2 - LN2_HI
 EXP_E = (4.999999404e-01, 1.666670144e-01, 4.166805744e-02, 8.326658048e-03, 1.384108560e-03,
          2.324173402e-04)
-# Below EXP_LOW the result is 0 (exp(-88.5) is a float32 denormal; r stays finite for x = -inf);
-# above EXP_HIGH it is exp(EXP_HIGH), just under FLT_MAX.
-EXP_LOW = -88.5
+# Below EXP_LOW the result is 0 (exp(-104) is under half the smallest float32 denormal; r stays
+# finite for x = -inf); down to it, results in the denormal range come out as denormals (softplus
+# of -100 is exp(-100) = 3.7e-44, and log of that -99.98: flushed to 0 it was -inf, fuzzer seed
+# 8181); above EXP_HIGH it is exp(EXP_HIGH), just under FLT_MAX.
+EXP_LOW = -104.0
 EXP_HIGH = 88.7228
 
 
@@ -105,13 +107,16 @@ static inline float tf_geluf(float x) {{
 }}
 static inline float tf_expf(float x0) {{
   float x = tf_minf(tf_maxf(x0, {_lit(EXP_LOW)}), {_lit(EXP_HIGH)});
-  const float k = tf_minf(tf_maxf(rintf(x * {_lit(1 / math.log(2))}), -127.0f), 127.0f);
+  const float k = tf_minf(tf_maxf(rintf(x * {_lit(1 / math.log(2))}), -150.0f), 127.0f);
   float r = fmaf(-k, {_lit(LN2_HI)}, x);
   r = fmaf(-k, {_lit(LN2_LO)}, r);
 {_horner("e", EXP_E, "r")}
   e = fmaf(e, r * r, r) + 1.0f;
-  union {{ int32_t i; float f; }} s = {{ .i = ((int32_t)k + 127) << 23 }};
-  return TF_NAN_PASS(x0, TF_EXP_OVERFLOW(x0, e * s.f));
+  /* 2^k as two normal halves: e * 2^k1 is exact, the second product rounds once, into the
+     denormal range where k < -126 */
+  const int32_t k1 = (int32_t)k >> 1, k2 = (int32_t)k - k1;
+  union {{ int32_t i; float f; }} s1 = {{ .i = (k1 + 127) << 23 }}, s2 = {{ .i = (k2 + 127) << 23 }};
+  return TF_NAN_PASS(x0, TF_EXP_OVERFLOW(x0, (e * s1.f) * s2.f));
 }}
 """
 
