@@ -134,12 +134,16 @@ class Clip(UnaryElementwise):
 
     @staticmethod
     def compute(x, min=None, max=None):
+        # compare-and-select as torch.clamp and the native kernel: a value equal to the bound stays
+        # itself (clip(-0.0, min=0) is -0.0; np.maximum would give +0.0), NaN passes through
         y = x
         if min is not None:
-            y = np.maximum(y, np.asarray(min).astype(x.dtype))
+            lo = np.asarray(min).astype(x.dtype)
+            y = np.where(y < lo, lo, y)
         if max is not None:
-            y = np.minimum(y, np.asarray(max).astype(x.dtype))
-        return y
+            hi = np.asarray(max).astype(x.dtype)
+            y = np.where(y > hi, hi, y)
+        return np.asarray(y, dtype=x.dtype)
 
 
 def _binary(opname: str, fn, base=BinaryElementwise, flops: float = 1.0, result_dtype=None, doc=""):
