@@ -17,7 +17,7 @@ from ...errors import CompileError
 from ...ir.core import Operation, Value
 from ...ir.symbolic import SYMBOLS_ATTR, c_identifier, symbol_table_of, symbols_of, to_c
 from ...ir.types import BufferType, DType, IndexType, ScalarType
-from ...schedule.analysis import same_index, split_pair
+from ...schedule.analysis import split_pair
 from . import lowbits_c, vmath
 
 C_TYPES = {DType.f32: "float", DType.f64: "double", DType.i64: "int64_t", DType.i32: "int32_t",
@@ -423,8 +423,8 @@ class FunctionEmitter:
             params.append(f"{const}{c_type(t)}* restrict {nm}")
         if self.symbols:
             params.append(f"const int64_t* restrict {DIMS_PARAM}")
-        head = (f"{_exact_division(self.fn)}{_signed_zero_sum(self.fn)}{'static ' if self.static else ''}void {self.c_name}"
-                f"({', '.join(params) or 'void'})")
+        head = (f"{_exact_division(self.fn)}{_signed_zero_sum(self.fn)}{'static ' if self.static else ''}"
+                f"void {self.c_name}({', '.join(params) or 'void'})")
         self.lines.append(head + " {")
         for name in self.used_symbols:
             self.lines.append(f"  const int64_t tf_sym_{c_identifier(name)} = {DIMS_PARAM}[{self.symbols.index(name)}];")
@@ -615,7 +615,6 @@ def _signed_zero_sum(fn: Operation) -> str:
     adds +0.0 for the masked lanes, so a sum that must keep -0.0 (cumsum's accumulator starts from
     -0.0, the identity of IEEE addition) came out +0.0 when the scan ran over the innermost axis.
     A function that starts an accumulator at -0.0 is compiled without that transformation."""
-    import math
     for op in fn.walk():
         if op.name == "loop.store" and op.operands[1].type.rank == 0:
             src = op.operands[0].op

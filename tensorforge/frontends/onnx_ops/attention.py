@@ -131,9 +131,13 @@ def _masked_softmax(ctx: ImportContext, scores: Value, bias: Value) -> Value:
     e = ctx.op("exp", ctx.op("sub", scores, m))
     s = ctx.op("reduce_sum", e, axes=(ctx.rank(e) - 1,), keepdims=True)
     p = ctx.op("div", e, ctx.op("select", ctx.op("eq", s, zero), one, s))
-    bias_max = ctx.op("reduce_max", bias, axes=(ctx.rank(bias) - 1,), keepdims=True)
-    dead = ctx.op("eq", bias_max, ctx.scalar(-np.inf, bias))
-    return ctx.op("select", dead, ctx.scalar(0, p), p)
+    return ctx.op("select", _dead_rows(ctx, bias), ctx.scalar(0, p), p)
+
+
+def _dead_rows(ctx: ImportContext, bias: Value) -> Value:
+    """True for the query rows whose additive bias is -inf at every key (no key to attend)."""
+    row_max = ctx.op("reduce_max", bias, axes=(ctx.rank(bias) - 1,), keepdims=True)
+    return ctx.op("eq", row_max, ctx.scalar(-np.inf, bias))
 
 
 def _zero_masked_rows(ctx: ImportContext, y: Value, v: Value, mask: Value, kv_len: int, q_len: int,
@@ -142,9 +146,6 @@ def _zero_masked_rows(ctx: ImportContext, y: Value, v: Value, mask: Value, kv_le
     its probabilities are 0 even where a score is +inf or NaN (``graph.attention`` follows
     torch, which adds the -inf and gives NaN there), so the row is ``0 @ V``: 0, or NaN in a
     column of V holding an infinity or NaN.  A constant mask without such a row costs nothing."""
-    bias = _mask_bias(ctx, mask, kv_len, y)
-    if causal:
-        bias = ctx.op("add", bias, _position_bias(ctx, q_len, kv_len, 0, y, True, -1, -1))
     known = ctx.value_of(mask)
     if known is not None:
         keep = known if known.dtype == np.bool_ else ~np.isneginf(known)
@@ -152,8 +153,10 @@ def _zero_masked_rows(ctx: ImportContext, y: Value, v: Value, mask: Value, kv_le
             keep = keep & np.tril(np.ones((q_len, kv_len), dtype=bool))
         if keep.shape[-1] == kv_len and keep.any(axis=-1).all():
             return y
-    row_max = ctx.op("reduce_max", bias, axes=(ctx.rank(bias) - 1,), keepdims=True)
-    dead = ctx.op("eq", row_max, ctx.scalar(-np.inf, bias))
+    bias = _mask_bias(ctx, mask, kv_len, y)
+    if causal:
+        bias = ctx.op("add", bias, _position_bias(ctx, q_len, kv_len, 0, y, True, -1, -1))
+    dead = _dead_rows(ctx, bias)
     zero_rows = ctx.op("reduce_sum", ctx.op("mul", v, ctx.scalar(0, v)), axes=(ctx.rank(v) - 2,), keepdims=True)
     zero_rows = _repeat_heads(ctx, zero_rows, groups)      # (B, Hkv, 1, Dv): one row per KV head
     return ctx.op("select", dead, ctx.cast(zero_rows, ctx.dtype(y)), y)

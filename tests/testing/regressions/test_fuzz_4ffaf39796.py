@@ -5,7 +5,7 @@ Found by python -m tensorforge.testing.fuzz --seed 9191 --cases 20000 --batch 16
 
 AveragePool, VALID, a dilated window wider than the input: the spec gives no window (0),
 onnxruntime truncates the negative span / stride to 0 and gives one; an onnxruntime
-deviation (fuzz_check.truncated_pool).
+deviation (fuzz_check.pool_unlike_spec).
 """
 import numpy as np
 import pytest

@@ -7,7 +7,7 @@ AveragePool with a window wider than its input on both axes (dilation 2, VALID):
 floor(span / stride) + 1 gives no window, onnxruntime and ONNX's C++ shape inference truncate
 the negative span / stride to 0 and give one, and the fuzzer built the Mul on that size.  Under
 the spec the graph does not broadcast, and tensorforge says so at import: an onnxruntime
-deviation (fuzz_check.truncated_pool; docs/numerics.md, pooling output sizes).
+deviation (fuzz_check.pool_unlike_spec; docs/numerics.md, pooling output sizes).
 """
 import numpy as np
 import pytest

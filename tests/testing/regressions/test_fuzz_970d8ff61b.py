@@ -6,7 +6,7 @@ Found by python -m tensorforge.testing.fuzz --seed 9191 --cases 20000 --batch 16
 AveragePool, SAME_UPPER with dilation 2: the spec pads for the dilated extent
 ((out - 1) * stride + (k - 1) * d + 1 - in), onnxruntime pads as if there were no dilation,
 so its windows start one row early; tensorforge follows the spec (and torch's
-padding='same').  An onnxruntime deviation (fuzz_check.truncated_pool).
+padding='same').  An onnxruntime deviation (fuzz_check.pool_unlike_spec).
 """
 import numpy as np
 import pytest
