@@ -439,9 +439,15 @@ def _leaky_relu(cx, node, x, negative_slope=0.01):
 
 @aten("elu.default")
 def _elu(cx, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
-    if scale != 1 or input_scale != 1:
-        raise cx.unsupported(f"scale={scale}, input_scale={input_scale} (only plain ELU)")
-    return cx.g.elu(x, alpha=alpha)
+    """ATen's elu, which SELU (scale) and CELU (input_scale = 1 / alpha) decompose into:
+    ``scale * x`` above 0, ``scale * alpha * expm1(input_scale * x)`` at or below (so -0.0 stays
+    -0.0, as in PyTorch)."""
+    if input_scale != 1:
+        neg = cx.g.elu(cx.g.mul(x, cx.scalar(input_scale, x.type.dtype)), alpha=alpha)
+        y = cx.g.select(cx.g.gt(x, cx.scalar(0.0, x.type.dtype)), x, neg)
+    else:
+        y = cx.g.elu(x, alpha=alpha)
+    return y if scale == 1 else cx.g.mul(y, cx.scalar(scale, x.type.dtype))
 
 
 @aten("hardsigmoid.default")
@@ -471,8 +477,12 @@ def _log1p(cx, node, x):
 
 @aten("expm1.default")
 def _expm1(cx, node, x):
+    """expm1 without the cancellation of exp(x) - 1 near 0 (PyTorch's celu decomposes into it):
+    graph.elu is expm1 below 0, and above it expm1(x) = -expm1(-x) * exp(x) exactly."""
     x = cx.cast(x, cx.out_dtype())
-    return cx.g.sub(cx.g.exp(x), cx.scalar(1.0, x.type.dtype))
+    dt = x.type.dtype
+    above = cx.g.mul(cx.g.neg(cx.g.elu(cx.g.neg(x), alpha=1.0)), cx.g.exp(x))
+    return cx.g.select(cx.g.lt(x, cx.scalar(0.0, dt)), cx.g.elu(x, alpha=1.0), above)
 
 
 @aten("log2.default", "log10.default")

@@ -287,7 +287,7 @@ _WITH_ATTRS: dict[str, Callable] = {
     "gelu": _gelu, "clip": _clip,
     "leaky_relu": lambda a, dt, at: f"({a[0]} >= 0 ? {a[0]} : {a[0]} * {c_literal(at['alpha'], ScalarType(dt))})",
     "elu": lambda a, dt, at: f"({a[0]} >= 0 ? {a[0]} : {c_literal(at['alpha'], ScalarType(dt))} * "
-                             f"({_math_fn('exp', a[0], dt)} - 1))",
+                             f"{_math_fn('expm1', a[0], dt)})",
     "hard_sigmoid": lambda a, dt, at: _clip([f"({a[0]} * {c_literal(at['alpha'], ScalarType(dt))} + "
                                              f"{c_literal(at['beta'], ScalarType(dt))})"], dt,
                                             {"min": 0.0, "max": 1.0}),

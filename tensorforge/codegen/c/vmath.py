@@ -118,12 +118,27 @@ static inline float tf_expf(float x0) {{
   union {{ int32_t i; float f; }} s1 = {{ .i = (k1 + 127) << 23 }}, s2 = {{ .i = (k2 + 127) << 23 }};
   return TF_NAN_PASS(x0, TF_EXP_OVERFLOW(x0, (e * s1.f) * s2.f));
 }}
+static inline float tf_expm1f(float x0) {{
+  /* exp(x) - 1 without the cancellation near 0: where k = 0, r = x and the result is
+     x + x^2 E(x), written x * (x E) + x so that -0.0 stays -0.0; elsewhere |x| > ln2 / 2
+     and exp(x) - 1 loses at most a few ulps */
+  float x = tf_minf(tf_maxf(x0, {_lit(EXP_LOW)}), {_lit(EXP_HIGH)});
+  const float k = tf_minf(tf_maxf(rintf(x * {_lit(1 / math.log(2))}), -150.0f), 127.0f);
+  float r = fmaf(-k, {_lit(LN2_HI)}, x);
+  r = fmaf(-k, {_lit(LN2_LO)}, r);
+{_horner("e", EXP_E, "r")}
+  const float small = fmaf(x * e, x, x);
+  e = fmaf(e, r * r, r) + 1.0f;
+  const int32_t k1 = (int32_t)k >> 1, k2 = (int32_t)k - k1;
+  union {{ int32_t i; float f; }} s1 = {{ .i = (k1 + 127) << 23 }}, s2 = {{ .i = (k2 + 127) << 23 }};
+  return TF_NAN_PASS(x0, k == 0.0f ? small : TF_EXP_OVERFLOW(x0, (e * s1.f) * s2.f - 1.0f));
+}}
 """
 
 
 # C function for a scalar op on float32 (and float16, computed in float32); float64 keeps libm.
 # "gelu" is the exact (erf) GELU; without an entry the emitter spells it with erf.
-INLINE_FLOAT32 = {"exp": "tf_expf", "erf": "tf_erff", "gelu": "tf_geluf"}
+INLINE_FLOAT32 = {"exp": "tf_expf", "expm1": "tf_expm1f", "erf": "tf_erff", "gelu": "tf_geluf"}
 
 
 @contextmanager

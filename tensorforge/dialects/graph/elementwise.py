@@ -108,8 +108,10 @@ class Elu(UnaryElementwise):
 
     @staticmethod
     def compute(x, alpha):
+        # PyTorch's ELU: alpha * expm1(x) below 0, so -0.0 stays -0.0 and a tiny x keeps its
+        # value (ONNX's Elu, alpha * (exp(x) - 1), is spelled out by the ONNX frontend)
         with np.errstate(over="ignore"):
-            return np.where(x >= 0, x, (alpha * (np.exp(x.astype(np.float64)) - 1))).astype(x.dtype)
+            return np.where(x >= 0, x, (alpha * np.expm1(x.astype(np.float64)))).astype(x.dtype)
 
 
 @register

@@ -167,19 +167,32 @@ def leaky_relu(ctx: ImportContext, node: OnnxNode) -> Value:
     return ctx.op("leaky_relu", node.required(0), alpha=node.attr("alpha", 0.01))
 
 
+def onnx_elu(ctx: ImportContext, x: Value, alpha: float) -> Value:
+    """ONNX's Elu as its spec writes it, alpha * (exp(x) - 1) below 0, as onnxruntime computes
+    it: a tiny negative x gives 0 there, where graph.elu (PyTorch's expm1) keeps x."""
+    a = ctx.scalar(alpha, x)
+    neg = ctx.op("mul", a, ctx.op("sub", ctx.op("exp", x), ctx.scalar(1, x)))
+    return ctx.op("select", ctx.op("ge", x, ctx.scalar(0, x)), x, neg)
+
+
 @handles("Elu")
 def elu(ctx: ImportContext, node: OnnxNode) -> Value:
     node.ignore("consumed_inputs")
-    return ctx.op("elu", node.required(0), alpha=node.attr("alpha", 1.0))
+    return onnx_elu(ctx, node.required(0), node.attr("alpha", 1.0))
 
 
 @handles("Selu")
 def selu(ctx: ImportContext, node: OnnxNode) -> Value:
     node.ignore("consumed_inputs")
+    # The spec's own formula, gamma * (alpha * exp(x) - alpha) for x <= 0, as onnxruntime and
+    # onnx.reference compute it: Selu(-0.0) is +0.0 there (1 / Selu(-0.0) = +inf), where an Elu
+    # (PyTorch's selu, expm1) keeps the -0.0.  PyTorch models come through the torch frontend and
+    # keep PyTorch's sign.
     x = node.required(0)
-    alpha = node.attr("alpha", 1.67326319217681884765625)
-    gamma = node.attr("gamma", 1.05070102214813232421875)
-    return ctx.op("mul", ctx.op("elu", x, alpha=alpha), ctx.scalar(gamma, x))
+    alpha = ctx.scalar(node.attr("alpha", 1.67326319217681884765625), x)
+    gamma = ctx.scalar(node.attr("gamma", 1.05070102214813232421875), x)
+    neg = ctx.op("sub", ctx.op("mul", alpha, ctx.op("exp", x)), alpha)
+    return ctx.op("mul", gamma, ctx.op("select", ctx.op("gt", x, ctx.scalar(0, x)), x, neg))
 
 
 @handles("Celu")

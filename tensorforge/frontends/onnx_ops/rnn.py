@@ -14,6 +14,7 @@ import numpy as np
 from ...ir.core import Value
 from .context import ImportContext, OnnxNode
 from .registry import handles
+from .elementwise import onnx_elu
 
 _MAX_STEPS = 512
 _DEFAULT_ACTS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
@@ -33,7 +34,7 @@ def _activation(ctx: ImportContext, node: OnnxNode, name: str, alpha: float | No
         "Softsign": lambda x: ctx.op("div", x, ctx.op("add", ctx.op("abs", x), s(1, x))),
         "Softplus": lambda x: ctx.op("softplus", x),
         "LeakyRelu": lambda x: ctx.op("leaky_relu", x, alpha=0.01 if alpha is None else alpha),
-        "Elu": lambda x: ctx.op("elu", x, alpha=1.0 if alpha is None else alpha),
+        "Elu": lambda x: onnx_elu(ctx, x, 1.0 if alpha is None else alpha),
         "HardSigmoid": lambda x: ctx.op("hard_sigmoid", x, alpha=0.2 if alpha is None else alpha,
                                         beta=0.5 if beta is None else beta),
         "Affine": lambda x: ctx.op("add", ctx.op("mul", x, s(1.0 if alpha is None else alpha, x)),
