@@ -161,6 +161,15 @@ class CompiledModel:
         return list(result) if isinstance(result, tuple) else [result]
 
     def __call__(self, *inputs):
+        native = self.native
+        if native is not None and self.output_tree is None:
+            fast = getattr(native, "_fast", None)   # the C call path (runtime/fastcall.py)
+            if fast is not None:
+                result = fast(inputs)
+                if result is not NotImplemented:
+                    return result
+                return native.call_python(inputs)
+            return native(*inputs)
         result = self._call_flat(*inputs)
         if self.output_tree is not None and any(type(x).__module__.startswith("torch") for x in inputs):
             return self.output_tree(list(result) if isinstance(result, tuple) else [result])

@@ -176,7 +176,7 @@ class _Arena:
     (ctypes objects, not ints: ctypes passes them without a per-call conversion).  One per
     concurrent caller, so no two calls ever write the same pointer slot or intermediate."""
 
-    __slots__ = ("buffer", "in_ptrs", "out_ptrs", "args")
+    __slots__ = ("buffer", "in_ptrs", "out_ptrs", "args", "raw")
 
     def __init__(self, nbytes: int, n_in: int, n_out: int, weights_address: int, what: str, advice: str):
         self.in_ptrs = (ctypes.c_void_p * max(n_in, 1))()
@@ -184,11 +184,13 @@ class _Arena:
         self.buffer = allocate(max(nbytes, 64), what, advice)
         self.args = (ctypes.c_void_p(ctypes.addressof(self.in_ptrs)), ctypes.c_void_p(ctypes.addressof(self.out_ptrs)),
                      ctypes.c_void_p(self.buffer.ctypes.data), ctypes.c_void_p(weights_address))
+        self.raw = tuple(a.value for a in self.args)       # the same addresses as ints, for fastcall
 
     def grow(self, nbytes: int, what: str, advice: str) -> None:
         """A bigger arena for this slot (dynamic models); on failure the old one stays usable."""
         self.buffer = allocate(nbytes, what, advice)
         self.args = self.args[:2] + (ctypes.c_void_p(self.buffer.ctypes.data),) + self.args[3:]
+        self.raw = tuple(a.value for a in self.args)
 
 
 class NativeModel:
@@ -236,6 +238,7 @@ class NativeModel:
                           else None for shape, dtype in self._out_specs]
         self._static_pooled = False
         self._in_torch_dtypes: list = [None] * self._n_in     # filled on the first torch input
+        self._fast = None                                      # the C call path (fastcall.py), if it applies
         self._handle = lib._handle
         self._threads = 0
         self._max_concurrency: int | None = None          # None: follows the thread count
@@ -251,6 +254,39 @@ class NativeModel:
         self._pool.release(self._pool.acquire())
         if plan is not None:
             self._init_dynamic()
+        self._setup_fast()
+
+    def _setup_fast(self) -> None:
+        """The C call path (``fastcall.py``) for a static model whose outputs all come from
+        ``np.empty``; None where it does not apply or cannot be built (the Python path runs)."""
+        from . import fastcall
+        self._fast = None
+        specs = self.inputs + self.outputs
+        if (self.plan is not None or self._static_pooled or not fastcall.enabled()
+                or max(len(self.inputs), len(self.outputs)) > fastcall.MAX_ARGS
+                or any(len(s.shape) > fastcall.MAX_RANK or not s.is_static for s in specs)):
+            return
+        ext = fastcall.extension()
+        if ext is None:
+            return
+        address = lambda f: ctypes.cast(f, ctypes.c_void_p).value   # noqa: E731
+        self._fast = ext.Caller(
+            address(self.fn), address(self._get_threads), address(self._set_threads), self._threads,
+            tuple((tuple(int(d) for d in s.shape), np.dtype(s.np_dtype).num) for s in self.inputs),
+            tuple((tuple(int(d) for d in s.shape), np.dtype(s.np_dtype).num) for s in self.outputs),
+            self._pool.acquire, self._pool.release, _lib_threads, self._handle)
+        if all(d is not None for d in self._in_torch_dtypes):
+            self._fast_accepts_torch()
+
+    def _fast_accepts_torch(self) -> None:
+        torch = _torch()
+        if self._fast is not None and torch is not None:
+            self._fast.set_torch(torch.Tensor, torch.from_numpy, tuple(self._in_torch_dtypes))
+
+    @property
+    def uses_fast_call(self) -> bool:
+        """Whether calls take the C call path (``fastcall.py``) when their inputs match exactly."""
+        return self._fast is not None
 
     # ---- arenas: one per call in progress ------------------------------------------------
     @property
@@ -336,6 +372,8 @@ class NativeModel:
     def pool_min_bytes(self, n: int) -> None:
         self._pool_min_bytes = int(n)
         self._static_pooled = any(p is not None and p[2] >= self._pool_min_bytes for p in self._out_plan)
+        if hasattr(self, "_fast"):
+            self._setup_fast()
 
     def _take_outputs(self, plan: Sequence[tuple[tuple[int, ...], np.dtype, int]], optrs,
                       advice: str) -> tuple[list, list | None]:
@@ -387,6 +425,8 @@ class NativeModel:
             raise TensorforgeError(f"threads must be a positive integer, got {n!r}")
         self._threads = int(n)
         self._apply_threads()
+        if getattr(self, "_fast", None) is not None:
+            self._fast.set_threads(self._threads)
         if self._max_concurrency is None:
             self._pool.set_bound(self._default_concurrency())
             self._sync_output_pool()
@@ -422,6 +462,15 @@ class NativeModel:
 
     # ---- calls -----------------------------------------------------------------------
     def __call__(self, *inputs):
+        fast = self._fast
+        if fast is not None:
+            result = fast(inputs)
+            if result is not NotImplemented:
+                return result
+        return self.call_python(inputs)
+
+    def call_python(self, inputs: Sequence[Any]):
+        """A call through the Python path (what ``__call__`` falls back to)."""
         if len(inputs) != self._n_in:
             return self._call_slow(inputs)
         pool = self._pool
@@ -507,6 +556,7 @@ class NativeModel:
         if _is_torch_tensor(x):
             if self._in_torch_dtypes[i] is None:
                 self._in_torch_dtypes = [_torch_dtype(s) for s in self.inputs]
+                self._fast_accepts_torch()
             return self._torch_address(spec, x, f"input #{i} {spec.describe()}") + (True,)
         if isinstance(x, _ndarray):
             if x.dtype != spec.np_dtype:
