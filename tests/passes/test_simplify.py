@@ -145,6 +145,7 @@ def test_simplify_output_text():
     simplify(m)
     assert_filecheck(str(m), """
     // CHECK:      ^bb0(%[[X:arg0]]: tensor<4x5xf32>):
-    // CHECK-NEXT:   %[[D:[0-9]+]] = "graph.div"(%[[X]], %[[X]])
+    // CHECK-NEXT:   %[[R:[0-9]+]] = "graph.reciprocal"(%[[X]])
+    // CHECK-NEXT:   %[[D:[0-9]+]] = "graph.mul"(%[[X]], %[[R]])
     // CHECK-NEXT:   "func.return"(%[[D]])
     """)

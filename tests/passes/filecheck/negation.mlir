@@ -1,5 +1,5 @@
 // RUN: tf-opt %s -p simplify | filecheck %s
-// neg(neg(x)) -> x;  x - neg(y) -> x + y;  x * reciprocal(y) and reciprocal(y) * x -> x / y.
+// neg(neg(x)) -> x;  x - neg(y) -> x + y;  x * reciprocal(y) stays (1/y overflows for a denormal y).
 
 // CHECK:      ^bb0(%[[X:arg[0-9]+]]: tensor<2x3xf32>):
 // CHECK-NEXT:   "func.return"(%[[X]])
@@ -44,15 +44,16 @@
 }) {sym_name = "sub_neg_stays_lhs", function_type = (tensor<2x3xf32>, tensor<2x3xf32>) -> (tensor<2x3xf32>)} : () -> ()
 
 // CHECK:      ^bb0(%[[X:arg[0-9]+]]: tensor<4xf32>, %[[Y:arg[0-9]+]]: tensor<4xf32>):
-// CHECK-NEXT:   %[[R:[0-9]+]] = "graph.div"(%[[X]], %[[Y]])
+// CHECK-NEXT:   %[[Q:[0-9]+]] = "graph.reciprocal"(%[[Y]])
+// CHECK-NEXT:   %[[R:[0-9]+]] = "graph.mul"(%[[X]], %[[Q]])
 // CHECK-NEXT:   "func.return"(%[[R]])
-// CHECK-NEXT: sym_name = "mul_reciprocal_fires"
+// CHECK-NEXT: sym_name = "mul_reciprocal_stays"
 "func.func"() ({
 ^bb0(%x: tensor<4xf32>, %y: tensor<4xf32>):
   %q = "graph.reciprocal"(%y) : (tensor<4xf32>) -> tensor<4xf32>
   %r = "graph.mul"(%x, %q) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   "func.return"(%r) : (tensor<4xf32>) -> ()
-}) {sym_name = "mul_reciprocal_fires", function_type = (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>)} : () -> ()
+}) {sym_name = "mul_reciprocal_stays", function_type = (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>)} : () -> ()
 
 // rsqrt is not a reciprocal.
 // CHECK:      "graph.rsqrt"
@@ -66,15 +67,16 @@
 }) {sym_name = "mul_reciprocal_stays_rsqrt", function_type = (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>)} : () -> ()
 
 // CHECK:      ^bb0(%[[X:arg[0-9]+]]: tensor<3x4xf32>, %[[Y:arg[0-9]+]]: tensor<4xf32>):
-// CHECK-NEXT:   %[[R:[0-9]+]] = "graph.div"(%[[X]], %[[Y]]) : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+// CHECK-NEXT:   %[[Q:[0-9]+]] = "graph.reciprocal"(%[[Y]])
+// CHECK-NEXT:   %[[R:[0-9]+]] = "graph.mul"(%[[Q]], %[[X]]) : (tensor<4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
 // CHECK-NEXT:   "func.return"(%[[R]])
-// CHECK-NEXT: sym_name = "reciprocal_mul_fires"
+// CHECK-NEXT: sym_name = "reciprocal_mul_stays"
 "func.func"() ({
 ^bb0(%x: tensor<3x4xf32>, %y: tensor<4xf32>):
   %q = "graph.reciprocal"(%y) : (tensor<4xf32>) -> tensor<4xf32>
   %r = "graph.mul"(%q, %x) : (tensor<4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
   "func.return"(%r) : (tensor<3x4xf32>) -> ()
-}) {sym_name = "reciprocal_mul_fires", function_type = (tensor<3x4xf32>, tensor<4xf32>) -> (tensor<3x4xf32>)} : () -> ()
+}) {sym_name = "reciprocal_mul_stays", function_type = (tensor<3x4xf32>, tensor<4xf32>) -> (tensor<3x4xf32>)} : () -> ()
 
 // reciprocal(y) / x is 1 / (x * y), not x / y.
 // CHECK:      "graph.reciprocal"

@@ -63,7 +63,7 @@ def test_cumsum_signed_zero_modes(target, exclusive, reverse, axis):
     """Every mode keeps the sign of a sum of only -0.0 (as onnx.reference: np.cumsum, shifted with a
     +0.0 for the exclusive scan's empty prefix), over an outer and over the innermost axis (there
     gcc 12's loop if-conversion turned the -0.0 select of the triangle into a masked add of +0.0:
-    such kernels are compiled without it, emit_loop._signed_zero_sum)."""
+    such kernels are compiled without it, emit_loop._no_if_conversion)."""
     from onnx.reference import ReferenceEvaluator
     import tensorforge
     x = np.array([[-0.0, -0.0, 1.0], [-0.0, 2.0, -1.0], [-0.0, -0.0, -0.0], [-0.0, -2.0, 0.0]], dtype=np.float32)
