@@ -224,6 +224,8 @@ def test_reference_hang_rejects_that_case_and_reruns_the_batch(tmp_path):
     from tensorforge.testing.fuzz import _after_broken_pool
     cfg = Config(seed=3, batch=4, inflight=str(tmp_path), batch_timeout=1)
     cases, _, _ = generate_batch(cfg, 2)
+    for note in tmp_path.iterdir():       # this process's own note of that batch (named by its pid)
+        note.unlink()
     (tmp_path / "101").write_text(json.dumps([[2, None], "reference", 1, time.time() - 100]))
     (tmp_path / "102").write_text(json.dumps([[5, None], "tensorforge", -1, time.time()]))
     futs = {}
