@@ -471,8 +471,16 @@ def _softplus(cx, node, x, beta=1.0, threshold=20.0):
 
 @aten("log1p.default")
 def _log1p(cx, node, x):
+    """log1p without losing a tiny x to ``1 + x`` rounding (log(1 + 1e-10) is 0 in float32):
+    with u = 1 + x, log1p(x) = log(u) * x / (u - 1), which cancels the rounding of u (Goldberg);
+    x itself where u rounds to 1 (so -0.0 stays -0.0), u where u is +inf."""
     x = cx.cast(x, cx.out_dtype())
-    return cx.g.log(cx.g.add(x, cx.scalar(1.0, x.type.dtype)))
+    dt = x.type.dtype
+    one = cx.scalar(1.0, dt)
+    u = cx.g.add(x, one)
+    fixed = cx.g.mul(cx.g.log(u), cx.g.div(x, cx.g.sub(u, one)))
+    fixed = cx.g.select(cx.g.eq(u, cx.scalar(float("inf"), dt)), u, fixed)
+    return cx.g.select(cx.g.eq(u, one), x, fixed)
 
 
 @aten("expm1.default")

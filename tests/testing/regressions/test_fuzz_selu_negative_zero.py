@@ -71,3 +71,19 @@ def test_torch_expm1_keeps_tiny_values():
     want = M()(x).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
     assert (np.signbit(got) == np.signbit(want)).all()
+
+
+def test_torch_log1p_keeps_tiny_values():
+    torch = pytest.importorskip("torch")
+    import tensorforge
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.log1p(x)
+
+    x = torch.tensor([-0.0, 0.0, 1e-30, -1e-30, 1e-10, -1e-7, 0.3, -0.3, 2.0, 1e30, -1.0, -2.0,
+                      float("inf"), -float("inf"), float("nan")])
+    got = np.asarray(tensorforge.compile(M(), example_inputs=(x,))(x))
+    want = M()(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+    assert (np.signbit(got) == np.signbit(want))[~np.isnan(want)].all()
