@@ -657,7 +657,57 @@ def _deform_conv_kernel(k: _Kernel) -> str:
     return k.function(body)
 
 
+def _max_pool_kernel(k: _Kernel) -> str:
+    """2-D max pool, one (image, channel) plane per task: per output row the window rows inside
+    the input, the output columns whose window is inside the input in a loop without checks over
+    the columns (gcc vectorises its strided reads), the few border columns with checks.  Each
+    output visits its taps in the reference's order (window row, then column) with a NaN-keeping
+    max, so NaN, -0.0 and ties come out as in the loop kernel (docs/numerics.md)."""
+    x = k.kernel.operands[0]
+    at = k.op.attributes
+    n, c, h, w = (int(d) for d in x.type.shape)
+    oh, ow = (int(d) for d in k.kernel.results[0].type.shape[2:])
+    kh, kw = (int(v) for v in at["kernel"])
+    sh, sw = (tuple(at.get("strides", ())) or (1, 1))
+    pads = tuple(at.get("pads", ())) or (0, 0, 0, 0)
+    ph, pw = pads[0], pads[1]
+    lo = min(ow, -(-pw // sw))                                        # first ox with ox*sw - pw >= 0
+    hi = max(lo, min(ow, (w - kw + pw) // sw + 1)) if w - kw + pw >= 0 else lo   # past the last inside
+    work = n * c * oh * ow * kh * kw
+    maxf = "(((a) > (b)) | ((a) != (a)) ? (a) : (b))"
+    body = [f"  #define TF_POOL_MAX(a, b) {maxf}",
+            f"  #pragma omp parallel for schedule(static) if ({work} > 65536)",
+            f"  for (int64_t p = 0; p < {n * c}; ++p) {{",
+            f"    const float* restrict xp = in0 + p * {h * w};",
+            f"    float* restrict yp = out0 + p * {oh * ow};",
+            f"    for (int64_t oy = 0; oy < {oh}; ++oy) {{",
+            f"      const int64_t y0 = oy * {sh} - {ph};",
+            f"      const int64_t ky0 = y0 < 0 ? -y0 : 0, ky1 = y0 + {kh} > {h} ? {h} - y0 : {kh};",
+            f"      float* restrict yr = yp + oy * {ow};",
+            f"      for (int64_t ox = 0; ox < {ow}; ++ox) yr[ox] = -INFINITY;",
+            "      for (int64_t ky = ky0; ky < ky1; ++ky) {",
+            f"        const float* restrict r = xp + (y0 + ky) * {w};",
+            f"        for (int64_t kx = 0; kx < {kw}; ++kx) {{",
+            f"          for (int64_t ox = 0; ox < {lo}; ++ox) {{",
+            f"            const int64_t xx = ox * {sw} - {pw} + kx;",
+            f"            if (xx >= 0 && xx < {w}) yr[ox] = TF_POOL_MAX(yr[ox], r[xx]);",
+            "          }",
+            f"          const float* restrict rk = r + kx - {pw};",
+            f"          for (int64_t ox = {lo}; ox < {hi}; ++ox) yr[ox] = TF_POOL_MAX(yr[ox], rk[ox * {sw}]);",
+            f"          for (int64_t ox = {hi}; ox < {ow}; ++ox) {{",
+            f"            const int64_t xx = ox * {sw} - {pw} + kx;",
+            f"            if (xx >= 0 && xx < {w}) yr[ox] = TF_POOL_MAX(yr[ox], r[xx]);",
+            "          }",
+            "        }",
+            "      }",
+            "    }",
+            "  }",
+            "  #undef TF_POOL_MAX"]
+    return k.function(body)
+
+
 _GENERATORS: dict[str, Callable[[_Kernel], str]] = {
+    "graph.max_pool": _max_pool_kernel,
     "graph.nonzero": _nonzero_kernel,
     "graph.compress": _compress_kernel,
     "graph.unique": _unique_kernel,
@@ -667,6 +717,10 @@ _GENERATORS: dict[str, Callable[[_Kernel], str]] = {
     "graph.roi_align": _roi_align_kernel,
     "graph.deform_conv": _deform_conv_kernel,
 }
+
+
+def _fixed_size(op: Operation) -> bool:
+    return bool(getattr(op.opdef, "library_kernel", False)) or hasattr(op.opdef, "library_kernel_if")
 
 
 def emit_library_kernel(kernel: Operation, symbols: Sequence[str] | None) -> str | None:
@@ -683,14 +737,14 @@ def emit_library_kernel(kernel: Operation, symbols: Sequence[str] | None) -> str
         if v.type.dtype is DType.bf16:
             raise CompileError(f"library kernel '{op.name}': bf16 tensors are widened to f32 before lowering "
                                f"(lower_function); got {v.type}")
-    fixed = bool(getattr(op.opdef, "library_kernel", False))     # no count symbol (scatter, grid_sample)
+    fixed = _fixed_size(op)                                      # no count symbol (scatter, grid_sample)
     return gen((_FixedKernel if fixed else _Kernel)(kernel, symbols or []))
 
 
 def describe(kernel: Operation) -> str:
     """One line for ``explain``: what a library kernel runs."""
     op = library_op(kernel)
-    why = "fixed size" if getattr(op.opdef, "library_kernel", False) else "data-dependent size"
+    why = "fixed size" if _fixed_size(op) else "data-dependent size"
     return f"library kernel: hand-written C for {op.name} ({why})"
 
 

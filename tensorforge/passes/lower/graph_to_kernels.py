@@ -77,8 +77,12 @@ def library_kernel(op: Operation) -> Operation:
 
 def is_library_op(op: Operation) -> bool:
     """Whether graph op ``op`` lowers to a library kernel: a data-dependent op, or one whose
-    definition says ``library_kernel = True`` (no tensor-expression form worth having: scatter)."""
-    return op.name in LIBRARY_OPS or bool(getattr(op.opdef, "library_kernel", False))
+    definition says ``library_kernel = True`` (no tensor-expression form worth having: scatter) or
+    whose ``library_kernel_if(op)`` holds (a form the hand-written C does better: 2-D max pool)."""
+    if op.name in LIBRARY_OPS or bool(getattr(op.opdef, "library_kernel", False)):
+        return True
+    when = getattr(op.opdef, "library_kernel_if", None)
+    return when is not None and bool(when(op))
 
 
 def is_library_kernel(op: Operation) -> bool:
@@ -100,11 +104,14 @@ def lower_ops(func: FuncOp) -> int:
         if op.name in KEEP:
             continue
         try:
-            kernel = library_kernel(op) if is_library_op(op) else lower_op_to_kernel(op, name=op.short_name)
+            library = is_library_op(op)
+            kernel = library_kernel(op) if library else lower_op_to_kernel(op, name=op.short_name)
         except UnsupportedOpError:
             missing[op.name] = missing.get(op.name, 0) + 1
             continue
-        if op.opdef is not None:
+        if library:
+            kernel.attributes[FUSION_ATTR] = "opaque"        # hand-written C: nothing fuses into it
+        elif op.opdef is not None:
             kernel.attributes[FUSION_ATTR] = op.opdef.fusion.name.lower()
         built.append((op, kernel))
     if missing:
