@@ -1,4 +1,5 @@
-"""Library kernels: hand-written C for graph ops that have no tensor-expression form.
+"""Library kernels: hand-written C for graph ops that have no tensor-expression form, or one the
+hand-written C runs much faster (a 2-D float32 max pool: ``MaxPool.library_kernel_if``).
 
 The data-dependent ops (``graph.nonzero``, ``graph.compress``, ``graph.unique``,
 ``graph.non_max_suppression``) produce a result whose size depends on the input *values*.
