@@ -40,7 +40,7 @@ ERF_P = (1.128378987e+00, 2.003685683e-01, 5.063092336e-02, 3.727102419e-03, 1.4
          -1.972910241e-06, 2.009002920e-08)
 ERF_Q = (1.0, 5.109027028e-01, 1.151829362e-01, 1.439478714e-02, 9.641700890e-04)
 
-# exp(x) = 2^k * exp(r), k = rint(x / ln 2) limited to [-127, 127], r = x - k ln 2 in two steps
+# exp(x) = 2^k * exp(r), k = rint(x / ln 2) in [-150, 127] (x is clamped to [EXP_LOW, EXP_HIGH], k capped at 127), r = x - k ln 2 in two steps
 # (ln 2 split so that k * LN2_HI is exact); exp(r) = 1 + r + r^2 * E(r) for r in
 # [-ln2/2, ln2] (the upper half only at k = 127).  Max relative error of the fit 1.6e-9.
 LN2_HI = 0.693145751953125            # ln 2 to 15 significant bits: k * LN2_HI is exact
@@ -107,7 +107,7 @@ static inline float tf_geluf(float x) {{
 }}
 static inline float tf_expf(float x0) {{
   float x = tf_minf(tf_maxf(x0, {_lit(EXP_LOW)}), {_lit(EXP_HIGH)});
-  const float k = tf_minf(tf_maxf(rintf(x * {_lit(1 / math.log(2))}), -150.0f), 127.0f);
+  const float k = tf_minf(rintf(x * {_lit(1 / math.log(2))}), 127.0f);   /* >= -150 from the clamp of x */
   float r = fmaf(-k, {_lit(LN2_HI)}, x);
   r = fmaf(-k, {_lit(LN2_LO)}, r);
 {_horner("e", EXP_E, "r")}
@@ -123,7 +123,7 @@ static inline float tf_expm1f(float x0) {{
      x + x^2 E(x), written x * (x E) + x so that -0.0 stays -0.0; elsewhere |x| > ln2 / 2
      and exp(x) - 1 loses at most a few ulps */
   float x = tf_minf(tf_maxf(x0, {_lit(EXP_LOW)}), {_lit(EXP_HIGH)});
-  const float k = tf_minf(tf_maxf(rintf(x * {_lit(1 / math.log(2))}), -150.0f), 127.0f);
+  const float k = tf_minf(rintf(x * {_lit(1 / math.log(2))}), 127.0f);   /* >= -150 from the clamp of x */
   float r = fmaf(-k, {_lit(LN2_HI)}, x);
   r = fmaf(-k, {_lit(LN2_LO)}, r);
 {_horner("e", EXP_E, "r")}
