@@ -434,28 +434,29 @@ def pool_unlike_spec(case: Case, ref: Reference, name: str | None = None) -> str
     return None
 
 
+def _differing(got, want, rtol: float, atol: float):
+    """(got, want, mask of the elements that differ beyond tolerance), None when the shapes or the
+    kinds differ (not an element-wise mismatch)."""
+    g, w = np.asarray(got), np.asarray(want)
+    if g.shape != w.shape or g.dtype.kind != "f":
+        return None
+    with np.errstate(all="ignore"):
+        same = (np.isnan(g) & np.isnan(w)) | (g == w) | np.isclose(g, w, rtol=rtol, atol=atol)
+    return g, w, ~same
+
+
 def _only_nonfinite(got, want, rtol: float, atol: float) -> bool:
     """Every differing element is NaN or +-inf on both sides (NaN against inf: the signature of a
     summation order, never a finite value turned infinite)."""
-    g, w = np.asarray(got), np.asarray(want)
-    if g.shape != w.shape or g.dtype.kind != "f":
-        return False
-    with np.errstate(all="ignore"):
-        same = (np.isnan(g) & np.isnan(w)) | (g == w) | np.isclose(g, w, rtol=rtol, atol=atol)
-    bad = ~same
-    return bool(bad.any()) and bool((~np.isfinite(g[bad]) & ~np.isfinite(w[bad])).all())
+    d = _differing(got, want, rtol, atol)
+    return d is not None and bool(d[2].any()) and bool((~np.isfinite(d[0][d[2]]) & ~np.isfinite(d[1][d[2]])).all())
 
 
 def _nonfinite_differences(got, want, rtol: float, atol: float) -> bool:
     """Every differing element is NaN or +-inf on at least one side (a masked softmax row turns
     an order-dependent -inf score into a finite 0 and a NaN score into NaN)."""
-    g, w = np.asarray(got), np.asarray(want)
-    if g.shape != w.shape or g.dtype.kind != "f":
-        return False
-    with np.errstate(all="ignore"):
-        same = (np.isnan(g) & np.isnan(w)) | (g == w) | np.isclose(g, w, rtol=rtol, atol=atol)
-    bad = ~same
-    return bool(bad.any()) and bool((~np.isfinite(g[bad]) | ~np.isfinite(w[bad])).all())
+    d = _differing(got, want, rtol, atol)
+    return d is not None and bool(d[2].any()) and bool((~np.isfinite(d[0][d[2]]) | ~np.isfinite(d[1][d[2]])).all())
 
 
 CONTRACTIONS = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Attention", "Einsum"}
