@@ -362,3 +362,19 @@ def test_ill_conditioned_results_are_told_apart_from_wrong_ones():
 
     assert kinds(floor_case(3.7919507), [1.0]) == {ILL_KIND}      # erf rounds to just below 1
     assert kinds(floor_case(0.5), [1.0]) == {"value"}               # erf(0.5) = 0.52: floor is 0
+
+
+def test_a_wrong_argmax_stays_open():
+    """arg_unsettled excuses near ties and order-dependent non-finite values only."""
+    from tensorforge.testing.fuzz_check import arg_unsettled, case_from_model, reference
+    from tensorforge.testing.fuzz_known import ILL_KIND
+
+    node = helper.make_node("ArgMax", ["x"], ["y"], axis=1, keepdims=0)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", T.INT64, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    case = case_from_model(model, [np.array([[1.0, 5.0, 3.0], [2.0, 2.0 + 1e-7, 0.0]], np.float32)])
+    ref = reference(case)
+    assert list(ref.outputs["y"]) == [1, 1]
+    assert arg_unsettled(case, ref, "y", np.array([0, 1])) is None           # 1 vs 5: a real bug
+    assert arg_unsettled(case, ref, "y", np.array([1, 0])) == ILL_KIND       # 2 vs 2 + 1e-7: a tie
