@@ -238,7 +238,6 @@ class NativeModel:
                           else None for shape, dtype in self._out_specs]
         self._static_pooled = False
         self._in_torch_dtypes: list = [None] * self._n_in     # filled on the first torch input
-        self._fast = None                                      # the C call path (fastcall.py), if it applies
         self._handle = lib._handle
         self._threads = 0
         self._max_concurrency: int | None = None          # None: follows the thread count
@@ -254,7 +253,7 @@ class NativeModel:
         self._pool.release(self._pool.acquire())
         if plan is not None:
             self._init_dynamic()
-        self._setup_fast()
+        self._setup_fast()         # sets self._fast: the C call path (fastcall.py), if it applies
 
     def _setup_fast(self) -> None:
         """The C call path (``fastcall.py``) for a static model whose outputs all come from
@@ -270,10 +269,11 @@ class NativeModel:
         if ext is None:
             return
         address = lambda f: ctypes.cast(f, ctypes.c_void_p).value   # noqa: E731
+        described = lambda specs: tuple((tuple(int(d) for d in s.shape), np.dtype(s.np_dtype).num)  # noqa: E731
+                                        for s in specs)
         self._fast = ext.Caller(
             address(self.fn), address(self._get_threads), address(self._set_threads), self._threads,
-            tuple((tuple(int(d) for d in s.shape), np.dtype(s.np_dtype).num) for s in self.inputs),
-            tuple((tuple(int(d) for d in s.shape), np.dtype(s.np_dtype).num) for s in self.outputs),
+            described(self.inputs), described(self.outputs),
             self._pool.acquire, self._pool.release, _lib_threads, self._handle)
         if all(d is not None for d in self._in_torch_dtypes):
             self._fast_accepts_torch()
@@ -372,7 +372,7 @@ class NativeModel:
     def pool_min_bytes(self, n: int) -> None:
         self._pool_min_bytes = int(n)
         self._static_pooled = any(p is not None and p[2] >= self._pool_min_bytes for p in self._out_plan)
-        if hasattr(self, "_fast"):
+        if hasattr(self, "_fast"):                  # not while __init__ runs: it sets it up last
             self._setup_fast()
 
     def _take_outputs(self, plan: Sequence[tuple[tuple[int, ...], np.dtype, int]], optrs,

@@ -506,23 +506,33 @@ CONTRACTIONS = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Attention", "Einsum"
 FLT_MAX = float(np.finfo(np.float32).max)
 
 
+def _contraction_operands(case: Case, ref: Reference, name: str):
+    """The first two operands (onnxruntime's values) of every contraction output ``name`` depends on."""
+    values = dict(case.inputs, **case.inits, **ref.outputs)
+    for n in ancestors(case, name):
+        if n.op in CONTRACTIONS and all(i in values for i in n.inputs[:2]) and len(n.inputs) >= 2:
+            yield np.asarray(values[n.inputs[0]]), np.asarray(values[n.inputs[1]])
+
+
+def _finite_range(x: np.ndarray) -> tuple[float, float] | None:
+    """(min, max) of the finite elements as float64, None when there are none."""
+    f = x[np.isfinite(x)].astype(np.float64)
+    return (float(f.min()), float(f.max())) if f.size else None
+
+
 def cancelling_overflow(case: Case, ref: Reference, name: str) -> bool:
     """Whether output ``name`` depends on a contraction whose operands have products that
     overflow float32 with both signs: ``(-1e30 * 1e30) + (1e30 * 1e30)`` is NaN when each product
     is rounded first and -inf or +inf under FMA chains, depending on the order (seed 11111: the
     query-key product of an ONNX Attention with 1e30 entries; -inf there is a masked score, NaN is
     not), and ONNX fixes neither the order nor FMA use."""
-    values = dict(case.inputs, **case.inits, **ref.outputs)
-    for n in ancestors(case, name):
-        if n.op not in CONTRACTIONS:
+    for a, b in _contraction_operands(case, ref, name):
+        if a.dtype.kind != "f" or b.dtype.kind != "f":
             continue
-        ops = [np.asarray(values[i], np.float64) for i in n.inputs[:2] if i in values]
-        if len(ops) != 2 or any(o.size == 0 or o.dtype.kind != "f" for o in ops):
+        ra, rb = _finite_range(a), _finite_range(b)
+        if ra is None or rb is None:
             continue
-        with np.errstate(all="ignore"):
-            (alo, ahi), (blo, bhi) = [(np.nanmin(np.where(np.isfinite(o), o, np.nan)),
-                                       np.nanmax(np.where(np.isfinite(o), o, np.nan))) for o in ops]
-            corners = [alo * blo, alo * bhi, ahi * blo, ahi * bhi]
+        corners = [x * y for x in ra for y in rb]
         if max(corners) > FLT_MAX and min(corners) < -FLT_MAX:
             return True
     return False
@@ -532,15 +542,8 @@ def order_dependent(case: Case, ref: Reference, name: str) -> bool:
     """Whether output ``name`` depends on a contraction whose operands hold an infinity and finite
     values whose products overflow float32: there NaN versus +-inf depends on FMA contraction and
     the summation order (``fuzz_known.ORDER_KIND``), which no runtime is held to."""
-    values = dict(case.inputs, **case.inits, **ref.outputs)
-    for n in ancestors(case, name):
-        if n.op not in CONTRACTIONS:
-            continue
-        ops = [np.asarray(values[i]) for i in n.inputs[:2] if i in values]
-        if len(ops) == 2 and _mag(ops[0]) * _mag(ops[1]) > FLT_MAX and any(
-                np.isinf(o).any() for o in ops if o.dtype.kind == "f"):
-            return True
-    return False
+    return any(_mag(a) * _mag(b) > FLT_MAX and any(np.isinf(o).any() for o in (a, b) if o.dtype.kind == "f")
+               for a, b in _contraction_operands(case, ref, name))
 
 
 UNDEFINED_WHEN_EMPTY = {"ReduceMean", "GlobalAveragePool"}

@@ -676,6 +676,11 @@ def _max_pool_kernel(k: _Kernel) -> str:
     hi = max(lo, min(ow, (w - kw + pw) // sw + 1)) if w - kw + pw >= 0 else lo   # past the last inside
     work = n * c * oh * ow * kh * kw
     maxf = "(((a) > (b)) | ((a) != (a)) ? (a) : (b))"
+    border = [line for a, b in ((0, lo), (hi, ow)) for line in (          # columns whose window sticks out
+        f"          for (int64_t ox = {a}; ox < {b}; ++ox) {{",
+        f"            const int64_t xx = ox * {sw} - {pw} + kx;",
+        f"            if (xx >= 0 && xx < {w}) yr[ox] = TF_POOL_MAX(yr[ox], r[xx]);",
+        "          }")]
     body = [f"  #define TF_POOL_MAX(a, b) {maxf}",
             f"  #pragma omp parallel for schedule(static) if ({work} > 65536)",
             f"  for (int64_t p = 0; p < {n * c}; ++p) {{",
@@ -689,16 +694,9 @@ def _max_pool_kernel(k: _Kernel) -> str:
             "      for (int64_t ky = ky0; ky < ky1; ++ky) {",
             f"        const float* restrict r = xp + (y0 + ky) * {w};",
             f"        for (int64_t kx = 0; kx < {kw}; ++kx) {{",
-            f"          for (int64_t ox = 0; ox < {lo}; ++ox) {{",
-            f"            const int64_t xx = ox * {sw} - {pw} + kx;",
-            f"            if (xx >= 0 && xx < {w}) yr[ox] = TF_POOL_MAX(yr[ox], r[xx]);",
-            "          }",
             f"          const float* restrict rk = r + kx - {pw};",
             f"          for (int64_t ox = {lo}; ox < {hi}; ++ox) yr[ox] = TF_POOL_MAX(yr[ox], rk[ox * {sw}]);",
-            f"          for (int64_t ox = {hi}; ox < {ow}; ++ox) {{",
-            f"            const int64_t xx = ox * {sw} - {pw} + kx;",
-            f"            if (xx >= 0 && xx < {w}) yr[ox] = TF_POOL_MAX(yr[ox], r[xx]);",
-            "          }",
+            *border,
             "        }",
             "      }",
             "    }",

@@ -75,6 +75,18 @@ def _horner(acc: str, coeffs: Sequence[float], t: str) -> str:
     return "\n".join(lines)
 
 
+# The part of exp that expm1 shares: x clamped, k, the reduced r and E(r) ...
+_EXP_REDUCE = f"""  float x = TF_EXP_CLAMP_HIGH(tf_maxf(x0, {_lit(EXP_LOW)}));
+  const float k = tf_minf(rintf(x * {_lit(1 / math.log(2))}), 127.0f);   /* >= -150 from the clamp of x */
+  float r = fmaf(-k, {_lit(LN2_HI)}, x);
+  r = fmaf(-k, {_lit(LN2_LO)}, r);
+{_horner("e", EXP_E, "r")}"""
+# ... and 2^k as two normal halves s1 * s2: e * 2^k1 is exact, the second product rounds once,
+# into the denormal range where k < -126.
+_EXP_SCALE = """  const int32_t k1 = (int32_t)k >> 1, k2 = (int32_t)k - k1;
+  union { int32_t i; float f; } s1 = { .i = (k1 + 127) << 23 }, s2 = { .i = (k2 + 127) << 23 };"""
+
+
 def c_source() -> str:
     """The C definitions (``static inline``), included once at the top of every generated file."""
     return f"""#ifdef __FAST_MATH__
@@ -110,31 +122,19 @@ static inline float tf_geluf(float x) {{
   return x * (0.5f + copysignf(a >= {_lit(ERF_CLAMP * math.sqrt(2))} ? 0.5f : tf_minf(a * p / q, 0.5f), x));
 }}
 static inline float tf_expf(float x0) {{
-  float x = TF_EXP_CLAMP_HIGH(tf_maxf(x0, {_lit(EXP_LOW)}));
-  const float k = tf_minf(rintf(x * {_lit(1 / math.log(2))}), 127.0f);   /* >= -150 from the clamp of x */
-  float r = fmaf(-k, {_lit(LN2_HI)}, x);
-  r = fmaf(-k, {_lit(LN2_LO)}, r);
-{_horner("e", EXP_E, "r")}
+{_EXP_REDUCE}
   e = fmaf(e, r * r, r) + 1.0f;
-  /* 2^k as two normal halves: e * 2^k1 is exact, the second product rounds once, into the
-     denormal range where k < -126 */
-  const int32_t k1 = (int32_t)k >> 1, k2 = (int32_t)k - k1;
-  union {{ int32_t i; float f; }} s1 = {{ .i = (k1 + 127) << 23 }}, s2 = {{ .i = (k2 + 127) << 23 }};
+{_EXP_SCALE}
   return TF_NAN_PASS(x0, TF_EXP_OVERFLOW(x0, (e * s1.f) * s2.f));
 }}
 static inline float tf_expm1f(float x0) {{
   /* exp(x) - 1 without the cancellation near 0: where k = 0, r = x and the result is
      x + x^2 E(x), written x * (x E) + x so that -0.0 stays -0.0; elsewhere |x| > ln2 / 2
      and exp(x) - 1 loses at most a few ulps */
-  float x = TF_EXP_CLAMP_HIGH(tf_maxf(x0, {_lit(EXP_LOW)}));
-  const float k = tf_minf(rintf(x * {_lit(1 / math.log(2))}), 127.0f);   /* >= -150 from the clamp of x */
-  float r = fmaf(-k, {_lit(LN2_HI)}, x);
-  r = fmaf(-k, {_lit(LN2_LO)}, r);
-{_horner("e", EXP_E, "r")}
+{_EXP_REDUCE}
   const float small = fmaf(x * e, x, x);
   e = fmaf(e, r * r, r) + 1.0f;
-  const int32_t k1 = (int32_t)k >> 1, k2 = (int32_t)k - k1;
-  union {{ int32_t i; float f; }} s1 = {{ .i = (k1 + 127) << 23 }}, s2 = {{ .i = (k2 + 127) << 23 }};
+{_EXP_SCALE}
   return TF_NAN_PASS(x0, k == 0.0f ? small : TF_EXP_OVERFLOW(x0, (e * s1.f) * s2.f - 1.0f));
 }}
 """
