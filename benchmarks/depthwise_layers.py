@@ -23,6 +23,8 @@ import argparse
 import os
 import time
 
+from layer_peers import conv_session
+
 # (channels, input size, kernel, stride)
 LAYERS = ((32, 112, 3, 1), (96, 112, 3, 2), (144, 56, 3, 1), (144, 56, 3, 2), (192, 28, 3, 1), (192, 28, 3, 2),
           (384, 14, 3, 1), (576, 14, 3, 1), (576, 14, 3, 2), (960, 7, 3, 1),
@@ -30,30 +32,8 @@ LAYERS = ((32, 112, 3, 1), (96, 112, 3, 2), (144, 56, 3, 1), (144, 56, 3, 2), (1
 MARKER = "depthwise direct kernel (depthwise.py)"      # how the kernel shows in the generated C
 
 
-def ort_session(c: int, size: int, k: int, s: int, w, b, threads: int):
-    import numpy as np
-    import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
-
-    out = (size + 2 * (k // 2) - k) // s + 1
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y0"], group=c, kernel_shape=[k, k], strides=[s, s],
-                              pads=[k // 2] * 4),
-             helper.make_node("Clip", ["y0", "lo", "hi"], ["y"])]
-    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
-             numpy_helper.from_array(np.array(0, np.float32), "lo"), numpy_helper.from_array(np.array(6, np.float32), "hi")]
-    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, size, size])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, out, out])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-
-
-def bench_layer(c: int, size: int, k: int, s: int, threads: int, repeats: int, block: int) -> dict:
+def bench_layer(c: int, size: int, k: int, s: int, threads: int, repeats: int, block: int,
+                pause: float = 0.05) -> dict:
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -83,7 +63,7 @@ def bench_layer(c: int, size: int, k: int, s: int, threads: int, repeats: int, b
             raise SystemExit(f"{c}@{size} k{k} s{s}, {name}: max relative error {err:.2e}")
         compiled[name] = cm
     os.environ.pop(depthwise.ENV, None)
-    sess = ort_session(c, size, k, s, w.numpy(), b.numpy(), threads)
+    sess = conv_session(w.numpy(), b.numpy(), size, s, c, threads)
     feed = {"x": xn}
     err = float(np.abs(sess.run(None, feed)[0] - ref).max() / np.abs(ref).max())
     if err > 1e-4:
@@ -100,7 +80,7 @@ def bench_layer(c: int, size: int, k: int, s: int, threads: int, repeats: int, b
     torch.set_num_threads(threads)
     contenders = {"tf": lambda: compiled["tf"](xn), "tf-old": lambda: compiled["tf-old"](xn), "torch": run_torch,
                   "ort": lambda: sess.run(None, feed), "copy": lambda: np.copyto(dst, src)}
-    t = time_interleaved(contenders, repeats=repeats, warmup=2, block=block)
+    t = time_interleaved(contenders, repeats=repeats, warmup=2, block=block, pause_s=pause)
     ms = {k_: v.median_ms for k_, v in t.items()}
     best = {k_: v.min_ms for k_, v in t.items()}
     return {"layer": f"{c}@{size} {k}x{k} s{s}", "ms": ms, "gbs": {k_: nbytes / v / 1e6 for k_, v in ms.items()},
@@ -112,17 +92,19 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--block", type=int, default=5)
+    ap.add_argument("--pause", type=float, default=0.05,
+                    help="seconds of pause before each contender's block: the previous library's threads stop spinning")
     ap.add_argument("--only", nargs="*", default=None, help="layers as C@size (e.g. 144@56)")
     args = ap.parse_args()
     cols = ("tf", "tf-old", "torch", "ort", "copy")
     print(f"ms (GB/s), batch 1, {args.threads} thread(s), medians of {args.repeats} interleaved rounds "
-          f"of {args.block} calls; load average before: {os.getloadavg()}")
+          f"of {args.block} calls after a {args.pause} s pause; load average before: {os.getloadavg()}")
     print(f"{'layer':18s} {'KiB':>6s} " + " ".join(f"{c:>14s}" for c in cols) + "  torch/tf  ort/tf  old/tf")
     start = time.time()
     for c, size, k, s in LAYERS:
         if args.only and f"{c}@{size}" not in args.only:
             continue
-        r = bench_layer(c, size, k, s, args.threads, args.repeats, args.block)
+        r = bench_layer(c, size, k, s, args.threads, args.repeats, args.block, args.pause)
         ms, gbs = r["ms"], r["gbs"]
         cells = " ".join(f"{ms[k_]:6.3f} ({gbs[k_]:5.1f})" for k_ in cols)
         best = " ".join(f"{r['best'][k_]:6.3f}" for k_ in cols)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..codegen.c.microkernels import splits_n
 from ..ir.core import Operation, Value
 from ..ir.types import BufferType, IndexType
 from ..schedule.analysis import ALLOC, FOR, IF, LOAD, STORE, body, buffer_of, extent, iv
@@ -535,10 +536,10 @@ def gemm_features(params: dict, problem: dict, target=None) -> np.ndarray:
     if p["pack_a"]:
         pack_traffic += M * K * es * batch * 2.0 * math.ceil(N / nc)
 
-    # threads: static split of the M tiles (the N panels when M has fewer tiles than threads)
-    tiles = mt if mt >= threads else nt
+    # threads: static split of the M tiles or the N panels (microkernels.splits_n)
+    tiles = nt if p["schedule"] != "dynamic" and splits_n(p["schedule"], M, N, mr, nr, threads) else mt
     per_thread = tiles / threads
-    balance = per_thread / math.ceil(per_thread) if p["schedule"] == "static" else \
+    balance = per_thread / math.ceil(per_thread) if p["schedule"] != "dynamic" else \
         min(1.0, (math.ceil(M / mc) * math.ceil(N / nc) / threads) / math.ceil(math.ceil(M / mc) * math.ceil(N / nc) / threads))
 
     raw: dict[str, float] = {k: 0.0 for k in FEATURE_NAMES}

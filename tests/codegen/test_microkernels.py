@@ -30,6 +30,11 @@ KERNELS = {
     # Blocks handed out on demand.
     "blocks-dynamic-2t-fused": (GemmParams(mr=4, nr=VW, kc=32, mc=8, nc=2 * VW, threads=2, schedule="dynamic"),
                                 GemmSpec(epilogues=FUSED)),
+    # Static splits forced each way: N panels (each thread packs its own) and M tiles (shared packed B).
+    "blocks-staticN-2t-fused": (GemmParams(mr=4, nr=VW, kc=32, mc=8, nc=2 * VW, threads=2, schedule="static_n"),
+                                GemmSpec(epilogues=FUSED)),
+    "blocks-staticM-2t": (GemmParams(mr=4, nr=VW, kc=32, mc=8, nc=2 * VW, threads=2, schedule="static_m",
+                                     pack_a=False), GemmSpec()),
     "blocks-directA-transB-fused": (GemmParams(mr=3, nr=VW, kc=24, mc=6, nc=3 * VW, unroll=3, threads=1,
                                                pack_a=False, loop_order="ir_jr"),
                                     GemmSpec(trans_b=True, epilogues=(bias_add(), relu()))),
@@ -202,7 +207,8 @@ void twice_plus_bias(const void *ctx, float *c, long ldc, long i0, long j0, long
 
 
 @pytest.mark.parametrize("pack_a, trans_a, schedule", [(True, False, "static"), (False, False, "static"),
-                                                       (False, True, "static"), (True, False, "dynamic")])
+                                                       (False, True, "static"), (True, False, "dynamic"),
+                                                       (False, False, "static_n"), (True, False, "static_m")])
 def test_callback_epilogue_sees_every_tile_once(pack_a, trans_a, schedule, rng):
     """The callback form (what compiled models use): called once per finished tile, with its row
     and column offsets, after the last K block; A packed, read in place, or given transposed."""
@@ -230,3 +236,14 @@ def test_callback_epilogue_sees_every_tile_once(pack_a, trans_a, schedule, rng):
 def test_callback_and_inline_epilogues_exclude_each_other():
     with pytest.raises(ValueError, match="callback"):
         GemmSpec(epilogues=(relu(),), callback=True)
+
+
+def test_static_schedule_splits_the_larger_operand():
+    """"static" hands out N panels when B (K x N) is the larger operand to share, M tiles otherwise;
+    too few tiles on one side force the other."""
+    from tensorforge.codegen.c.microkernels import splits_n
+    assert splits_n("static", 16, 12544, 6, 64, 2)          # a 1x1 conv with few output channels
+    assert not splits_n("static", 2048, 49, 6, 64, 2)       # a late 1x1 conv: one N panel
+    assert splits_n("static", 4, 4096, 6, 64, 2)            # one M tile
+    assert not splits_n("static_m", 16, 12544, 6, 64, 2)
+    assert splits_n("static_n", 2048, 256, 6, 64, 2)

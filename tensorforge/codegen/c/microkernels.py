@@ -41,7 +41,19 @@ from . import gemv
 from .epilogues import Epilogue, EpilogueParam
 
 LOOP_ORDERS = ("jr_ir", "ir_jr")
-SCHEDULES = ("static", "dynamic")
+SCHEDULES = ("static", "dynamic", "static_m", "static_n")
+# C condition, per static schedule, under which the team splits N panels rather than M tiles
+# (mt, nt: M tiles and N panels; T: threads).  "static" splits the operand that is larger to
+# share: with M split every thread streams all of the packed B, with N split all of A, so
+# splitting N when N > M keeps the runtime-packed B private to the thread that packed it.
+_SPLIT_N = {"static": "mt < T || (nt >= T && N > M)", "static_m": "mt < T", "static_n": "nt >= T || mt < T"}
+
+
+def splits_n(schedule: str, M: int, N: int, mr: int, nr: int, threads: int) -> bool:
+    """Whether a static ``schedule`` gives the threads N panels rather than M tiles (``_SPLIT_N``)."""
+    mt, nt, T = -(-M // mr), -(-N // nr), threads
+    return {"static": mt < T or (nt >= T and N > M), "static_m": mt < T,
+            "static_n": nt >= T or mt < T}[schedule]
 CONV_ALGORITHMS = ("", "im2col", "fold", "direct", "winograd")
 
 
@@ -56,8 +68,9 @@ class GemmParams:
     the bytes of B and never nests); pack_a: copy A
     into mr-row panels per block; loop_order: which micro-tile loop is inner ("jr_ir": rows
     inner, a B micro-panel stays in L1; "ir_jr": columns inner, an A micro-panel stays in L1);
-    schedule: "static" gives each thread one even, contiguous share of the M tiles (the N panels
-    when M is short); "dynamic" hands out (mc x nc) blocks on demand, which costs some B reuse
+    schedule: "static" gives each thread one even, contiguous share of the M tiles or of the N
+    panels, whichever operand is larger to share (``_SPLIT_N``; "static_m" / "static_n" force M
+    or N where there are enough tiles); "dynamic" hands out (mc x nc) blocks on demand, which costs some B reuse
     but keeps going when another tenant takes a core.  conv_algorithm: how a convolution feeds
     the GEMM (``tensorize.py``): im2col per image, im2col with the batch folded into N, or the
     direct stride-1 kernel of ``direct_conv.py``; empty lets the tensorizer pick.
@@ -303,7 +316,7 @@ class _GemmWriter:
             self.epilogue_struct(),
             self.epilogue_function(),
             *[self.micro_kernel(rows) for rows in range(p.mr, 0, -1)],
-            self.pack_a(), self.edge_tile(), self.block_function(), self.share_function(), self.pack_b_share(),
+            self.pack_a(), self.edge_tile(), self.block_function(), self.pack_b_share(), self.share_function(),
             self.gemv(), self.entries(),
         ]
         return "\n".join(x for x in parts if x)
@@ -488,14 +501,17 @@ static void {self.name}_block(long m0, long m1, long n0, long n1, long K, const 
 
     def share_function(self) -> str:
         """The part of C that the calling thread computes; every thread of the team calls it (one
-        thread without OpenMP). Static: one even, contiguous range of M tiles (N panels when M is
-        short). Dynamic: (mc x nc) blocks from an orphaned ``omp for``."""
+        thread without OpenMP). Static: one even, contiguous range of M tiles or N panels
+        (``range_function``). Dynamic: (mc x nc) blocks from an orphaned ``omp for``.  With ``B``
+        given, the thread packs the panels of its own columns first: callers pass it only where
+        no other thread reads those panels (``private_pack_function``)."""
         p, name = self.p, self.name
         # Sized to the problem, not to mc x kc: small GEMMs then stay clear of mmap-sized mallocs.
         alloc = (f"  float *abuf = tf_alloc(tf_min({p.mc}, (M + {p.mr - 1}) / {p.mr} * {p.mr}) * tf_min({p.kc}, K));\n"
                  if p.pack_a else "  float *abuf = NULL;\n")
         release = "  free(abuf);\n" if p.pack_a else ""
-        call = f"{name}_block(m0, m1, n0, n1, K, A, lda, Bp, K * {p.nr}, C, ldc, accumulate, e, abuf);"
+        call = (f"if (B) {name}_pack_b_panels(n0 / {p.nr}, (n1 + {p.nr - 1}) / {p.nr}, N, K, B, ldb, Bp);\n"
+                f"      {name}_block(m0, m1, n0, n1, K, A, lda, Bp, K * {p.nr}, C, ldc, accumulate, e, abuf);")
         if p.threads == 1:
             body = f"  const long m0 = 0, m1 = M, n0 = 0, n1 = N;\n  {call}\n"
         elif p.schedule == "dynamic":
@@ -508,20 +524,50 @@ static void {self.name}_block(long m0, long m1, long n0, long n1, long K, const 
     }}
 """
         else:
-            body = f"""  const long mt = (M + {p.mr - 1}) / {p.mr}, nt = (N + {p.nr - 1}) / {p.nr};
-  const long t = omp_get_thread_num(), T = omp_get_num_threads();
-  long m0 = 0, m1 = M, n0 = 0, n1 = N;
-  if (mt >= T) {{  /* even static split of the M tiles */
-    m0 = mt * t / T * {p.mr}; m1 = tf_min(mt * (t + 1) / T * {p.mr}, M);
-  }} else {{       /* too few rows: split the N panels */
-    n0 = nt * t / T * {p.nr}; n1 = tf_min(nt * (t + 1) / T * {p.nr}, N);
+            body = f"""  long m0 = 0, m1 = M, n0 = 0, n1 = N;
+  {name}_range(M, N, omp_get_thread_num(), omp_get_num_threads(), &m0, &m1, &n0, &n1);
+  if (m0 < m1 && n0 < n1) {{
+      {call}
   }}
-  if (m0 < m1 && n0 < n1) {call}
 """
-        return f"""
-static void {name}_share(long M, long N, long K, const float *A, long lda, const float *Bp, float *C, long ldc,
-    int accumulate, const {name}_epi_t *e) {{
+        return f"""{self.range_function()}{self.private_pack_function()}
+static void {name}_share(long M, long N, long K, const float *A, long lda, const float *B, long ldb, float *Bp,
+    float *C, long ldc, int accumulate, const {name}_epi_t *e) {{
 {alloc}{body}{release}}}
+"""
+
+    def private_pack_function(self) -> str:
+        """Whether each thread may pack its own B panels in the fused entry: no other thread reads
+        them when the static split hands out N panels, or when dynamic blocks span all of M."""
+        p = self.p
+        if p.threads == 1:
+            return ""
+        cond = f"(M + {p.mc - 1}) / {p.mc} == 1" if p.schedule == "dynamic" else \
+            f"{self.name}_range(M, N, 0, T, &m0, &m1, &n0, &n1)"
+        return f"""
+static int {self.name}_private_pack(long M, long N, long T) {{
+  long m0 = 0, m1 = M, n0 = 0, n1 = N;
+  (void)T; (void)m0; (void)m1; (void)n0; (void)n1;
+  return {cond};
+}}
+"""
+
+    def range_function(self) -> str:
+        """A static schedule's split: thread ``t`` of ``T`` computes rows [m0, m1) and columns
+        [n0, n1); returns whether the N panels were split (each thread then packs its own)."""
+        p = self.p
+        if p.threads == 1 or p.schedule == "dynamic":
+            return ""
+        return f"""
+static int {self.name}_range(long M, long N, long t, long T, long *m0, long *m1, long *n0, long *n1) {{
+  const long mt = (M + {p.mr - 1}) / {p.mr}, nt = (N + {p.nr - 1}) / {p.nr};
+  if ({_SPLIT_N[p.schedule]}) {{
+    *n0 = nt * t / T * {p.nr}; *n1 = tf_min(nt * (t + 1) / T * {p.nr}, N);
+    return 1;
+  }}
+  *m0 = mt * t / T * {p.mr}; *m1 = tf_min(mt * (t + 1) / T * {p.mr}, M);
+  return 0;
+}}
 """
 
     def pack_b_share(self) -> str:
@@ -542,12 +588,16 @@ static void {name}_share(long M, long N, long K, const float *A, long lda, const
     }}"""
         pragma = "  #pragma omp for schedule(static)\n" if self.p.threads > 1 else ""
         return f"""
-static void {self.name}_pack_b_share(long N, long K, const float *B, long ldb, float *Bp) {{
-  const long panels = (N + {nr - 1}) / {nr};
-{pragma}  for (long q = 0; q < panels; q++) {{
+static void {self.name}_pack_b_panels(long q0, long q1, long N, long K, const float *B, long ldb, float *Bp) {{
+  for (long q = q0; q < q1; q++) {{
     float *dst = Bp + q * K * {nr};
 {inner}
   }}
+}}
+
+static void {self.name}_pack_b_share(long N, long K, const float *B, long ldb, float *Bp) {{
+  const long panels = (N + {nr - 1}) / {nr};
+{pragma}  for (long q = 0; q < panels; q++) {self.name}_pack_b_panels(q, q + 1, N, K, B, ldb, Bp);
 }}
 """
 
@@ -564,12 +614,23 @@ static void {self.name}_pack_b_share(long N, long K, const float *B, long ldb, f
             return f"  {{\n{statements}  }}\n"
         return f"{self.team_size()}  #pragma omp parallel num_threads(nth)\n  {{\n{statements}  }}\n"
 
+    def pack_then_share(self, pack: str, share: str) -> str:
+        """The fused entry's team body: where each thread's B panels are its own
+        (``private_pack_function``) it packs them itself, with no barrier and no packed B crossing
+        cores; otherwise the team packs all panels, then multiplies."""
+        shared = share.replace("B, ldb, Bp", "NULL, 0, Bp")
+        if self.p.threads == 1:
+            return share
+        return (f"    if ({self.name}_private_pack(M, N, omp_get_num_threads())) {{\n  {share}    }} else {{\n"
+                f"  {pack}  {shared}    }}\n")
+
     def entries(self) -> str:
         p, name = self.p, self.name
         sigs = {k: ", ".join(v) for k, v in signatures(self.spec, name).items()}
         epi_values = "epi, epi_ctx" if self.spec.callback else (", ".join(q.name for q in self.epi_params) or "0")
         epi = f"  const {name}_epi_t tf_e = {{ {epi_values} }};\n"
-        share = f"    {name}_share(M, N, K, A, lda, Bp, C, ldc, accumulate, &tf_e);\n"
+        share = f"    {name}_share(M, N, K, A, lda, B, ldb, Bp, C, ldc, accumulate, &tf_e);\n"
+        prepacked_share = f"    {name}_share(M, N, K, A, lda, NULL, 0, (float *)Bp, C, ldc, accumulate, &tf_e);\n"
         pack = f"    {name}_pack_b_share(N, K, B, ldb, Bp);\n"
         pack_team = (f"  const long panels = (N + {p.nr - 1}) / {p.nr};\n"
                      f"  const int cap = tf_min({p.threads}, omp_get_max_threads());\n"
@@ -582,7 +643,7 @@ static void {self.name}_pack_b_share(long N, long K, const float *B, long ldb, f
         return f"""
 TF_API void {name}_prepacked({sigs[f"{name}_prepacked"]}) {{
   if (M <= 0 || N <= 0) return;
-{epi}{gemv_call}{self.parallel(share)}}}
+{epi}{gemv_call}{self.parallel(prepacked_share)}}}
 
 TF_API void {name}_pack_b({sigs[f"{name}_pack_b"]}) {{
   if (N <= 0) return;
@@ -593,6 +654,6 @@ TF_API void {name}_pack_b({sigs[f"{name}_pack_b"]}) {{
 TF_API void {name}({sigs[name]}) {{
   if (M <= 0 || N <= 0) return;
   float *Bp = workspace ? workspace : tf_alloc((N + {p.nr - 1}) / {p.nr} * K * {p.nr});
-{epi}{self.parallel(pack + share)}  if (!workspace) free(Bp);
+{epi}{self.parallel(self.pack_then_share(pack, share))}  if (!workspace) free(Bp);
 }}
 """
