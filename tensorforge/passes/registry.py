@@ -24,6 +24,7 @@ _LAZY: dict[str, str] = {
     "reorder": "tensorforge.passes.graph.reorder", "const-fold": "tensorforge.passes.graph.const_fold",
     "fold-control-flow": "tensorforge.passes.graph.fold_control_flow",
     "trim-window": "tensorforge.passes.graph.trim_window",
+    "int8-contractions": "tensorforge.passes.graph.int8_contractions",
 }
 # Lowering to kernels and the fusion passes.
 _LAZY.update({"lower-structured": "tensorforge.passes.lower.graph_to_kernels",

@@ -705,8 +705,41 @@ def _max_pool_kernel(k: _Kernel) -> str:
     return k.function(body)
 
 
+def _qmatmul_kernel(k: _Kernel) -> str:
+    """int8 x int8 -> int32 matmul (``graph.qmatmul``) on the VNNI kernel of ``qgemm.py``: the zero
+    point (and, for int8 activations, the +128 shift that makes them uint8) folds with the weights'
+    column sums into one int32 per column, so the kernel sums raw products.  Arithmetic is modulo
+    2^32 in unsigned C, as ONNX's int32 accumulation (no signed-overflow undefined behaviour)."""
+    a = k.kernel.operands[0]
+    at = k.op.attributes
+    kk, n = int(at["k"]), int(at["n"])
+    rows = 1
+    for d in a.type.shape[:-1]:
+        rows *= int(d)
+    signed = a.type.dtype is DType.i8
+    name = f"tf_qgemm_{'s8' if signed else 'u8'}"
+    body = [f"  int32_t* const comp = (int32_t*)malloc({max(n, 1)} * sizeof(int32_t));",
+            f"  const uint32_t zp = (uint32_t)in3[0]{' + 128u' if signed else ''};",
+            f"  for (int64_t j = 0; j < {n}; ++j) comp[j] = (int32_t)(0u - zp * (uint32_t)in2[j]);",
+            f"  {name}({rows}, {n}, {kk}, (const uint8_t*)in0, {kk}, in1, comp, out0, {n});",
+            "  free(comp);"]
+    return k.function(body, helpers=_qgemm_text(name, signed))
+
+
+def _qgemm_text(name: str, signed: bool) -> str:
+    """The int8 GEMM ``name`` for the host (VNNI where it has it; the exact scalar loop elsewhere),
+    threaded over the host's cores, emitted once per model file."""
+    from ..target import Target
+    from . import qgemm
+    host = Target.host()
+    text = qgemm.source(name, host, signed, threads=max(1, host.cores))
+    guard = f"{name.upper()}_DEFINED"
+    return f"#ifndef {guard}\n#define {guard}\n{text}\n#endif\n"
+
+
 _GENERATORS: dict[str, Callable[[_Kernel], str]] = {
     "graph.max_pool": _max_pool_kernel,
+    "graph.qmatmul": _qmatmul_kernel,
     "graph.nonzero": _nonzero_kernel,
     "graph.compress": _compress_kernel,
     "graph.unique": _unique_kernel,

@@ -1,0 +1,231 @@
+"""Generated int8 GEMM (``codegen/c/qgemm.py``) against the machine's ``vpdpbusd`` peak and fp32 BLAS.
+
+    .venv/bin/python benchmarks/int8_gemm.py                    # 1 and 2 threads
+    .venv/bin/python benchmarks/int8_gemm.py --threads 1 --signed --rounds 5
+
+What is measured, per thread count T (each in a fresh subprocess whose environment sets
+OPENBLAS_NUM_THREADS=T before NumPy loads, and drops OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE):
+
+* **peak**: a generated C loop that does nothing but ``vpdpbusd`` on 8, 12 or 16 independent
+  register accumulators (no loads), on T OpenMP threads at once; the best of the three is the peak.
+  One 512-bit ``vpdpbusd`` is 64 multiply-adds = 128 int8 ops (256-bit: 64 ops), so
+  GOP/s = instructions/s x 128.  On the AVX-VNNI path the loop and the count use 256 bits.
+* **GEMM**: the generated kernel (``qgemm.source(..., threads=T)``, B packed once beforehand,
+  u8 activations unless ``--signed``) on 1024^3 and BERT-base shapes (M = 128 tokens: QKV/output
+  projection 768x768, FFN up 768x3072 and down 3072x768; batch-1 decode M = 1), in GOP/s
+  (2 M N K / time) and % of the T-thread peak.  The first call is checked bit-exact against a
+  float64 matmul (exact: every sum is an integer below 2^53).
+* **numpy fp32**: ``A @ B`` in float32 on the same shape, GFLOP/s, for comparison.
+
+Every time is a median: ``--rounds`` rounds, each timing the kernel, the peak loop and NumPy back
+to back, each as the median of ``--reps`` calls after one warm-up call; the table reports medians
+over the rounds (wall clock).  The % of peak is the median of the per-round ratios, so a clock
+that drifts between rounds (a shared machine's does, by 10% or more) cancels out.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import time
+
+from tensorforge.benchmark.child import run_child
+
+# (label, M, N, K)
+SHAPES = [("square 1024^3", 1024, 1024, 1024), ("BERT proj 128x768x768", 128, 768, 768),
+          ("BERT FFN up 128x768->3072", 128, 3072, 768), ("BERT FFN down 128x3072->768", 128, 768, 3072),
+          ("batch-1 1x768x768", 1, 768, 768)]
+PEAK_ACCUMULATORS = (8, 12, 16)
+# About 0.15 G instructions per peak run: ~50 ms at one per cycle.
+PEAK_INSTRUCTIONS = 150_000_000
+
+
+def peak_source(accumulators: int, bits: int) -> str:
+    """C text of ``tf_vnni_peak_<n>(iters, threads)``: ``accumulators`` independent dpbusd chains
+    per thread, operands pinned in registers by an empty asm so gcc can neither hoist nor fold."""
+    v, p = ("__m512i", "_mm512") if bits == 512 else ("__m256i", "_mm256")
+    dp = "_mm512_dpbusd_epi32" if bits == 512 else "TF_PEAK_DPBUSD256"
+    names = [f"c{i}" for i in range(accumulators)]
+    init = "\n".join(f"  {v} {c} = {p}_set1_epi32(seed + {i});" for i, c in enumerate(names))
+    body = "\n".join(f"    {c} = {dp}({c}, a, b);" for c in names)
+    total = " + ".join(f"tf_peak_sum{bits}({c})" for c in names)
+    return f"""
+static long tf_peak_one_{accumulators}(long iters, int seed)
+{{
+  {v} a = {p}_set1_epi32(0x01010101 + seed), b = {p}_set1_epi32(0x02020202);
+{init}
+  for (long i = 0; i < iters; i++) {{
+    __asm__ volatile("" : "+v"(a), "+v"(b));
+{body}
+  }}
+  return {total};
+}}
+
+long tf_vnni_peak_{accumulators}(long iters, int threads)
+{{
+  long total = 0;
+  #pragma omp parallel num_threads(threads) reduction(+:total)
+  total += tf_peak_one_{accumulators}(iters, threads);
+  return total;
+}}
+"""
+
+
+PEAK_PRELUDE = """\
+#include <immintrin.h>
+#if defined(__AVXVNNI__)
+#define TF_PEAK_DPBUSD256 _mm256_dpbusd_avx_epi32
+#else
+#define TF_PEAK_DPBUSD256 _mm256_dpbusd_epi32
+#endif
+static inline long tf_peak_sum512(__m512i x) { return _mm512_reduce_add_epi32(x); }
+static inline long tf_peak_sum256(__m256i x)
+{
+  int v[8];
+  _mm256_storeu_si256((__m256i *)v, x);
+  return (long)v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+}
+"""
+
+
+def median_time(fn, reps: int) -> float:
+    """Median wall time of ``reps`` calls after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+class Peak:
+    """The ``vpdpbusd`` peak of ``threads`` threads: the best accumulator count is picked once
+    (``calibration``), then ``rate()`` re-measures it whenever asked, so each GEMM timing can be
+    set against a peak taken moments before (the clock of a shared machine drifts)."""
+
+    def __init__(self, threads: int, bits: int, rounds: int, reps: int):
+        from tensorforge.codegen.c import compile_c
+
+        src = PEAK_PRELUDE + "".join(peak_source(n, bits) for n in PEAK_ACCUMULATORS)
+        lib = compile_c(src, name="bench_vnni_peak")
+        self.threads, self.reps = threads, reps
+        self.ops_per_instruction = bits // 4        # lanes x 4 multiply-adds x 2 ops
+        self.fns = {n: lib.function(f"tf_vnni_peak_{n}", [ctypes.c_long, ctypes.c_int], ctypes.c_long)
+                    for n in PEAK_ACCUMULATORS}
+        self.calibration = {n: statistics.median(self.rate(n) for _ in range(rounds)) for n in PEAK_ACCUMULATORS}
+        self.accumulators = max(self.calibration, key=self.calibration.get)
+        self.samples = [self.calibration[self.accumulators]]
+
+    def rate(self, accumulators: int | None = None) -> float:
+        """GOP/s of one median-of-reps measurement."""
+        n = accumulators or self.accumulators
+        iters = PEAK_INSTRUCTIONS // n
+        seconds = median_time(lambda: self.fns[n](iters, self.threads), self.reps)
+        gops = self.threads * iters * n * self.ops_per_instruction / seconds / 1e9
+        if accumulators is None:
+            self.samples.append(gops)
+        return gops
+
+
+def kernel_function(threads: int, signed: bool):
+    """The generated int8 GEMM for the host, as a ctypes function."""
+    from tensorforge.codegen import Target
+    from tensorforge.codegen.c import compile_c, qgemm
+
+    target = Target.host()
+    name = f"bench_qgemm_{'s8' if signed else 'u8'}_{threads}t"
+    argtypes = [ctypes.c_long] * 3 + [ctypes.c_void_p, ctypes.c_long] + [ctypes.c_void_p] * 3 + [ctypes.c_long]
+    return compile_c(qgemm.source(name, target, signed, threads=threads), target, name=name).function(name, argtypes)
+
+
+def measure_gemm(fn, peak: Peak | None, label: str, M: int, N: int, K: int, signed: bool, rounds: int,
+                 reps: int) -> dict:
+    """GOP/s of the generated kernel, its share of the peak measured in the same round, and
+    GFLOP/s of NumPy fp32 on one shape."""
+    import numpy as np
+    from tensorforge.codegen.c import qgemm
+
+    rng = np.random.default_rng(0)
+    a = (rng.integers(-128, 128, (M, K)).astype(np.int8) if signed else rng.integers(0, 256, (M, K)).astype(np.uint8))
+    b = rng.integers(-128, 128, (K, N)).astype(np.int8)
+    za = 5 if signed else 128
+    packed, comp = qgemm.pack_b(b), qgemm.compensation(b, za, signed)
+    c = np.empty((M, N), np.int32)
+    args = (M, N, K, a.ctypes.data, a.strides[0], packed.ctypes.data, comp.ctypes.data, c.ctypes.data, N)
+    fn(*args)
+    exact = ((a.astype(np.float64) - za) @ b.astype(np.float64)).astype(np.int64)
+    if not np.array_equal(c, exact):
+        raise SystemExit(f"int8 GEMM {label}: result differs from the float64 reference")
+    af, bf = a.astype(np.float32), b.astype(np.float32)
+    ops = 2.0 * M * N * K
+    ours, shares, blas = [], [], []
+    for _ in range(rounds):
+        peak_now = peak.rate() if peak else None
+        ours.append(ops / median_time(lambda: fn(*args), reps) / 1e9)
+        if peak:
+            shares.append(ours[-1] / peak_now)
+        blas.append(ops / median_time(lambda: af @ bf, reps) / 1e9)
+        time.sleep(0.3)                  # OpenBLAS workers spin a while after a call: let them sleep
+    return {"label": label, "gops": statistics.median(ours), "numpy_gflops": statistics.median(blas),
+            "share": statistics.median(shares) if shares else None}
+
+
+def measure(threads: int, signed: bool, rounds: int, reps: int) -> dict:
+    """Runs inside the per-thread-count subprocess."""
+    from tensorforge.codegen import Target
+    from tensorforge.codegen.c import qgemm
+
+    target = Target.host()
+    path = qgemm.isa(target)
+    peak = Peak(threads, 512 if path == qgemm.AVX512_VNNI else 256, rounds, reps) if path != qgemm.SCALAR else None
+    fn = kernel_function(threads, signed)
+    rows = [measure_gemm(fn, peak, label, M, N, K, signed, rounds, reps) for label, M, N, K in SHAPES]
+    peak_info = {"gops": statistics.median(peak.samples), "calibration": peak.calibration} if peak else None
+    return {"threads": threads, "isa": path, "tiling": qgemm.Tiling.for_target(target).__dict__, "peak": peak_info,
+            "rows": rows}
+
+
+def run_subprocess(threads: int, signed: bool, rounds: int, reps: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    env["OPENBLAS_NUM_THREADS"] = str(threads)
+    payload = dict(threads=threads, signed=signed, rounds=rounds, reps=reps)
+    return run_child(__file__, payload, env, f"{threads} thread(s)")
+
+
+def report(run: dict, signed: bool) -> None:
+    peak = run["peak"]
+    tiling = run["tiling"]
+    print(f"\n== {run['threads']} thread(s); path {run['isa']}, tile {tiling['mr']} rows x {tiling['nrv']} vectors, "
+          f"kc {tiling['kc']}; {'s8' if signed else 'u8'} activations")
+    if peak:
+        per = ", ".join(f"{n}: {g:.0f}" for n, g in peak["calibration"].items())
+        print(f"vpdpbusd peak {peak['gops']:.1f} GOP/s, median of every round  (by accumulators: {per})")
+    print(f"{'shape':30s} {'int8 GOP/s':>10s} {'% peak':>7s} {'fp32 GFLOP/s':>13s} {'int8/fp32':>9s}")
+    for row in run["rows"]:
+        share = f"{100 * row['share']:6.1f}%" if row["share"] is not None else "    n/a"
+        print(f"{row['label']:30s} {row['gops']:10.1f} {share:>7s} {row['numpy_gflops']:13.1f} "
+              f"{row['gops'] / row['numpy_gflops']:9.2f}")
+    print("(% peak: median over rounds of the kernel's GOP/s / the peak measured just before it)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, nargs="*", default=[1, 2])
+    ap.add_argument("--signed", action="store_true", help="int8 activations (the kernel flips them to uint8)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(measure(**json.loads(args.child))))
+        return
+    print(f"int8 GEMM, medians of {args.rounds} rounds x {args.reps} calls (wall clock)")
+    for threads in args.threads:
+        report(run_subprocess(threads, args.signed, args.rounds, args.reps), args.signed)
+
+
+if __name__ == "__main__":
+    main()

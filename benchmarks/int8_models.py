@@ -1,0 +1,124 @@
+"""Zoo models quantized by onnxruntime's ``quantize_dynamic``: tensorforge int8 against onnxruntime int8.
+
+    .venv/bin/python benchmarks/int8_models.py                      # bert_base and mlp, batch 1, 2 threads
+    .venv/bin/python benchmarks/int8_models.py --models mlp --batch 8 --repeats 15
+
+Each zoo model is exported to ONNX (``torch.onnx.export``, the TorchScript exporter) and quantized
+by ``onnxruntime.quantization.quantize_dynamic`` (int8 weights per tensor, uint8 activations
+quantized at run time: MatMulInteger for every MatMul, what onnxruntime recommends for
+transformers).  The same quantized file is compiled by ``tensorforge.compile`` (its MatMulIntegers
+run on the int8 VNNI kernel, ``graph.qmatmul``) and run by onnxruntime; the float export runs on
+both too.  Contenders are timed interleaved in one process (medians of blocks of calls after a
+pause, ``tensorforge.benchmark.time_interleaved``).
+
+Accuracy: the int8 outputs against the float model's (cosine similarity per output row, the
+worst row; relative max difference) and tensorforge int8 against onnxruntime int8 on the same
+quantized file.  The machine is shared: compare within a row.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import tempfile
+import time
+import warnings
+
+
+def _export(name: str, batch: int):
+    import torch
+
+    from tensorforge.models import get
+    model, inputs = get(name, batch)
+    buf = io.BytesIO()
+    names = [f"input{i}" for i in range(len(inputs))]
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, inputs, buf, dynamo=False, input_names=names)
+    return buf.getvalue(), {n: t.numpy() for n, t in zip(names, inputs)}
+
+
+def _quantize(model: bytes) -> bytes:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = os.path.join(d, "f32.onnx"), os.path.join(d, "int8.onnx")
+        with open(src, "wb") as f:
+            f.write(model)
+        quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
+        with open(dst, "rb") as f:
+            return f.read()
+
+
+def _session(model: bytes, threads: int):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def _worst_cosine(a, b) -> float:
+    import numpy as np
+    a = a.reshape(-1, a.shape[-1]).astype(np.float64)
+    b = b.reshape(-1, b.shape[-1]).astype(np.float64)
+    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-30)
+    return float(cos.min())
+
+
+def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, pause: float) -> dict:
+    import numpy as np
+    import onnx
+
+    import tensorforge
+    from tensorforge.benchmark import time_interleaved
+
+    f32, feeds = _export(name, batch)
+    t0 = time.perf_counter()
+    int8 = _quantize(f32)
+    quantize_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    tf_int8 = tensorforge.compile(onnx.load_from_string(int8), threads=threads)
+    compile_s = time.perf_counter() - t0
+    tf_f32 = tensorforge.compile(onnx.load_from_string(f32), threads=threads)
+    ort_int8, ort_f32 = _session(int8, threads), _session(f32, threads)
+    names = [i.name for i in ort_int8.get_inputs()]
+    args = [feeds[n] for n in names]
+    kernels = tf_int8.source.count("tf_qgemm_") // 2          # each call site names it once besides its definition
+    out = {"tf-int8": tf_int8(*args), "ort-int8": ort_int8.run(None, {n: feeds[n] for n in names})[0],
+           "f32": ort_f32.run(None, {n: feeds[n] for n in names})[0]}
+    out = {k: np.asarray(v[0] if isinstance(v, (list, tuple)) else v) for k, v in out.items()}
+    scale = float(np.abs(out["f32"]).max())
+    contenders = {"tf-int8": lambda: tf_int8(*args), "ort-int8": lambda: ort_int8.run(None, {n: feeds[n] for n in names}),
+                  "tf-f32": lambda: tf_f32(*args), "ort-f32": lambda: ort_f32.run(None, {n: feeds[n] for n in names})}
+    t = time_interleaved(contenders, repeats=repeats, warmup=2, block=block, pause_s=pause)
+    return {"model": name, "batch": batch, "ms": {k: v.median_ms for k, v in t.items()}, "qgemm_calls": kernels,
+            "cos_tf": _worst_cosine(out["tf-int8"], out["f32"]), "cos_ort": _worst_cosine(out["ort-int8"], out["f32"]),
+            "tf_vs_ort": float(np.abs(out["tf-int8"] - out["ort-int8"]).max()) / scale,
+            "quantize_s": quantize_s, "compile_s": compile_s}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", nargs="*", default=["bert_base", "mlp"])
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--block", type=int, default=3)
+    ap.add_argument("--pause", type=float, default=0.2)
+    args = ap.parse_args()
+    cols = ("tf-int8", "ort-int8", "tf-f32", "ort-f32")
+    print(f"ms, batch {args.batch}, {args.threads} thread(s), medians of {args.repeats} interleaved rounds of "
+          f"{args.block} calls after a {args.pause} s pause; load average before: {os.getloadavg()}")
+    print(f"{'model':10s} " + " ".join(f"{c:>9s}" for c in cols) +
+          "  ort-int8/tf-int8  tf-f32/tf-int8  worst-cos(tf,ort vs f32)  |tf-ort|/max  compile s")
+    for name in args.models:
+        r = bench_model(name, args.batch, args.threads, args.repeats, args.block, args.pause)
+        ms = r["ms"]
+        print(f"{name:10s} " + " ".join(f"{ms[c]:9.3f}" for c in cols) +
+              f"  {ms['ort-int8'] / ms['tf-int8']:16.2f}x {ms['tf-f32'] / ms['tf-int8']:14.2f}x"
+              f"  {r['cos_tf']:.5f}, {r['cos_ort']:.5f}        {r['tf_vs_ort']:.1e}  {r['compile_s']:9.1f}", flush=True)
+    print(f"load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Quantized contractions: ``graph.qmatmul``, an 8-bit matmul with exact int32 accumulation.
+
+``qmatmul(lhs, rhs_packed, rhs_sums, lhs_zero_point)[..., m, n] = sum_k (lhs[..., m, k] - zp) * rhs[k, n]``
+in int32, where ``lhs`` is uint8 or int8 (the activations), ``rhs`` a constant int8 ``K x N``
+matrix (the weights) and ``zp`` an int32 scalar (the activations' zero point; it may be computed
+at run time, as ONNX ``DynamicQuantizeLinear`` does).  It is what ``MatMulInteger`` and the
+integer core of ``QLinearMatMul`` compute, found by the ``int8-contractions`` pass
+(``passes/graph/int8_contractions.py``) in the int32 matmul the ONNX importer writes for them.
+
+The weights are stored in the layout the int8 kernels read (``pack_vnni``): panels of ``nr``
+columns, and in each panel groups of 4 consecutive k, so that one 64-byte vector holds 16 columns
+x 4 k, the operand of AVX-512 VNNI's ``vpdpbusd`` (u8 x s8 products summed in fours into int32
+lanes).  The layout is part of the op (its ``k``, ``n`` and ``nr`` attributes), done once at
+compile time, and the reference semantics below unpack it.  ``rhs_sums`` holds the column sums of
+the weights: the kernel folds the zero point into one per-column term, ``-zp * sums[n]``, so the
+products need no subtraction, and int8 activations become uint8 by the +128 shift in the same term.
+
+The op is OPAQUE and lowers to a library kernel (hand-written C, ``codegen/c/library_kernels.py``
+with the generator of ``codegen/c/qgemm.py``): no tensor expression states a VNNI dot product.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir.opdef import PURE, Attr, Cost, FusionKind, expect, register
+from ...ir.types import DType, TensorType
+from .base import FoldStaticOnly, io_bytes, num_elements, tensor_types
+
+VNNI_NR = 16          # columns per packed panel: one 512-bit vector of int32 accumulators
+VNNI_KG = 4           # consecutive k per group: vpdpbusd sums four products per lane
+
+
+def vnni_packed_size(k: int, n: int, nr: int = VNNI_NR) -> int:
+    """Bytes of ``pack_vnni`` of a ``k x n`` matrix."""
+    return -(-n // nr) * -(-k // VNNI_KG) * nr * VNNI_KG
+
+
+def pack_vnni(b: np.ndarray, nr: int = VNNI_NR) -> np.ndarray:
+    """An int8 ``K x N`` matrix as ``[ceil(N/nr)][ceil(K/4)][nr][4]`` int8 (flat), zero padded."""
+    k, n = b.shape
+    kq, panels = -(-k // VNNI_KG), -(-n // nr)
+    padded = np.zeros((kq * VNNI_KG, panels * nr), np.int8)
+    padded[:k, :n] = b
+    # [kq, 4, panels, nr] -> [panels, kq, nr, 4]
+    return np.ascontiguousarray(padded.reshape(kq, VNNI_KG, panels, nr).transpose(2, 0, 3, 1)).reshape(-1)
+
+
+def unpack_vnni(packed: np.ndarray, k: int, n: int, nr: int = VNNI_NR) -> np.ndarray:
+    """The ``K x N`` int8 matrix ``pack_vnni`` stored."""
+    kq, panels = -(-k // VNNI_KG), -(-n // nr)
+    full = np.asarray(packed, np.int8).reshape(panels, kq, nr, VNNI_KG).transpose(1, 3, 0, 2)
+    return full.reshape(kq * VNNI_KG, panels * nr)[:k, :n]
+
+
+@register
+class QMatMul(FoldStaticOnly):
+    name = "graph.qmatmul"
+    operands = ("lhs", "rhs_packed", "rhs_sums", "lhs_zero_point")
+    attrs = {"k": Attr("int", doc="rows of the packed weights (the contraction size)"),
+             "n": Attr("int", doc="columns of the packed weights"),
+             "nr": Attr("int", VNNI_NR, doc="columns per packed panel")}
+    traits = frozenset({PURE})
+    fusion = FusionKind.OPAQUE
+    library_kernel = True            # lowered to hand-written C (passes/lower/graph_to_kernels.py)
+
+    def infer(self, types, attrs):
+        a, b, sums, zp = tensor_types(types, self.name)
+        k, n, nr = attrs["k"], attrs["n"], attrs["nr"]
+        expect(a.dtype in (DType.u8, DType.i8), f"lhs must be uint8 or int8, got {a.dtype}")
+        expect(a.rank >= 2, f"lhs must have rank >= 2, got {a.rank}")
+        expect(a.shape[-1] == k, f"lhs has {a.shape[-1]} columns, the weights {k} rows")
+        expect(b.dtype is DType.i8 and b.rank == 1 and b.shape[0] == vnni_packed_size(k, n, nr),
+               f"rhs_packed must be int8[{vnni_packed_size(k, n, nr)}] (pack_vnni of {k}x{n}), got {b}")
+        expect(sums.dtype is DType.i32 and tuple(sums.shape) == (n,), f"rhs_sums must be int32[{n}], got {sums}")
+        expect(zp.dtype is DType.i32 and zp.rank == 0, f"lhs_zero_point must be an int32 scalar, got {zp}")
+        expect(nr > 0 and nr % VNNI_NR == 0, f"nr must be a multiple of {VNNI_NR}, got {nr}")
+        return [TensorType(tuple(a.shape[:-1]) + (n,), DType.i32)]
+
+    def compute(self, lhs, rhs_packed, rhs_sums, lhs_zero_point, k, n, nr):
+        b = unpack_vnni(rhs_packed, k, n, nr).astype(np.int64)
+        acc = (lhs.astype(np.int64) - np.int64(lhs_zero_point)) @ b
+        return acc.astype(np.int32)            # exact: |acc| < 2^31 for K < 2^16 (255 * 128 * K)
+
+    def cost(self, operand_types, result_types, attrs):
+        a = operand_types[0]
+        rows = num_elements(a.shape[:-1])
+        return Cost(2.0 * rows * attrs["k"] * attrs["n"], io_bytes(operand_types, result_types))

@@ -1,0 +1,128 @@
+"""``int8-contractions``: integer matmuls of 8-bit operands become ``graph.qmatmul``.
+
+ONNX ``MatMulInteger`` and ``QLinearMatMul`` (what onnxruntime's ``quantize_dynamic`` writes for
+every MatMul of a transformer) import as exact graph arithmetic: the 8-bit operands widened to
+int32, the zero points subtracted, an int32 ``graph.matmul``.  Const-folding then turns the
+widened weights into an int32 constant.  That form is exact but runs as a generic int32 loop
+nest, four times the weight bytes of the int8 original.  This pass finds
+
+    matmul(cast<i32>(a) - zp | cast<i32>(a), W)           a: uint8/int8, zp: an int32 scalar,
+                                                          W: a constant 2-D matrix of int8 values
+
+and writes ``qmatmul(a, pack_vnni(W), colsum(W), zp)`` (``dialects/graph/quant.py``), which lowers
+to the int8 kernel.  The rewrite is exact (the same integers are summed), so it is always on.  ``W`` may also be
+``cast<i32>(constant)``: const-fold leaves large weights 8-bit rather than grow them fourfold.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from ...dialects.graph.quant import pack_vnni
+from ...ir.core import Operation, Value
+from ...ir.pass_manager import Option
+from ...ir.rewrite import PatternRewriter, RewriteStats, apply_patterns_greedily, constant_value, pattern
+from ...ir.types import DType, TensorType
+from ..registry import register_pass
+from .simplify import _GreedyPass
+
+_INT8 = (DType.u8, DType.i8)
+
+
+def _widened_8bit(v: Value) -> Value | None:
+    """``a`` when ``v = cast<i32>(a)`` with ``a`` uint8 or int8."""
+    op = v.op
+    if op is None or op.name != "graph.cast" or v.type.dtype is not DType.i32:
+        return None
+    a = op.operands[0]
+    return a if a.type.dtype in _INT8 else None
+
+
+def _scalar_i32(v: Value) -> bool:
+    t = v.type
+    return isinstance(t, TensorType) and t.dtype is DType.i32 and all(d == 1 for d in t.shape)
+
+
+def _activation(v: Value) -> tuple[Value, Value | int] | None:
+    """(8-bit activations, zero point: an int32 scalar value or a number) of a matmul's left
+    operand: ``cast<i32>(a)``, ``cast<i32>(a) - zp``, or ``cast<i32>(a) + c`` with a constant
+    ``c = -zp`` (what simplify makes of a constant zero point)."""
+    a = _widened_8bit(v)
+    if a is not None:
+        return a, 0
+    op = v.op
+    if op is None or op.name not in ("graph.sub", "graph.add"):
+        return None
+    sides = [(0, 1)] if op.name == "graph.sub" else [(0, 1), (1, 0)]
+    for i, j in sides:
+        a, zp = _widened_8bit(op.operands[i]), op.operands[j]
+        if a is None or not _scalar_i32(zp) or len(zp.type.shape) > len(v.type.shape):
+            continue
+        if op.name == "graph.sub":
+            return a, zp
+        c = constant_value(zp)
+        if c is not None:
+            return a, -int(np.asarray(c).reshape(()))
+    return None
+
+
+def _int8_weights(v: Value) -> np.ndarray | None:
+    """A constant 2-D integer matrix whose values all fit int8, as int8: a constant, or the int32
+    widening of one that const-fold left alone (it would have grown the model fourfold)."""
+    w = constant_value(v)
+    if w is None and v.op is not None and v.op.name == "graph.cast":
+        w = constant_value(v.op.operands[0])
+    if w is None or w.ndim != 2 or not np.issubdtype(w.dtype, np.integer) or w.size == 0:
+        return None
+    if w.min() < -128 or w.max() > 127:
+        return None
+    return w.astype(np.int8)
+
+
+@pattern("graph.matmul")
+def matmul_to_qmatmul(op: Operation, rewriter: PatternRewriter) -> bool:
+    lhs, rhs = op.operands
+    if op.results[0].type.dtype is not DType.i32 or lhs.type.rank < 2:
+        return False
+    act = _activation(lhs)
+    w = _int8_weights(rhs)
+    if act is None or w is None:
+        return False
+    a, zp = act
+    k, n = w.shape
+    if a.type.shape[-1] != k:
+        return False
+    rewriter.set_insertion_point_before(op)
+    if isinstance(zp, int):
+        zp = rewriter.constant(np.array(zp, np.int32), DType.i32)
+    elif zp.type.rank:
+        zp = rewriter.create("graph.reshape", [zp], {"shape": ()}).results[0]
+    packed = rewriter.constant(pack_vnni(w), DType.i8)
+    sums = rewriter.constant(w.astype(np.int32).sum(axis=0, dtype=np.int32), DType.i32)
+    new = rewriter.create("graph.qmatmul", [a, packed, sums, zp], {"k": k, "n": n})
+    if new.results[0].type != op.results[0].type:     # lhs batch dims that broadcast differently
+        rewriter.erase_op(new)
+        return False
+    rewriter.replace_op(op, new.results)
+    return True
+
+
+def int8_contractions(root: Operation, max_iterations: int = 4) -> RewriteStats:
+    """Rewrites the 8-bit integer matmuls under ``root`` into ``graph.qmatmul``."""
+    return apply_patterns_greedily(root, (matmul_to_qmatmul,), fold=False, max_iterations=max_iterations)
+
+
+@register_pass
+class Int8ContractionsPass(_GreedyPass):
+    name = "int8-contractions"
+    summary = "integer matmuls of 8-bit activations by constant int8 weights -> graph.qmatmul (VNNI layout)"
+    options: ClassVar[dict[str, Option]] = {
+        "max_iterations": Option(4, "greedy driver iterations before giving up"),
+    }
+
+    def run(self, module):
+        return self._finish(int8_contractions(module, max_iterations=self.max_iterations))
+
+
+__all__ = ["Int8ContractionsPass", "int8_contractions", "matmul_to_qmatmul"]
