@@ -6,6 +6,7 @@
 """
 from .api import CompiledModel, compile, import_model, load
 from .errors import TensorforgeError
+from .quantization import Calibration, calibration_stats, quantize
 from . import tune          # callable: tensorforge.tune(model, inputs, trials=...) (see tune/__init__.py)
 
 __version__ = "0.1.0"

@@ -220,6 +220,32 @@ class CompiledModel:
         return self.native
 
 
+PRECISIONS = ("f32", "int8")
+
+
+def _with_precision(model: Any, example_inputs: Sequence | None, options: dict) -> Any:
+    """``model`` quantized when ``options`` asks for ``precision="int8"`` (popping the options
+    ``quantize`` takes: ``calibration``, ``calibration_method``, ``exclude``, ``per_channel``)."""
+    precision = options.pop("precision", "f32")
+    calibration = options.pop("calibration", None)
+    extra = {k: options.pop(k) for k in ("exclude", "per_channel", "keep_first_last") if k in options}
+    if "calibration_method" in options:
+        extra["method"] = options.pop("calibration_method")
+    if precision not in PRECISIONS:
+        raise TensorforgeError(f"unknown precision '{precision}' (choose from {', '.join(PRECISIONS)})")
+    if precision == "f32":
+        if calibration is not None or extra:
+            raise TensorforgeError("calibration options need precision='int8'")
+        return model
+    if calibration is None:
+        raise TensorforgeError("precision='int8' needs calibration=: samples of the model's inputs (a list of "
+                               "arrays or tensors, or of tuples), or statistics saved from tensorforge.calibration_stats")
+    from .quantization import Calibration, quantize
+    saved = isinstance(calibration, (Calibration, str))
+    return quantize(model, None if saved else calibration, example_inputs,
+                    calibration=calibration if saved else None, **extra)
+
+
 def compile(model: Any, example_inputs: Sequence | None = None, target: str = "cpu",
             threads: int | None = None, passes: Any = None, db: Any = "auto",
             shapes: Mapping[str, Any] | None = None, dynamic_shapes: Any = None,
@@ -253,9 +279,14 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
     ``dynamic_shapes`` (a ``torch.nn.Module`` only) is ``torch.export``'s spec, e.g.
     ``{"x": {0: torch.export.Dim("batch", min=1, max=64)}}``: the model compiles once for every
     size in the declared ranges.
+
+    ``precision="int8"`` with ``calibration=`` (samples of the inputs, or saved statistics)
+    quantizes the linear layers first (``tensorforge.quantize``; ``calibration_method``,
+    ``exclude``, ``per_channel`` as it takes them).
     """
     if target not in TARGETS:
         raise TensorforgeError(f"unknown target '{target}' (choose from {', '.join(TARGETS)})")
+    model = _with_precision(model, example_inputs, options)
     from . import specialize
     max_specializations = options.pop("max_specializations", None)
     if options.pop("onnx_structured_io", True) and _is_onnx_model(model):

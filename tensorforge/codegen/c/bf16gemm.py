@@ -150,7 +150,7 @@ def reference(a, b, bias=None) -> np.ndarray:
     bb[:K] = from_bf16_bits(to_bf16_bits(b))
     acc = np.zeros((M, N), np.float32)
     if bias is not None:
-        acc = acc + np.asarray(bias, dtype=np.float32).reshape(1, N)
+        acc[:] = np.asarray(bias, dtype=np.float32).reshape(1, N)     # keeps -0.0 (0.0 + -0.0 would not)
     for p in range(pairs):
         for k in (2 * p + 1, 2 * p):
             acc = fma_step(acc, ab[:, k, None], bb[None, k, :])

@@ -1,0 +1,106 @@
+"""Post-training quantization: ``tensorforge.quantize(model, calibration_data)``.
+
+The model is imported and optimised (BatchNorm and biases folded, weights constant), every
+contraction by constant weights (``graph.matmul``, ``graph.gemm``: linear layers, a transformer's
+projections) is calibrated on the samples (``calibrate.py``) and rewritten to int8: uint8
+activations per tensor with a zero point, int8 weights per output channel, the exact int32 VNNI
+kernel (``graph.qmatmul``), a float rescale (``rewrite.py``).  The result is a graph module that
+``tensorforge.compile`` takes like any model.
+
+Mixed precision: everything else (softmax, normalisations, attention's activation products,
+convolutions: no int8 conv kernel yet) stays float32, and by default so do the first and last
+quantizable contractions (``keep_first_last``), whose errors reach the input features and the
+logits undiluted; ``exclude`` keeps more by key (``"3:gemm at addmm_3"``), by index or by a
+substring of the op's location; the module's ``tf.quantized`` attribute lists what was
+quantized.  ``calibration_stats(model, data)`` returns the statistics alone (a ``Calibration``,
+which saves to JSON); ``quantize(model, calibration=...)`` reuses them without samples.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from ..errors import TensorforgeError
+from ..ir.builtin import ModuleOp
+from .calibrate import METHODS, Calibration, calibrate
+from .rewrite import candidates, key_of, quantize_contraction
+
+
+def _excluded(key: str, index: int, exclude: Iterable) -> bool:
+    for e in exclude:
+        if (isinstance(e, int) and e == index) or (isinstance(e, str) and (e == key or e in key)):
+            return True
+    return False
+
+
+def quantize(model: Any, calibration_data: Iterable | None = None, example_inputs: Sequence | None = None,
+             method: str = "minmax", per_channel: bool = True, exclude: Iterable = (),
+             keep_first_last: bool = True, percentile: float = 99.99,
+             calibration: Calibration | str | None = None) -> ModuleOp:
+    """An int8 version of ``model`` (a ``torch.nn.Module``, ONNX model or path, or graph module)
+    for ``tensorforge.compile``.  ``calibration_data``: samples of the model's inputs (a list of
+    arrays / tensors, or of tuples for several inputs), shaped like ``example_inputs``; or give a
+    saved ``calibration`` (a ``Calibration`` or the path of its JSON) instead.  ``method``: minmax,
+    percentile (``percentile`` of |x|) or entropy (KL divergence)."""
+    from ..passes.pipeline import optimize
+
+    if calibration_data is None and calibration is None:
+        raise TensorforgeError("int8 quantization needs calibration data: pass calibration_data= (samples of the "
+                               "model's inputs) or calibration= (statistics saved from an earlier quantize)")
+    if method not in METHODS:
+        raise TensorforgeError(f"unknown calibration method '{method}' (choose from {', '.join(METHODS)})")
+    calibration_data = _listed(calibration_data)
+    module, ops, keys = _prepared(model, calibration_data, example_inputs)
+    if isinstance(calibration, str):
+        calibration = Calibration.load(calibration)
+    if calibration is None:
+        calibration = calibrate(module, calibration_data, keys, method, percentile)
+    chosen = []
+    for i, op in enumerate(ops):
+        key = keys[id(op)]
+        if keep_first_last and i in (0, len(ops) - 1) and len(ops) > 2:
+            continue
+        if _excluded(key, i, exclude):
+            continue
+        if key not in calibration.ranges:
+            raise TensorforgeError(f"the calibration statistics have no range for '{key}': they were made for "
+                                   "another model (or pipeline); calibrate this one")
+        chosen.append((op, calibration.ranges[key]))
+    for op, (lo, hi) in chosen:
+        quantize_contraction(op, lo, hi, per_channel)
+    optimize(module, "cpu", None)
+    module.attributes["tf.quantized"] = [keys[id(op)] for op, _ in chosen]
+    return module
+
+
+def calibration_stats(model: Any, calibration_data: Iterable, example_inputs: Sequence | None = None,
+                      method: str = "minmax", percentile: float = 99.99) -> Calibration:
+    """The activation ranges ``quantize`` would use, to save (``.save(path)``) and pass again."""
+    calibration_data = _listed(calibration_data)
+    module, _, keys = _prepared(model, calibration_data, example_inputs)
+    return calibrate(module, calibration_data, keys, method, percentile)
+
+
+def _listed(data):
+    """Calibration data that can be walked twice (a generator is read once, here)."""
+    if data is None or hasattr(data, "shape") or isinstance(data, (list, tuple, dict)):
+        return data
+    return list(data)
+
+
+def _prepared(model: Any, calibration_data: Iterable | None, example_inputs: Sequence | None):
+    """(optimised module, its quantizable contractions, their keys by ``id``)."""
+    from ..api import import_model
+    from ..passes.pipeline import optimize
+
+    if example_inputs is None and calibration_data is not None and not isinstance(model, (ModuleOp, str)):
+        first = list(calibration_data)[:1]
+        example_inputs = tuple(first[0]) if first and isinstance(first[0], (tuple, list)) else tuple(first)
+    module = import_model(model, example_inputs)
+    if isinstance(model, ModuleOp):
+        module = module.clone()
+    optimize(module, "cpu", None)
+    ops = candidates(module)
+    return module, ops, {id(op): key_of(op, i) for i, op in enumerate(ops)}
+
+
+__all__ = ["Calibration", "METHODS", "calibrate", "calibration_stats", "quantize"]

@@ -1,0 +1,96 @@
+"""Post-training int8 rewrite of the contractions by constant weights (``graph.matmul``, ``graph.gemm``).
+
+Each chosen contraction ``y = x @ W (+ c)`` with calibrated activation range ``[lo, hi]`` becomes
+
+    q   = cast<u8>(clip(round(x / sa) + za, 0, 255))          per-tensor uint8, sa = (hi - lo) / 255
+    acc = qmatmul(q, pack_vnni(Wq), colsum(Wq), za)            exact int32 (the VNNI kernel)
+    y   = cast<f32>(acc) * (sa * sw) (+ c)                     sw per output channel
+
+with ``Wq = clip(round(W / sw), -127, 127)`` and ``sw = max|W[:, n]| / 127`` per output column
+(``per_channel=True``) or one scale for the tensor.  The quantize step is the same arithmetic as
+ONNX ``QuantizeLinear``; the rescale and bias are elementwise ops the fusion pass joins to their
+neighbours.  Contractions whose weights are not constant, or whose activations are not float32,
+stay float.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dialects.graph.quant import pack_vnni
+from ..ir.builder import Builder
+from ..ir.builtin import ModuleOp
+from ..ir.core import Operation, Value
+from ..ir.rewrite import constant_value
+from ..ir.types import DType
+
+
+def _weights(op: Operation) -> np.ndarray | None:
+    """The constant ``K x N`` float weights of a matmul/gemm, as the product reads them."""
+    if op.name == "graph.matmul":
+        w = constant_value(op.operands[1])
+        return w if w is not None and w.ndim == 2 and op.operands[0].type.rank >= 2 else None
+    if op.name == "graph.gemm" and not op.attributes.get("trans_a", False):
+        w = constant_value(op.operands[1])
+        if w is None or w.ndim != 2:
+            return None
+        return w.T if op.attributes.get("trans_b", False) else w
+    return None
+
+
+def candidates(module: ModuleOp) -> list[Operation]:
+    """The contractions the int8 rewrite can take, in program order: float32 activations times
+    constant float32 2-D weights."""
+    out = []
+    for op in module.main.body:
+        w = _weights(op) if op.name in ("graph.matmul", "graph.gemm") else None
+        if w is not None and w.dtype == np.float32 and op.operands[0].type.dtype is DType.f32:
+            out.append(op)
+    return out
+
+
+def key_of(op: Operation, index: int) -> str:
+    """A stable name of the ``index``-th candidate: its place and where it came from."""
+    return f"{index}:{op.name.split('.', 1)[1]}{op.location_str()}"
+
+
+def weight_scales(w: np.ndarray, per_channel: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(int8 weights, float32 scale per output column): symmetric, 127 levels each side."""
+    amax = np.abs(w).max(axis=0) if per_channel else np.full(w.shape[1], np.abs(w).max())
+    scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+    q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def activation_params(lo: float, hi: float) -> tuple[np.float32, int]:
+    """(scale, uint8 zero point) covering ``[lo, hi]`` (which contains 0)."""
+    scale = np.float32((hi - lo) / 255.0) if hi > lo else np.float32(1.0)
+    zp = int(np.clip(np.rint(-lo / scale), 0, 255))
+    return scale, zp
+
+
+def quantize_contraction(op: Operation, lo: float, hi: float, per_channel: bool) -> None:
+    """Replaces ``op`` by its int8 form (module docstring) in place."""
+    w = _weights(op)
+    wq, sw = weight_scales(w.astype(np.float64), per_channel)
+    sa, za = activation_params(lo, hi)
+    b = Builder.before(op).graph
+    x = op.operands[0]
+    q = b.div(x, b.constant(np.array(sa, np.float32)))
+    q = b.add(b.round(q), b.constant(np.array(za, np.float32)))
+    q = b.cast(b.clip(q, min=0.0, max=255.0), dtype=DType.u8)
+    k, n = wq.shape
+    acc = b.qmatmul(q, b.constant(pack_vnni(wq), DType.i8), b.constant(wq.astype(np.int32).sum(axis=0), DType.i32),
+                    b.constant(np.array(za, np.int32), DType.i32), k=k, n=n)
+    alpha = float(op.attributes.get("alpha", 1.0)) if op.name == "graph.gemm" else 1.0
+    y = b.mul(b.cast(acc, dtype=DType.f32), b.constant((sa * sw * np.float32(alpha)).astype(np.float32)))
+    if op.name == "graph.gemm" and len(op.operands) > 2:
+        c = op.operands[2]
+        beta = float(op.attributes.get("beta", 1.0))
+        y = b.add(y, c if beta == 1.0 else b.mul(c, b.constant(np.array(beta, np.float32))))
+    if y.type != op.results[0].type:
+        raise AssertionError(f"int8 rewrite of {op.name}{op.location_str()}: {y.type} != {op.results[0].type}")
+    op.results[0].replace_all_uses_with(y)
+    op.erase()
+
+
+__all__ = ["activation_params", "candidates", "key_of", "quantize_contraction", "weight_scales"]
