@@ -220,7 +220,7 @@ class CompiledModel:
         return self.native
 
 
-PRECISIONS = ("f32", "int8")
+PRECISIONS = ("f32", "int8", "bf16", "bf16-or-f32")
 
 
 def _with_precision(model: Any, example_inputs: Sequence | None, options: dict) -> Any:
@@ -233,10 +233,21 @@ def _with_precision(model: Any, example_inputs: Sequence | None, options: dict) 
         extra["method"] = options.pop("calibration_method")
     if precision not in PRECISIONS:
         raise TensorforgeError(f"unknown precision '{precision}' (choose from {', '.join(PRECISIONS)})")
-    if precision == "f32":
+    if precision != "int8":
         if calibration is not None or extra:
             raise TensorforgeError("calibration options need precision='int8'")
-        return model
+        if precision == "f32":
+            return model
+        from .quantization.bf16 import check_supported, to_bf16
+        if not check_supported(precision):
+            return model
+        from .passes.pipeline import optimize
+        module = import_model(model, example_inputs)
+        if isinstance(model, ModuleOp):
+            module = module.clone()
+        optimize(module, "cpu", None)
+        module.attributes["tf.bf16"] = to_bf16(module)
+        return module
     if calibration is None:
         raise TensorforgeError("precision='int8' needs calibration=: samples of the model's inputs (a list of "
                                "arrays or tensors, or of tuples), or statistics saved from tensorforge.calibration_stats")
@@ -282,7 +293,9 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
 
     ``precision="int8"`` with ``calibration=`` (samples of the inputs, or saved statistics)
     quantizes the linear layers first (``tensorforge.quantize``; ``calibration_method``,
-    ``exclude``, ``per_channel`` as it takes them).
+    ``exclude``, ``per_channel`` as it takes them).  ``precision="bf16"`` runs the linear layers
+    with bf16 weights and activations and float32 sums (AVX512_BF16; an error on CPUs without it,
+    where ``"bf16-or-f32"`` compiles float32 with a warning).
     """
     if target not in TARGETS:
         raise TensorforgeError(f"unknown target '{target}' (choose from {', '.join(TARGETS)})")

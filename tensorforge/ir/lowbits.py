@@ -209,5 +209,22 @@ def encode(held: np.ndarray, dtype: DType) -> np.ndarray:
     return np.where(np.isnan(v), np.uint8(nan_bits), out).astype(np.uint8)
 
 
-__all__ = ["BYTE_FLOATS", "E8M0", "E8M0_ROUND_MODES", "FLOAT_FORMATS", "INT_FORMATS", "FloatFormat", "convert", "decode", "encode", "round_float",
+__all__ = ["BYTE_FLOATS", "from_bf16_bits", "to_bf16_bits", "E8M0", "E8M0_ROUND_MODES", "FLOAT_FORMATS", "INT_FORMATS", "FloatFormat", "convert", "decode", "encode", "round_float",
            "round_e8m0", "to_small_int"]
+
+
+# ---- bf16 as the AVX512_BF16 instructions see it ---------------------------------------------
+def to_bf16_bits(x) -> np.ndarray:
+    """float32 values as uint16 bf16 bits, exactly as ``vcvtne2ps2bf16`` rounds them: to nearest
+    even, NaN truncated and quieted, f32 denormals to a zero of their sign, overflow to inf."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    exponent = u & 0x7F800000
+    nan = (exponent == 0x7F800000) & ((u & 0x007FFFFF) != 0)
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    out = np.where(nan, (u >> 16) | 0x40, np.where(exponent == 0, (u >> 16) & 0x8000, rounded))
+    return out.astype(np.uint16)
+
+
+def from_bf16_bits(u) -> np.ndarray:
+    """uint16 bf16 bits as float32 (exact; denormal bits stay denormal floats)."""
+    return (np.asarray(u, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)

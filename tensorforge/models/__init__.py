@@ -93,8 +93,10 @@ def _function(spec: _Spec, attr: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(f"{__name__}.{spec.module}"), getattr(spec, attr))
 
 
-def get(name: str, batch: int | None = None):
-    """``(module in eval mode, example_inputs tuple)``; ``batch`` defaults to the model's (1)."""
+def get(name: str, batch: int | None = None, input_seed: int | None = None):
+    """``(module in eval mode, example_inputs tuple)``; ``batch`` defaults to the model's (1).
+    ``input_seed`` draws other inputs of the same kind (calibration or held-out samples); the
+    weights never change."""
     import torch
 
     spec = _spec(name)
@@ -105,7 +107,7 @@ def get(name: str, batch: int | None = None):
         torch.manual_seed(SEED)
         module = _function(spec, "build")()
     module.eval()
-    generator = torch.Generator().manual_seed(SEED + 1)
+    generator = torch.Generator().manual_seed(SEED + 1 if input_seed is None else int(input_seed))
     inputs = tuple(_function(spec, "inputs")(batch, generator))
     return module, inputs
 

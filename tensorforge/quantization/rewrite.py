@@ -19,12 +19,12 @@ import numpy as np
 from ..dialects.graph.quant import pack_vnni
 from ..ir.builder import Builder
 from ..ir.builtin import ModuleOp
-from ..ir.core import Operation, Value
+from ..ir.core import Operation
 from ..ir.rewrite import constant_value
 from ..ir.types import DType
 
 
-def _weights(op: Operation) -> np.ndarray | None:
+def contraction_weights(op: Operation) -> np.ndarray | None:
     """The constant ``K x N`` float weights of a matmul/gemm, as the product reads them."""
     if op.name == "graph.matmul":
         w = constant_value(op.operands[1])
@@ -42,7 +42,7 @@ def candidates(module: ModuleOp) -> list[Operation]:
     constant float32 2-D weights."""
     out = []
     for op in module.main.body:
-        w = _weights(op) if op.name in ("graph.matmul", "graph.gemm") else None
+        w = contraction_weights(op) if op.name in ("graph.matmul", "graph.gemm") else None
         if w is not None and w.dtype == np.float32 and op.operands[0].type.dtype is DType.f32:
             out.append(op)
     return out
@@ -70,7 +70,7 @@ def activation_params(lo: float, hi: float) -> tuple[np.float32, int]:
 
 def quantize_contraction(op: Operation, lo: float, hi: float, per_channel: bool) -> None:
     """Replaces ``op`` by its int8 form (module docstring) in place."""
-    w = _weights(op)
+    w = contraction_weights(op)
     wq, sw = weight_scales(w.astype(np.float64), per_channel)
     sa, za = activation_params(lo, hi)
     b = Builder.before(op).graph
@@ -93,4 +93,4 @@ def quantize_contraction(op: Operation, lo: float, hi: float, per_channel: bool)
     op.erase()
 
 
-__all__ = ["activation_params", "candidates", "key_of", "quantize_contraction", "weight_scales"]
+__all__ = ["activation_params", "candidates", "contraction_weights", "key_of", "quantize_contraction", "weight_scales"]

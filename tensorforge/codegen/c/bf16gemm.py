@@ -61,6 +61,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...dialects.graph.quant import pack_bf16
+from ...ir.lowbits import from_bf16_bits, to_bf16_bits
+
 from .qgemm import _COMMON, PARALLEL_MIN_MACS, SCALAR, _check_nr, _guarded
 
 AVX512_BF16 = "avx512_bf16"
@@ -70,22 +73,6 @@ FLT_MIN = 2.0 ** -126
 
 # ----------------------------------------------------------------------------- NumPy side
 
-def to_bf16_bits(x) -> np.ndarray:
-    """float32 values as uint16 bf16 bits, exactly as ``vcvtne2ps2bf16`` rounds them: to nearest
-    even, NaN truncated and quieted, f32 denormals to a zero of their sign, overflow to inf."""
-    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    exponent = u & 0x7F800000
-    nan = (exponent == 0x7F800000) & ((u & 0x007FFFFF) != 0)
-    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-    out = np.where(nan, (u >> 16) | 0x40, np.where(exponent == 0, (u >> 16) & 0x8000, rounded))
-    return out.astype(np.uint16)
-
-
-def from_bf16_bits(u) -> np.ndarray:
-    """uint16 bf16 bits as float32 (exact; denormal bits stay denormal floats)."""
-    return (np.asarray(u, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
-
-
 def packed_size(K: int, N: int, nr: int = 16) -> int:
     """uint16 elements of ``pack_b``'s output: whole panels of ``nr`` columns x whole k-pairs."""
     _check_nr(nr)
@@ -94,17 +81,14 @@ def packed_size(K: int, N: int, nr: int = 16) -> int:
 
 def pack_b(b: np.ndarray, nr: int = 16) -> np.ndarray:
     """float32 weights (K, N) rounded to bf16 (``to_bf16_bits``) as ``[ceil(N/nr)][ceil(K/2)][nr][2]``
-    uint16, zero padded, C-contiguous: the order in which the kernel loads them."""
+    uint16, zero padded, C-contiguous: the order in which the kernel loads them (the layout of
+    ``graph.bf16_matmul``, ``dialects/graph/quant.pack_bf16``, here with its 4-D shape)."""
     _check_nr(nr)
     b = np.asarray(b, dtype=np.float32)
     if b.ndim != 2:
         raise ValueError(f"b must be 2-D (K, N), got shape {b.shape}")
     K, N = b.shape
-    panels, pairs = -(-N // nr), -(-K // 2)
-    padded = np.zeros((2 * pairs, panels * nr), np.uint16)
-    padded[:K, :N] = to_bf16_bits(b)
-    # [pair][2][panel][nr] -> [panel][pair][nr][2]
-    return np.ascontiguousarray(padded.reshape(pairs, 2, panels, nr).transpose(2, 0, 3, 1))
+    return pack_bf16(b, nr).reshape(-(-N // nr), -(-K // 2), nr, 2)
 
 
 def _daz(x: np.ndarray) -> np.ndarray:
@@ -251,7 +235,7 @@ _BF16_COMMON = """\
 #define TF_BF16GEMM_COMMON_DEFINED
 /* f32 -> bf16 (as the f32 it stands for), as vcvtne2ps2bf16 rounds: to nearest even, NaN
    truncated and quieted, denormals to a zero of their sign. */
-static inline float tf_bf16_round(float x)
+static inline float tf_bf16gemm_round(float x)
 {
   uint32_t u;
   memcpy(&u, &x, 4);
@@ -261,14 +245,14 @@ static inline float tf_bf16_round(float x)
   memcpy(&x, &u, 4);
   return x;
 }
-static inline float tf_bf16_value(uint16_t b)
+static inline float tf_bf16gemm_value(uint16_t b)
 {
   const uint32_t u = (uint32_t)b << 16;
   float x;
   memcpy(&x, &u, 4);
   return x;
 }
-static inline float tf_bf16_daz(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x; }
+static inline float tf_bf16gemm_daz(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x; }
 /* r = fmaf(a, b, c) rounded to exactly +-FLT_MIN or below: flush it to a zero of its sign when
    it is tiny after rounding to 24 bits with an unbounded exponent (x86's rule), i.e. when the
    exact |a b + c| < FLT_MIN - 2^-151 (the tie rounds up to FLT_MIN).  a b is exact in double and
@@ -283,11 +267,11 @@ static float tf_bf16_ftz(float r, float a, float b, float c)
   return (as < t || (as == t && e < 0)) ? copysignf(0.0f, r) : r;
 }
 /* One vdpbf16ps half-step: c + a b, one rounding to nearest even, DAZ in, FTZ out. */
-static inline float tf_bf16_fma(float a, float b, float c)
+static inline float tf_bf16gemm_fma(float a, float b, float c)
 {
-  a = tf_bf16_daz(a);
-  b = tf_bf16_daz(b);
-  c = tf_bf16_daz(c);
+  a = tf_bf16gemm_daz(a);
+  b = tf_bf16gemm_daz(b);
+  c = tf_bf16gemm_daz(c);
   const float r = fmaf(a, b, c);
   return __builtin_expect(fabsf(r) <= FLT_MIN, 0) ? tf_bf16_ftz(r, a, b, c) : r;
 }
@@ -354,10 +338,10 @@ static void {p}_block({_BLOCK_PARAMS})
       float acc[{nr}];
       for (long c = 0; c < cols; c++) acc[c] = bias ? bias[j + c] : 0.0f;
       for (long q = 0; q < kp; q++) {{
-        const float a0 = tf_bf16_round(a[2 * q]), a1 = 2 * q + 1 < K ? tf_bf16_round(a[2 * q + 1]) : 0.0f;
+        const float a0 = tf_bf16gemm_round(a[2 * q]), a1 = 2 * q + 1 < K ? tf_bf16gemm_round(a[2 * q + 1]) : 0.0f;
         const uint16_t *b = bp + q * {2 * nr};
         for (long c = 0; c < cols; c++)
-          acc[c] = tf_bf16_fma(a0, tf_bf16_value(b[2 * c]), tf_bf16_fma(a1, tf_bf16_value(b[2 * c + 1]), acc[c]));
+          acc[c] = tf_bf16gemm_fma(a0, tf_bf16gemm_value(b[2 * c]), tf_bf16gemm_fma(a1, tf_bf16gemm_value(b[2 * c + 1]), acc[c]));
       }}
       for (long c = 0; c < cols; c++) C[i * ldc + j + c] = acc[c];
     }}
@@ -428,10 +412,11 @@ static void {p}_sweep(int rows, long i0, long i1, long n0, long n1, long K, cons
   for (long j = n0; j < n1; j += vmax * {LANES}) {{
     long boff[{vmax}];
     int vecs = 0;
-    for (int v = 0; v < vmax; v++) {{
+    for (int v = 0; v < {vmax}; v++) {{
       const long c = j + v * {LANES};
-      boff[v] = c < n1 ? (c / {cfg.nr}) * pstride + (c % {cfg.nr}) * 2 : 0;
-      vecs += c < n1;
+      const int used = v < vmax && c < n1;
+      boff[v] = used ? (c / {cfg.nr}) * pstride + (c % {cfg.nr}) * 2 : 0;
+      vecs += used;
     }}
     for (long kb = 0; kb < nkb; kb++) {{
       const long q0 = kb * kcp, q1 = tf_qgemm_min(q0 + kcp, kp_all);

@@ -726,6 +726,25 @@ def _qmatmul_kernel(k: _Kernel) -> str:
     return k.function(body, helpers=_qgemm_text(name, signed))
 
 
+def _bf16_matmul_kernel(k: _Kernel) -> str:
+    """bf16 x bf16 -> float32 matmul (``graph.bf16_matmul``) on the AVX512_BF16 kernel of
+    ``bf16gemm.py``, the bias as its initial accumulator."""
+    from ..target import Target
+    from . import bf16gemm
+    a = k.kernel.operands[0]
+    at = k.op.attributes
+    kk, n = int(at["k"]), int(at["n"])
+    rows = 1
+    for d in a.type.shape[:-1]:
+        rows *= int(d)
+    host = Target.host()
+    name = "tf_bf16gemm"
+    text = bf16gemm.source(name, host, threads=max(1, host.cores))
+    guard = f"{name.upper()}_DEFINED"
+    body = [f"  {name}({rows}, {n}, {kk}, in0, {kk}, in1, in2, out0, {n});"]
+    return k.function(body, helpers=f"#ifndef {guard}\n#define {guard}\n{text}\n#endif\n")
+
+
 def _qgemm_text(name: str, signed: bool) -> str:
     """The int8 GEMM ``name`` for the host (VNNI where it has it; the exact scalar loop elsewhere),
     threaded over the host's cores, emitted once per model file."""
@@ -740,6 +759,7 @@ def _qgemm_text(name: str, signed: bool) -> str:
 _GENERATORS: dict[str, Callable[[_Kernel], str]] = {
     "graph.max_pool": _max_pool_kernel,
     "graph.qmatmul": _qmatmul_kernel,
+    "graph.bf16_matmul": _bf16_matmul_kernel,
     "graph.nonzero": _nonzero_kernel,
     "graph.compress": _compress_kernel,
     "graph.unique": _unique_kernel,

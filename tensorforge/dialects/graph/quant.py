@@ -1,4 +1,5 @@
-"""Quantized contractions: ``graph.qmatmul``, an 8-bit matmul with exact int32 accumulation.
+"""Low-precision contractions: ``graph.qmatmul`` (8-bit, exact int32 accumulation) and
+``graph.bf16_matmul`` (bf16 operands, float32 accumulation).
 
 ``qmatmul(lhs, rhs_packed, rhs_sums, lhs_zero_point)[..., m, n] = sum_k (lhs[..., m, k] - zp) * rhs[k, n]``
 in int32, where ``lhs`` is uint8 or int8 (the activations), ``rhs`` a constant int8 ``K x N``
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir.lowbits import from_bf16_bits, to_bf16_bits
 from ...ir.opdef import PURE, Attr, Cost, FusionKind, expect, register
 from ...ir.types import DType, TensorType
 from .base import FoldStaticOnly, io_bytes, num_elements, tensor_types
@@ -84,4 +86,68 @@ class QMatMul(FoldStaticOnly):
     def cost(self, operand_types, result_types, attrs):
         a = operand_types[0]
         rows = num_elements(a.shape[:-1])
+        return Cost(2.0 * rows * attrs["k"] * attrs["n"], io_bytes(operand_types, result_types))
+
+
+BF16_NR = 16          # columns per packed panel: one 512-bit vector of float32 accumulators
+
+
+def bf16_packed_size(k: int, n: int, nr: int = BF16_NR) -> int:
+    """uint16 elements of ``pack_bf16`` of a ``k x n`` matrix."""
+    return -(-n // nr) * nr * -(-k // 2) * 2
+
+
+def pack_bf16(b: np.ndarray, nr: int = BF16_NR) -> np.ndarray:
+    """float32 ``K x N`` weights rounded to bf16 bits (``to_bf16_bits``) as
+    ``[ceil(N/nr)][ceil(K/2)][nr][2]`` uint16 (flat), zero padded: the operand of ``vdpbf16ps``."""
+    k, n = b.shape
+    pairs, panels = -(-k // 2), -(-n // nr)
+    padded = np.zeros((2 * pairs, panels * nr), np.uint16)
+    padded[:k, :n] = to_bf16_bits(b)
+    return np.ascontiguousarray(padded.reshape(pairs, 2, panels, nr).transpose(2, 0, 3, 1)).reshape(-1)
+
+
+def unpack_bf16(packed: np.ndarray, k: int, n: int, nr: int = BF16_NR) -> np.ndarray:
+    """The ``K x N`` bf16 bits ``pack_bf16`` stored."""
+    pairs, panels = -(-k // 2), -(-n // nr)
+    full = np.asarray(packed, np.uint16).reshape(panels, pairs, nr, 2).transpose(1, 3, 0, 2)
+    return full.reshape(2 * pairs, panels * nr)[:k, :n]
+
+
+@register
+class Bf16MatMul(FoldStaticOnly):
+    """``bf16_matmul(lhs, rhs_packed, bias) = bf16(lhs) @ rhs + bias`` with float32 accumulation:
+    the activations rounded to bf16 (to nearest even) in the kernel, the weights stored as bf16
+    (``pack_bf16``), each product exact and summed in float32 (``codegen/c/bf16gemm.py`` states
+    the order and the instruction's denormal flushing).  The reference below sums in float64 and
+    rounds once, so it differs from the kernel by float32 summation rounding only.  Made by
+    ``compile(precision="bf16")`` (``quantization/bf16.py``); OPAQUE, a library kernel."""
+
+    name = "graph.bf16_matmul"
+    operands = ("lhs", "rhs_packed", "bias")
+    attrs = {"k": Attr("int", doc="rows of the packed weights (the contraction size)"),
+             "n": Attr("int", doc="columns of the packed weights"),
+             "nr": Attr("int", BF16_NR, doc="columns per packed panel")}
+    traits = frozenset({PURE})
+    fusion = FusionKind.OPAQUE
+    library_kernel = True
+
+    def infer(self, types, attrs):
+        a, b, bias = tensor_types(types, self.name)
+        k, n, nr = attrs["k"], attrs["n"], attrs["nr"]
+        expect(a.dtype is DType.f32 and a.rank >= 2 and a.shape[-1] == k,
+               f"lhs must be float32 [..., {k}], got {a}")
+        expect(b.dtype is DType.u16 and b.rank == 1 and b.shape[0] == bf16_packed_size(k, n, nr),
+               f"rhs_packed must be uint16[{bf16_packed_size(k, n, nr)}] (pack_bf16 of {k}x{n}), got {b}")
+        expect(bias.dtype is DType.f32 and tuple(bias.shape) == (n,), f"bias must be float32[{n}], got {bias}")
+        expect(nr > 0 and nr % BF16_NR == 0, f"nr must be a multiple of {BF16_NR}, got {nr}")
+        return [TensorType(tuple(a.shape[:-1]) + (n,), DType.f32)]
+
+    def compute(self, lhs, rhs_packed, bias, k, n, nr):
+        a = from_bf16_bits(to_bf16_bits(lhs)).astype(np.float64)
+        b = from_bf16_bits(unpack_bf16(rhs_packed, k, n, nr)).astype(np.float64)
+        return (a @ b + bias).astype(np.float32)
+
+    def cost(self, operand_types, result_types, attrs):
+        rows = num_elements(operand_types[0].shape[:-1])
         return Cost(2.0 * rows * attrs["k"] * attrs["n"], io_bytes(operand_types, result_types))

@@ -1,0 +1,64 @@
+"""``compile(precision="bf16")``: linear layers on the AVX512_BF16 kernel (``graph.bf16_matmul``).
+
+Exactness of the kernel itself is tests/codegen/test_bf16gemm.py's; here the whole path: the
+rewrite, the library kernel against the emulated reference (bit for bit), accuracy on the digits
+MLP, and the messages on a CPU without avx512_bf16.
+"""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tensorforge  # noqa: E402
+from tensorforge.codegen.c import bf16gemm  # noqa: E402
+from tensorforge.errors import TensorforgeError, TensorforgeWarning  # noqa: E402
+from tensorforge.quantization import bf16  # noqa: E402
+
+needs_bf16 = pytest.mark.skipif(not bf16.supported(), reason="this CPU has no avx512_bf16")
+
+
+@needs_bf16
+def test_linear_layer_matches_the_emulated_kernel():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(70, 37).eval()
+    x = torch.randn(9, 70)
+    cm = tensorforge.compile(layer, (x,), precision="bf16")
+    assert "tf_bf16gemm" in cm.source
+    w = layer.weight.detach().numpy().T.copy()
+    want = bf16gemm.reference(x.numpy(), w, layer.bias.detach().numpy())
+    np.testing.assert_array_equal(np.asarray(cm(x)), want)
+
+
+@needs_bf16
+def test_digits_mlp_accuracy_within_a_third_of_a_point():
+    datasets = pytest.importorskip("sklearn.datasets")
+    d = datasets.load_digits()
+    x = (d.data / 16.0).astype(np.float32)
+    y = d.target
+    order = np.random.default_rng(1).permutation(len(x))
+    train, test = order[:1200], order[1200:1600]
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(150):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(torch.from_numpy(x[train])), torch.from_numpy(y[train])).backward()
+        opt.step()
+    model.eval()
+    xs = torch.from_numpy(x[test])
+    f32 = np.asarray(tensorforge.compile(model, (xs,))(xs)).argmax(1)
+    b16 = np.asarray(tensorforge.compile(model, (xs,), precision="bf16")(xs)).argmax(1)
+    acc32, acc16 = (f32 == y[test]).mean(), (b16 == y[test]).mean()
+    assert acc32 > 0.9 and acc16 >= acc32 - 0.003, (acc32, acc16)
+
+
+def test_cpu_without_bf16_gets_a_clear_message(monkeypatch):
+    monkeypatch.setattr(bf16, "supported", lambda target=None: False)
+    layer = torch.nn.Linear(8, 4).eval()
+    x = torch.randn(2, 8)
+    with pytest.raises(TensorforgeError, match="avx512_bf16"):
+        tensorforge.compile(layer, (x,), precision="bf16")
+    with pytest.warns(TensorforgeWarning, match="float32"):
+        cm = tensorforge.compile(layer, (x,), precision="bf16-or-f32")
+    assert "tf_bf16gemm" not in cm.source
+    np.testing.assert_allclose(np.asarray(cm(x)), layer(x).detach().numpy(), rtol=1e-5, atol=1e-6)
