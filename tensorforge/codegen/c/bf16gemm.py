@@ -64,7 +64,7 @@ import numpy as np
 from ...dialects.graph.quant import pack_bf16
 from ...ir.lowbits import from_bf16_bits, to_bf16_bits
 
-from .qgemm import _COMMON, PARALLEL_MIN_MACS, SCALAR, _check_nr, _guarded
+from .qgemm import _COMMON, SCALAR, _check_nr, _guarded, grid_driver
 
 AVX512_BF16 = "avx512_bf16"
 LANES = 16
@@ -456,21 +456,5 @@ static void {p}_block({_BLOCK_PARAMS})
 
 def _driver(name: str, cfg: _Config, threads: int) -> str:
     """The public entry: C split into a grid of row x column parts, one per thread, as in
-    ``qgemm`` (columns first; each part a multiple of the full tile)."""
-    head = SIGNATURE.format(name=name) + "\n{\n  if (M <= 0 || N <= 0) return;\n"
-    call = f"{cfg.prefix}_block"
-    if threads == 1:
-        return f"{head}  {call}(0, M, 0, N, N, K, A, lda, Bp, bias, C, ldc);\n}}\n"
-    mr, width = cfg.tiling.mr, cfg.width
-    return f"""{head}\
-  const long ntiles = (N + {width - 1}) / {width}, mtiles = (M + {mr - 1}) / {mr};
-  const long tn = ntiles < {threads} ? ntiles : {threads}, tm = {threads} / tn;
-  #pragma omp parallel for num_threads({threads}) schedule(static) if (M * N * (K + 1) >= {PARALLEL_MIN_MACS})
-  for (long part = 0; part < tm * tn; part++) {{
-    const long pm = part / tn, pn = part % tn;
-    const long i0 = mtiles * pm / tm * {mr}, i1 = tf_qgemm_min(M, mtiles * (pm + 1) / tm * {mr});
-    const long j0 = ntiles * pn / tn * {width}, j1 = tf_qgemm_min(N, ntiles * (pn + 1) / tn * {width});
-    if (i0 < i1 && j0 < j1) {call}(i0, i1, j0, j1, N, K, A, lda, Bp, bias, C, ldc);
-  }}
-}}
-"""
+    ``qgemm`` (``grid_driver``)."""
+    return grid_driver(SIGNATURE.format(name=name), f"{cfg.prefix}_block", "bias", cfg.tiling.mr, cfg.width, threads)

@@ -710,13 +710,8 @@ def _qmatmul_kernel(k: _Kernel) -> str:
     point (and, for int8 activations, the +128 shift that makes them uint8) folds with the weights'
     column sums into one int32 per column, so the kernel sums raw products.  Arithmetic is modulo
     2^32 in unsigned C, as ONNX's int32 accumulation (no signed-overflow undefined behaviour)."""
-    a = k.kernel.operands[0]
-    at = k.op.attributes
-    kk, n = int(at["k"]), int(at["n"])
-    rows = 1
-    for d in a.type.shape[:-1]:
-        rows *= int(d)
-    signed = a.type.dtype is DType.i8
+    kk, n, rows = _contraction_sizes(k)
+    signed = k.kernel.operands[0].type.dtype is DType.i8
     name = f"tf_qgemm_{'s8' if signed else 'u8'}"
     body = [f"  int32_t* const comp = (int32_t*)malloc({max(n, 1)} * sizeof(int32_t));",
             f"  const uint32_t zp = (uint32_t)in3[0]{' + 128u' if signed else ''};",
@@ -729,31 +724,36 @@ def _qmatmul_kernel(k: _Kernel) -> str:
 def _bf16_matmul_kernel(k: _Kernel) -> str:
     """bf16 x bf16 -> float32 matmul (``graph.bf16_matmul``) on the AVX512_BF16 kernel of
     ``bf16gemm.py``, the bias as its initial accumulator."""
-    from ..target import Target
     from . import bf16gemm
-    a = k.kernel.operands[0]
-    at = k.op.attributes
-    kk, n = int(at["k"]), int(at["n"])
-    rows = 1
-    for d in a.type.shape[:-1]:
-        rows *= int(d)
-    host = Target.host()
+    kk, n, rows = _contraction_sizes(k)
     name = "tf_bf16gemm"
-    text = bf16gemm.source(name, host, threads=max(1, host.cores))
-    guard = f"{name.upper()}_DEFINED"
     body = [f"  {name}({rows}, {n}, {kk}, in0, {kk}, in1, in2, out0, {n});"]
-    return k.function(body, helpers=f"#ifndef {guard}\n#define {guard}\n{text}\n#endif\n")
+    return k.function(body, helpers=_host_kernel(name, lambda host, threads: bf16gemm.source(name, host, threads=threads)))
+
+
+def _contraction_sizes(k: _Kernel) -> tuple[int, int, int]:
+    """(K, N, rows) of a low-precision matmul: its ``k``/``n`` attributes and the rows of all
+    leading dims of the activations together."""
+    at = k.op.attributes
+    rows = 1
+    for d in k.kernel.operands[0].type.shape[:-1]:
+        rows *= int(d)
+    return int(at["k"]), int(at["n"]), rows
+
+
+def _host_kernel(name: str, source: Callable) -> str:
+    """``source(host, threads)``, the C of kernel ``name`` for this machine's ISA and cores,
+    guarded so that a model file holds it once."""
+    from ..target import Target
+    host = Target.host()
+    guard = f"{name.upper()}_DEFINED"
+    return f"#ifndef {guard}\n#define {guard}\n{source(host, max(1, host.cores))}\n#endif\n"
 
 
 def _qgemm_text(name: str, signed: bool) -> str:
-    """The int8 GEMM ``name`` for the host (VNNI where it has it; the exact scalar loop elsewhere),
-    threaded over the host's cores, emitted once per model file."""
-    from ..target import Target
+    """The int8 GEMM ``name`` for the host (VNNI where it has it; the exact scalar loop elsewhere)."""
     from . import qgemm
-    host = Target.host()
-    text = qgemm.source(name, host, signed, threads=max(1, host.cores))
-    guard = f"{name.upper()}_DEFINED"
-    return f"#ifndef {guard}\n#define {guard}\n{text}\n#endif\n"
+    return _host_kernel(name, lambda host, threads: qgemm.source(name, host, signed, threads=threads))
 
 
 _GENERATORS: dict[str, Callable[[_Kernel], str]] = {

@@ -490,15 +490,20 @@ static void {p}_block({_BLOCK_PARAMS})
 
 
 def _driver(name: str, cfg: _Config, threads: int) -> str:
-    """The public entry: splits C into a grid of row x column parts, one per thread (column parts
-    first: they share no B; rows when N has fewer column tiles than threads), each part a multiple
-    of the tile so the tiles inside line up with the packed panels."""
+    """The public entry of the int8 kernel (``grid_driver``)."""
     head = (f"void {name}(long M, long N, long K, const uint8_t *A, long lda, const int8_t *Bp, "
-            f"const int32_t *comp, int32_t *C, long ldc)\n{{\n  if (M <= 0 || N <= 0) return;\n")
-    call = f"{cfg.prefix}_block"
+            f"const int32_t *comp, int32_t *C, long ldc)")
+    return grid_driver(head, f"{cfg.prefix}_block", "comp", cfg.tiling.mr, cfg.width, threads)
+
+
+def grid_driver(signature: str, block: str, extra: str, mr: int, width: int, threads: int) -> str:
+    """A kernel entry that splits C into a grid of row x column parts, one per thread (column
+    parts first: they share no B; rows when N has fewer column tiles than threads), each part a
+    multiple of the ``mr x width`` tile so the tiles inside line up with the packed panels.
+    ``block(i0, i1, j0, j1, N, K, A, lda, Bp, <extra>, C, ldc)`` computes one part."""
+    head = f"{signature}\n{{\n  if (M <= 0 || N <= 0) return;\n"
     if threads == 1:
-        return f"{head}  {call}(0, M, 0, N, N, K, A, lda, Bp, comp, C, ldc);\n}}\n"
-    mr, width = cfg.tiling.mr, cfg.width
+        return f"{head}  {block}(0, M, 0, N, N, K, A, lda, Bp, {extra}, C, ldc);\n}}\n"
     return f"""{head}\
   const long ntiles = (N + {width - 1}) / {width}, mtiles = (M + {mr - 1}) / {mr};
   const long tn = ntiles < {threads} ? ntiles : {threads}, tm = {threads} / tn;
@@ -507,7 +512,7 @@ def _driver(name: str, cfg: _Config, threads: int) -> str:
     const long pm = part / tn, pn = part % tn;
     const long i0 = mtiles * pm / tm * {mr}, i1 = tf_qgemm_min(M, mtiles * (pm + 1) / tm * {mr});
     const long j0 = ntiles * pn / tn * {width}, j1 = tf_qgemm_min(N, ntiles * (pn + 1) / tn * {width});
-    if (i0 < i1 && j0 < j1) {call}(i0, i1, j0, j1, N, K, A, lda, Bp, comp, C, ldc);
+    if (i0 < i1 && j0 < j1) {block}(i0, i1, j0, j1, N, K, A, lda, Bp, {extra}, C, ldc);
   }}
 }}
 """
