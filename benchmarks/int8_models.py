@@ -13,7 +13,8 @@ pause, ``tensorforge.benchmark.time_interleaved``).
 
 ``tf-ptq`` is tensorforge's own post-training quantization of the zoo model
 (``compile(precision="int8", calibration=...)``, 4 calibration inputs drawn with other seeds;
-the first and last linear layers stay float32).
+the first and last linear layers stay float32); ``tf-bf16`` the zoo model compiled with
+``precision="bf16-or-f32"`` (AVX512_BF16 linear layers; float32 with a warning elsewhere).
 
 Accuracy: the int8 outputs against the float model's (cosine similarity per output row, the
 worst row; relative max difference) and tensorforge int8 against onnxruntime int8 on the same
@@ -92,19 +93,21 @@ def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, p
     t0 = time.perf_counter()
     tf_ptq = tensorforge.compile(model, example, threads=threads, precision="int8", calibration=calibration)
     ptq_s = time.perf_counter() - t0
+    tf_bf16 = tensorforge.compile(model, example, threads=threads, precision="bf16-or-f32")
     ort_int8, ort_f32 = _session(int8, threads), _session(f32, threads)
     names = [i.name for i in ort_int8.get_inputs()]
     args = [feeds[n] for n in names]
     kernels = tf_int8.source.count("tf_qgemm_") // 2          # each call site names it once besides its definition
-    out = {"tf-ptq": tf_ptq(*args), "tf-int8": tf_int8(*args), "ort-int8": ort_int8.run(None, {n: feeds[n] for n in names})[0],
+    out = {"tf-ptq": tf_ptq(*args), "tf-bf16": tf_bf16(*args), "tf-int8": tf_int8(*args), "ort-int8": ort_int8.run(None, {n: feeds[n] for n in names})[0],
            "f32": ort_f32.run(None, {n: feeds[n] for n in names})[0]}
     out = {k: np.asarray(v[0] if isinstance(v, (list, tuple)) else v) for k, v in out.items()}
     scale = float(np.abs(out["f32"]).max())
-    contenders = {"tf-ptq": lambda: tf_ptq(*args), "tf-int8": lambda: tf_int8(*args), "ort-int8": lambda: ort_int8.run(None, {n: feeds[n] for n in names}),
+    contenders = {"tf-ptq": lambda: tf_ptq(*args), "tf-bf16": lambda: tf_bf16(*args), "tf-int8": lambda: tf_int8(*args), "ort-int8": lambda: ort_int8.run(None, {n: feeds[n] for n in names}),
                   "tf-f32": lambda: tf_f32(*args), "ort-f32": lambda: ort_f32.run(None, {n: feeds[n] for n in names})}
     t = time_interleaved(contenders, repeats=repeats, warmup=2, block=block, pause_s=pause)
     return {"model": name, "batch": batch, "ms": {k: v.median_ms for k, v in t.items()}, "qgemm_calls": kernels,
-            "cos_tf": _worst_cosine(out["tf-int8"], out["f32"]), "cos_ptq": _worst_cosine(out["tf-ptq"], out["f32"]), "cos_ort": _worst_cosine(out["ort-int8"], out["f32"]),
+            "cos_tf": _worst_cosine(out["tf-int8"], out["f32"]), "cos_ptq": _worst_cosine(out["tf-ptq"], out["f32"]),
+            "cos_bf16": _worst_cosine(out["tf-bf16"], out["f32"]), "cos_ort": _worst_cosine(out["ort-int8"], out["f32"]),
             "tf_vs_ort": float(np.abs(out["tf-int8"] - out["ort-int8"]).max()) / scale,
             "quantize_s": quantize_s, "compile_s": compile_s, "ptq_s": ptq_s}
 
@@ -118,18 +121,19 @@ def main() -> None:
     ap.add_argument("--block", type=int, default=3)
     ap.add_argument("--pause", type=float, default=0.2)
     args = ap.parse_args()
-    cols = ("tf-ptq", "tf-int8", "ort-int8", "tf-f32", "ort-f32")
+    cols = ("tf-ptq", "tf-int8", "ort-int8", "tf-bf16", "tf-f32", "ort-f32")
     print(f"ms, batch {args.batch}, {args.threads} thread(s), medians of {args.repeats} interleaved rounds of "
           f"{args.block} calls after a {args.pause} s pause; load average before: {os.getloadavg()}")
     print(f"{'model':10s} " + " ".join(f"{c:>9s}" for c in cols) +
-          "  ort-int8/tf-int8  ort-int8/tf-ptq  tf-f32/tf-ptq  worst-cos(ptq,tf,ort vs f32)  |tf-ort|/max  "
+          "  ort-int8/tf-int8  ort-int8/tf-ptq  tf-f32/tf-ptq  tf-f32/tf-bf16  worst-cos(ptq,tf,ort,bf16 vs f32)  |tf-ort|/max  "
           "compile s (int8, ptq)")
     for name in args.models:
         r = bench_model(name, args.batch, args.threads, args.repeats, args.block, args.pause)
         ms = r["ms"]
         print(f"{name:10s} " + " ".join(f"{ms[c]:9.3f}" for c in cols) +
               f"  {ms['ort-int8'] / ms['tf-int8']:16.2f}x {ms['ort-int8'] / ms['tf-ptq']:15.2f}x"
-              f" {ms['tf-f32'] / ms['tf-ptq']:13.2f}x  {r['cos_ptq']:.5f}, {r['cos_tf']:.5f}, {r['cos_ort']:.5f}"
+              f" {ms['tf-f32'] / ms['tf-ptq']:13.2f}x {ms['tf-f32'] / ms['tf-bf16']:14.2f}x"
+              f"  {r['cos_ptq']:.5f}, {r['cos_tf']:.5f}, {r['cos_ort']:.5f}, {r['cos_bf16']:.6f}"
               f"   {r['tf_vs_ort']:.1e}  {r['compile_s']:.1f}, {r['ptq_s']:.1f}", flush=True)
     print(f"load average after: {os.getloadavg()}")
 
