@@ -238,16 +238,8 @@ def _with_precision(model: Any, example_inputs: Sequence | None, options: dict) 
             raise TensorforgeError("calibration options need precision='int8'")
         if precision == "f32":
             return model
-        from .quantization.bf16 import check_supported, to_bf16
-        if not check_supported(precision):
-            return model
-        from .passes.pipeline import optimize
-        module = import_model(model, example_inputs)
-        if isinstance(model, ModuleOp):
-            module = module.clone()
-        optimize(module, "cpu", None)
-        module.attributes["tf.bf16"] = to_bf16(module)
-        return module
+        from .quantization.bf16 import bf16_module, check_supported
+        return bf16_module(model, example_inputs) if check_supported(precision) else model
     if calibration is None:
         raise TensorforgeError("precision='int8' needs calibration=: samples of the model's inputs (a list of "
                                "arrays or tensors, or of tuples), or statistics saved from tensorforge.calibration_stats")

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 
 from ..errors import TensorforgeError
 from ..ir.builtin import ModuleOp
-from .calibrate import METHODS, Calibration, calibrate
+from .calibrate import METHODS, Calibration, calibrate, first_sample
 from .rewrite import candidates, key_of, quantize_contraction
 
 
@@ -46,7 +46,7 @@ def quantize(model: Any, calibration_data: Iterable | None = None, example_input
     if calibration_data is None and calibration is None:
         raise TensorforgeError("int8 quantization needs calibration data: pass calibration_data= (samples of the "
                                "model's inputs) or calibration= (statistics saved from an earlier quantize)")
-    if method not in METHODS:
+    if method not in METHODS:      # also with saved statistics, before the model is imported
         raise TensorforgeError(f"unknown calibration method '{method}' (choose from {', '.join(METHODS)})")
     calibration_data = _listed(calibration_data)
     module, ops, keys = _prepared(model, calibration_data, example_inputs)
@@ -87,20 +87,27 @@ def _listed(data):
     return list(data)
 
 
-def _prepared(model: Any, calibration_data: Iterable | None, example_inputs: Sequence | None):
-    """(optimised module, its quantizable contractions, their keys by ``id``)."""
+def optimized_module(model: Any, example_inputs: Sequence | None) -> ModuleOp:
+    """``model`` imported (a graph module is copied, not changed) and through the default graph
+    pipeline: BatchNorm and biases folded, weights constant, as the low-precision rewrites want it."""
     from ..api import import_model
     from ..passes.pipeline import optimize
 
-    if example_inputs is None and calibration_data is not None and not isinstance(model, (ModuleOp, str)):
-        first = list(calibration_data)[:1]
-        example_inputs = tuple(first[0]) if first and isinstance(first[0], (tuple, list)) else tuple(first)
     module = import_model(model, example_inputs)
     if isinstance(model, ModuleOp):
         module = module.clone()
     optimize(module, "cpu", None)
+    return module
+
+
+def _prepared(model: Any, calibration_data: Iterable | None, example_inputs: Sequence | None):
+    """(optimised module, its quantizable contractions, their keys by ``id``); without example
+    inputs, the first calibration sample stands for them."""
+    if example_inputs is None and calibration_data is not None and not isinstance(model, (ModuleOp, str)):
+        example_inputs = first_sample(calibration_data)
+    module = optimized_module(model, example_inputs)
     ops = candidates(module)
     return module, ops, {id(op): key_of(op, i) for i, op in enumerate(ops)}
 
 
-__all__ = ["Calibration", "METHODS", "calibrate", "calibration_stats", "quantize"]
+__all__ = ["Calibration", "METHODS", "calibrate", "calibration_stats", "optimized_module", "quantize"]

@@ -22,7 +22,7 @@ from ..ir.builtin import ModuleOp
 from ..ir.core import Operation
 from ..ir.rewrite import constant_value
 from ..ir.types import DType
-from .rewrite import candidates, contraction_weights
+from .rewrite import add_gemm_addend, candidates, contraction_weights, gemm_alpha
 
 REQUIRED = ("avx512f", "avx512bw", "avx512_bf16")
 
@@ -47,14 +47,14 @@ def check_supported(precision: str) -> bool:
     return False
 
 
-def _bias(op: Operation, n: int) -> tuple[np.ndarray, bool]:
-    """(constant bias folded into the kernel, whether that consumed the gemm's c operand)."""
+def _constant_bias(op: Operation, n: int) -> np.ndarray | None:
+    """A gemm's ``beta * c`` as the kernel's per-column bias, when ``c`` is a constant vector."""
     if op.name == "graph.gemm" and len(op.operands) > 2:
         c = constant_value(op.operands[2])
         if c is not None and c.size in (1, n) and c.ndim <= 1:
             beta = float(op.attributes.get("beta", 1.0))
-            return np.broadcast_to(np.asarray(c, np.float64).reshape(-1) * beta, (n,)).astype(np.float32), True
-    return np.zeros(n, np.float32), False
+            return np.broadcast_to(np.asarray(c, np.float64).reshape(-1) * beta, (n,)).astype(np.float32)
+    return None
 
 
 def to_bf16(module: ModuleOp) -> list[str]:
@@ -62,21 +62,28 @@ def to_bf16(module: ModuleOp) -> list[str]:
     done = []
     for op in candidates(module):
         w = contraction_weights(op).astype(np.float32)
-        alpha = float(op.attributes.get("alpha", 1.0)) if op.name == "graph.gemm" else 1.0
+        alpha = gemm_alpha(op)
         if alpha != 1.0:
             w = (w * np.float32(alpha)).astype(np.float32)
         k, n = w.shape
-        bias, used_c = _bias(op, n)
+        bias = _constant_bias(op, n)
         b = Builder.before(op).graph
-        y = b.bf16_matmul(op.operands[0], b.constant(pack_bf16(w), DType.u16), b.constant(bias), k=k, n=n)
-        if op.name == "graph.gemm" and len(op.operands) > 2 and not used_c:
-            c = op.operands[2]
-            beta = float(op.attributes.get("beta", 1.0))
-            y = b.add(y, c if beta == 1.0 else b.mul(c, b.constant(np.array(beta, np.float32))))
+        y = b.bf16_matmul(op.operands[0], b.constant(pack_bf16(w), DType.u16),
+                          b.constant(np.zeros(n, np.float32) if bias is None else bias), k=k, n=n)
+        if bias is None:
+            y = add_gemm_addend(b, op, y)
         op.results[0].replace_all_uses_with(y)
         done.append(f"{op.name.split('.', 1)[1]}{op.location_str()}")
         op.erase()
     return done
 
 
-__all__ = ["REQUIRED", "check_supported", "supported", "to_bf16"]
+def bf16_module(model, example_inputs) -> ModuleOp:
+    """``model`` optimised, its linear layers on the bf16 kernel (``tf.bf16`` lists them)."""
+    from . import optimized_module
+    module = optimized_module(model, example_inputs)
+    module.attributes["tf.bf16"] = to_bf16(module)
+    return module
+
+
+__all__ = ["REQUIRED", "bf16_module", "check_supported", "supported", "to_bf16"]

@@ -107,20 +107,30 @@ def _entropy_threshold(mags: np.ndarray, levels: int = 128) -> float:
     return best
 
 
+def _sample_lists(data) -> list[list]:
+    """Calibration data as a list of input lists: one array / tensor (one sample of a one-input
+    model), a dict (one sample by input name), or a sequence of samples, each an array / tensor
+    or a tuple / list of them."""
+    if isinstance(data, dict):
+        return [list(data.values())]
+    if hasattr(data, "shape"):
+        return [[data]]
+    return [list(item) if isinstance(item, (tuple, list)) else [item] for item in data]
+
+
+def first_sample(data) -> tuple:
+    """The first calibration sample, as example inputs."""
+    samples = _sample_lists(data)
+    return tuple(samples[0]) if samples else ()
+
+
 def _samples(data, n_inputs: int) -> list[list[np.ndarray]]:
-    """Calibration data as a list of input lists: an array / tensor (a batch of samples for a
-    one-input model, split along axis 0 only if it matches no input), a list of those, or a list
-    of tuples (one per call)."""
+    """``_sample_lists`` as NumPy arrays, each with the model's number of inputs."""
     def arr(x):
         return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
 
-    if isinstance(data, dict):
-        data = [tuple(data.values())]
-    if hasattr(data, "shape"):
-        return [[arr(data)]]
     out = []
-    for item in data:
-        items = list(item) if isinstance(item, (tuple, list)) else [item]
+    for items in _sample_lists(data):
         if len(items) != n_inputs:
             raise TensorforgeError(f"a calibration sample has {len(items)} input(s); the model takes {n_inputs}")
         out.append([arr(x) for x in items])
@@ -173,4 +183,4 @@ def calibrate(module: ModuleOp, data: Iterable, keys: dict, method: str = "minma
     return Calibration(method, {k: o.range(method, percentile) for k, o in observers.items()}, len(samples))
 
 
-__all__ = ["Calibration", "METHODS", "calibrate"]
+__all__ = ["Calibration", "METHODS", "calibrate", "first_sample"]

@@ -19,7 +19,7 @@ import numpy as np
 from ..dialects.graph.quant import pack_vnni
 from ..ir.builder import Builder
 from ..ir.builtin import ModuleOp
-from ..ir.core import Operation
+from ..ir.core import Operation, Value
 from ..ir.rewrite import constant_value
 from ..ir.types import DType
 
@@ -46,6 +46,20 @@ def candidates(module: ModuleOp) -> list[Operation]:
         if w is not None and w.dtype == np.float32 and op.operands[0].type.dtype is DType.f32:
             out.append(op)
     return out
+
+
+def gemm_alpha(op: Operation) -> float:
+    """The factor a contraction's product is scaled by (a gemm's ``alpha``; 1 otherwise)."""
+    return float(op.attributes.get("alpha", 1.0)) if op.name == "graph.gemm" else 1.0
+
+
+def add_gemm_addend(b, op: Operation, y: Value) -> Value:
+    """``y + beta * c`` for a gemm with a ``c`` operand (``b``: the graph dialect builder), else ``y``."""
+    if op.name != "graph.gemm" or len(op.operands) < 3:
+        return y
+    c = op.operands[2]
+    beta = float(op.attributes.get("beta", 1.0))
+    return b.add(y, c if beta == 1.0 else b.mul(c, b.constant(np.array(beta, np.float32))))
 
 
 def key_of(op: Operation, index: int) -> str:
@@ -81,16 +95,12 @@ def quantize_contraction(op: Operation, lo: float, hi: float, per_channel: bool)
     k, n = wq.shape
     acc = b.qmatmul(q, b.constant(pack_vnni(wq), DType.i8), b.constant(wq.astype(np.int32).sum(axis=0), DType.i32),
                     b.constant(np.array(za, np.int32), DType.i32), k=k, n=n)
-    alpha = float(op.attributes.get("alpha", 1.0)) if op.name == "graph.gemm" else 1.0
-    y = b.mul(b.cast(acc, dtype=DType.f32), b.constant((sa * sw * np.float32(alpha)).astype(np.float32)))
-    if op.name == "graph.gemm" and len(op.operands) > 2:
-        c = op.operands[2]
-        beta = float(op.attributes.get("beta", 1.0))
-        y = b.add(y, c if beta == 1.0 else b.mul(c, b.constant(np.array(beta, np.float32))))
+    y = b.mul(b.cast(acc, dtype=DType.f32), b.constant((sa * sw * np.float32(gemm_alpha(op))).astype(np.float32)))
+    y = add_gemm_addend(b, op, y)
     if y.type != op.results[0].type:
         raise AssertionError(f"int8 rewrite of {op.name}{op.location_str()}: {y.type} != {op.results[0].type}")
     op.results[0].replace_all_uses_with(y)
     op.erase()
 
 
-__all__ = ["activation_params", "candidates", "contraction_weights", "key_of", "quantize_contraction", "weight_scales"]
+__all__ = ["activation_params", "add_gemm_addend", "candidates", "contraction_weights", "gemm_alpha", "key_of", "quantize_contraction", "weight_scales"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import mmap
 from fractions import Fraction
 
 import numpy as np
@@ -22,6 +21,8 @@ import pytest
 
 from tensorforge.codegen import Target
 from tensorforge.codegen.c import bf16gemm, compile_c
+
+from .guarded_rows import GuardedRows
 
 HOST = Target.host()
 TARGETS = {"avx512_bf16": HOST, "scalar": HOST.replace(features=frozenset({"avx2", "fma"}))}
@@ -240,33 +241,9 @@ def test_rows_never_read_past_their_end(path, rng):
     (and the pad of odd K) must not load past it."""
     fn = kernel(path, 1)
     for M, N, K in [(1, 17, 5), (9, 33, 131), (3, 16, 1), (2, 40, 32)]:
-        with GuardedRows(M, K) as a:
+        with GuardedRows(M, K, np.float32) as a:
             a[:] = values(rng, (M, K))
             check(fn, a, values(rng, (K, N)))
-
-
-class GuardedRows:
-    """A float32 (M, K) array whose last element ends right before a PROT_NONE page."""
-
-    def __init__(self, M: int, K: int):
-        self.shape = (M, K)
-        page = mmap.PAGESIZE
-        self.size = -(-(M * K * 4) // page) * page + page
-        self.map = mmap.mmap(-1, self.size, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-
-    def __enter__(self) -> np.ndarray:
-        base = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
-        guard = base + self.size - mmap.PAGESIZE
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        assert libc.mprotect(guard, mmap.PAGESIZE, 0) == 0, ctypes.get_errno()
-        self.guard = (libc, guard)
-        n = self.shape[0] * self.shape[1]
-        return np.frombuffer(self.map, np.float32, n, offset=self.size - mmap.PAGESIZE - 4 * n).reshape(self.shape)
-
-    def __exit__(self, *exc) -> None:
-        libc, guard = self.guard
-        libc.mprotect(guard, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_WRITE)
 
 
 @pytest.mark.parametrize("path", PATHS)

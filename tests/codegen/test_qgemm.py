@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import mmap
 
 import numpy as np
 import pytest
 
 from tensorforge.codegen import Target
 from tensorforge.codegen.c import compile_c, qgemm
+
+from .guarded_rows import GuardedRows
 
 HOST = Target.host()
 TARGETS = {
@@ -169,30 +170,6 @@ def test_rows_never_read_past_their_end(path, rng):
         with GuardedRows(M, K) as a:
             a[:] = activations(rng, (M, K), False)
             check(fn, a, weights(rng, K, N), 3, False)
-
-
-class GuardedRows:
-    """A uint8 (M, K) array whose last byte is the last readable byte before a PROT_NONE page."""
-
-    def __init__(self, M: int, K: int):
-        self.shape = (M, K)
-        page = mmap.PAGESIZE
-        self.size = -(-(M * K) // page) * page + page
-        self.map = mmap.mmap(-1, self.size, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-
-    def __enter__(self) -> np.ndarray:
-        base = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
-        guard = base + self.size - mmap.PAGESIZE
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        assert libc.mprotect(guard, mmap.PAGESIZE, 0) == 0, ctypes.get_errno()
-        self.guard = (libc, guard)
-        n = self.shape[0] * self.shape[1]
-        return np.frombuffer(self.map, np.uint8, n, offset=self.size - mmap.PAGESIZE - n).reshape(self.shape)
-
-    def __exit__(self, *exc) -> None:
-        libc, guard = self.guard
-        libc.mprotect(guard, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_WRITE)
 
 
 @pytest.mark.parametrize("path", PATHS)

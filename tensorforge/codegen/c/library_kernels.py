@@ -735,10 +735,7 @@ def _contraction_sizes(k: _Kernel) -> tuple[int, int, int]:
     """(K, N, rows) of a low-precision matmul: its ``k``/``n`` attributes and the rows of all
     leading dims of the activations together."""
     at = k.op.attributes
-    rows = 1
-    for d in k.kernel.operands[0].type.shape[:-1]:
-        rows *= int(d)
-    return int(at["k"]), int(at["n"]), rows
+    return int(at["k"]), int(at["n"]), int(dim_prod(k.kernel.operands[0].type.shape[:-1]))
 
 
 def _host_kernel(name: str, source: Callable) -> str:

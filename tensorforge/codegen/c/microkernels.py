@@ -42,18 +42,24 @@ from .epilogues import Epilogue, EpilogueParam
 
 LOOP_ORDERS = ("jr_ir", "ir_jr")
 SCHEDULES = ("static", "dynamic", "static_m", "static_n")
-# C condition, per static schedule, under which the team splits N panels rather than M tiles
-# (mt, nt: M tiles and N panels; T: threads).  "static" splits the operand that is larger to
-# share: with M split every thread streams all of the packed B, with N split all of A, so
-# splitting N when N > M keeps the runtime-packed B private to the thread that packed it.
-_SPLIT_N = {"static": "mt < T || (nt >= T && N > M)", "static_m": "mt < T", "static_n": "nt >= T || mt < T"}
+# Per static schedule, when the team splits N panels rather than M tiles (mt, nt: M tiles and N
+# panels; T: threads), written once in Python syntax: ``splits_n`` evaluates it, the generated
+# C (``range_function``) prints it.  "static" splits the operand that is larger to share: with M
+# split every thread streams all of the packed B, with N split all of A, so splitting N when
+# N > M keeps the runtime-packed B private to the thread that packed it.
+_SPLIT_N = {"static": "mt < T or (nt >= T and N > M)", "static_m": "mt < T", "static_n": "nt >= T or mt < T"}
 
 
 def splits_n(schedule: str, M: int, N: int, mr: int, nr: int, threads: int) -> bool:
     """Whether a static ``schedule`` gives the threads N panels rather than M tiles (``_SPLIT_N``)."""
-    mt, nt, T = -(-M // mr), -(-N // nr), threads
-    return {"static": mt < T or (nt >= T and N > M), "static_m": mt < T,
-            "static_n": nt >= T or mt < T}[schedule]
+    return bool(eval(_SPLIT_N[schedule], {}, {"mt": -(-M // mr), "nt": -(-N // nr), "T": threads, "M": M, "N": N}))
+
+
+def _split_n_c(schedule: str) -> str:
+    """``_SPLIT_N[schedule]`` as a C condition."""
+    return _SPLIT_N[schedule].replace(" or ", " || ").replace(" and ", " && ")
+
+
 CONV_ALGORITHMS = ("", "im2col", "fold", "direct", "winograd")
 
 
@@ -542,13 +548,13 @@ static void {name}_share(long M, long N, long K, const float *A, long lda, const
         p = self.p
         if p.threads == 1:
             return ""
-        cond = f"(M + {p.mc - 1}) / {p.mc} == 1" if p.schedule == "dynamic" else \
-            f"{self.name}_range(M, N, 0, T, &m0, &m1, &n0, &n1)"
+        if p.schedule == "dynamic":
+            body = f"  (void)N; (void)T;\n  return (M + {p.mc - 1}) / {p.mc} == 1;"
+        else:
+            body = f"  long m0, m1, n0, n1;\n  return {self.name}_range(M, N, 0, T, &m0, &m1, &n0, &n1);"
         return f"""
 static int {self.name}_private_pack(long M, long N, long T) {{
-  long m0 = 0, m1 = M, n0 = 0, n1 = N;
-  (void)T; (void)m0; (void)m1; (void)n0; (void)n1;
-  return {cond};
+{body}
 }}
 """
 
@@ -561,7 +567,7 @@ static int {self.name}_private_pack(long M, long N, long T) {{
         return f"""
 static int {self.name}_range(long M, long N, long t, long T, long *m0, long *m1, long *n0, long *n1) {{
   const long mt = (M + {p.mr - 1}) / {p.mr}, nt = (N + {p.nr - 1}) / {p.nr};
-  if ({_SPLIT_N[p.schedule]}) {{
+  if ({_split_n_c(p.schedule)}) {{
     *n0 = nt * t / T * {p.nr}; *n1 = tf_min(nt * (t + 1) / T * {p.nr}, N);
     return 1;
   }}
@@ -614,23 +620,27 @@ static void {self.name}_pack_b_share(long N, long K, const float *B, long ldb, f
             return f"  {{\n{statements}  }}\n"
         return f"{self.team_size()}  #pragma omp parallel num_threads(nth)\n  {{\n{statements}  }}\n"
 
-    def pack_then_share(self, pack: str, share: str) -> str:
+    def share_call(self, b_args: str) -> str:
+        """The statement calling ``_share``; ``b_args``: ``"B, ldb, Bp"`` (the thread packs its own
+        panels) or ``"NULL, 0, Bp"`` (B is packed already)."""
+        return f"    {self.name}_share(M, N, K, A, lda, {b_args}, C, ldc, accumulate, &tf_e);\n"
+
+    def pack_then_share(self, pack: str) -> str:
         """The fused entry's team body: where each thread's B panels are its own
         (``private_pack_function``) it packs them itself, with no barrier and no packed B crossing
         cores; otherwise the team packs all panels, then multiplies."""
-        shared = share.replace("B, ldb, Bp", "NULL, 0, Bp")
+        own = self.share_call("B, ldb, Bp")
         if self.p.threads == 1:
-            return share
-        return (f"    if ({self.name}_private_pack(M, N, omp_get_num_threads())) {{\n  {share}    }} else {{\n"
-                f"  {pack}  {shared}    }}\n")
+            return own
+        return (f"    if ({self.name}_private_pack(M, N, omp_get_num_threads())) {{\n  {own}    }} else {{\n"
+                f"  {pack}  {self.share_call('NULL, 0, Bp')}    }}\n")
 
     def entries(self) -> str:
         p, name = self.p, self.name
         sigs = {k: ", ".join(v) for k, v in signatures(self.spec, name).items()}
         epi_values = "epi, epi_ctx" if self.spec.callback else (", ".join(q.name for q in self.epi_params) or "0")
         epi = f"  const {name}_epi_t tf_e = {{ {epi_values} }};\n"
-        share = f"    {name}_share(M, N, K, A, lda, B, ldb, Bp, C, ldc, accumulate, &tf_e);\n"
-        prepacked_share = f"    {name}_share(M, N, K, A, lda, NULL, 0, (float *)Bp, C, ldc, accumulate, &tf_e);\n"
+        prepacked_share = self.share_call("NULL, 0, (float *)Bp")
         pack = f"    {name}_pack_b_share(N, K, B, ldb, Bp);\n"
         pack_team = (f"  const long panels = (N + {p.nr - 1}) / {p.nr};\n"
                      f"  const int cap = tf_min({p.threads}, omp_get_max_threads());\n"
@@ -654,6 +664,6 @@ TF_API void {name}_pack_b({sigs[f"{name}_pack_b"]}) {{
 TF_API void {name}({sigs[name]}) {{
   if (M <= 0 || N <= 0) return;
   float *Bp = workspace ? workspace : tf_alloc((N + {p.nr - 1}) / {p.nr} * K * {p.nr});
-{epi}{self.parallel(self.pack_then_share(pack, share))}  if (!workspace) free(Bp);
+{epi}{self.parallel(self.pack_then_share(pack))}  if (!workspace) free(Bp);
 }}
 """
