@@ -1,19 +1,23 @@
 """The default graph-optimisation pipeline, in the order the design names.
 
-    const-fold -> shape-prop -> dce -> cse -> simplify-extra -> fold-inference -> trim-window
-               -> int8-contractions -> cse -> dce -> (fusion, later) -> [layout -> cse -> dce] -> reorder
+    const-fold -> shape-prop -> dce -> cse -> qdq-contractions -> simplify-extra -> fold-inference
+               -> trim-window -> int8-contractions -> cse -> dce -> (fusion, later) -> [layout -> cse -> dce] -> reorder
 
 - ``const-fold`` / ``shape-prop``: constants, shape arithmetic and splats (ConstantOfShape)
   become constants; ``const-fold`` is ``fold`` with a guard that never lets folding grow the
   model by more than its limit (``fold`` would duplicate a weight that stays in use, such as
   GPT-2's tied embedding); ``dce`` drops what they leave behind, ``cse`` merges duplicates.
+- ``qdq-contractions``: convolutions and matmuls of ``DequantizeLinear``'d 8-bit activations and
+  int8 weights (onnxruntime's ``quantize_static`` QDQ models) run on the int8 kernels; first, before
+  simplification folds the next layer's quantization scale into the weights.
 - ``simplify-extra``: algebraic simplification (simplify's rules plus ``EXTRA_RULES``).
 - ``fold-inference``: BatchNorm, bias adds and scales into conv/GEMM weights.
 - ``trim-window``: conv/pooling kernel taps that read only padding for every output (a 3x3 pad-1
   conv over a 1x1 map) are cut out of the kernel and the pads, when that is exact (constant conv
   weights, finite in the dropped taps); after ``fold-inference`` so that folded weights are constants.
-- ``int8-contractions``: int32 matmuls of 8-bit activations by constant int8 weights (ONNX
-  ``MatMulInteger``, ``QLinearMatMul``) become ``graph.qmatmul``, the int8 (VNNI) kernel; exact.
+- ``int8-contractions``: int32 matmuls and convolutions of 8-bit activations by constant int8
+  weights (ONNX ``MatMulInteger``, ``QLinearMatMul``, ``ConvInteger``, ``QLinearConv``) become
+  ``graph.qmatmul`` / ``graph.qconv``, the int8 (VNNI) kernels; exact.
 - ``layout``: blocked NCHW[x]c convolutions for the target's vector width.  **Off by default**:
   the native lowering of the blocked ops does not exist yet; ``layout=True`` turns it on
   (the interpreter runs the result).
@@ -34,7 +38,7 @@ from ..ir.builtin import ModuleOp
 from ..ir.pass_manager import PassManager, PassReport
 
 CLEANUP = ("const-fold", "fold-control-flow", "shape-prop", "dce", "cse")
-OPTIMIZE = ("simplify-extra", "fold-inference", "trim-window", "int8-contractions", "cse", "dce")
+OPTIMIZE = ("qdq-contractions", "simplify-extra", "fold-inference", "trim-window", "int8-contractions", "cse", "dce")
 
 
 def vector_block(target: Any = None) -> int:

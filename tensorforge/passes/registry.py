@@ -25,6 +25,7 @@ _LAZY: dict[str, str] = {
     "fold-control-flow": "tensorforge.passes.graph.fold_control_flow",
     "trim-window": "tensorforge.passes.graph.trim_window",
     "int8-contractions": "tensorforge.passes.graph.int8_contractions",
+    "qdq-contractions": "tensorforge.passes.graph.qdq",
 }
 # Lowering to kernels and the fusion passes.
 _LAZY.update({"lower-structured": "tensorforge.passes.lower.graph_to_kernels",

@@ -68,7 +68,7 @@ def quantize(model: Any, calibration_data: Iterable | None = None, example_input
     for op, (lo, hi) in chosen:
         quantize_contraction(op, lo, hi, per_channel)
     optimize(module, "cpu", None)
-    module.attributes["tf.quantized"] = [keys[id(op)] for op, _ in chosen]
+    module.attributes["tf.quantized"] = tuple(keys[id(op)] for op, _ in chosen)
     return module
 
 

@@ -1,4 +1,5 @@
-"""Post-training int8 rewrite of the contractions by constant weights (``graph.matmul``, ``graph.gemm``).
+"""Post-training int8 rewrite of the contractions by constant weights (``graph.matmul``,
+``graph.gemm``, one-group 2-D ``graph.conv``).
 
 Each chosen contraction ``y = x @ W (+ c)`` with calibrated activation range ``[lo, hi]`` becomes
 
@@ -9,14 +10,16 @@ Each chosen contraction ``y = x @ W (+ c)`` with calibrated activation range ``[
 with ``Wq = clip(round(W / sw), -127, 127)`` and ``sw = max|W[:, n]| / 127`` per output column
 (``per_channel=True``) or one scale for the tensor.  The quantize step is the same arithmetic as
 ONNX ``QuantizeLinear``; the rescale and bias are elementwise ops the fusion pass joins to their
-neighbours.  Contractions whose weights are not constant, or whose activations are not float32,
+neighbours.  A convolution becomes ``qconv`` (``dialects/graph/quant.py``) the same way, its
+weights scaled per output channel and its bias added after the rescale; depthwise and grouped
+convolutions stay float.  Contractions whose weights are not constant, or whose activations are not float32,
 stay float.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..dialects.graph.quant import pack_vnni
+from ..dialects.graph.quant import pack_vnni, qconv_weights
 from ..ir.builder import Builder
 from ..ir.builtin import ModuleOp
 from ..ir.core import Operation, Value
@@ -37,12 +40,31 @@ def contraction_weights(op: Operation) -> np.ndarray | None:
     return None
 
 
-def candidates(module: ModuleOp) -> list[Operation]:
+def conv_weights(op: Operation) -> np.ndarray | None:
+    """The constant ``(O, C, kh, kw)`` weights of a one-group 2-D convolution of NCHW activations
+    with static channels (what ``graph.qconv`` runs), else None."""
+    if op.name != "graph.conv" or op.attributes.get("groups", 1) != 1 or op.operands[0].type.rank != 4:
+        return None
+    if not isinstance(op.operands[0].type.shape[1], int):
+        return None
+    w = constant_value(op.operands[1])
+    if w is None or w.ndim != 4 or (len(op.operands) == 3 and constant_value(op.operands[2]) is None):
+        return None
+    return w
+
+
+def _weights(op: Operation) -> np.ndarray | None:
+    if op.name == "graph.conv":
+        return conv_weights(op)
+    return contraction_weights(op) if op.name in ("graph.matmul", "graph.gemm") else None
+
+
+def candidates(module: ModuleOp, convolutions: bool = True) -> list[Operation]:
     """The contractions the int8 rewrite can take, in program order: float32 activations times
-    constant float32 2-D weights."""
+    constant float32 weights (linear layers and, with ``convolutions``, one-group 2-D convolutions)."""
     out = []
     for op in module.main.body:
-        w = contraction_weights(op) if op.name in ("graph.matmul", "graph.gemm") else None
+        w = _weights(op) if convolutions or op.name != "graph.conv" else None
         if w is not None and w.dtype == np.float32 and op.operands[0].type.dtype is DType.f32:
             out.append(op)
     return out
@@ -82,25 +104,57 @@ def activation_params(lo: float, hi: float) -> tuple[np.float32, int]:
     return scale, zp
 
 
-def quantize_contraction(op: Operation, lo: float, hi: float, per_channel: bool) -> None:
-    """Replaces ``op`` by its int8 form (module docstring) in place."""
-    w = contraction_weights(op)
-    wq, sw = weight_scales(w.astype(np.float64), per_channel)
-    sa, za = activation_params(lo, hi)
-    b = Builder.before(op).graph
-    x = op.operands[0]
+def quantize_activations(b, x: Value, sa: np.float32, za: int) -> Value:
+    """``x`` as uint8 with scale ``sa`` and zero point ``za`` (ONNX ``QuantizeLinear``'s arithmetic)."""
     q = b.div(x, b.constant(np.array(sa, np.float32)))
     q = b.add(b.round(q), b.constant(np.array(za, np.float32)))
-    q = b.cast(b.clip(q, min=0.0, max=255.0), dtype=DType.u8)
+    return b.cast(b.clip(q, min=0.0, max=255.0), dtype=DType.u8)
+
+
+def int8_contraction(b, op: Operation, q: Value, sa: float, za: int, wq: np.ndarray, sw: np.ndarray) -> Value:
+    """``op``'s result (a matmul, gemm or conv) from 8-bit activations ``q`` (scale ``sa``, zero
+    point ``za``) and int8 weights ``wq`` with a float32 scale per output channel ``sw``:
+    ``qmatmul``/``qconv`` in exact int32, then ``* (sa * sw)`` and the op's bias or addend in
+    float32.  ``wq`` is ``(K, N)`` for a matmul/gemm (as the product reads it), ``(O, C, kh, kw)``
+    for a conv.  Built before ``op`` by the graph builder ``b``; ``op`` is left in place."""
+    zp = b.constant(np.array(za, np.int32), DType.i32)
+    scale = (np.float32(sa) * np.asarray(sw, np.float32)).astype(np.float32)
+    if op.name == "graph.conv":
+        o = wq.shape[0]
+        shifted, sums = qconv_weights(wq)
+        at = {key: op.attributes[key] for key in ("strides", "pads", "dilations") if key in op.attributes}
+        acc = b.qconv(q, b.constant(shifted, DType.u8), b.constant(sums, DType.i32), zp,
+                      kernel=tuple(int(d) for d in wq.shape[2:]), **at)
+        y = b.mul(b.cast(acc, dtype=DType.f32), b.constant(scale.reshape(1, o, 1, 1)))
+        return b.add(y, b.reshape(op.operands[2], shape=(1, o, 1, 1))) if len(op.operands) == 3 else y
     k, n = wq.shape
     acc = b.qmatmul(q, b.constant(pack_vnni(wq), DType.i8), b.constant(wq.astype(np.int32).sum(axis=0), DType.i32),
-                    b.constant(np.array(za, np.int32), DType.i32), k=k, n=n)
-    y = b.mul(b.cast(acc, dtype=DType.f32), b.constant((sa * sw * np.float32(gemm_alpha(op))).astype(np.float32)))
-    y = add_gemm_addend(b, op, y)
+                    zp, k=k, n=n)
+    y = b.mul(b.cast(acc, dtype=DType.f32), b.constant((scale * np.float32(gemm_alpha(op))).astype(np.float32)))
+    return add_gemm_addend(b, op, y)
+
+
+def replace_result(op: Operation, y: Value) -> None:
+    """``op``'s uses read ``y`` instead; ``op`` is erased."""
     if y.type != op.results[0].type:
         raise AssertionError(f"int8 rewrite of {op.name}{op.location_str()}: {y.type} != {op.results[0].type}")
     op.results[0].replace_all_uses_with(y)
     op.erase()
 
 
-__all__ = ["activation_params", "add_gemm_addend", "candidates", "contraction_weights", "gemm_alpha", "key_of", "quantize_contraction", "weight_scales"]
+def quantize_contraction(op: Operation, lo: float, hi: float, per_channel: bool) -> None:
+    """Replaces ``op`` by its int8 form (module docstring) in place."""
+    sa, za = activation_params(lo, hi)
+    b = Builder.before(op).graph
+    q = quantize_activations(b, op.operands[0], sa, za)
+    if op.name == "graph.conv":
+        w = conv_weights(op)
+        wq, sw = weight_scales(w.reshape(w.shape[0], -1).T.astype(np.float64), per_channel)
+        wq = wq.T.reshape(w.shape)
+    else:
+        wq, sw = weight_scales(contraction_weights(op).astype(np.float64), per_channel)
+    replace_result(op, int8_contraction(b, op, q, sa, za, wq, sw))
+
+
+__all__ = ["activation_params", "add_gemm_addend", "candidates", "contraction_weights", "conv_weights", "gemm_alpha",
+           "int8_contraction", "key_of", "quantize_activations", "quantize_contraction", "replace_result", "weight_scales"]

@@ -168,3 +168,49 @@ def test_interpreter_runs_qmatmul():
                    [("a", np.int8, [5, 20])], [("y", np.int32, [5, 9])], {"w": w, "za": np.array(3, np.int8)})
     cm = _compile(model, target="interpreter")
     np.testing.assert_array_equal(cm(a), (a.astype(np.int64) - 3) @ w)
+
+
+def _conv_model(node: str, dtype, x_shape, w, pads, strides, extra_inits=None, out=np.int32):
+    inits = {"w": w, **(extra_inits or {})}
+    oh = (x_shape[2] + pads[0] + pads[2] - w.shape[2]) // strides[0] + 1
+    ow = (x_shape[3] + pads[1] + pads[3] - w.shape[3]) // strides[1] + 1
+    ins = {"ConvInteger": ["x", "w", "xz"],
+           "QLinearConv": ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"]}[node]
+    return _model([helper.make_node(node, ins, ["y"], pads=list(pads), strides=list(strides))],
+                  [("x", dtype, list(x_shape))], [("y", out, [x_shape[0], w.shape[0], oh, ow])], inits)
+
+
+@pytest.mark.parametrize("pads, strides", [((1, 1, 1, 1), (1, 1)), ((0, 0, 0, 0), (1, 1)), ((0, 1, 2, 1), (2, 1))])
+def test_conv_integer_is_exact(pads, strides):
+    """ConvInteger (uint8 activations with a zero point, int8 weights) on the int8 conv kernel, bit
+    for bit onnxruntime's and NumPy's integers; the padding holds the zero point."""
+    rng = np.random.default_rng(9)
+    x = rng.integers(0, 256, (2, 5, 9, 10)).astype(np.uint8)
+    w = rng.integers(-128, 128, (19, 5, 3, 3) if pads[0] or strides[0] > 1 else (19, 5, 1, 1)).astype(np.int8)
+    model = _conv_model("ConvInteger", np.uint8, x.shape, w, pads, strides, {"xz": np.array(131, np.uint8)})
+    assert "graph.qconv" in _ops(model) and "graph.conv" not in _ops(model)
+    cm = _compile(model)
+    assert "tf_qconv_" in cm.source
+    np.testing.assert_array_equal(cm(x), _ort(model, {"x": x})[0])
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_conv_within_one_of_onnxruntime(dtype):
+    """QLinearConv with per-channel weight scales and an int32 bias: the integer sum on the int8
+    kernel, requantized as the ONNX reference does (onnxruntime has only the uint8 form)."""
+    rng = np.random.default_rng(10)
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max + 1, (1, 6, 11, 12)).astype(dtype)
+    w = rng.integers(-127, 128, (21, 6, 3, 3)).astype(np.int8)
+    inits = {"xs": np.array(0.02, np.float32), "xz": np.array(7 if dtype == np.int8 else 130, dtype),
+             "ws": (rng.random(21) * 0.01 + 0.001).astype(np.float32), "wz": np.zeros(21, np.int8),
+             "ys": np.array(0.5, np.float32), "yz": np.array(3, dtype),
+             "b": rng.integers(-2000, 2000, 21).astype(np.int32)}
+    model = _conv_model("QLinearConv", dtype, x.shape, w, (1, 1, 1, 1), (1, 1), inits, out=dtype)
+    cm = _compile(model)
+    assert "tf_qconv_" in cm.source
+    got = cm(x).astype(np.int32)
+    want = _compile(model, target="interpreter")(x).astype(np.int32)       # the ONNX reference arithmetic
+    np.testing.assert_array_equal(got, want)
+    if dtype == np.uint8:
+        assert np.abs(got - _ort(model, {"x": x})[0].astype(np.int32)).max() <= 1

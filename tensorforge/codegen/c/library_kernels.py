@@ -721,6 +721,25 @@ def _qmatmul_kernel(k: _Kernel) -> str:
     return k.function(body, helpers=_qgemm_text(name, signed))
 
 
+def _qconv_kernel(k: _Kernel) -> str:
+    """int8 2-D convolution (``graph.qconv``) on the kernel of ``qconv.py``: the activations of each
+    image packed at run time, the weights (uint8 ``w + 128``) read in place, NCHW int32 out."""
+    from . import qconv
+    x = k.kernel.operands[0]
+    at = k.op.attributes
+    n, c, h, w = (int(d) for d in x.type.shape)
+    o, oh, ow = (int(d) for d in k.kernel.results[0].type.shape[1:])
+    kh, kw = (int(v) for v in at["kernel"])
+    sh, sw = tuple(at.get("strides", ())) or (1, 1)
+    ph, pw = (tuple(at.get("pads", ())) or (0, 0, 0, 0))[:2]
+    dh, dw = tuple(at.get("dilations", ())) or (1, 1)
+    signed = x.type.dtype is DType.i8
+    name = f"tf_qconv_{'s8' if signed else 'u8'}"
+    body = [f"  {name}({n}, {c}, {h}, {w}, {o}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
+            f"(const uint8_t*)in0, in1, in2, in3[0], out0);"]
+    return k.function(body, helpers=_host_kernel(name, lambda host, threads: qconv.source(name, host, signed, threads)))
+
+
 def _bf16_matmul_kernel(k: _Kernel) -> str:
     """bf16 x bf16 -> float32 matmul (``graph.bf16_matmul``) on the AVX512_BF16 kernel of
     ``bf16gemm.py``, the bias as its initial accumulator."""
@@ -756,6 +775,7 @@ def _qgemm_text(name: str, signed: bool) -> str:
 _GENERATORS: dict[str, Callable[[_Kernel], str]] = {
     "graph.max_pool": _max_pool_kernel,
     "graph.qmatmul": _qmatmul_kernel,
+    "graph.qconv": _qconv_kernel,
     "graph.bf16_matmul": _bf16_matmul_kernel,
     "graph.nonzero": _nonzero_kernel,
     "graph.compress": _compress_kernel,

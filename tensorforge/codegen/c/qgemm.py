@@ -197,9 +197,12 @@ class Tiling:
 
 # ----------------------------------------------------------------------------- C text
 
-def source(name: str, target, a_signed: bool, threads: int = 1, nr: int = 16, tiling: Tiling | None = None) -> str:
+def source(name: str, target, a_signed: bool, threads: int = 1, nr: int = 16, tiling: Tiling | None = None,
+           row_comp: bool = False) -> str:
     """Self-contained C text defining ``void NAME(long M, long N, long K, const uint8_t *A, long
     lda, const int8_t *Bp, const int32_t *comp, int32_t *C, long ldc)``; ``Bp`` is ``pack_b(b, nr)``.
+    With ``row_comp`` the entry takes ``const int32_t *rcomp`` after ``comp``: C starts from
+    ``comp[n] + rcomp[m]`` (an int8 convolution's weights-times-zero-point term is per row).
     Helpers are named by their configuration and guarded, so several kernels can share a file."""
     _check_nr(nr)
     if threads < 1:
@@ -213,7 +216,7 @@ def source(name: str, target, a_signed: bool, threads: int = 1, nr: int = 16, ti
         if nr % vec.lanes:
             raise ValueError(f"nr={nr} must be a multiple of {vec.lanes} for the {path} kernel")
         cfg = _Config(vec, bool(a_signed), nr, tiling)
-    return "\n".join([_prelude(cfg), _helpers(cfg), _driver(name, cfg, threads)])
+    return "\n".join([_prelude(cfg), _helpers(cfg), _driver(name, cfg, threads, row_comp)])
 
 
 @dataclass(frozen=True)
@@ -308,7 +311,7 @@ def _helpers(cfg: _Config) -> str:
 
 
 _TILE_PARAMS = ("long kq, int tail, const uint8_t *A, long lda, const int8_t *const *bv, "
-                "const int32_t *init, long ldi, int32_t *C, long ldc, long nvalid")
+                "const int32_t *init, long ldi, const int32_t *rinit, int32_t *C, long ldc, long nvalid")
 
 
 def _splits(rows: int, vecs: int, unroll: int) -> int:
@@ -356,6 +359,8 @@ def _tile_setup(cfg: _Config, rows: int, vecs: int, splits: int) -> list[str]:
     lines += [f"    {_acc(0, r, j)} = {v.load_masked(f'k{j}', f'init + {r} * ldi + {j * v.lanes}')};"
               for r in R for j in V]
     lines.append("  }")
+    lines += ["  if (rinit) {"] + [f"    {_acc(0, r, j)} = {v.prefix}_add_epi32({_acc(0, r, j)}, {v.prefix}_set1_epi32(rinit[{r}]));"
+                                   for r in R for j in V] + ["  }"]
     lines += [f"  {_acc(s, r, j)} = {v.prefix}_setzero_si{v.lanes * 32}();"
               for s in range(1, splits) for r in R for j in V]
     if cfg.signed:
@@ -409,7 +414,7 @@ def _tile_table(cfg: _Config) -> str:
 
 
 _BLOCK_PARAMS = ("long m0, long m1, long n0, long n1, long N, long K, const uint8_t *A, long lda, "
-                 "const int8_t *Bp, const int32_t *comp, int32_t *C, long ldc")
+                 "const int8_t *Bp, const int32_t *comp, const int32_t *rcomp, int32_t *C, long ldc")
 
 
 def _vector_block(cfg: _Config) -> str:
@@ -445,7 +450,8 @@ static void {cfg.prefix}_block({_BLOCK_PARAMS})
         for (long i = ic; i < ic1; i += {t.mr}) {{
           const int rows = (int)tf_qgemm_min({t.mr}, ic1 - i);
           {cfg.prefix}_tiles[rows - 1][vecs - 1](kq, tail, A + i * lda + 4 * q0, lda, bv,
-              kb ? C + i * ldc + j : comp + j, kb ? ldc : 0, C + i * ldc + j, ldc, n1 - j);
+              kb ? C + i * ldc + j : comp + j, kb ? ldc : 0, kb || !rcomp ? 0 : rcomp + i,
+              C + i * ldc + j, ldc, n1 - j);
         }}
       }}
     }}
@@ -478,22 +484,25 @@ static void {p}_block({_BLOCK_PARAMS})
     const long cols = tf_qgemm_min({nr}, n1 - j);
     for (long i = m0; i < m1; i++) {{
       const uint8_t *a = A + i * lda;
+      const uint32_t r0 = rcomp ? (uint32_t)rcomp[i] : 0u;
       uint32_t acc[{4 * nr}] = {{0}};
       for (long q = 0; q < kq; q++) {p}_quad(acc, (uint32_t)tf_qgemm_ld4(a + 4 * q){flip}, bp + q * {nr * 4});
       if (K % 4) {p}_quad(acc, (uint32_t)tf_qgemm_ld_tail(a + 4 * kq, (int)(K % 4)){flip}, bp + kq * {nr * 4});
       for (long c = 0; c < cols; c++)
-        C[i * ldc + j + c] = (int32_t)(acc[4 * c] + acc[4 * c + 1] + acc[4 * c + 2] + acc[4 * c + 3] + (uint32_t)comp[j + c]);
+        C[i * ldc + j + c] = (int32_t)(acc[4 * c] + acc[4 * c + 1] + acc[4 * c + 2] + acc[4 * c + 3] + (uint32_t)comp[j + c] + r0);
     }}
   }}
 }}
 """
 
 
-def _driver(name: str, cfg: _Config, threads: int) -> str:
-    """The public entry of the int8 kernel (``grid_driver``)."""
+def _driver(name: str, cfg: _Config, threads: int, row_comp: bool) -> str:
+    """The public entry of the int8 kernel (``grid_driver``), with a per-row term ``rcomp`` or without."""
+    rows = "const int32_t *rcomp, " if row_comp else ""
     head = (f"void {name}(long M, long N, long K, const uint8_t *A, long lda, const int8_t *Bp, "
-            f"const int32_t *comp, int32_t *C, long ldc)")
-    return grid_driver(head, f"{cfg.prefix}_block", "comp", cfg.tiling.mr, cfg.width, threads)
+            f"const int32_t *comp, {rows}int32_t *C, long ldc)")
+    extra = "comp, rcomp" if row_comp else "comp, (const int32_t *)0"
+    return grid_driver(head, f"{cfg.prefix}_block", extra, cfg.tiling.mr, cfg.width, threads)
 
 
 def grid_driver(signature: str, block: str, extra: str, mr: int, width: int, threads: int) -> str:

@@ -89,6 +89,72 @@ class QMatMul(FoldStaticOnly):
         return Cost(2.0 * rows * attrs["k"] * attrs["n"], io_bytes(operand_types, result_types))
 
 
+def qconv_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int8 conv weights ``(O, C, kh, kw)`` as ``graph.qconv`` stores them: ``(O, Kp)`` uint8
+    ``w + 128`` (row ``o`` is the im2col order c, kh, kw; K = C*kh*kw zero padded to a multiple of
+    4 with 0, which adds nothing), and the int32 row sums of ``w``."""
+    w = np.asarray(w)
+    o = w.shape[0]
+    flat = w.reshape(o, -1).astype(np.int16)
+    k = flat.shape[1]
+    shifted = np.zeros((o, -(-k // VNNI_KG) * VNNI_KG), np.uint8)
+    shifted[:, :k] = (flat + 128).astype(np.uint8)
+    return shifted, flat.astype(np.int32).sum(axis=1, dtype=np.int32)
+
+
+@register
+class QConv(FoldStaticOnly):
+    """``qconv(x, w_shifted, w_sums, x_zero_point)[n, o, oh, ow] = sum_{c,i,j} (xp[n, c, ...] - zp) * w[o, c, i, j]``
+    in int32, a 2-D convolution of 8-bit activations ``x`` (uint8 or int8, NCHW) by constant int8
+    weights, where ``xp`` is ``x`` padded with the zero point (a float 0), so padding adds
+    nothing.  One group.  The weights are stored transposed to how ``qmatmul`` keeps them: the
+    kernel (``codegen/c/qconv.py``) computes ``W x im2col(x)``, the weights as the broadcast
+    (unsigned, hence ``w + 128``, ``qconv_weights``) operand of ``vpdpbusd`` and the activations,
+    packed per image at run time, as the vector operand, so the output comes out NCHW without a
+    transpose.  ``w_sums`` (the weights' row sums) carries the zero point's term.  OPAQUE, a library kernel."""
+
+    name = "graph.qconv"
+    operands = ("x", "w_shifted", "w_sums", "x_zero_point")
+    attrs = {"kernel": Attr("ints", doc="(kh, kw)"),
+             "strides": Attr("ints", (), "(sh, sw); () = 1, 1"),
+             "pads": Attr("ints", (), "(top, left, bottom, right); () = 0"),
+             "dilations": Attr("ints", (), "(dh, dw); () = 1, 1")}
+    traits = frozenset({PURE})
+    fusion = FusionKind.OPAQUE
+    library_kernel = True
+
+    def infer(self, types, attrs):
+        from .base import Window
+        x, w, sums, zp = tensor_types(types, self.name)
+        expect(x.dtype in (DType.u8, DType.i8) and x.rank == 4, f"x must be uint8 or int8 NCHW, got {x}")
+        kh, kw = attrs["kernel"]
+        c = x.shape[1]
+        expect(isinstance(c, int), f"the channel count of x must be static, got {c}")
+        k = c * kh * kw
+        expect(w.dtype is DType.u8 and w.rank == 2 and w.shape[1] == -(-k // VNNI_KG) * VNNI_KG,
+               f"w_shifted must be uint8[O, {-(-k // VNNI_KG) * VNNI_KG}] (qconv_weights of O x {c} x {kh} x {kw}), got {w}")
+        o = w.shape[0]
+        expect(sums.dtype is DType.i32 and tuple(sums.shape) == (o,), f"w_sums must be int32[{o}], got {sums}")
+        expect(zp.dtype is DType.i32 and zp.rank == 0, f"x_zero_point must be an int32 scalar, got {zp}")
+        win = Window((kh, kw), attrs)
+        return [TensorType((x.shape[0], o) + tuple(win.out_dim(i, s) for i, s in enumerate(x.shape[2:])), DType.i32)]
+
+    def compute(self, x, w_shifted, w_sums, x_zero_point, kernel, strides=(), pads=(), dilations=()):
+        from .base import Window
+        from .conv import conv_nd
+        kh, kw = kernel
+        c = x.shape[1]
+        w = w_shifted[:, :c * kh * kw].astype(np.int64).reshape(-1, c, kh, kw) - 128
+        shifted = x.astype(np.int64) - np.int64(x_zero_point)
+        win = Window((kh, kw), {"strides": strides, "pads": pads, "dilations": dilations})
+        return conv_nd(shifted, w, None, win, 1).astype(np.int32)     # exact in int64
+
+    def cost(self, operand_types, result_types, attrs):
+        y = result_types[0]
+        k = operand_types[0].shape[1] * attrs["kernel"][0] * attrs["kernel"][1]
+        return Cost(2.0 * num_elements(y.shape) * k, io_bytes(operand_types, result_types))
+
+
 BF16_NR = 16          # columns per packed panel: one 512-bit vector of float32 accumulators
 
 

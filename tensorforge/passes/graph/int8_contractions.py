@@ -94,10 +94,7 @@ def matmul_to_qmatmul(op: Operation, rewriter: PatternRewriter) -> bool:
     if a.type.shape[-1] != k:
         return False
     rewriter.set_insertion_point_before(op)
-    if isinstance(zp, int):
-        zp = rewriter.constant(np.array(zp, np.int32), DType.i32)
-    elif zp.type.rank:
-        zp = rewriter.create("graph.reshape", [zp], {"shape": ()}).results[0]
+    zp = _zero_point(rewriter, zp)
     packed = rewriter.constant(pack_vnni(w), DType.i8)
     sums = rewriter.constant(w.astype(np.int32).sum(axis=0, dtype=np.int32), DType.i32)
     new = rewriter.create("graph.qmatmul", [a, packed, sums, zp], {"k": k, "n": n})
@@ -108,15 +105,65 @@ def matmul_to_qmatmul(op: Operation, rewriter: PatternRewriter) -> bool:
     return True
 
 
+def _int8_conv_weights(v: Value) -> np.ndarray | None:
+    """Constant ``(O, C, kh, kw)`` integer weights that fit int8 (or their int32 widening), as int8."""
+    w = constant_value(v)
+    if w is None and v.op is not None and v.op.name == "graph.cast":
+        w = constant_value(v.op.operands[0])
+    if w is None or w.ndim != 4 or not np.issubdtype(w.dtype, np.integer) or w.size == 0:
+        return None
+    return w.astype(np.int8) if -128 <= w.min() and w.max() <= 127 else None
+
+
+@pattern("graph.conv")
+def conv_to_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
+    """``conv(cast<i32>(x) - zp, W (+ bias))`` in int32 (ONNX ``ConvInteger``, ``QLinearConv``)
+    -> ``qconv(x, W, zp) (+ bias)``: one group, 2-D, static channels."""
+    x, w = op.operands[:2]
+    if (op.results[0].type.dtype is not DType.i32 or op.attributes.get("groups", 1) != 1 or x.type.rank != 4
+            or not isinstance(x.type.shape[1], int)):
+        return False
+    act, wq = _activation(x), _int8_conv_weights(w)
+    if act is None or wq is None:
+        return False
+    from ...dialects.graph.quant import qconv_weights
+    a, zp = act
+    rewriter.set_insertion_point_before(op)
+    zp = _zero_point(rewriter, zp)
+    shifted, sums = qconv_weights(wq)
+    at = {key: op.attributes[key] for key in ("strides", "pads", "dilations") if key in op.attributes}
+    new = rewriter.create("graph.qconv", [a, rewriter.constant(shifted, DType.u8), rewriter.constant(sums, DType.i32), zp],
+                          {"kernel": tuple(int(d) for d in wq.shape[2:]), **at})
+    y = new.results[0]
+    if len(op.operands) == 3:                       # the int32 bias: exact, after the sum
+        y = rewriter.create("graph.add", [y, rewriter.create("graph.reshape", [op.operands[2]],
+                                                             {"shape": (1, wq.shape[0], 1, 1)}).results[0]]).results[0]
+    if y.type != op.results[0].type:
+        return False
+    rewriter.replace_op(op, [y])
+    return True
+
+
+def _zero_point(rewriter: PatternRewriter, zp: Value | int) -> Value:
+    """The activations' zero point as an int32 scalar value."""
+    if isinstance(zp, int):
+        return rewriter.constant(np.array(zp, np.int32), DType.i32)
+    if zp.type.rank:
+        return rewriter.create("graph.reshape", [zp], {"shape": ()}).results[0]
+    return zp
+
+
 def int8_contractions(root: Operation, max_iterations: int = 4) -> RewriteStats:
-    """Rewrites the 8-bit integer matmuls under ``root`` into ``graph.qmatmul``."""
-    return apply_patterns_greedily(root, (matmul_to_qmatmul,), fold=False, max_iterations=max_iterations)
+    """Rewrites the 8-bit integer matmuls and convolutions under ``root`` into ``graph.qmatmul``
+    and ``graph.qconv``."""
+    return apply_patterns_greedily(root, (matmul_to_qmatmul, conv_to_qconv), fold=False, max_iterations=max_iterations)
 
 
 @register_pass
 class Int8ContractionsPass(_GreedyPass):
     name = "int8-contractions"
-    summary = "integer matmuls of 8-bit activations by constant int8 weights -> graph.qmatmul (VNNI layout)"
+    summary = ("integer matmuls and convolutions of 8-bit activations by constant int8 weights -> "
+               "graph.qmatmul / graph.qconv (VNNI kernels)")
     options: ClassVar[dict[str, Option]] = {
         "max_iterations": Option(4, "greedy driver iterations before giving up"),
     }
@@ -125,4 +172,4 @@ class Int8ContractionsPass(_GreedyPass):
         return self._finish(int8_contractions(module, max_iterations=self.max_iterations))
 
 
-__all__ = ["Int8ContractionsPass", "int8_contractions", "matmul_to_qmatmul"]
+__all__ = ["Int8ContractionsPass", "conv_to_qconv", "int8_contractions", "matmul_to_qmatmul"]

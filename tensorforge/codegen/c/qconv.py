@@ -1,0 +1,159 @@
+"""C source of an exact int8 2-D convolution (``graph.qconv``): ``y = W x im2col(x)`` in int32.
+
+The convolution is the int8 GEMM of ``qgemm.py`` with the roles of its operands chosen so that
+the output is NCHW without a transpose:
+
+* **Weights are the rows (the broadcast operand).**  ``vpdpbusd`` multiplies unsigned bytes (the
+  broadcast side) by signed bytes (the vector side).  The weights, int8, are stored as
+  ``w + 128`` (uint8, ``dialects/graph/quant.qconv_weights``) and read in place, one output
+  channel per row of A.  The activations become the signed side: uint8 ``x`` as
+  ``x' = x ^ 0x80 = x - 128`` (int8 ``x`` as it is, ``x' = x``).
+* **Activations are packed per image at run time** into the ``[ceil(P/16)][K/4][16][4]`` panels
+  the GEMM loads (``pack_vnni``'s layout, P output pixels as its columns): an im2col into a
+  ``K x P`` byte matrix (per kernel row and output row a ``memcpy`` of the in-range span and a
+  fill of the padding with the zero point, for stride 1; a gather otherwise; nothing at all for a
+  1x1 stride-1 unpadded conv, whose im2col is ``x`` itself), then 4 x 16 byte blocks interleaved
+  into 64-byte quads with SSE2 unpacks.  K is padded to a multiple of 4 with ``x' = 0``.
+* **The algebra.**  ``sum_k (w + 128) x' = sum_k w x' + 128 sum_k x'``, and the wanted
+  ``sum_k w (x - zp) = sum_k w x' - zp' sum_k w`` (``zp' = zp - 128`` for uint8 input), so the
+  GEMM starts each output from ``colterm[p] + rowterm[o]`` with ``colterm[p] = -128 sum_k x'[k, p]``
+  (summed while packing, SSSE3 ``pmaddubsw`` by ones) and ``rowterm[o] = -zp' * rowsum(w)[o]``
+  (``qgemm.source(row_comp=True)``).  Padding holds ``zp`` itself, whose term cancels.  All of
+  it is integer arithmetic modulo 2**32 (uint32 in C): bit-exact, no saturation.
+* **Threads**: the im2col (over kernel rows) and the packing (over pixel panels) are OpenMP
+  loops of one parallel region; the GEMM splits its output by its own grid (``grid_driver``).
+"""
+from __future__ import annotations
+
+from . import qgemm
+
+_HELPERS = r"""
+#include <stdlib.h>
+#include <string.h>
+#if defined(__SSSE3__)
+#include <immintrin.h>
+#endif
+#ifndef TF_QCONV_HELPERS_DEFINED
+#define TF_QCONV_HELPERS_DEFINED
+/* Row k of the K x P im2col byte matrix of one image (k = (c, i, j) in weight order). */
+static void tf_qconv_im2col_row(const uint8_t *x, long k, long H, long W, long kh, long kw, long sh, long sw,
+                                long ph, long pw, long dh, long dw, long OH, long OW, uint8_t pad, uint8_t *row)
+{
+  const long c = k / (kh * kw), i = (k / kw) % kh, j = k % kw;
+  const uint8_t *plane = x + c * H * W;
+  for (long oh = 0; oh < OH; oh++) {
+    uint8_t *dst = row + oh * OW;
+    const long ih = oh * sh - ph + i * dh;
+    if (ih < 0 || ih >= H) { memset(dst, pad, (size_t)OW); continue; }
+    const uint8_t *src = plane + ih * W;
+    const long off = j * dw - pw;                          /* iw = ow * sw + off */
+    long lo = off < 0 ? (-off + sw - 1) / sw : 0;          /* ow with 0 <= iw < W: [lo, hi) */
+    long hi = W - off > 0 ? (W - off - 1) / sw + 1 : 0;
+    if (hi > OW) hi = OW;
+    if (lo > OW) lo = OW;
+    if (hi < lo) hi = lo;
+    memset(dst, pad, (size_t)lo);
+    if (sw == 1) memcpy(dst + lo, src + lo + off, (size_t)(hi - lo));
+    else for (long ow = lo; ow < hi; ow++) dst[ow] = src[ow * sw + off];
+    memset(dst + hi, pad, (size_t)(OW - hi));
+  }
+}
+
+/* Pixels [p0, p0 + 16) of the K x P byte matrix `col` (row stride ldc) as one packed panel
+   of kq = Kp / 4 quads: bp[q][p][t] = col[4q + t][p0 + p] ^ flip, rows >= K and pixels >= P
+   as 0 after the flip.  Returns nothing; colterm[p] = -128 * sum_k bp[k][p] (valid pixels). */
+static void tf_qconv_pack_panel(const uint8_t *col, long ldc, long K, long kq, long p0, long P,
+                                uint8_t flip, int8_t *bp, int32_t *colterm)
+{
+  const long n = P - p0 < 16 ? P - p0 : 16;
+#if defined(__SSSE3__)
+  const __m128i vflip = _mm_set1_epi8((char)flip), ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
+  __m128i s0 = _mm_setzero_si128(), s1 = s0, s2 = s0, s3 = s0;
+  for (long q = 0; q < kq; q++) {
+    __m128i r[4];
+    for (int t = 0; t < 4; t++) {
+      const long k = 4 * q + t;
+      if (k < K && n == 16) {
+        r[t] = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(col + k * ldc + p0)), vflip);
+      } else {
+        uint8_t tmp[16] = {0};
+        if (k < K) for (long p = 0; p < n; p++) tmp[p] = col[k * ldc + p0 + p] ^ flip;
+        r[t] = _mm_loadu_si128((const __m128i *)tmp);
+      }
+    }
+    const __m128i a = _mm_unpacklo_epi8(r[0], r[1]), b = _mm_unpackhi_epi8(r[0], r[1]);
+    const __m128i c = _mm_unpacklo_epi8(r[2], r[3]), d = _mm_unpackhi_epi8(r[2], r[3]);
+    const __m128i o0 = _mm_unpacklo_epi16(a, c), o1 = _mm_unpackhi_epi16(a, c);
+    const __m128i o2 = _mm_unpacklo_epi16(b, d), o3 = _mm_unpackhi_epi16(b, d);
+    __m128i *out = (__m128i *)(bp + q * 64);
+    _mm_storeu_si128(out, o0); _mm_storeu_si128(out + 1, o1);
+    _mm_storeu_si128(out + 2, o2); _mm_storeu_si128(out + 3, o3);
+    s0 = _mm_add_epi32(s0, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o0), ones16));
+    s1 = _mm_add_epi32(s1, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o1), ones16));
+    s2 = _mm_add_epi32(s2, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o2), ones16));
+    s3 = _mm_add_epi32(s3, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o3), ones16));
+  }
+  int32_t sums[16];
+  _mm_storeu_si128((__m128i *)sums, s0); _mm_storeu_si128((__m128i *)(sums + 4), s1);
+  _mm_storeu_si128((__m128i *)(sums + 8), s2); _mm_storeu_si128((__m128i *)(sums + 12), s3);
+#else
+  int32_t sums[16] = {0};
+  for (long q = 0; q < kq; q++)
+    for (int p = 0; p < 16; p++)
+      for (int t = 0; t < 4; t++) {
+        const long k = 4 * q + t;
+        const int8_t v = (k < K && p < n) ? (int8_t)(col[k * ldc + p0 + p] ^ flip) : 0;
+        bp[q * 64 + p * 4 + t] = v;
+        sums[p] += v;
+      }
+#endif
+  for (long p = 0; p < n; p++) colterm[p0 + p] = (int32_t)(0u - 128u * (uint32_t)sums[p]);
+}
+#endif
+"""
+
+
+def source(name: str, target, signed: bool, threads: int = 1) -> str:
+    """C text defining ``void NAME(long N, long C, long H, long W, long O, long kh, long kw, long sh,
+    long sw, long ph, long pw, long dh, long dw, long OH, long OW, const uint8_t *x, const uint8_t
+    *w_shifted, const int32_t *w_sums, int32_t zp, int32_t *y)`` for ``signed`` (int8) or uint8
+    activations; ``y`` is ``N x O x OH x OW`` int32.  Self-contained and guarded like ``qgemm.source``."""
+    gemm = f"{name}_gemm"
+    flip = "0x00" if signed else "0x80"
+    zp_shift = "" if signed else " - 128u"
+    par = f"num_threads({threads}) if (P * Kp * O >= {qgemm.PARALLEL_MIN_MACS})" if threads > 1 else "if (0)"
+    return (qgemm.source(gemm, target, a_signed=False, threads=threads, row_comp=True) + _HELPERS + f"""
+void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
+            long dh, long dw, long OH, long OW, const uint8_t *x, const uint8_t *w_shifted,
+            const int32_t *w_sums, int32_t zp, int32_t *y)
+{{
+  const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW, panels = (P + 15) / 16;
+  const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
+  uint8_t *col = direct ? 0 : (uint8_t *)malloc((size_t)(K * P));
+  int8_t *bp = (int8_t *)malloc((size_t)(panels * 16 * Kp));
+  int32_t *colterm = (int32_t *)malloc((size_t)(panels * 16) * sizeof(int32_t));
+  int32_t *rowterm = (int32_t *)malloc((size_t)O * sizeof(int32_t));
+  const uint32_t zps = (uint32_t)zp{zp_shift};
+  for (long o = 0; o < O; o++) rowterm[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
+  for (long n = 0; n < N; n++) {{
+    const uint8_t *xn = x + n * C * H * W;
+    const uint8_t *src = direct ? xn : col;
+    #pragma omp parallel {par}
+    {{
+      if (!direct) {{
+        #pragma omp for schedule(static)
+        for (long k = 0; k < K; k++)
+          tf_qconv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, (uint8_t)zp, col + k * P);
+      }}
+      #pragma omp for schedule(static)
+      for (long pn = 0; pn < panels; pn++)
+        tf_qconv_pack_panel(src, P, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp, colterm);
+    }}
+    {gemm}(O, P, Kp, w_shifted, Kp, bp, colterm, rowterm, y + n * O * P, P);
+  }}
+  free(col); free(bp); free(colterm); free(rowterm);
+}}
+""")
+
+
+__all__ = ["source"]

@@ -1,0 +1,204 @@
+"""``qdq-contractions``: QDQ-quantized models (onnxruntime ``quantize_static``) run their
+contractions on the int8 kernels instead of in dequantized float32.
+
+A QDQ model states int8 arithmetic as float ops around float contractions:
+
+    y = conv(DequantizeLinear(q, sx, zx), DequantizeLinear(wq, sw, 0), bias)
+
+which imports as ``mul(sub(cast<f32>(q), zx), sx)`` for the activations and (after const-fold)
+a float32 weight constant ``fl(wq * sw)``, or ``mul(cast<f32>(wq), sw)`` where the weight is too
+big to fold.  Computed as written it is a float32 conv of dequantized values: correct, but none
+of int8's speed.  This pass finds the 8-bit activations and the integer weights again and writes
+
+    y = cast<f32>(qconv(q, wq, zx)) * (sx * sw) + bias          (qmatmul for matmul / gemm)
+
+(``quantization.rewrite.int8_contraction``).  Every product and sum of integers is exact, so the
+result differs from the float form by float32 rounding only (the dequantized products are exact
+in float32 too, only their summation rounds), and the requantized output within 1 of
+onnxruntime's.  A folded weight is accepted only when a per-output-channel scale ``s``
+reproduces every element exactly, ``fl(round(w / s) * s) == w`` with ``|round(w / s)| <= 127``
+(tried: ``max|w| / 127`` and its float32 neighbours, for each channel and for the whole tensor);
+anything else stays float.  It runs before ``simplify-extra`` and ``fold-inference``, which
+would fold the next layer's quantization scale into the weights and hide the integers.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir.core import Operation, Value
+from ...ir.pass_manager import Option
+from ...ir.rewrite import PatternRewriter, RewriteStats, apply_patterns_greedily, constant_value, pattern
+from ...ir.types import DType
+from ..registry import register_pass
+from .simplify import _GreedyPass
+
+_INT8 = (DType.u8, DType.i8)
+
+
+def _scalar(v: Value) -> float | None:
+    """The value of a one-element float constant."""
+    c = constant_value(v)
+    return float(np.asarray(c).reshape(())) if c is not None and c.size == 1 else None
+
+
+def _widened(v: Value) -> Value | None:
+    """``q`` when ``v = cast<f32>(q)`` with ``q`` 8-bit."""
+    op = v.op
+    if op is None or op.name != "graph.cast" or v.type.dtype is not DType.f32:
+        return None
+    return op.operands[0] if op.operands[0].type.dtype in _INT8 else None
+
+
+def _shifted(v: Value) -> tuple[Value, float] | None:
+    """(q, zero point) of ``cast<f32>(q)``, ``cast<f32>(q) - z`` or ``cast<f32>(q) + (-z)``."""
+    q = _widened(v)
+    if q is not None:
+        return q, 0.0
+    op = v.op
+    if op is None or op.name not in ("graph.sub", "graph.add"):
+        return None
+    q, z = _widened(op.operands[0]), _scalar(op.operands[1])
+    if q is None and op.name == "graph.add":
+        q, z = _widened(op.operands[1]), _scalar(op.operands[0])
+    if q is None or z is None:
+        return None
+    return q, (z if op.name == "graph.sub" else -z)
+
+
+def _scaled(v: Value) -> tuple[Value, float] | None:
+    """(t, s) of ``t * s`` with ``s`` a one-element constant (either side)."""
+    op = v.op
+    if op is None or op.name != "graph.mul":
+        return None
+    for t, s in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
+        scale = _scalar(s)
+        if scale is not None and scale > 0 and np.isfinite(scale):
+            return t, scale
+    return None
+
+
+def dequantized(v: Value) -> tuple[Value, int, float] | None:
+    """(8-bit q, integer zero point, scale) when ``v`` is ONNX ``DequantizeLinear(q)`` per tensor:
+    ``(cast<f32>(q) - z) * s``, also with the zero point added as ``-z``."""
+    scaled = _scaled(v)
+    if scaled is None:
+        return None
+    shifted = _shifted(scaled[0])
+    if shifted is None:
+        return None
+    (q, z), s = shifted, scaled[1]
+    info = np.iinfo(q.type.dtype.np)
+    if z != round(z) or not info.min <= z <= info.max:
+        return None
+    return q, int(round(z)), s
+
+
+def _exact_scales(w: np.ndarray, candidates: np.ndarray) -> np.ndarray | None:
+    """int8 ``round(w / s)`` (rows of ``w`` by per-row ``s``) when it gives back ``w`` bit for bit."""
+    s = candidates.reshape((-1,) + (1,) * (w.ndim - 1)).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.rint(w / s)
+    if not np.all(np.abs(q) <= 127) or not np.array_equal((q.astype(np.float32) * s).astype(np.float32), w):
+        return None
+    return q.astype(np.int8)
+
+
+def recover_int8(w: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(int8 weights, float32 scale per row) with ``fl(wq * s) == w`` exactly (rows: output
+    channels), or None when ``w`` is not a symmetric int8 tensor dequantized per row or per
+    tensor.  The scale of a row is ``max|w| / 127`` up to float32 rounding: its neighbours are tried."""
+    if w.dtype != np.float32 or w.size == 0 or not np.all(np.isfinite(w)):
+        return None
+    rows = w.reshape(w.shape[0], -1)
+    amax = np.abs(rows).max(axis=1)
+    for base in (amax, np.full_like(amax, amax.max())):
+        s0 = np.where(base > 0, base / np.float32(127), np.float32(1)).astype(np.float32)
+        for step in (0, 1, -1, 2, -2):
+            s = s0
+            for _ in range(abs(step)):
+                s = np.nextafter(s, np.float32(np.inf) if step > 0 else np.float32(0)).astype(np.float32)
+            q = _exact_scales(w, s)
+            if q is not None:
+                return q, s
+    return None
+
+
+def _dequantized_weights(v: Value, axis: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(int8 weights, scale per output channel) of a weight operand whose output channels run
+    along ``axis``: a folded float constant (``recover_int8``), or ``(cast<f32>(wq) - 0) * s``
+    with ``s`` per tensor or per channel along ``axis``."""
+    w = constant_value(v)
+    if w is not None:
+        got = recover_int8(np.moveaxis(w, axis, 0)) if w.ndim >= 2 else None
+        return None if got is None else (np.moveaxis(got[0], 0, axis), got[1])
+    op = v.op
+    if op is None or op.name != "graph.mul":
+        return None
+    for t, s in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
+        shifted, scale = _shifted(t), constant_value(s)
+        if shifted is None or scale is None or shifted[1] != 0:
+            continue
+        wq = constant_value(shifted[0])
+        if wq is None or wq.dtype != np.int8 or wq.ndim < 2:
+            continue
+        n = wq.shape[axis]
+        if scale.size == 1:
+            per = np.full(n, float(scale.reshape(())), np.float32)
+        elif scale.size == n and scale.shape[axis if scale.ndim == wq.ndim else -1] == n:
+            per = scale.reshape(n).astype(np.float32)
+        else:
+            continue
+        return wq, per
+    return None
+
+
+@pattern(("graph.conv", "graph.matmul", "graph.gemm"))
+def qdq_to_int8(op: Operation, rewriter: PatternRewriter) -> bool:
+    from ...quantization.rewrite import int8_contraction
+    if op.results[0].type.dtype is not DType.f32:
+        return False
+    x = dequantized(op.operands[0])
+    if x is None:
+        return False
+    q, zp, sx = x
+    if op.name == "graph.conv":
+        if op.attributes.get("groups", 1) != 1 or q.type.rank != 4 or not isinstance(q.type.shape[1], int):
+            return False
+        got = _dequantized_weights(op.operands[1], 0)
+    elif op.name == "graph.gemm":
+        if op.attributes.get("trans_a", False) or op.operands[1].type.rank != 2:
+            return False
+        trans_b = op.attributes.get("trans_b", False)
+        got = _dequantized_weights(op.operands[1], 0 if trans_b else 1)
+        got = got if got is None or not trans_b else (got[0].T, got[1])
+    else:
+        if op.operands[1].type.rank != 2 or q.type.rank < 2:
+            return False
+        got = _dequantized_weights(op.operands[1], 1)
+    if got is None:
+        return False
+    wq, sw = got
+    rewriter.set_insertion_point_before(op)
+    y = int8_contraction(rewriter.graph, op, q, sx, zp, wq, sw)
+    if y.type != op.results[0].type:
+        return False
+    rewriter.replace_op(op, [y])
+    return True
+
+
+def qdq_contractions(root: Operation, max_iterations: int = 4) -> RewriteStats:
+    """Rewrites the contractions of dequantized 8-bit tensors under ``root`` to the int8 kernels."""
+    return apply_patterns_greedily(root, (qdq_to_int8,), fold=False, max_iterations=max_iterations)
+
+
+@register_pass
+class QdqContractionsPass(_GreedyPass):
+    name = "qdq-contractions"
+    summary = "conv/matmul/gemm of DequantizeLinear'd int8 activations and weights -> graph.qconv / graph.qmatmul"
+    options = {"max_iterations": Option(4, "greedy driver iterations before giving up")}
+
+    def run(self, module):
+        return self._finish(qdq_contractions(module, max_iterations=self.max_iterations))
+
+
+__all__ = ["QdqContractionsPass", "dequantized", "qdq_contractions", "qdq_to_int8", "recover_int8"]

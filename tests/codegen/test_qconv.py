@@ -1,0 +1,98 @@
+"""The int8 convolution generator (``codegen/c/qconv.py``) against the exact int64 reference of
+``graph.qconv`` (``dialects/graph/quant.py``).
+
+Every comparison is bit-exact, on the three code paths of ``qgemm`` (512-bit VNNI, 256-bit AVX-VNNI,
+the plain C loop) and one and two threads.  Shapes cross the edges of the packing: K = C*kh*kw not
+a multiple of 4, output pixels not a multiple of the 16-pixel panel (and a single pixel), the 1x1
+stride-1 conv that packs straight from the input, strides, asymmetric pads, dilation, batches,
+uint8 and int8 activations with non-zero zero points, padding wider than the kernel reach.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+import pytest
+
+from tensorforge.codegen.c import compile_c, qconv, qgemm
+from tensorforge.dialects.graph.quant import QConv, qconv_weights
+
+from .test_qgemm import TARGETS, runnable
+
+ARGTYPES = [ctypes.c_long] * 15 + [ctypes.c_void_p] * 3 + [ctypes.c_int32, ctypes.c_void_p]
+
+# (N, C, H, W, O, kh, kw, strides, pads (top, left, bottom, right), dilations)
+SHAPES = [
+    (1, 3, 8, 8, 5, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),          # K = 27
+    (2, 16, 7, 9, 33, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1)),        # 1x1 direct, P = 63, batch 2
+    (1, 5, 11, 10, 17, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1)),       # stride 2
+    (1, 7, 9, 9, 20, 3, 3, (1, 1), (2, 2, 2, 2), (2, 2)),         # dilation 2
+    (1, 3, 20, 20, 8, 7, 7, (2, 2), (3, 3, 3, 3), (1, 1)),        # a ResNet stem
+    (1, 64, 14, 14, 64, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1)),      # P = 196
+    (1, 6, 5, 5, 4, 2, 3, (1, 2), (0, 1, 1, 0), (1, 1)),          # asymmetric everything
+    (1, 9, 1, 1, 3, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),          # one pixel, mostly padding
+    (1, 4, 6, 6, 7, 1, 1, (2, 2), (0, 0, 0, 0), (1, 1)),          # 1x1 stride 2 (not direct)
+    (1, 2, 4, 4, 3, 3, 3, (1, 1), (4, 4, 4, 4), (1, 1)),          # pads beyond the kernel's reach
+]
+
+
+@functools.lru_cache(maxsize=None)
+def kernel(path: str, signed: bool, threads: int):
+    runnable(path)
+    target = TARGETS[path]
+    assert qgemm.isa(target) == path
+    name = f"t_qconv_{path}_{'s8' if signed else 'u8'}_{threads}t"
+    return compile_c(qconv.source(name, target, signed, threads), target, name=name).function(name, ARGTYPES)
+
+
+def run(fn, x, w, zp, strides, pads, dilations):
+    shifted, sums = qconv_weights(w)
+    attrs = dict(kernel=w.shape[2:], strides=strides, pads=pads, dilations=dilations)
+    ref = QConv().compute(x, shifted, sums, np.int32(zp), **attrs)
+    y = np.full(ref.shape, -7, np.int32)
+    n, c, h, wd = x.shape
+    fn(n, c, h, wd, w.shape[0], *w.shape[2:], *strides, pads[0], pads[1], *dilations, *ref.shape[2:],
+       x.ctypes.data, shifted.ctypes.data, sums.ctypes.data, zp, y.ctypes.data)
+    return y, ref
+
+
+def test_reference_is_the_integer_convolution():
+    """The op's reference against a direct loop: padding holds the zero point (adds nothing)."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, (1, 2, 5, 4)).astype(np.uint8)
+    w = rng.integers(-128, 128, (3, 2, 3, 3)).astype(np.int8)
+    zp = 131
+    shifted, sums = qconv_weights(w)
+    assert shifted.shape == (3, 20) and not shifted[:, 18:].any()       # K = 18 padded to 20 with 0
+    y = QConv().compute(x, shifted, sums, np.int32(zp), kernel=(3, 3), pads=(1, 1, 1, 1))
+    xp = np.pad(x.astype(np.int64) - zp, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    for o in range(3):
+        for i in range(5):
+            for j in range(4):
+                assert y[0, o, i, j] == (xp[0, :, i:i + 3, j:j + 3] * w[o].astype(np.int64)).sum()
+
+
+@pytest.mark.parametrize("path", ["avx512_vnni", "avx_vnni", "scalar"])
+@pytest.mark.parametrize("signed", [False, True], ids=["u8", "s8"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_kernel_is_bit_exact(path, signed, threads):
+    fn = kernel(path, signed, threads)
+    rng = np.random.default_rng(17 + threads + 2 * signed)
+    for n, c, h, wd, o, kh, kw, strides, pads, dil in SHAPES:
+        lo, hi = (-128, 128) if signed else (0, 256)
+        x = rng.integers(lo, hi, (n, c, h, wd)).astype(np.int8 if signed else np.uint8)
+        w = rng.integers(-128, 128, (o, c, kh, kw)).astype(np.int8)
+        zp = int(rng.integers(lo, hi))
+        y, ref = run(fn, x, w, zp, strides, pads, dil)
+        np.testing.assert_array_equal(y, ref, err_msg=f"{(n, c, h, wd, o, kh, kw, strides, pads, dil)} zp={zp}")
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["u8", "s8"])
+def test_extreme_values_wrap_like_int32(signed):
+    """All-extreme activations and weights: the largest sums, still exact (K = 576 < 2^16)."""
+    fn = kernel("avx512_vnni" if qgemm.isa(TARGETS["avx512_vnni"]) == "avx512_vnni" else "scalar", signed, 1)
+    x = np.full((1, 64, 6, 6), -128 if signed else 255, np.int8 if signed else np.uint8)
+    w = np.full((16, 64, 3, 3), -128, np.int8)
+    y, ref = run(fn, x, w, 127 if signed else 0, (1, 1), (1, 1, 1, 1), (1, 1))
+    np.testing.assert_array_equal(y, ref)

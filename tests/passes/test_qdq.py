@@ -1,0 +1,99 @@
+"""QDQ models (onnxruntime's ``quantize_static``) run their convolutions and linear layers on the
+int8 kernels (``qdq-contractions``), and agree with onnxruntime's outputs to within one output
+quantum; weights that are not exactly int8 values times a scale stay float."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import tensorforge  # noqa: E402
+from tensorforge.passes.graph.qdq import recover_int8  # noqa: E402
+from tensorforge.passes.pipeline import optimize  # noqa: E402
+
+
+def _cnn() -> onnx.ModelProto:
+    """conv 3->16 3x3, relu, conv 16->32 3x3 stride 2, relu, flatten, gemm -> 10 (float)."""
+    rng = np.random.default_rng(0)
+    inits = {"w1": rng.standard_normal((16, 3, 3, 3)).astype(np.float32) * 0.3,
+             "b1": rng.standard_normal(16).astype(np.float32) * 0.1,
+             "w2": rng.standard_normal((32, 16, 3, 3)).astype(np.float32) * 0.1,
+             "b2": rng.standard_normal(32).astype(np.float32) * 0.1,
+             "w3": rng.standard_normal((10, 32 * 8 * 8)).astype(np.float32) * 0.02,
+             "b3": rng.standard_normal(10).astype(np.float32) * 0.1}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Flatten", ["r2"], ["f"]),
+             helper.make_node("Gemm", ["f", "w3", "b3"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+                              [numpy_helper.from_array(a, n) for n, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _samples(n: int, seed: int) -> list[np.ndarray]:
+    return [np.random.default_rng(seed + i).standard_normal((1, 3, 16, 16)).astype(np.float32) for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def qdq_cnn(tmp_path_factory) -> bytes:
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": s} for s in _samples(8, 100)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    d = tmp_path_factory.mktemp("qdq")
+    src, dst = d / "f32.onnx", d / "qdq.onnx"
+    src.write_bytes(_cnn().SerializeToString())
+    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return dst.read_bytes()
+
+
+def test_qdq_model_runs_int8_kernels(qdq_cnn):
+    module = tensorforge.import_model(onnx.load_from_string(qdq_cnn))
+    optimize(module, "cpu", None)
+    names = [op.name for op in module.main.body]
+    assert names.count("graph.qconv") == 2 and names.count("graph.qmatmul") == 1
+    assert "graph.conv" not in names and "graph.gemm" not in names
+    cm = tensorforge.compile(onnx.load_from_string(qdq_cnn))
+    assert "tf_qconv_" in cm.source and "tf_qgemm_" in cm.source
+
+
+def test_qdq_outputs_agree_with_onnxruntime(qdq_cnn):
+    """The dequantized logits within one output quantum of onnxruntime's, the same top-1."""
+    model = onnx.load_from_string(qdq_cnn)
+    out_scale = next(float(numpy_helper.to_array(t)) for t in model.graph.initializer if t.name == "y_scale")
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(qdq_cnn, so, providers=["CPUExecutionProvider"])
+    cm = tensorforge.compile(model)
+    for x in _samples(10, 1000):
+        want, got = sess.run(None, {"x": x})[0], np.asarray(cm(x))
+        assert np.abs(got - want).max() <= out_scale * 1.001
+        assert got.argmax() == want.argmax()
+
+
+def test_recover_int8_is_exact_or_nothing():
+    rng = np.random.default_rng(1)
+    wq = rng.integers(-127, 128, (6, 5, 3, 3)).astype(np.int8)
+    wq[:, 0, 0, 0] = 127                                           # every channel reaches the limit
+    s = (rng.random(6) * 0.01 + 1e-4).astype(np.float32)
+    w = (wq.astype(np.float32) * s.reshape(6, 1, 1, 1)).astype(np.float32)
+    got = recover_int8(w)
+    assert got is not None
+    np.testing.assert_array_equal(got[0], wq)
+    np.testing.assert_array_equal((got[0].astype(np.float32) * got[1].reshape(6, 1, 1, 1)), w)
+    assert recover_int8(w * np.float32(1.0001)) is None or np.array_equal(
+        (recover_int8(w * np.float32(1.0001))[0] * recover_int8(w * np.float32(1.0001))[1].reshape(6, 1, 1, 1)),
+        w * np.float32(1.0001))
+    assert recover_int8(rng.standard_normal((4, 9)).astype(np.float32)) is None      # a float weight stays float
