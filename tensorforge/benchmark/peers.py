@@ -6,13 +6,18 @@ fails to set up is skipped with a one-line reason instead of stopping the benchm
 is a comparison against whatever the user has.  Zoo models reach onnxruntime through
 ``torch.onnx.export`` with the TorchScript exporter (``dynamo=False``), which needs neither
 network nor onnxscript.
+
+``bench --precision int8`` gives onnxruntime the same model quantized by its own post-training
+tool (``quantize_static``: QDQ, per-channel int8 weights, uint8 activations) on the same
+calibration samples tensorforge calibrates on; ``--precision bf16`` times onnxruntime in float32,
+as it has no bf16 path on CPUs.  Torch peers stay float32 either way.
 """
 from __future__ import annotations
 
 import io
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -35,19 +40,27 @@ class Contender:
     run: Callable[[], Any]
     outputs: list[np.ndarray]        # from the first call, for the output check
     setup_s: float                   # compile / export / session creation, including the first call
+    precision: str | None = None     # shown after the label when the bench compares precisions
+    note: str = ""                   # what a reader must know to compare it (e.g. how it was quantized)
 
     @property
     def label(self) -> str:
-        return LABELS.get(self.key, self.key)
+        name = LABELS.get(self.key, self.key)
+        return f"{name} {self.precision}" if self.precision else name
 
 
-def make_peer(key: str, lm: LoadedModel, threads: int) -> Contender:
-    """Sets up peer ``key`` (one of ``PEERS``) for ``lm``; raises ``PeerUnavailable`` with a reason."""
+def make_peer(key: str, lm: LoadedModel, threads: int, precision: str = "f32",
+              samples: Sequence[tuple] | None = None) -> Contender:
+    """Sets up peer ``key`` (one of ``PEERS``) for ``lm``; raises ``PeerUnavailable`` with a reason.
+    ``precision`` is the one tensorforge is benched at; int8 needs the calibration ``samples``."""
     if key not in PEERS:
         raise PeerUnavailable(f"unknown peer '{key}' (known: {', '.join(PEERS)})")
     if key == "onnxruntime":
-        return _onnxruntime(lm, threads)
-    return _torch_peer(key, lm)
+        return _onnxruntime(lm, threads, precision, samples)
+    peer = _torch_peer(key, lm)
+    if precision != "f32":
+        peer.precision = "f32"
+    return peer
 
 
 def _require_torch_model(lm: LoadedModel):
@@ -95,7 +108,58 @@ def _onnx_bytes(lm: LoadedModel) -> bytes:
     return buf.getvalue()
 
 
-def _onnxruntime(lm: LoadedModel, threads: int) -> Contender:
+def _input_names(lm: LoadedModel) -> list[str]:
+    """The ONNX input names of ``lm``'s inputs, in order (``_onnx_bytes`` names a zoo model's)."""
+    return [f"input{i}" for i in range(len(lm.inputs))] if lm.kind == "zoo" else list(lm.input_names)
+
+
+def _feeds(lm: LoadedModel, arrays: Sequence[np.ndarray], wanted: set[str]) -> dict[str, np.ndarray]:
+    """``arrays`` by ONNX input name, for the inputs the model kept (the exporter drops unused ones)."""
+    return {n: a for n, a in zip(_input_names(lm), arrays) if n in wanted}
+
+
+def _quantize_static(model: bytes, lm: LoadedModel, samples: Sequence[tuple]) -> bytes:
+    """``model`` quantized by onnxruntime's post-training tool, calibrated (MinMax) on ``samples``."""
+    import logging
+    import os
+    import tempfile
+
+    try:
+        import onnx
+        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    except ImportError as e:
+        raise PeerUnavailable(f"onnxruntime's quantization tool cannot be imported ({e}); "
+                              f"pip install 'tensorforge[onnx]'") from None
+
+    proto = onnx.load_from_string(model)
+    inits = {t.name for t in proto.graph.initializer}
+    wanted = {i.name for i in proto.graph.input if i.name not in inits}
+
+    class Samples(CalibrationDataReader):
+        def __init__(self):
+            self.rest = iter(samples)
+
+        def get_next(self):
+            sample = next(self.rest, None)
+            return None if sample is None else _feeds(lm, sample, wanted)
+
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)                 # "consider pre-processing": advice, not a fault
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            out = os.path.join(folder, "int8.onnx")
+            quantize_static(proto, out, Samples(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+            with open(out, "rb") as f:
+                return f.read()
+    except Exception as e:                           # onnxruntime's own error types
+        raise PeerUnavailable(f"quantize_static failed: {type(e).__name__}: {_one_line(e)}") from None
+    finally:
+        logging.disable(previous)
+
+
+def _onnxruntime(lm: LoadedModel, threads: int, precision: str = "f32",
+                 samples: Sequence[tuple] | None = None) -> Contender:
     if lm.kind == "tfm":
         raise PeerUnavailable(f"'{lm.name}' is a compiled .tfm file; bench its .onnx or zoo model for peers")
     try:
@@ -107,16 +171,22 @@ def _onnxruntime(lm: LoadedModel, threads: int) -> Contender:
     with warnings.catch_warnings():                  # the TorchScript exporter's deprecation notice
         warnings.simplefilter("ignore")
         model = _onnx_bytes(lm)
+    precision_label, note = None, ""
+    if precision == "int8":
+        model = _quantize_static(model, lm, samples or ())
+        precision_label = "int8 QDQ"
+        note = (f"quantize_static: QDQ, per-channel QInt8 weights, QUInt8 activations, MinMax on the same "
+                f"{len(samples or ())} calibration sample(s); it quantizes every op it supports")
+    elif precision != "f32":
+        precision_label, note = "f32", f"onnxruntime has no {precision} path on CPUs: it runs float32"
     session = onnxruntime_session(model, threads)
-    names = {f"input{i}": a for i, a in enumerate(lm.inputs)} if lm.kind == "zoo" else \
-        dict(zip(lm.input_names, lm.inputs))
-    feeds = {i.name: names[i.name] for i in session.get_inputs()}   # the exporter drops unused inputs
+    feeds = _feeds(lm, lm.inputs, {i.name for i in session.get_inputs()})
 
     def run():
         return session.run(None, feeds)
 
     first = run()
-    return Contender("onnxruntime", run, list(first), time.perf_counter() - t0)
+    return Contender("onnxruntime", run, list(first), time.perf_counter() - t0, precision_label, note)
 
 
 def _one_line(e: Exception) -> str:

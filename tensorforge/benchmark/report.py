@@ -21,6 +21,10 @@ def _num(value: Any, fmt: str, missing: str = "-") -> str:
 
 def _model_header(m: dict) -> str:
     parts = [f"{m['model']} ({m['kind']}"]
+    if m.get("precision", "f32") != "f32":
+        cal = m.get("calibration")
+        parts.append(f"tensorforge {m['precision']}" + (f", calibrated on {cal['samples']} sample(s) from "
+                                                         f"{cal['source']}" if cal else ""))
     if m.get("gflop") is not None:
         parts.append(f"{m['gflop']:.3g} GFLOP, {m['mbytes']:.3g} MB moved at least, "
                      f"{m['intensity']:.3g} flop/B")
@@ -29,6 +33,9 @@ def _model_header(m: dict) -> str:
     check = m["check"]
     if check["reference"] is None:
         verdict = "outputs not checked: " + check.get("note", "no reference")
+    elif check["tol"] is None:
+        verdict = (f"outputs against float32 {check['reference']}: max rel err {check['max_rel_err']:.1e}; "
+                   f"{check.get('note', 'not checked')}")
     elif check["ok"]:
         verdict = f"outputs match {check['reference']} (max rel err {check['max_rel_err']:.1e})"
     else:
@@ -72,10 +79,25 @@ def format_table(result: dict) -> str:
                 f"{_num(c['max_rel_err'], '.1e'):>9}")
         for s in m["skipped"]:
             lines.append(f"  skipped {LABELS.get(s['peer'], s['peer'])}: {s['reason']}")
+        lines += _agreement(m)
     lines.append("")
     lines.append("tf speedup = peer median / tensorforge median (>1: tensorforge is faster); "
                  "setup = compile/export time; rel err = max |out - ref| / max |ref|")
     return "\n".join(lines)
+
+
+def _agreement(m: dict) -> list[str]:
+    """A reduced-precision bench's accuracy side: every contender against the float32 reference,
+    and what sets the contenders apart (how the peer was quantized, a peer without the precision)."""
+    if m.get("precision", "f32") == "f32":
+        return []
+    rows = [c for c in m["contenders"] if c.get("max_abs_diff") is not None]
+    lines = [f"  agreement with float32 {m['check']['reference']} on the bench inputs:"] if rows else []
+    for c in rows:
+        top1 = "" if c.get("top1") is None else f"  top-1 {100 * c['top1']:.0f}%"
+        lines.append(f"    {c['name']:<24} max |diff| {c['max_abs_diff']:.2e}  rel err {c['max_rel_err']:.1e}{top1}")
+    lines += [f"  note: {c['name']}: {c['note']}" for c in m["contenders"] if c.get("note")]
+    return lines
 
 
 def write_json(result: dict, path: str | os.PathLike) -> None:

@@ -4,6 +4,11 @@
 table and the chart.  Every contender runs on the same NumPy inputs (as tensors for torch) and
 the same weights, on ``threads`` threads, timed interleaved after warm-up
 (``time_interleaved``); ratios are tensorforge's speedup over each peer, peer median / ours.
+
+``precision`` "int8" or "bf16" compiles tensorforge at that precision (int8: calibrated on the
+same samples onnxruntime's ``quantize_static`` gets, see ``peers``); every contender's outputs are
+then compared with the float32 reference (max |diff|, top-1 agreement for classifiers), which
+is reported rather than checked unless a tolerance is given.
 """
 from __future__ import annotations
 
@@ -16,10 +21,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..commands.loading import LoadedModel, load_model
+from ..errors import TensorforgeError
 from ..progress import Progress
 from .peers import PEERS, Contender, PeerUnavailable, make_peer
 from .roofline import Roofline, load_average
-from .stats import max_rel_err_all, quartile_spread, ratio_stats
+from .stats import max_abs_diff_all, max_rel_err_all, quartile_spread, ratio_stats, top1_agreement
 from .timing import time_interleaved
 from .work import graph_bytes, graph_flops
 
@@ -31,13 +37,16 @@ class BenchConfig:
     warmup: int = 2
     budget_s: float | None = 120.0      # per model, for the timed rounds
     peers: Sequence[str] = PEERS
-    tol: float = 1e-4                   # max relative error against the reference
+    tol: float | None = 1e-4            # max relative error against the reference (None: report only)
     progress: bool = True
     batch: int | None = None
     shapes: Mapping[str, int] = field(default_factory=dict)
     seed: int = 0                       # of generated inputs (.onnx and .tfm models)
     db: Any = "auto"                    # tuning database, as in tensorforge.compile
     fast_math: bool = False             # as in tensorforge.compile
+    precision: str = "f32"              # tensorforge's: f32, int8 or bf16 (as in tensorforge.compile)
+    calibration: str | None = None      # int8: an .npz of samples (commands.quantize.read_calibration)
+    calibration_samples: int = 8        # int8 without ``calibration``: samples drawn from the input generator
     # Each contender's turn: a pause, one untimed call, then ``block`` timed calls, so that the
     # previous contender's spinning thread pool is asleep (see time_interleaved).
     block: int = 3
@@ -75,6 +84,7 @@ def run_info(cfg: BenchConfig) -> dict:
             "repeats": cfg.repeats, "warmup": cfg.warmup, "block": cfg.block, "pause_s": cfg.pause_s,
             "tolerance": cfg.tol, "load_before": load_average(),
             "tuning_db": None if cfg.db is None else str(cfg.db), "fast_math": cfg.fast_math,
+            "precision": cfg.precision,
             "tensorforge": tensorforge.__version__, "numpy": np.__version__}
     for pkg in ("torch", "onnxruntime"):
         try:
@@ -90,8 +100,13 @@ def bench_model(lm: LoadedModel, cfg: BenchConfig, roofline: Roofline | None) ->
 
     peers = [p for p in cfg.peers if p != "tensorforge"]
     total = 2 + len(peers) + cfg.warmup + cfg.repeats
-    row: dict = {"model": lm.name, "kind": lm.kind,
+    reduced = cfg.precision != "f32"
+    if reduced and lm.kind == "tfm":
+        raise TensorforgeError(f"--precision {cfg.precision}: '{lm.name}' is already compiled; bench the zoo model "
+                               f"or .onnx file it came from")
+    row: dict = {"model": lm.name, "kind": lm.kind, "precision": cfg.precision,
                  "inputs": [[list(a.shape), str(a.dtype)] for a in lm.inputs]}
+    samples = None
     with Progress(f"bench {lm.name}", total=total, enabled=cfg.progress) as bar:
         bar.set_note("compiling with tensorforge")
         t0 = time.perf_counter()
@@ -101,19 +116,24 @@ def bench_model(lm: LoadedModel, cfg: BenchConfig, roofline: Roofline | None) ->
         else:
             graph = lm.import_module()
             flops, nbytes = graph_flops(graph), graph_bytes(graph)
-            cm = tensorforge.compile(graph, threads=cfg.threads, db=cfg.db, fast_math=cfg.fast_math)
+            if cfg.precision == "int8":
+                samples, row["calibration"] = _calibration(lm, graph, cfg)
+                bar.set_note(f"calibrating on {len(samples)} sample(s) and compiling with tensorforge")
+            cm = tensorforge.compile(graph, threads=cfg.threads, db=cfg.db, fast_math=cfg.fast_math,
+                                     precision=cfg.precision, calibration=samples)
         compile_s = time.perf_counter() - t0
-        tf = Contender("tensorforge", lambda: cm.run(*lm.inputs), cm.run(*lm.inputs), compile_s)
+        tf = Contender("tensorforge", lambda: cm.run(*lm.inputs), cm.run(*lm.inputs), compile_s,
+                       cfg.precision if reduced else None, _precision_note(cm, cfg.precision))
         bar.advance(note="checking outputs")
         row.update(_work(flops, nbytes, roofline, cfg.threads))
         refs = lm.reference(lm.inputs) if lm.reference else None
-        row["check"] = _check(tf.outputs, refs, lm, cfg.tol)
+        row["check"] = _check(tf.outputs, refs, lm, cfg.tol, cfg.precision)
         bar.advance()
         contenders, skipped = [tf], []
         for key in peers:
             bar.set_note(f"setting up {key}")
             try:
-                contenders.append(make_peer(key, lm, cfg.threads))
+                contenders.append(make_peer(key, lm, cfg.threads, cfg.precision, samples))
             except PeerUnavailable as e:
                 skipped.append({"peer": key, "reason": str(e)})
             bar.advance()
@@ -140,13 +160,38 @@ def _work(flops: float | None, nbytes: int | None, roofline: Roofline | None, th
     return out
 
 
-def _check(outs: list, refs: list | None, lm: LoadedModel, tol: float) -> dict:
+def _calibration(lm: LoadedModel, graph, cfg: BenchConfig) -> tuple[list[tuple], dict]:
+    """The int8 calibration samples (from ``cfg.calibration``, else drawn) and where they came from."""
+    from ..commands.quantize import draw_samples, read_calibration
+    if cfg.calibration:
+        samples = read_calibration(cfg.calibration, lm, graph)
+        return samples, {"source": cfg.calibration, "samples": len(samples)}
+    samples = draw_samples(lm, cfg.calibration_samples, cfg.batch)
+    source = "the zoo's input generator" if lm.kind == "zoo" else "random inputs of the declared types"
+    return samples, {"source": source, "samples": len(samples)}
+
+
+def _precision_note(cm, precision: str) -> str:
+    """What tensorforge ran in int8, for a fair reading of the comparison with a peer that may
+    have quantized more (onnxruntime's quantize_static takes every op it supports)."""
+    if precision != "int8" or cm.module is None:
+        return ""
+    layers = len(cm.module.attributes.get("tf.quantized", ()))
+    return (f"{layers} layer(s) in int8 (tensorforge.quantize's choice: by default the first and last "
+            f"of more than two stay float32, as does everything but contractions)")
+
+
+def _check(outs: list, refs: list | None, lm: LoadedModel, tol: float | None, precision: str = "f32") -> dict:
     if refs is None:
         note = ("a .tfm file has no reference model; bench its zoo name or .onnx file to check outputs"
                 if lm.kind == "tfm" else lm.reference_note or "no reference")
         return {"reference": None, "max_rel_err": None, "ok": True, "tol": tol, "note": note}
     err = max_rel_err_all(outs, refs)
-    return {"reference": lm.reference_name, "max_rel_err": err, "ok": bool(err <= tol), "tol": tol}
+    out = {"reference": lm.reference_name, "max_rel_err": err, "ok": tol is None or bool(err <= tol), "tol": tol,
+           "max_abs_diff": max_abs_diff_all(outs, refs), "top1": top1_agreement(outs, refs)}
+    if tol is None:
+        out["note"] = f"{precision}: reported, not checked (--tol sets a limit)"
+    return out
 
 
 def _contender_row(c: Contender, timings: dict, refs: list | None, model: dict, block: int) -> dict:
@@ -155,7 +200,10 @@ def _contender_row(c: Contender, timings: dict, refs: list | None, model: dict, 
     median_s = t.median_ms / 1e3
     r = {"key": c.key, "name": c.label, "median_ms": t.median_ms, "min_ms": t.min_ms,
          "rounds": len(t.samples) // block, "samples": len(t.samples), "noise": quartile_spread(t.samples), "setup_s": c.setup_s,
-         "max_rel_err": None if refs is None else max_rel_err_all(c.outputs, refs)}
+         "max_rel_err": None if refs is None else max_rel_err_all(c.outputs, refs),
+         "precision": c.precision, "note": c.note}
+    if refs is not None:
+        r["max_abs_diff"], r["top1"] = max_abs_diff_all(c.outputs, refs), top1_agreement(c.outputs, refs)
     if c.key != "tensorforge":
         r["tf_speedup"] = t.median_ms / tf.median_ms
         r["tf_speedup_rounds"], r["tf_speedup_noise"] = ratio_stats(t.samples, tf.samples)

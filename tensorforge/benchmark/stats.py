@@ -24,6 +24,33 @@ def max_rel_err_all(outs: Sequence, refs: Sequence) -> float:
     return max((max_rel_err(o, r) for o, r in zip(outs, refs)), default=0.0)
 
 
+def max_abs_diff_all(outs: Sequence, refs: Sequence) -> float:
+    """The largest |out - ref| over paired outputs (inf when counts or shapes differ): what a
+    reduced-precision model's error looks like in the units of its outputs."""
+    if len(outs) != len(refs):
+        return float("inf")
+    worst = 0.0
+    for o, r in zip(outs, refs):
+        o, r = np.asarray(o, np.float64), np.asarray(r, np.float64)
+        if o.shape != r.shape:
+            return float("inf")
+        if o.size:
+            worst = max(worst, float(np.abs(o - r).max()))
+    return worst
+
+
+def top1_agreement(outs: Sequence, refs: Sequence) -> float | None:
+    """The fraction of rows whose argmax over the last axis agrees with the reference's, for
+    classifier-like models (one float output of rank >= 2 with at least two classes; an LM's
+    logits count per position); None for other models, where an argmax means nothing."""
+    if len(outs) != 1 or len(refs) != 1:
+        return None
+    o, r = np.asarray(outs[0]), np.asarray(refs[0])
+    if o.shape != r.shape or o.ndim < 2 or o.shape[-1] < 2 or o.dtype.kind != "f" or o.size == 0:
+        return None
+    return float(np.mean(o.argmax(axis=-1) == r.argmax(axis=-1)))
+
+
 def quartile_spread(values: Sequence[float]) -> float:
     """Interquartile range over median: how noisy a set of samples is (nan below 2 samples)."""
     if len(values) < 2:

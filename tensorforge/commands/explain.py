@@ -82,6 +82,7 @@ def _explain_native(args: argparse.Namespace, module, inputs) -> int:
     from ..passes.pipeline import optimize
     from ..progress import Progress
     from ..report import bisect, collect, render_html
+    from ..report.html import precision_summary
 
     optimised = False
     if args.html:
@@ -98,8 +99,9 @@ def _explain_native(args: argparse.Namespace, module, inputs) -> int:
         top = sorted(report.kernels, key=lambda k: -k.seconds)[:5]
         print(f"report    {args.html} ({len(report.kernels)} kernels, run {report.run_seconds * 1e3:.2f} ms, "
               f"arena {report.memory.arena_bytes / (1 << 20):.2f} MiB)")
+        print(f"precision {precision_summary(report)}")
         for k in top:
-            print(f"  {k.share:5.1f}%  {k.name:<32} {' + '.join(k.ops)[:60]}")
+            print(f"  {k.share:5.1f}%  {k.precision:<9} {k.name:<32} {' + '.join(k.ops)[:60]}")
     if not args.bisect:
         return 0
     if not optimised:

@@ -17,6 +17,7 @@ import numpy as np
 from ..codegen.c.build import build_lowered
 from ..codegen.target import Target
 from ..ir.builtin import FuncOp, ModuleOp
+from ..ir.core import Operation
 from ..ir.interpreter import run_function
 from ..ir.pass_manager import PassManager
 from ..passes.fusion.log import FusionLog
@@ -38,6 +39,7 @@ class KernelRow:
     kind: str                  # fusion kind
     seconds: float             # mean wall time per run
     share: float               # percent of the summed kernel time
+    precision: str = ""        # what its arithmetic runs in (``kernel_precision``)
 
 
 @dataclass
@@ -180,11 +182,33 @@ def collect(module: ModuleOp, name: str, inputs: Sequence[Any] | None = None, ta
                   before, rows, log, pictures, kernels, code, memory, runs, run_s, compile_s, err, notes)
 
 
+LOW_PRECISION = (("graph.q", "int8"), ("graph.bf16_", "bf16"))   # op-name prefix -> the precision it computes in
+
+
+def kernel_precision(kernel: Operation) -> str:
+    """The precision a kernel computes in, read off its ops and types so that any model (and any
+    new quantized op) is covered: "int8" for a quantized contraction (``graph.qmatmul``,
+    ``graph.qconv``, any ``graph.q*``), "bf16" for ``graph.bf16_matmul``; otherwise the element
+    types it writes ("f32", "i64"), prefixed by what it reads when that differs ("f32->ui8" for
+    the quantize step before an int8 contraction)."""
+    for op in kernel.walk():
+        for prefix, precision in LOW_PRECISION:
+            if op.name.startswith(prefix):
+                return precision
+
+    def dtypes(values) -> list[str]:
+        return list(dict.fromkeys(str(v.type.dtype.value) for v in values if hasattr(v.type, "dtype")))
+
+    outs, ins = dtypes(kernel.results), dtypes(kernel.operands)
+    written = ",".join(outs) or "?"
+    return written if not ins or set(outs) <= set(ins) else f"{','.join(ins)}->{written}"
+
+
 def _kernel_rows(func: FuncOp, log: FusionLog, names: list[str], seconds: np.ndarray) -> list[KernelRow]:
     kernels = [op for op in func.body if op.name == "structured.kernel"]
     total = float(seconds.sum()) or 1.0
     return [KernelRow(i, names[i], kernel_labels(op, log), str(op.attributes.get("tf.fusion", "")),
-                      float(seconds[i]), 100.0 * float(seconds[i]) / total)
+                      float(seconds[i]), 100.0 * float(seconds[i]) / total, kernel_precision(op))
             for i, op in enumerate(kernels)]
 
 
@@ -216,4 +240,4 @@ def _memory(func: FuncOp, layout, model: NativeModel) -> MemoryReport:
 
 
 __all__ = ["Buffer", "KernelCode", "KernelRow", "MemoryReport", "Report", "collect", "default_tuning",
-           "example_inputs", "lower_with_log"]
+           "example_inputs", "kernel_precision", "lower_with_log"]
