@@ -1,14 +1,18 @@
-"""Zoo models quantized by onnxruntime's ``quantize_dynamic``: tensorforge int8 against onnxruntime int8.
+"""Zoo models quantized by onnxruntime: tensorforge int8 against onnxruntime int8 on the same file.
 
     .venv/bin/python benchmarks/int8_models.py                      # bert_base and mlp, batch 1, 2 threads
+    .venv/bin/python benchmarks/int8_models.py --models resnet50 mobilenet_v2 --format static
     .venv/bin/python benchmarks/int8_models.py --models mlp --batch 8 --repeats 15
 
 Each zoo model is exported to ONNX (``torch.onnx.export``, the TorchScript exporter) and quantized
-by ``onnxruntime.quantization.quantize_dynamic`` (int8 weights per tensor, uint8 activations
-quantized at run time: MatMulInteger for every MatMul, what onnxruntime recommends for
-transformers).  The same quantized file is compiled by ``tensorforge.compile`` (its MatMulIntegers
-run on the int8 VNNI kernel, ``graph.qmatmul``) and run by onnxruntime; the float export runs on
-both too.  Contenders are timed interleaved in one process (medians of blocks of calls after a
+by onnxruntime: ``--format dynamic`` (default) with ``quantize_dynamic`` (int8 weights per tensor,
+uint8 activations quantized at run time: MatMulInteger for every MatMul, what onnxruntime
+recommends for transformers); ``--format static`` with ``quantize_static`` (QDQ, int8 weights per
+channel, uint8 activations, calibrated on the same samples as tensorforge's own ``tf-ptq``).  The
+same quantized file is compiled by ``tensorforge.compile`` (MatMulIntegers and QDQ contractions
+run on the int8 VNNI kernels, ``graph.qmatmul`` / ``graph.qconv``) and run by onnxruntime; the
+float export runs on both too.  ``--agreement N`` also runs N more random inputs through both on
+the quantized file: top-1 agreement and the largest difference of the outputs.  Contenders are timed interleaved in one process (medians of blocks of calls after a
 pause, ``tensorforge.benchmark.time_interleaved``).
 
 ``tf-ptq`` is tensorforge's own post-training quantization of the zoo model
@@ -43,13 +47,26 @@ def _export(name: str, batch: int):
     return buf.getvalue(), {n: t.numpy() for n, t in zip(names, inputs)}
 
 
-def _quantize(model: bytes) -> bytes:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+def _quantize(model: bytes, fmt: str, calibration: list[dict]) -> bytes:
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
+                                          quantize_static)
+
+    class Samples(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(calibration)
+
+        def get_next(self):
+            return next(self.it, None)
+
     with tempfile.TemporaryDirectory() as d:
         src, dst = os.path.join(d, "f32.onnx"), os.path.join(d, "int8.onnx")
         with open(src, "wb") as f:
             f.write(model)
-        quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
+        if fmt == "static":
+            quantize_static(src, dst, Samples(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        else:
+            quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
         with open(dst, "rb") as f:
             return f.read()
 
@@ -70,26 +87,42 @@ def _worst_cosine(a, b) -> float:
     return float(cos.min())
 
 
+def _agreement(name: str, batch: int, tf_int8, ort_int8, names: list[str], n: int) -> tuple[float, float]:
+    """(top-1 agreement, largest |difference| of the outputs) of tensorforge and onnxruntime on
+    the same quantized file over ``n`` more random inputs of the zoo model."""
+    import numpy as np
+
+    from tensorforge.models import get
+    same, worst = 0, 0.0
+    for i in range(n):
+        args = [t.numpy() for t in get(name, batch, input_seed=1000 + i)[1]]
+        a = np.asarray(tf_int8(*args)).reshape(batch, -1)
+        b = np.asarray(ort_int8.run(None, dict(zip(names, args)))[0]).reshape(batch, -1)
+        same += int((a.argmax(1) == b.argmax(1)).all())
+        worst = max(worst, float(np.abs(a - b).max()))
+    return same / max(n, 1), worst
+
+
 def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, pause: float,
-                calibration_samples: int = 4) -> dict:
+                calibration_samples: int = 4, fmt: str = "dynamic", agreement: int = 0) -> dict:
     import numpy as np
     import onnx
 
     import tensorforge
     from tensorforge.benchmark import time_interleaved
+    from tensorforge.models import get
 
     f32, feeds = _export(name, batch)
+    calibration = [get(name, batch, input_seed=100 + i)[1] for i in range(calibration_samples)]
     t0 = time.perf_counter()
-    int8 = _quantize(f32)
+    int8 = _quantize(f32, fmt, [{n: t.numpy() for n, t in zip(feeds, sample)} for sample in calibration])
     quantize_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     tf_int8 = tensorforge.compile(onnx.load_from_string(int8), threads=threads)
     compile_s = time.perf_counter() - t0
     tf_f32 = tensorforge.compile(onnx.load_from_string(f32), threads=threads)
-    # tensorforge's own post-training quantization of the zoo model, calibrated on other inputs
-    from tensorforge.models import get
+    # tensorforge's own post-training quantization of the zoo model, calibrated on the same inputs
     model, example = get(name, batch)
-    calibration = [get(name, batch, input_seed=100 + i)[1] for i in range(calibration_samples)]
     t0 = time.perf_counter()
     tf_ptq = tensorforge.compile(model, example, threads=threads, precision="int8", calibration=calibration)
     ptq_s = time.perf_counter() - t0
@@ -97,7 +130,8 @@ def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, p
     ort_int8, ort_f32 = _session(int8, threads), _session(f32, threads)
     names = [i.name for i in ort_int8.get_inputs()]
     args = [feeds[n] for n in names]
-    kernels = tf_int8.source.count("tf_qgemm_") // 2          # each call site names it once besides its definition
+    kernels = {k: tf_int8.source.count(f"{k}(") - 1 for k in ("tf_qgemm_u8", "tf_qgemm_s8", "tf_qconv_u8", "tf_qconv_s8")}
+    kernels = {k: v for k, v in kernels.items() if v > 0}       # call sites (each kernel defined once)
     out = {"tf-ptq": tf_ptq(*args), "tf-bf16": tf_bf16(*args), "tf-int8": tf_int8(*args), "ort-int8": ort_int8.run(None, {n: feeds[n] for n in names})[0],
            "f32": ort_f32.run(None, {n: feeds[n] for n in names})[0]}
     out = {k: np.asarray(v[0] if isinstance(v, (list, tuple)) else v) for k, v in out.items()}
@@ -109,7 +143,8 @@ def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, p
             "cos_tf": _worst_cosine(out["tf-int8"], out["f32"]), "cos_ptq": _worst_cosine(out["tf-ptq"], out["f32"]),
             "cos_bf16": _worst_cosine(out["tf-bf16"], out["f32"]), "cos_ort": _worst_cosine(out["ort-int8"], out["f32"]),
             "tf_vs_ort": float(np.abs(out["tf-int8"] - out["ort-int8"]).max()) / scale,
-            "quantize_s": quantize_s, "compile_s": compile_s, "ptq_s": ptq_s}
+            "quantize_s": quantize_s, "compile_s": compile_s, "ptq_s": ptq_s,
+            "agreement": _agreement(name, batch, tf_int8, ort_int8, names, agreement) if agreement else None}
 
 
 def main() -> None:
@@ -120,21 +155,29 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--block", type=int, default=3)
     ap.add_argument("--pause", type=float, default=0.2)
+    ap.add_argument("--format", choices=("dynamic", "static"), default="dynamic",
+                    help="onnxruntime's quantize_dynamic (MatMulInteger) or quantize_static (QDQ)")
+    ap.add_argument("--agreement", type=int, default=0, help="random inputs for the tf/ort int8 top-1 agreement")
     args = ap.parse_args()
     cols = ("tf-ptq", "tf-int8", "ort-int8", "tf-bf16", "tf-f32", "ort-f32")
-    print(f"ms, batch {args.batch}, {args.threads} thread(s), medians of {args.repeats} interleaved rounds of "
+    print(f"onnxruntime quantize_{args.format}; ms, batch {args.batch}, {args.threads} thread(s), medians of {args.repeats} interleaved rounds of "
           f"{args.block} calls after a {args.pause} s pause; load average before: {os.getloadavg()}")
     print(f"{'model':10s} " + " ".join(f"{c:>9s}" for c in cols) +
           "  ort-int8/tf-int8  ort-int8/tf-ptq  tf-f32/tf-ptq  tf-f32/tf-bf16  worst-cos(ptq,tf,ort,bf16 vs f32)  |tf-ort|/max  "
           "compile s (int8, ptq)")
     for name in args.models:
-        r = bench_model(name, args.batch, args.threads, args.repeats, args.block, args.pause)
+        r = bench_model(name, args.batch, args.threads, args.repeats, args.block, args.pause, fmt=args.format,
+                        agreement=args.agreement)
         ms = r["ms"]
         print(f"{name:10s} " + " ".join(f"{ms[c]:9.3f}" for c in cols) +
               f"  {ms['ort-int8'] / ms['tf-int8']:16.2f}x {ms['ort-int8'] / ms['tf-ptq']:15.2f}x"
               f" {ms['tf-f32'] / ms['tf-ptq']:13.2f}x {ms['tf-f32'] / ms['tf-bf16']:14.2f}x"
               f"  {r['cos_ptq']:.5f}, {r['cos_tf']:.5f}, {r['cos_ort']:.5f}, {r['cos_bf16']:.6f}"
               f"   {r['tf_vs_ort']:.1e}  {r['compile_s']:.1f}, {r['ptq_s']:.1f}", flush=True)
+        print(f"{'':10s} C kernels of tensorforge's build of the onnxruntime file calling the int8 kernels: {r['qgemm_calls']}")
+        if r["agreement"]:
+            print(f"{'':10s} tf vs ort int8 over {args.agreement} random inputs: top-1 agreement "
+                  f"{100 * r['agreement'][0]:.0f}%, max |diff| of outputs {r['agreement'][1]:.4g}")
     print(f"load average after: {os.getloadavg()}")
 
 

@@ -723,7 +723,8 @@ def _qmatmul_kernel(k: _Kernel) -> str:
 
 def _qconv_kernel(k: _Kernel) -> str:
     """int8 2-D convolution (``graph.qconv``) on the kernel of ``qconv.py``: the activations of each
-    image packed at run time, the weights (uint8 ``w + 128``) read in place, NCHW int32 out."""
+    image packed at run time, the weights (uint8 ``w + 128``) read in place, NCHW int32 out, or
+    float32 through the dequantizing epilogue (scale, bias, residual, relu operands)."""
     from . import qconv
     x = k.kernel.operands[0]
     at = k.op.attributes
@@ -735,8 +736,11 @@ def _qconv_kernel(k: _Kernel) -> str:
     dh, dw = tuple(at.get("dilations", ())) or (1, 1)
     signed = x.type.dtype is DType.i8
     name = f"tf_qconv_{'s8' if signed else 'u8'}"
+    ins = len(k.kernel.operands)
+    epilogue = (f"in4, in5, {'in6' if ins > 6 else '0'}, {int(bool(at.get('relu', False)))}" if ins > 4
+                else "0, 0, 0, 0")
     body = [f"  {name}({n}, {c}, {h}, {w}, {o}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
-            f"(const uint8_t*)in0, in1, in2, in3[0], out0);"]
+            f"(const uint8_t*)in0, in1, in2, in3[0], {epilogue}, out0);"]
     return k.function(body, helpers=_host_kernel(name, lambda host, threads: qconv.source(name, host, signed, threads)))
 
 

@@ -20,6 +20,10 @@ the output is NCHW without a transpose:
   (summed while packing, SSSE3 ``pmaddubsw`` by ones) and ``rowterm[o] = -zp' * rowsum(w)[o]``
   (``qgemm.source(row_comp=True)``).  Padding holds ``zp`` itself, whose term cancels.  All of
   it is integer arithmetic modulo 2**32 (uint32 in C): bit-exact, no saturation.
+* **Dequantizing epilogue**: optionally the output is float32, ``acc * scale[o] + bias[o]``, plus
+  a residual tensor, then relu, computed in place on each block of the output right after the
+  GEMM finishes it (``qgemm``'s epilogue hook), while it is in cache: a quantized ResNet block
+  writes its float32 result once instead of int32 sums that later kernels convert.
 * **Threads**: the im2col (over kernel rows) and the packing (over pixel panels) are OpenMP
   loops of one parallel region; the GEMM splits its output by its own grid (``grid_driver``).
 """
@@ -109,6 +113,35 @@ static void tf_qconv_pack_panel(const uint8_t *col, long ldc, long K, long kq, l
 #endif
   for (long p = 0; p < n; p++) colterm[p0 + p] = (int32_t)(0u - 128u * (uint32_t)sums[p]);
 }
+
+/* The dequantizing epilogue, in place: C[o, p] (int32) becomes the float32
+   max?(C * scale[o] + bias[o] (+ residual[o, p]), 0), each operation rounded as the graph's. */
+typedef struct { const float *scale, *bias, *residual; int relu; } tf_qconv_epi;
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
+static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long i1, long j0, long j1)
+{
+  const tf_qconv_epi *e = (const tf_qconv_epi *)vctx;
+  for (long i = i0; i < i1; i++) {
+    const float s = e->scale[i], b = e->bias[i];
+    int32_t *c = C + i * ldc;
+    const float *r = e->residual ? e->residual + i * ldc : 0;
+    for (long j = j0; j < j1; j++) {
+      int32_t a;
+      memcpy(&a, c + j, 4);
+      float v = (float)a * s;
+      v = v + b;
+      if (r) v = v + r[j];
+      if (e->relu) v = v < 0.0f ? 0.0f : v;
+      memcpy(c + j, &v, 4);
+    }
+  }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
 #endif
 """
 
@@ -116,8 +149,12 @@ static void tf_qconv_pack_panel(const uint8_t *col, long ldc, long K, long kq, l
 def source(name: str, target, signed: bool, threads: int = 1) -> str:
     """C text defining ``void NAME(long N, long C, long H, long W, long O, long kh, long kw, long sh,
     long sw, long ph, long pw, long dh, long dw, long OH, long OW, const uint8_t *x, const uint8_t
-    *w_shifted, const int32_t *w_sums, int32_t zp, int32_t *y)`` for ``signed`` (int8) or uint8
-    activations; ``y`` is ``N x O x OH x OW`` int32.  Self-contained and guarded like ``qgemm.source``."""
+    *w_shifted, const int32_t *w_sums, int32_t zp, const float *scale, const float *bias, const
+    float *residual, int relu, void *y)`` for ``signed`` (int8) or uint8 activations; ``y`` is
+    ``N x O x OH x OW``: the int32 sums when ``scale`` is NULL, else float32
+    ``max?(sums * scale[o] + bias[o] (+ residual), 0)`` (``residual`` may be NULL; ``relu`` 0 or 1),
+    applied to each block of the output as the GEMM finishes it.  Self-contained and guarded like
+    ``qgemm.source``."""
     gemm = f"{name}_gemm"
     flip = "0x00" if signed else "0x80"
     zp_shift = "" if signed else " - 128u"
@@ -125,7 +162,8 @@ def source(name: str, target, signed: bool, threads: int = 1) -> str:
     return (qgemm.source(gemm, target, a_signed=False, threads=threads, row_comp=True) + _HELPERS + f"""
 void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
             long dh, long dw, long OH, long OW, const uint8_t *x, const uint8_t *w_shifted,
-            const int32_t *w_sums, int32_t zp, int32_t *y)
+            const int32_t *w_sums, int32_t zp, const float *scale, const float *bias,
+            const float *residual, int relu, void *y)
 {{
   const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW, panels = (P + 15) / 16;
   const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
@@ -149,7 +187,9 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
       for (long pn = 0; pn < panels; pn++)
         tf_qconv_pack_panel(src, P, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp, colterm);
     }}
-    {gemm}(O, P, Kp, w_shifted, Kp, bp, colterm, rowterm, y + n * O * P, P);
+    tf_qconv_epi epi = {{scale, bias, residual ? residual + n * O * P : 0, relu}};
+    {gemm}(O, P, Kp, w_shifted, Kp, bp, colterm, rowterm, scale ? tf_qconv_dequantize : 0, &epi,
+         (int32_t *)y + n * O * P, P);
   }}
   free(col); free(bp); free(colterm); free(rowterm);
 }}

@@ -201,8 +201,10 @@ def source(name: str, target, a_signed: bool, threads: int = 1, nr: int = 16, ti
            row_comp: bool = False) -> str:
     """Self-contained C text defining ``void NAME(long M, long N, long K, const uint8_t *A, long
     lda, const int8_t *Bp, const int32_t *comp, int32_t *C, long ldc)``; ``Bp`` is ``pack_b(b, nr)``.
-    With ``row_comp`` the entry takes ``const int32_t *rcomp`` after ``comp``: C starts from
-    ``comp[n] + rcomp[m]`` (an int8 convolution's weights-times-zero-point term is per row).
+    With ``row_comp`` the entry takes ``const int32_t *rcomp, tf_qgemm_epilogue epi, void *ectx``
+    after ``comp``: C starts from ``comp[n] + rcomp[m]`` (an int8 convolution's
+    weights-times-zero-point term is per row), and ``epi`` (unless NULL) is called on each block
+    of C when its sums are final, in cache (the convolution's dequantizing epilogue).
     Helpers are named by their configuration and guarded, so several kernels can share a file."""
     _check_nr(nr)
     if threads < 1:
@@ -245,6 +247,8 @@ _COMMON = """\
 #define TF_QGEMM_COMMON_DEFINED
 static inline long tf_qgemm_min(long a, long b) { return a < b ? a : b; }
 static inline long tf_qgemm_max(long a, long b) { return a > b ? a : b; }
+/* Called on C[i0:i1, j0:j1] once its sums are final, while it is still in cache. */
+typedef void (*tf_qgemm_epilogue)(void *ctx, int32_t *C, long ldc, long i0, long i1, long j0, long j1);
 /* 4 bytes of A as one int32, any alignment (memcpy is how C says it; gcc emits one load). */
 static inline int32_t tf_qgemm_ld4(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
 /* The last n < 4 bytes of a row, zero padded: the row may end right after them. */
@@ -414,7 +418,8 @@ def _tile_table(cfg: _Config) -> str:
 
 
 _BLOCK_PARAMS = ("long m0, long m1, long n0, long n1, long N, long K, const uint8_t *A, long lda, "
-                 "const int8_t *Bp, const int32_t *comp, const int32_t *rcomp, int32_t *C, long ldc")
+                 "const int8_t *Bp, const int32_t *comp, const int32_t *rcomp, tf_qgemm_epilogue epi, void *ectx, "
+                 "int32_t *C, long ldc")
 
 
 def _vector_block(cfg: _Config) -> str:
@@ -454,6 +459,7 @@ static void {cfg.prefix}_block({_BLOCK_PARAMS})
               C + i * ldc + j, ldc, n1 - j);
         }}
       }}
+      if (epi) epi(ectx, C, ldc, ic, ic1, j, tf_qgemm_min(j + {t.nrv * lanes}, n1));
     }}
   }}
 }}
@@ -491,17 +497,19 @@ static void {p}_block({_BLOCK_PARAMS})
       for (long c = 0; c < cols; c++)
         C[i * ldc + j + c] = (int32_t)(acc[4 * c] + acc[4 * c + 1] + acc[4 * c + 2] + acc[4 * c + 3] + (uint32_t)comp[j + c] + r0);
     }}
+    if (epi) epi(ectx, C, ldc, m0, m1, j, j + cols);
   }}
 }}
 """
 
 
 def _driver(name: str, cfg: _Config, threads: int, row_comp: bool) -> str:
-    """The public entry of the int8 kernel (``grid_driver``), with a per-row term ``rcomp`` or without."""
-    rows = "const int32_t *rcomp, " if row_comp else ""
+    """The public entry of the int8 kernel (``grid_driver``); with ``row_comp``, a per-row term
+    ``rcomp`` and an epilogue ``epi(ectx, ...)`` (NULL: none) applied to each finished part of C."""
+    rows = "const int32_t *rcomp, tf_qgemm_epilogue epi, void *ectx, " if row_comp else ""
     head = (f"void {name}(long M, long N, long K, const uint8_t *A, long lda, const int8_t *Bp, "
             f"const int32_t *comp, {rows}int32_t *C, long ldc)")
-    extra = "comp, rcomp" if row_comp else "comp, (const int32_t *)0"
+    extra = "comp, rcomp, epi, ectx" if row_comp else "comp, (const int32_t *)0, (tf_qgemm_epilogue)0, (void *)0"
     return grid_driver(head, f"{cfg.prefix}_block", extra, cfg.tiling.mr, cfg.width, threads)
 
 

@@ -111,21 +111,27 @@ class QConv(FoldStaticOnly):
     kernel (``codegen/c/qconv.py``) computes ``W x im2col(x)``, the weights as the broadcast
     (unsigned, hence ``w + 128``, ``qconv_weights``) operand of ``vpdpbusd`` and the activations,
     packed per image at run time, as the vector operand, so the output comes out NCHW without a
-    transpose.  ``w_sums`` (the weights' row sums) carries the zero point's term.  OPAQUE, a library kernel."""
+    transpose.  ``w_sums`` (the weights' row sums) carries the zero point's term.
+
+    With ``scale`` and ``bias`` (float32 per output channel) the result is float32 instead, the
+    dequantizing epilogue ``y = acc * scale[o] + bias[o] (+ residual) (relu)``, each operation
+    rounded in float32 in that order (the graph ops it replaces, joined by the
+    ``int8-contractions`` pass).  OPAQUE, a library kernel."""
 
     name = "graph.qconv"
-    operands = ("x", "w_shifted", "w_sums", "x_zero_point")
+    operands = ("x", "w_shifted", "w_sums", "x_zero_point", "scale?", "bias?", "residual?")
     attrs = {"kernel": Attr("ints", doc="(kh, kw)"),
              "strides": Attr("ints", (), "(sh, sw); () = 1, 1"),
              "pads": Attr("ints", (), "(top, left, bottom, right); () = 0"),
-             "dilations": Attr("ints", (), "(dh, dw); () = 1, 1")}
+             "dilations": Attr("ints", (), "(dh, dw); () = 1, 1"),
+             "relu": Attr("bool", False, "max(y, 0) last (float32 result only)")}
     traits = frozenset({PURE})
     fusion = FusionKind.OPAQUE
     library_kernel = True
 
     def infer(self, types, attrs):
         from .base import Window
-        x, w, sums, zp = tensor_types(types, self.name)
+        x, w, sums, zp, *epilogue = tensor_types(types, self.name)
         expect(x.dtype in (DType.u8, DType.i8) and x.rank == 4, f"x must be uint8 or int8 NCHW, got {x}")
         kh, kw = attrs["kernel"]
         c = x.shape[1]
@@ -137,9 +143,15 @@ class QConv(FoldStaticOnly):
         expect(sums.dtype is DType.i32 and tuple(sums.shape) == (o,), f"w_sums must be int32[{o}], got {sums}")
         expect(zp.dtype is DType.i32 and zp.rank == 0, f"x_zero_point must be an int32 scalar, got {zp}")
         win = Window((kh, kw), attrs)
-        return [TensorType((x.shape[0], o) + tuple(win.out_dim(i, s) for i, s in enumerate(x.shape[2:])), DType.i32)]
+        shape = (x.shape[0], o) + tuple(win.out_dim(i, s) for i, s in enumerate(x.shape[2:]))
+        expect(len(epilogue) != 1, "scale needs bias (the dequantizing epilogue takes both)")
+        for name, t, want in zip(("scale", "bias", "residual"), epilogue, ((o,), (o,), shape)):
+            expect(t.dtype is DType.f32 and tuple(t.shape) == tuple(want), f"{name} must be float32{list(want)}, got {t}")
+        expect(epilogue or not attrs.get("relu", False), "relu needs the float32 epilogue (scale and bias)")
+        return [TensorType(shape, DType.f32 if epilogue else DType.i32)]
 
-    def compute(self, x, w_shifted, w_sums, x_zero_point, kernel, strides=(), pads=(), dilations=()):
+    def compute(self, x, w_shifted, w_sums, x_zero_point, scale=None, bias=None, residual=None, kernel=(),
+                strides=(), pads=(), dilations=(), relu=False):
         from .base import Window
         from .conv import conv_nd
         kh, kw = kernel
@@ -147,7 +159,15 @@ class QConv(FoldStaticOnly):
         w = w_shifted[:, :c * kh * kw].astype(np.int64).reshape(-1, c, kh, kw) - 128
         shifted = x.astype(np.int64) - np.int64(x_zero_point)
         win = Window((kh, kw), {"strides": strides, "pads": pads, "dilations": dilations})
-        return conv_nd(shifted, w, None, win, 1).astype(np.int32)     # exact in int64
+        acc = conv_nd(shifted, w, None, win, 1).astype(np.int32)     # exact in int64
+        if scale is None:
+            return acc
+        per = (1, -1, 1, 1)
+        y = acc.astype(np.float32) * scale.astype(np.float32).reshape(per)
+        y = y + bias.astype(np.float32).reshape(per)
+        if residual is not None:
+            y = y + residual
+        return np.where(y < 0, np.float32(0), y) if relu else y
 
     def cost(self, operand_types, result_types, attrs):
         y = result_types[0]

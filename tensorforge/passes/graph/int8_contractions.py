@@ -144,6 +144,67 @@ def conv_to_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
     return True
 
 
+def _only_user(v: Value, name: str) -> Operation | None:
+    """The single user of ``v`` if it is a ``name`` op."""
+    uses = list(v.uses)
+    if len(uses) != 1 or uses[0][0].name != name:
+        return None
+    return uses[0][0]
+
+
+def _other(op: Operation, v: Value) -> Value:
+    return op.operands[1] if op.operands[0] is v else op.operands[0]
+
+
+def _per_channel(v: Value, o: int) -> np.ndarray | None:
+    """A float32 constant that broadcasts per output channel of an NCHW result: (O,) values."""
+    c = constant_value(v)
+    if c is None or c.dtype != np.float32 or c.ndim > 4:
+        return None
+    shape = (1,) * (4 - c.ndim) + c.shape
+    if c.size == 1:
+        return np.full(o, c.reshape(()), np.float32)
+    if shape[0] == 1 and shape[1] == o and shape[2:] == (1, 1):
+        return c.reshape(o).astype(np.float32)
+    return None
+
+
+@pattern("graph.qconv")
+def dequantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
+    """``relu?(cast<f32>(qconv(...)) * s + b (+ r))`` -> one ``qconv`` with the float32 epilogue
+    (``s``, ``b`` per output channel; ``r`` a float32 tensor of the result's shape), so the
+    convolution writes its float result once instead of int32 sums a later kernel converts."""
+    if len(op.operands) > 4:
+        return False
+    acc = op.results[0]
+    o = acc.type.shape[1]
+    cast = _only_user(acc, "graph.cast")
+    mul = cast and cast.results[0].type.dtype is DType.f32 and _only_user(cast.results[0], "graph.mul")
+    if not mul:
+        return False
+    scale = _per_channel(_other(mul, cast.results[0]), o)
+    if scale is None or mul.results[0].type != TensorType(acc.type.shape, DType.f32):
+        return False
+    last, bias, residual = mul, np.zeros(o, np.float32), None
+    add = _only_user(last.results[0], "graph.add")
+    if add is not None and _per_channel(_other(add, last.results[0]), o) is not None:
+        bias, last = _per_channel(_other(add, last.results[0]), o), add
+        add = _only_user(last.results[0], "graph.add")
+    if add is not None:
+        r = _other(add, last.results[0])
+        if r.type == last.results[0].type and add.results[0].type == r.type:
+            residual, last = r, add
+    relu = _only_user(last.results[0], "graph.relu")
+    if relu is not None:
+        last = relu
+    rewriter.set_insertion_point_before(last)
+    operands = list(op.operands) + [rewriter.constant(scale, DType.f32), rewriter.constant(bias, DType.f32)]
+    operands += [residual] if residual is not None else []
+    new = rewriter.create("graph.qconv", operands, {**op.attributes, "relu": relu is not None})
+    rewriter.replace_op(last, new.results)
+    return True
+
+
 def _zero_point(rewriter: PatternRewriter, zp: Value | int) -> Value:
     """The activations' zero point as an int32 scalar value."""
     if isinstance(zp, int):
@@ -156,7 +217,8 @@ def _zero_point(rewriter: PatternRewriter, zp: Value | int) -> Value:
 def int8_contractions(root: Operation, max_iterations: int = 4) -> RewriteStats:
     """Rewrites the 8-bit integer matmuls and convolutions under ``root`` into ``graph.qmatmul``
     and ``graph.qconv``."""
-    return apply_patterns_greedily(root, (matmul_to_qmatmul, conv_to_qconv), fold=False, max_iterations=max_iterations)
+    return apply_patterns_greedily(root, (matmul_to_qmatmul, conv_to_qconv, dequantize_into_qconv), fold=False,
+                                   max_iterations=max_iterations)
 
 
 @register_pass
@@ -172,4 +234,4 @@ class Int8ContractionsPass(_GreedyPass):
         return self._finish(int8_contractions(module, max_iterations=self.max_iterations))
 
 
-__all__ = ["Int8ContractionsPass", "conv_to_qconv", "int8_contractions", "matmul_to_qmatmul"]
+__all__ = ["Int8ContractionsPass", "conv_to_qconv", "dequantize_into_qconv", "int8_contractions", "matmul_to_qmatmul"]
