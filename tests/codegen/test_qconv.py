@@ -5,7 +5,10 @@ Every comparison is bit-exact, on the three code paths of ``qgemm`` (512-bit VNN
 the plain C loop) and one and two threads.  Shapes cross the edges of the packing: K = C*kh*kw not
 a multiple of 4, output pixels not a multiple of the 16-pixel panel (and a single pixel), the 1x1
 stride-1 conv that packs straight from the input, strides, asymmetric pads, dilation, batches,
-uint8 and int8 activations with non-zero zero points, padding wider than the kernel reach.
+uint8 and int8 activations with non-zero zero points, padding wider than the kernel reach, output rows
+shorter than a panel (a panel's pixels on several rows of the stride-1 packer).  The float32
+epilogue (scale, bias, residual, relu) is bit-exact too: the same float32 operations in the same
+order as the reference.
 """
 from __future__ import annotations
 
@@ -20,7 +23,8 @@ from tensorforge.dialects.graph.quant import QConv, qconv_weights
 
 from .test_qgemm import TARGETS, runnable
 
-ARGTYPES = [ctypes.c_long] * 15 + [ctypes.c_void_p] * 3 + [ctypes.c_int32, ctypes.c_void_p]
+ARGTYPES = ([ctypes.c_long] * 15 + [ctypes.c_void_p] * 3 + [ctypes.c_int32] + [ctypes.c_void_p] * 3
+            + [ctypes.c_int, ctypes.c_void_p])
 
 # (N, C, H, W, O, kh, kw, strides, pads (top, left, bottom, right), dilations)
 SHAPES = [
@@ -34,6 +38,7 @@ SHAPES = [
     (1, 9, 1, 1, 3, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),          # one pixel, mostly padding
     (1, 4, 6, 6, 7, 1, 1, (2, 2), (0, 0, 0, 0), (1, 1)),          # 1x1 stride 2 (not direct)
     (1, 2, 4, 4, 3, 3, 3, (1, 1), (4, 4, 4, 4), (1, 1)),          # pads beyond the kernel's reach
+    (1, 16, 3, 5, 9, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),         # 5-pixel rows: 4 runs per panel
 ]
 
 
@@ -46,14 +51,16 @@ def kernel(path: str, signed: bool, threads: int):
     return compile_c(qconv.source(name, target, signed, threads), target, name=name).function(name, ARGTYPES)
 
 
-def run(fn, x, w, zp, strides, pads, dilations):
+def run(fn, x, w, zp, strides, pads, dilations, epilogue=None, relu=False):
+    """(kernel's output, reference); ``epilogue``: (scale, bias, residual or None) for float32 out."""
     shifted, sums = qconv_weights(w)
     attrs = dict(kernel=w.shape[2:], strides=strides, pads=pads, dilations=dilations)
-    ref = QConv().compute(x, shifted, sums, np.int32(zp), **attrs)
-    y = np.full(ref.shape, -7, np.int32)
+    ref = QConv().compute(x, shifted, sums, np.int32(zp), *(epilogue or ()), **attrs, relu=relu)
+    y = np.full(ref.shape, -7, ref.dtype)
     n, c, h, wd = x.shape
+    ptrs = [None if a is None else a.ctypes.data for a in (epilogue or (None, None, None))]
     fn(n, c, h, wd, w.shape[0], *w.shape[2:], *strides, pads[0], pads[1], *dilations, *ref.shape[2:],
-       x.ctypes.data, shifted.ctypes.data, sums.ctypes.data, zp, y.ctypes.data)
+       x.ctypes.data, shifted.ctypes.data, sums.ctypes.data, zp, *ptrs, int(relu), y.ctypes.data)
     return y, ref
 
 
@@ -96,3 +103,24 @@ def test_extreme_values_wrap_like_int32(signed):
     w = np.full((16, 64, 3, 3), -128, np.int8)
     y, ref = run(fn, x, w, 127 if signed else 0, (1, 1), (1, 1, 1, 1), (1, 1))
     np.testing.assert_array_equal(y, ref)
+
+
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("relu", [False, True])
+def test_float_epilogue_is_bit_exact(residual, relu):
+    path = "avx512_vnni" if qgemm.isa(TARGETS["avx512_vnni"]) == "avx512_vnni" else "scalar"
+    fn = kernel(path, False, 2)
+    rng = np.random.default_rng(23)
+    for n, c, h, wd, o, kh, kw, strides, pads, dil in SHAPES[:3]:
+        x = rng.integers(0, 256, (n, c, h, wd)).astype(np.uint8)
+        w = rng.integers(-128, 128, (o, c, kh, kw)).astype(np.int8)
+        scale = (rng.random(o) * 1e-3).astype(np.float32)
+        bias = rng.standard_normal(o).astype(np.float32)
+        shape = QConv().compute(x, *qconv_weights(w), np.int32(0), kernel=(kh, kw), strides=strides, pads=pads,
+                                dilations=dil).shape
+        r = rng.standard_normal(shape).astype(np.float32) if residual else None
+        y, ref = run(fn, x, w, 5, strides, pads, dil, (scale, bias, r), relu)
+        assert y.dtype == np.float32
+        np.testing.assert_array_equal(y, ref)
+        if relu:
+            assert (y >= 0).all()

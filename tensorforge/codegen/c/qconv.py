@@ -114,6 +114,79 @@ static void tf_qconv_pack_panel(const uint8_t *col, long ldc, long K, long kq, l
   for (long p = 0; p < n; p++) colterm[p0 + p] = (int32_t)(0u - 128u * (uint32_t)sums[p]);
 }
 
+#if defined(__SSE4_1__)
+#define TF_QCONV_FUSED_PACK 1
+/* One image padded with the zero point to Hp x Wp per channel (the stride-1 conv's whole input
+   window), `front` readable bytes before it and 32 after, so that the packer's 16-byte loads
+   never check bounds. */
+static void tf_qconv_pad_plane(const uint8_t *x, long c, long H, long W, long ph, long pw, long Hp, long Wp,
+                               uint8_t pad, uint8_t *xp)
+{
+  const uint8_t *src = x + c * H * W;
+  uint8_t *dst = xp + c * Hp * Wp;
+  long lo = pw < 0 ? 0 : (pw > Wp ? Wp : pw), hi = pw + W < Wp ? pw + W : Wp;
+  if (hi < lo) hi = lo;
+  for (long y = 0; y < Hp; y++) {
+    uint8_t *row = dst + y * Wp;
+    const long iy = y - ph;
+    if (iy < 0 || iy >= H) { memset(row, pad, (size_t)Wp); continue; }
+    memset(row, pad, (size_t)lo);
+    memcpy(row + lo, src + iy * W + (lo - pw), (size_t)(hi - lo));
+    memset(row + hi, pad, (size_t)(Wp - hi));
+  }
+}
+
+/* tf_qconv_pack_panel for a stride-1 conv, straight from the padded image: the 16 pixels of a
+   panel lie on a few output rows, each a contiguous run of the padded input per kernel tap, so
+   row k of the panel is one 16-byte load per run, blended by lane.  koff[k]: where tap k
+   (c, i, j) starts in the padded image. */
+static void tf_qconv_pack_panel_padded(const uint8_t *xp, const long *koff, long Wp, long OW, long K, long kq,
+                                       long p0, long P, uint8_t flip, int8_t *bp, int32_t *colterm)
+{
+  const long n = P - p0 < 16 ? P - p0 : 16;
+  long base[16];
+  __m128i sel[16];
+  int segs = 0;
+  const __m128i lanes = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (long lane = 0, p = p0; lane < n; segs++) {
+    const long oh = p / OW, ow = p % OW, len = OW - ow < n - lane ? OW - ow : n - lane;
+    base[segs] = oh * Wp + ow - lane;                         /* lane L reads base + L */
+    sel[segs] = _mm_cmpgt_epi8(_mm_set1_epi8((char)lane), lanes);   /* lanes before this run: keep */
+    lane += len;
+    p += len;
+  }
+  const __m128i vflip = _mm_set1_epi8((char)flip), ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
+  __m128i s0 = _mm_setzero_si128(), s1 = s0, s2 = s0, s3 = s0;
+  for (long q = 0; q < kq; q++) {
+    __m128i r[4];
+    for (int t = 0; t < 4; t++) {
+      const long k = 4 * q + t;
+      if (k >= K) { r[t] = _mm_setzero_si128(); continue; }
+      const uint8_t *src = xp + koff[k];
+      __m128i v = _mm_loadu_si128((const __m128i *)(src + base[0]));
+      for (int g = 1; g < segs; g++)
+        v = _mm_blendv_epi8(_mm_loadu_si128((const __m128i *)(src + base[g])), v, sel[g]);
+      r[t] = _mm_xor_si128(v, vflip);
+    }
+    const __m128i a = _mm_unpacklo_epi8(r[0], r[1]), b = _mm_unpackhi_epi8(r[0], r[1]);
+    const __m128i c = _mm_unpacklo_epi8(r[2], r[3]), d = _mm_unpackhi_epi8(r[2], r[3]);
+    const __m128i o0 = _mm_unpacklo_epi16(a, c), o1 = _mm_unpackhi_epi16(a, c);
+    const __m128i o2 = _mm_unpacklo_epi16(b, d), o3 = _mm_unpackhi_epi16(b, d);
+    __m128i *out = (__m128i *)(bp + q * 64);
+    _mm_storeu_si128(out, o0); _mm_storeu_si128(out + 1, o1);
+    _mm_storeu_si128(out + 2, o2); _mm_storeu_si128(out + 3, o3);
+    s0 = _mm_add_epi32(s0, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o0), ones16));
+    s1 = _mm_add_epi32(s1, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o1), ones16));
+    s2 = _mm_add_epi32(s2, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o2), ones16));
+    s3 = _mm_add_epi32(s3, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o3), ones16));
+  }
+  int32_t sums[16];
+  _mm_storeu_si128((__m128i *)sums, s0); _mm_storeu_si128((__m128i *)(sums + 4), s1);
+  _mm_storeu_si128((__m128i *)(sums + 8), s2); _mm_storeu_si128((__m128i *)(sums + 12), s3);
+  for (long p = 0; p < n; p++) colterm[p0 + p] = (int32_t)(0u - 128u * (uint32_t)sums[p]);
+}
+#endif
+
 /* The dequantizing epilogue, in place: C[o, p] (int32) becomes the float32
    max?(C * scale[o] + bias[o] (+ residual[o, p]), 0), each operation rounded as the graph's. */
 typedef struct { const float *scale, *bias, *residual; int relu; } tf_qconv_epi;
@@ -167,31 +240,54 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
 {{
   const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW, panels = (P + 15) / 16;
   const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
-  uint8_t *col = direct ? 0 : (uint8_t *)malloc((size_t)(K * P));
+#ifdef TF_QCONV_FUSED_PACK
+  const int fused = !direct && sh == 1 && sw == 1;
+#else
+  const int fused = 0;
+#endif
+  const long Hp = OH + (kh - 1) * dh, Wp = OW + (kw - 1) * dw;   /* the stride-1 padded input */
+  uint8_t *col = direct ? 0 : (uint8_t *)malloc((size_t)(fused ? C * Hp * Wp + 64 : K * P));
   int8_t *bp = (int8_t *)malloc((size_t)(panels * 16 * Kp));
   int32_t *colterm = (int32_t *)malloc((size_t)(panels * 16) * sizeof(int32_t));
   int32_t *rowterm = (int32_t *)malloc((size_t)O * sizeof(int32_t));
   const uint32_t zps = (uint32_t)zp{zp_shift};
   for (long o = 0; o < O; o++) rowterm[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
+  long *koff = fused ? (long *)malloc((size_t)K * sizeof(long)) : 0;
+  if (fused) {{
+    memset(col, (uint8_t)zp, (size_t)(C * Hp * Wp + 64));     /* the slack around the planes too */
+    for (long k = 0; k < K; k++)
+      koff[k] = (k / (kh * kw)) * Hp * Wp + ((k / kw) % kh) * dh * Wp + (k % kw) * dw;
+  }}
   for (long n = 0; n < N; n++) {{
     const uint8_t *xn = x + n * C * H * W;
     const uint8_t *src = direct ? xn : col;
     #pragma omp parallel {par}
     {{
-      if (!direct) {{
+      if (fused) {{
+#ifdef TF_QCONV_FUSED_PACK
         #pragma omp for schedule(static)
-        for (long k = 0; k < K; k++)
-          tf_qconv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, (uint8_t)zp, col + k * P);
+        for (long c = 0; c < C; c++) tf_qconv_pad_plane(xn, c, H, W, ph, pw, Hp, Wp, (uint8_t)zp, col + 16);
+        #pragma omp for schedule(static)
+        for (long pn = 0; pn < panels; pn++)
+          tf_qconv_pack_panel_padded(col + 16, koff, Wp, OW, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp,
+                                     colterm);
+#endif
+      }} else {{
+        if (!direct) {{
+          #pragma omp for schedule(static)
+          for (long k = 0; k < K; k++)
+            tf_qconv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, (uint8_t)zp, col + k * P);
+        }}
+        #pragma omp for schedule(static)
+        for (long pn = 0; pn < panels; pn++)
+          tf_qconv_pack_panel(src, P, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp, colterm);
       }}
-      #pragma omp for schedule(static)
-      for (long pn = 0; pn < panels; pn++)
-        tf_qconv_pack_panel(src, P, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp, colterm);
     }}
     tf_qconv_epi epi = {{scale, bias, residual ? residual + n * O * P : 0, relu}};
     {gemm}(O, P, Kp, w_shifted, Kp, bp, colterm, rowterm, scale ? tf_qconv_dequantize : 0, &epi,
          (int32_t *)y + n * O * P, P);
   }}
-  free(col); free(bp); free(colterm); free(rowterm);
+  free(koff); free(col); free(bp); free(colterm); free(rowterm);
 }}
 """)
 

@@ -1,0 +1,63 @@
+"""Post-training int8 of convolutions: ``tensorforge.quantize`` puts one-group 2-D convs on the int8
+conv kernel (``graph.qconv``), the dequantize, bias, residual add and relu join its float32 epilogue,
+the compiled model equals the reference interpreter on the quantized graph bit for bit, and the
+quantization error against float32 stays small."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import tensorforge  # noqa: E402
+from tensorforge.ir.interpreter import run_function  # noqa: E402
+
+
+def _block() -> onnx.ModelProto:
+    """A ResNet basic block after a stem: conv-relu, conv-relu, conv + identity, relu; then a
+    depthwise conv (stays float) and global pooling."""
+    rng = np.random.default_rng(0)
+    c = 16
+    inits = {"w0": rng.standard_normal((c, 3, 3, 3)) * 0.3, "b0": rng.standard_normal(c) * 0.1,
+             "w1": rng.standard_normal((c, c, 3, 3)) * 0.1, "b1": rng.standard_normal(c) * 0.1,
+             "w2": rng.standard_normal((c, c, 1, 1)) * 0.2, "b2": rng.standard_normal(c) * 0.1,
+             "wd": rng.standard_normal((c, 1, 3, 3)) * 0.3}
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c0"], ["r0"]),
+             helper.make_node("Conv", ["r0", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"]),
+             helper.make_node("Add", ["c2", "r0"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r2"]),
+             helper.make_node("Conv", ["r2", "wd"], ["d"], pads=[1, 1, 1, 1], group=c),
+             helper.make_node("GlobalAveragePool", ["d"], ["y"])]
+    graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
+                              [helper.make_tensor_value_info("r2", TensorProto.FLOAT, [1, c, 12, 12]),
+                               helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, 1, 1])],
+                              [numpy_helper.from_array(a.astype(np.float32), n) for n, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _inputs(n: int, seed: int) -> list[np.ndarray]:
+    return [np.random.default_rng(seed + i).standard_normal((1, 3, 12, 12)).astype(np.float32) for i in range(n)]
+
+
+def test_convs_run_int8_with_their_epilogue():
+    model = _block()
+    q = tensorforge.quantize(model, _inputs(4, 100), keep_first_last=False)
+    qconvs = [op for op in q.main.body if op.name == "graph.qconv"]
+    assert len(qconvs) == 3                                   # the depthwise conv stays float
+    assert [op for op in q.main.body if op.name == "graph.conv"][0].attributes["groups"] == 16
+    # every qconv writes float32 through its epilogue; the last one adds the residual and applies relu
+    assert all(op.results[0].type.dtype.name == "f32" for op in qconvs)
+    assert len(qconvs[2].operands) == 7 and qconvs[2].attributes["relu"]
+    cm = tensorforge.compile(q)
+    assert "tf_qconv_u8" in cm.source
+    f32 = tensorforge.compile(model)
+    for x in _inputs(5, 1000):
+        block, pooled = (np.asarray(v) for v in cm(x))
+        np.testing.assert_array_equal(block, run_function(q.main, [x])[0])   # the int8 kernels are exact
+        for got, want in zip((block, pooled), f32(x)):
+            want = np.asarray(want)          # 8-bit error: relative RMS (measured 0.2-3.1%)
+            assert np.sqrt(np.mean((got - want) ** 2)) <= 0.05 * np.sqrt(np.mean(want ** 2))
