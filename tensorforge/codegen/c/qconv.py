@@ -63,6 +63,23 @@ static void tf_qconv_im2col_row(const uint8_t *x, long k, long H, long W, long k
   }
 }
 
+#if defined(__SSSE3__)
+/* Rows r[0..3] (16 pixels each) as one packed quad: 16 x 4 interleaved bytes at dst; each pixel's
+   4 bytes are added to its int32 lane of sums4 (pmaddubsw by ones, then pmaddwd by ones). */
+static inline void tf_qconv_store_quad(const __m128i *r, int8_t *dst, __m128i *sums4)
+{
+  const __m128i ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
+  const __m128i a = _mm_unpacklo_epi8(r[0], r[1]), b = _mm_unpackhi_epi8(r[0], r[1]);
+  const __m128i c = _mm_unpacklo_epi8(r[2], r[3]), d = _mm_unpackhi_epi8(r[2], r[3]);
+  const __m128i o[4] = {_mm_unpacklo_epi16(a, c), _mm_unpackhi_epi16(a, c), _mm_unpacklo_epi16(b, d),
+                        _mm_unpackhi_epi16(b, d)};
+  for (int g = 0; g < 4; g++) {
+    _mm_storeu_si128((__m128i *)dst + g, o[g]);
+    sums4[g] = _mm_add_epi32(sums4[g], _mm_madd_epi16(_mm_maddubs_epi16(ones8, o[g]), ones16));
+  }
+}
+#endif
+
 /* Pixels [p0, p0 + 16) of the K x P byte matrix `col` (row stride ldc) as one packed panel
    of kq = Kp / 4 quads: bp[q][p][t] = col[4q + t][p0 + p] ^ flip, rows >= K and pixels >= P
    as 0 after the flip.  Returns nothing; colterm[p] = -128 * sum_k bp[k][p] (valid pixels). */
@@ -71,8 +88,8 @@ static void tf_qconv_pack_panel(const uint8_t *col, long ldc, long K, long kq, l
 {
   const long n = P - p0 < 16 ? P - p0 : 16;
 #if defined(__SSSE3__)
-  const __m128i vflip = _mm_set1_epi8((char)flip), ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
-  __m128i s0 = _mm_setzero_si128(), s1 = s0, s2 = s0, s3 = s0;
+  const __m128i vflip = _mm_set1_epi8((char)flip);
+  __m128i sums4[4] = {_mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128()};
   for (long q = 0; q < kq; q++) {
     __m128i r[4];
     for (int t = 0; t < 4; t++) {
@@ -85,21 +102,10 @@ static void tf_qconv_pack_panel(const uint8_t *col, long ldc, long K, long kq, l
         r[t] = _mm_loadu_si128((const __m128i *)tmp);
       }
     }
-    const __m128i a = _mm_unpacklo_epi8(r[0], r[1]), b = _mm_unpackhi_epi8(r[0], r[1]);
-    const __m128i c = _mm_unpacklo_epi8(r[2], r[3]), d = _mm_unpackhi_epi8(r[2], r[3]);
-    const __m128i o0 = _mm_unpacklo_epi16(a, c), o1 = _mm_unpackhi_epi16(a, c);
-    const __m128i o2 = _mm_unpacklo_epi16(b, d), o3 = _mm_unpackhi_epi16(b, d);
-    __m128i *out = (__m128i *)(bp + q * 64);
-    _mm_storeu_si128(out, o0); _mm_storeu_si128(out + 1, o1);
-    _mm_storeu_si128(out + 2, o2); _mm_storeu_si128(out + 3, o3);
-    s0 = _mm_add_epi32(s0, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o0), ones16));
-    s1 = _mm_add_epi32(s1, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o1), ones16));
-    s2 = _mm_add_epi32(s2, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o2), ones16));
-    s3 = _mm_add_epi32(s3, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o3), ones16));
+    tf_qconv_store_quad(r, bp + q * 64, sums4);
   }
   int32_t sums[16];
-  _mm_storeu_si128((__m128i *)sums, s0); _mm_storeu_si128((__m128i *)(sums + 4), s1);
-  _mm_storeu_si128((__m128i *)(sums + 8), s2); _mm_storeu_si128((__m128i *)(sums + 12), s3);
+  for (int g = 0; g < 4; g++) _mm_storeu_si128((__m128i *)(sums + 4 * g), sums4[g]);
 #else
   int32_t sums[16] = {0};
   for (long q = 0; q < kq; q++)
@@ -155,8 +161,8 @@ static void tf_qconv_pack_panel_padded(const uint8_t *xp, const long *koff, long
     lane += len;
     p += len;
   }
-  const __m128i vflip = _mm_set1_epi8((char)flip), ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
-  __m128i s0 = _mm_setzero_si128(), s1 = s0, s2 = s0, s3 = s0;
+  const __m128i vflip = _mm_set1_epi8((char)flip);
+  __m128i sums4[4] = {_mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128()};
   for (long q = 0; q < kq; q++) {
     __m128i r[4];
     for (int t = 0; t < 4; t++) {
@@ -168,21 +174,10 @@ static void tf_qconv_pack_panel_padded(const uint8_t *xp, const long *koff, long
         v = _mm_blendv_epi8(_mm_loadu_si128((const __m128i *)(src + base[g])), v, sel[g]);
       r[t] = _mm_xor_si128(v, vflip);
     }
-    const __m128i a = _mm_unpacklo_epi8(r[0], r[1]), b = _mm_unpackhi_epi8(r[0], r[1]);
-    const __m128i c = _mm_unpacklo_epi8(r[2], r[3]), d = _mm_unpackhi_epi8(r[2], r[3]);
-    const __m128i o0 = _mm_unpacklo_epi16(a, c), o1 = _mm_unpackhi_epi16(a, c);
-    const __m128i o2 = _mm_unpacklo_epi16(b, d), o3 = _mm_unpackhi_epi16(b, d);
-    __m128i *out = (__m128i *)(bp + q * 64);
-    _mm_storeu_si128(out, o0); _mm_storeu_si128(out + 1, o1);
-    _mm_storeu_si128(out + 2, o2); _mm_storeu_si128(out + 3, o3);
-    s0 = _mm_add_epi32(s0, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o0), ones16));
-    s1 = _mm_add_epi32(s1, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o1), ones16));
-    s2 = _mm_add_epi32(s2, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o2), ones16));
-    s3 = _mm_add_epi32(s3, _mm_madd_epi16(_mm_maddubs_epi16(ones8, o3), ones16));
+    tf_qconv_store_quad(r, bp + q * 64, sums4);
   }
   int32_t sums[16];
-  _mm_storeu_si128((__m128i *)sums, s0); _mm_storeu_si128((__m128i *)(sums + 4), s1);
-  _mm_storeu_si128((__m128i *)(sums + 8), s2); _mm_storeu_si128((__m128i *)(sums + 12), s3);
+  for (int g = 0; g < 4; g++) _mm_storeu_si128((__m128i *)(sums + 4 * g), sums4[g]);
   for (long p = 0; p < n; p++) colterm[p0 + p] = (int32_t)(0u - 128u * (uint32_t)sums[p]);
 }
 #endif
