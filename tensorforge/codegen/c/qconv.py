@@ -122,8 +122,8 @@ static void tf_qconv_pack_panel(const uint8_t *col, long ldc, long K, long kq, l
 
 #if defined(__SSE4_1__)
 #define TF_QCONV_FUSED_PACK 1
-/* One image padded with the zero point to Hp x Wp per channel (the stride-1 conv's whole input
-   window), `front` readable bytes before it and 32 after, so that the packer's 16-byte loads
+/* One image padded with the zero point to Hp x Wp per channel (the conv's whole input
+   window); the caller keeps slack around the planes, so that the packer's 16-byte loads
    never check bounds. */
 static void tf_qconv_pad_plane(const uint8_t *x, long c, long H, long W, long ph, long pw, long Hp, long Wp,
                                uint8_t pad, uint8_t *xp)
@@ -142,11 +142,20 @@ static void tf_qconv_pad_plane(const uint8_t *x, long c, long H, long W, long ph
   }
 }
 
-/* tf_qconv_pack_panel for a stride-1 conv, straight from the padded image: the 16 pixels of a
-   panel lie on a few output rows, each a contiguous run of the padded input per kernel tap, so
-   row k of the panel is one 16-byte load per run, blended by lane.  koff[k]: where tap k
+/* 16 bytes p[0], p[sw], ..., p[15 sw] for sw = 1 or 2 (two loads, even bytes kept). */
+static inline __m128i tf_qconv_load16(const uint8_t *p, long sw, __m128i even)
+{
+  if (sw == 1) return _mm_loadu_si128((const __m128i *)p);
+  return _mm_unpacklo_epi64(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)p), even),
+                            _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16)), even));
+}
+
+/* tf_qconv_pack_panel for a conv of column stride 1 or 2, straight from the padded image: the 16 pixels of a
+   panel lie on a few output rows, each a run of the padded input per kernel tap (every byte, or
+   every other one), so row k of the panel is one 16-byte load (two) per run, blended by lane.  koff[k]: where tap k
    (c, i, j) starts in the padded image. */
-static void tf_qconv_pack_panel_padded(const uint8_t *xp, const long *koff, long Wp, long OW, long K, long kq,
+static void tf_qconv_pack_panel_padded(const uint8_t *xp, const long *koff, long Wp, long sh, long sw, long OW,
+                                       long K, long kq,
                                        long p0, long P, uint8_t flip, int8_t *bp, int32_t *colterm)
 {
   const long n = P - p0 < 16 ? P - p0 : 16;
@@ -154,9 +163,10 @@ static void tf_qconv_pack_panel_padded(const uint8_t *xp, const long *koff, long
   __m128i sel[16];
   int segs = 0;
   const __m128i lanes = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m128i even = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
   for (long lane = 0, p = p0; lane < n; segs++) {
     const long oh = p / OW, ow = p % OW, len = OW - ow < n - lane ? OW - ow : n - lane;
-    base[segs] = oh * Wp + ow - lane;                         /* lane L reads base + L */
+    base[segs] = oh * sh * Wp + (ow - lane) * sw;             /* lane L reads base + sw * L */
     sel[segs] = _mm_cmpgt_epi8(_mm_set1_epi8((char)lane), lanes);   /* lanes before this run: keep */
     lane += len;
     p += len;
@@ -169,9 +179,8 @@ static void tf_qconv_pack_panel_padded(const uint8_t *xp, const long *koff, long
       const long k = 4 * q + t;
       if (k >= K) { r[t] = _mm_setzero_si128(); continue; }
       const uint8_t *src = xp + koff[k];
-      __m128i v = _mm_loadu_si128((const __m128i *)(src + base[0]));
-      for (int g = 1; g < segs; g++)
-        v = _mm_blendv_epi8(_mm_loadu_si128((const __m128i *)(src + base[g])), v, sel[g]);
+      __m128i v = tf_qconv_load16(src + base[0], sw, even);
+      for (int g = 1; g < segs; g++) v = _mm_blendv_epi8(tf_qconv_load16(src + base[g], sw, even), v, sel[g]);
       r[t] = _mm_xor_si128(v, vflip);
     }
     tf_qconv_store_quad(r, bp + q * 64, sums4);
@@ -236,12 +245,13 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
   const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW, panels = (P + 15) / 16;
   const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
 #ifdef TF_QCONV_FUSED_PACK
-  const int fused = !direct && sh == 1 && sw == 1;
+  const int fused = !direct && (sw == 1 || sw == 2);
 #else
   const int fused = 0;
 #endif
-  const long Hp = OH + (kh - 1) * dh, Wp = OW + (kw - 1) * dw;   /* the stride-1 padded input */
-  uint8_t *col = direct ? 0 : (uint8_t *)malloc((size_t)(fused ? C * Hp * Wp + 64 : K * P));
+  /* the padded input the windows read: 32 bytes of slack before, 64 after (the packer's loads) */
+  const long Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
+  uint8_t *col = direct ? 0 : (uint8_t *)malloc((size_t)(fused ? C * Hp * Wp + 96 : K * P));
   int8_t *bp = (int8_t *)malloc((size_t)(panels * 16 * Kp));
   int32_t *colterm = (int32_t *)malloc((size_t)(panels * 16) * sizeof(int32_t));
   int32_t *rowterm = (int32_t *)malloc((size_t)O * sizeof(int32_t));
@@ -249,7 +259,7 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
   for (long o = 0; o < O; o++) rowterm[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
   long *koff = fused ? (long *)malloc((size_t)K * sizeof(long)) : 0;
   if (fused) {{
-    memset(col, (uint8_t)zp, (size_t)(C * Hp * Wp + 64));     /* the slack around the planes too */
+    memset(col, (uint8_t)zp, (size_t)(C * Hp * Wp + 96));     /* the slack around the planes too */
     for (long k = 0; k < K; k++)
       koff[k] = (k / (kh * kw)) * Hp * Wp + ((k / kw) % kh) * dh * Wp + (k % kw) * dw;
   }}
@@ -261,10 +271,10 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
       if (fused) {{
 #ifdef TF_QCONV_FUSED_PACK
         #pragma omp for schedule(static)
-        for (long c = 0; c < C; c++) tf_qconv_pad_plane(xn, c, H, W, ph, pw, Hp, Wp, (uint8_t)zp, col + 16);
+        for (long c = 0; c < C; c++) tf_qconv_pad_plane(xn, c, H, W, ph, pw, Hp, Wp, (uint8_t)zp, col + 32);
         #pragma omp for schedule(static)
         for (long pn = 0; pn < panels; pn++)
-          tf_qconv_pack_panel_padded(col + 16, koff, Wp, OW, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp,
+          tf_qconv_pack_panel_padded(col + 32, koff, Wp, sh, sw, OW, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp,
                                      colterm);
 #endif
       }} else {{
