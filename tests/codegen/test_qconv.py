@@ -23,8 +23,8 @@ from tensorforge.dialects.graph.quant import QConv, qconv_weights
 
 from .test_qgemm import TARGETS, runnable
 
-ARGTYPES = ([ctypes.c_long] * 15 + [ctypes.c_void_p] * 3 + [ctypes.c_int32] + [ctypes.c_void_p] * 3
-            + [ctypes.c_int, ctypes.c_void_p])
+ARGTYPES = ([ctypes.c_long] * 15 + [ctypes.c_void_p, ctypes.c_float] + [ctypes.c_void_p] * 2 + [ctypes.c_int32]
+            + [ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_void_p])
 
 # (N, C, H, W, O, kh, kw, strides, pads (top, left, bottom, right), dilations)
 SHAPES = [
@@ -51,16 +51,17 @@ def kernel(path: str, signed: bool, threads: int):
     return compile_c(qconv.source(name, target, signed, threads), target, name=name).function(name, ARGTYPES)
 
 
-def run(fn, x, w, zp, strides, pads, dilations, epilogue=None, relu=False):
-    """(kernel's output, reference); ``epilogue``: (scale, bias, residual or None) for float32 out."""
+def run(fn, x, w, zp, strides, pads, dilations, epilogue=None, relu=False, input_scale=0.0):
+    """(kernel's output, reference); ``epilogue``: (scale, bias, residual or None) for float32 out;
+    ``input_scale``: ``x`` is float32, quantized in the kernel."""
     shifted, sums = qconv_weights(w)
-    attrs = dict(kernel=w.shape[2:], strides=strides, pads=pads, dilations=dilations)
+    attrs = dict(kernel=w.shape[2:], strides=strides, pads=pads, dilations=dilations, input_scale=input_scale)
     ref = QConv().compute(x, shifted, sums, np.int32(zp), *(epilogue or ()), **attrs, relu=relu)
     y = np.full(ref.shape, -7, ref.dtype)
     n, c, h, wd = x.shape
     ptrs = [None if a is None else a.ctypes.data for a in (epilogue or (None, None, None))]
     fn(n, c, h, wd, w.shape[0], *w.shape[2:], *strides, pads[0], pads[1], *dilations, *ref.shape[2:],
-       x.ctypes.data, shifted.ctypes.data, sums.ctypes.data, zp, *ptrs, int(relu), y.ctypes.data)
+       x.ctypes.data, input_scale, shifted.ctypes.data, sums.ctypes.data, zp, *ptrs, int(relu), y.ctypes.data)
     return y, ref
 
 
@@ -124,3 +125,17 @@ def test_float_epilogue_is_bit_exact(residual, relu):
         np.testing.assert_array_equal(y, ref)
         if relu:
             assert (y >= 0).all()
+
+
+@pytest.mark.parametrize("path", ["avx512_vnni", "scalar"])
+def test_float_input_quantized_in_the_kernel(path):
+    """``input_scale``: float32 activations (with values past both ends of the uint8 range, and
+    exact halves that round to even) quantized per image inside the kernel, as ``quantize_u8``."""
+    fn = kernel(path, False, 2)
+    rng = np.random.default_rng(29)
+    for n, c, h, wd, o, kh, kw, strides, pads, dil in SHAPES[:4]:
+        x = (rng.standard_normal((n, c, h, wd)) * 40).astype(np.float32)
+        x.flat[:8] = [0.5, 1.5, 2.5, -0.5, 1e6, -1e6, 127.5, 3.0]
+        w = rng.integers(-128, 128, (o, c, kh, kw)).astype(np.int8)
+        y, ref = run(fn, x, w, 100, strides, pads, dil, input_scale=0.5)
+        np.testing.assert_array_equal(y, ref)

@@ -736,11 +736,12 @@ def _qconv_kernel(k: _Kernel) -> str:
     dh, dw = tuple(at.get("dilations", ())) or (1, 1)
     signed = x.type.dtype is DType.i8
     name = f"tf_qconv_{'s8' if signed else 'u8'}"
+    in_scale = float(at.get("input_scale", 0.0) or 0.0)
     ins = len(k.kernel.operands)
     epilogue = (f"in4, in5, {'in6' if ins > 6 else '0'}, {int(bool(at.get('relu', False)))}" if ins > 4
                 else "0, 0, 0, 0")
     body = [f"  {name}({n}, {c}, {h}, {w}, {o}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
-            f"(const uint8_t*)in0, in1, in2, in3[0], {epilogue}, out0);"]
+            f"in0, {float.hex(in_scale)}f, in1, in2, in3[0], {epilogue}, out0);"]
     return k.function(body, helpers=_host_kernel(name, lambda host, threads: qconv.source(name, host, signed, threads)))
 
 

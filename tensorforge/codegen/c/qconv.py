@@ -34,6 +34,7 @@ from . import qgemm
 _HELPERS = r"""
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #if defined(__SSSE3__)
 #include <immintrin.h>
 #endif
@@ -198,6 +199,19 @@ typedef struct { const float *scale, *bias, *residual; int relu; } tf_qconv_epi;
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
 #endif
+/* uint8 q = clip(round_half_even(x * m) + zp, 0, 255), float32 operations as the graph's
+   QuantizeLinear ops the convolution took in (``input_scale``). */
+static void tf_qconv_quantize(const float *x, long n, float m, float zpf, uint8_t *q)
+{
+  for (long i = 0; i < n; i++) {
+    float v = x[i] * m;
+    v = nearbyintf(v);
+    v = v + zpf;
+    v = (v < 0.0f ? 0.0f : v) > 255.0f ? 255.0f : (v < 0.0f ? 0.0f : v);
+    q[i] = (uint8_t)v;
+  }
+}
+
 static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long i1, long j0, long j1)
 {
   const tf_qconv_epi *e = (const tf_qconv_epi *)vctx;
@@ -225,9 +239,11 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
 
 def source(name: str, target, signed: bool, threads: int = 1) -> str:
     """C text defining ``void NAME(long N, long C, long H, long W, long O, long kh, long kw, long sh,
-    long sw, long ph, long pw, long dh, long dw, long OH, long OW, const uint8_t *x, const uint8_t
-    *w_shifted, const int32_t *w_sums, int32_t zp, const float *scale, const float *bias, const
-    float *residual, int relu, void *y)`` for ``signed`` (int8) or uint8 activations; ``y`` is
+    long sw, long ph, long pw, long dh, long dw, long OH, long OW, const void *x, float in_scale,
+    const uint8_t *w_shifted, const int32_t *w_sums, int32_t zp, const float *scale, const float
+    *bias, const float *residual, int relu, void *y)`` for ``signed`` (int8) or uint8 activations
+    ``x``, or float32 ``x`` quantized to uint8 in the kernel when ``in_scale`` is not 0
+    (``clip(round(x * in_scale) + zp, 0, 255)``, one image at a time, in cache); ``y`` is
     ``N x O x OH x OW``: the int32 sums when ``scale`` is NULL, else float32
     ``max?(sums * scale[o] + bias[o] (+ residual), 0)`` (``residual`` may be NULL; ``relu`` 0 or 1),
     applied to each block of the output as the GEMM finishes it.  Self-contained and guarded like
@@ -238,7 +254,7 @@ def source(name: str, target, signed: bool, threads: int = 1) -> str:
     par = f"num_threads({threads}) if (P * Kp * O >= {qgemm.PARALLEL_MIN_MACS})" if threads > 1 else "if (0)"
     return (qgemm.source(gemm, target, a_signed=False, threads=threads, row_comp=True) + _HELPERS + f"""
 void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
-            long dh, long dw, long OH, long OW, const uint8_t *x, const uint8_t *w_shifted,
+            long dh, long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted,
             const int32_t *w_sums, int32_t zp, const float *scale, const float *bias,
             const float *residual, int relu, void *y)
 {{
@@ -263,11 +279,17 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
     for (long k = 0; k < K; k++)
       koff[k] = (k / (kh * kw)) * Hp * Wp + ((k / kw) % kh) * dh * Wp + (k % kw) * dw;
   }}
+  uint8_t *xq = in_scale != 0.0f ? (uint8_t *)malloc((size_t)(C * H * W)) : 0;
   for (long n = 0; n < N; n++) {{
-    const uint8_t *xn = x + n * C * H * W;
+    const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
     const uint8_t *src = direct ? xn : col;
     #pragma omp parallel {par}
     {{
+      if (xq) {{
+        #pragma omp for schedule(static)
+        for (long c = 0; c < C; c++)
+          tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
+      }}
       if (fused) {{
 #ifdef TF_QCONV_FUSED_PACK
         #pragma omp for schedule(static)
@@ -292,7 +314,7 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
     {gemm}(O, P, Kp, w_shifted, Kp, bp, colterm, rowterm, scale ? tf_qconv_dequantize : 0, &epi,
          (int32_t *)y + n * O * P, P);
   }}
-  free(koff); free(col); free(bp); free(colterm); free(rowterm);
+  free(xq); free(koff); free(col); free(bp); free(colterm); free(rowterm);
 }}
 """)
 

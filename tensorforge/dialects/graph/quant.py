@@ -102,6 +102,14 @@ def qconv_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return shifted, flat.astype(np.int32).sum(axis=1, dtype=np.int32)
 
 
+def quantize_u8(x: np.ndarray, multiplier: float, zero_point: int) -> np.ndarray:
+    """``clip(round_half_even(x * multiplier) + zero_point, 0, 255)`` as uint8, each step in
+    float32: the graph's QuantizeLinear ops as ``qconv``'s ``input_scale`` takes them in."""
+    with np.errstate(invalid="ignore"):
+        v = np.rint(np.asarray(x, np.float32) * np.float32(multiplier)) + np.float32(zero_point)
+        return np.clip(v, np.float32(0), np.float32(255)).astype(np.uint8)
+
+
 @register
 class QConv(FoldStaticOnly):
     """``qconv(x, w_shifted, w_sums, x_zero_point)[n, o, oh, ow] = sum_{c,i,j} (xp[n, c, ...] - zp) * w[o, c, i, j]``
@@ -116,7 +124,9 @@ class QConv(FoldStaticOnly):
     With ``scale`` and ``bias`` (float32 per output channel) the result is float32 instead, the
     dequantizing epilogue ``y = acc * scale[o] + bias[o] (+ residual) (relu)``, each operation
     rounded in float32 in that order (the graph ops it replaces, joined by the
-    ``int8-contractions`` pass).  OPAQUE, a library kernel."""
+    ``int8-contractions`` pass).  With ``input_scale`` the activations arrive in float32 and are
+    quantized to uint8 in the kernel (``quantize_u8``), the QuantizeLinear before the conv taken in,
+    so no separate pass writes the uint8 tensor.  OPAQUE, a library kernel."""
 
     name = "graph.qconv"
     operands = ("x", "w_shifted", "w_sums", "x_zero_point", "scale?", "bias?", "residual?")
@@ -124,7 +134,9 @@ class QConv(FoldStaticOnly):
              "strides": Attr("ints", (), "(sh, sw); () = 1, 1"),
              "pads": Attr("ints", (), "(top, left, bottom, right); () = 0"),
              "dilations": Attr("ints", (), "(dh, dw); () = 1, 1"),
-             "relu": Attr("bool", False, "max(y, 0) last (float32 result only)")}
+             "relu": Attr("bool", False, "max(y, 0) last (float32 result only)"),
+             "input_scale": Attr("float", 0.0, "not 0: x is float32, quantized to uint8 in the kernel as "
+                                               "clip(round(x * input_scale) + zero point, 0, 255)")}
     traits = frozenset({PURE})
     fusion = FusionKind.OPAQUE
     library_kernel = True
@@ -132,7 +144,10 @@ class QConv(FoldStaticOnly):
     def infer(self, types, attrs):
         from .base import Window
         x, w, sums, zp, *epilogue = tensor_types(types, self.name)
-        expect(x.dtype in (DType.u8, DType.i8) and x.rank == 4, f"x must be uint8 or int8 NCHW, got {x}")
+        if attrs.get("input_scale", 0.0):
+            expect(x.dtype is DType.f32 and x.rank == 4, f"x must be float32 NCHW (input_scale is set), got {x}")
+        else:
+            expect(x.dtype in (DType.u8, DType.i8) and x.rank == 4, f"x must be uint8 or int8 NCHW, got {x}")
         kh, kw = attrs["kernel"]
         c = x.shape[1]
         expect(isinstance(c, int), f"the channel count of x must be static, got {c}")
@@ -151,11 +166,13 @@ class QConv(FoldStaticOnly):
         return [TensorType(shape, DType.f32 if epilogue else DType.i32)]
 
     def compute(self, x, w_shifted, w_sums, x_zero_point, scale=None, bias=None, residual=None, kernel=(),
-                strides=(), pads=(), dilations=(), relu=False):
+                strides=(), pads=(), dilations=(), relu=False, input_scale=0.0):
         from .base import Window
         from .conv import conv_nd
         kh, kw = kernel
         c = x.shape[1]
+        if input_scale:
+            x = quantize_u8(x, input_scale, int(x_zero_point))
         w = w_shifted[:, :c * kh * kw].astype(np.int64).reshape(-1, c, kh, kw) - 128
         shifted = x.astype(np.int64) - np.int64(x_zero_point)
         win = Window((kh, kw), {"strides": strides, "pads": pads, "dilations": dilations})
