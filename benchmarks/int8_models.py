@@ -16,8 +16,8 @@ the quantized file: top-1 agreement and the largest difference of the outputs.  
 pause, ``tensorforge.benchmark.time_interleaved``).
 
 ``tf-ptq`` is tensorforge's own post-training quantization of the zoo model
-(``compile(precision="int8", calibration=...)``, 4 calibration inputs drawn with other seeds;
-the first and last linear layers stay float32); ``tf-bf16`` the zoo model compiled with
+(``tensorforge.quantize`` then ``compile``, 4 calibration inputs drawn with other seeds; the
+first and last contractions stay float32 unless ``--all-layers``); ``tf-bf16`` the zoo model compiled with
 ``precision="bf16-or-f32"`` (AVX512_BF16 linear layers; float32 with a warning elsewhere).
 
 Accuracy: the int8 outputs against the float model's (cosine similarity per output row, the
@@ -104,7 +104,7 @@ def _agreement(name: str, batch: int, tf_int8, ort_int8, names: list[str], n: in
 
 
 def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, pause: float,
-                calibration_samples: int = 4, fmt: str = "dynamic", agreement: int = 0) -> dict:
+                calibration_samples: int = 4, fmt: str = "dynamic", agreement: int = 0, all_layers: bool = False) -> dict:
     import numpy as np
     import onnx
 
@@ -124,7 +124,8 @@ def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, p
     # tensorforge's own post-training quantization of the zoo model, calibrated on the same inputs
     model, example = get(name, batch)
     t0 = time.perf_counter()
-    tf_ptq = tensorforge.compile(model, example, threads=threads, precision="int8", calibration=calibration)
+    quantized = tensorforge.quantize(model, calibration, example, keep_first_last=not all_layers)
+    tf_ptq = tensorforge.compile(quantized, threads=threads)
     ptq_s = time.perf_counter() - t0
     tf_bf16 = tensorforge.compile(model, example, threads=threads, precision="bf16-or-f32")
     ort_int8, ort_f32 = _session(int8, threads), _session(f32, threads)
@@ -158,6 +159,8 @@ def main() -> None:
     ap.add_argument("--format", choices=("dynamic", "static"), default="dynamic",
                     help="onnxruntime's quantize_dynamic (MatMulInteger) or quantize_static (QDQ)")
     ap.add_argument("--agreement", type=int, default=0, help="random inputs for the tf/ort int8 top-1 agreement")
+    ap.add_argument("--all-layers", action="store_true",
+                    help="tf-ptq quantizes the first and last layers too (as quantize_static does)")
     args = ap.parse_args()
     cols = ("tf-ptq", "tf-int8", "ort-int8", "tf-bf16", "tf-f32", "ort-f32")
     print(f"onnxruntime quantize_{args.format}; ms, batch {args.batch}, {args.threads} thread(s), medians of {args.repeats} interleaved rounds of "
@@ -167,7 +170,7 @@ def main() -> None:
           "compile s (int8, ptq)")
     for name in args.models:
         r = bench_model(name, args.batch, args.threads, args.repeats, args.block, args.pause, fmt=args.format,
-                        agreement=args.agreement)
+                        agreement=args.agreement, all_layers=args.all_layers)
         ms = r["ms"]
         print(f"{name:10s} " + " ".join(f"{ms[c]:9.3f}" for c in cols) +
               f"  {ms['ort-int8'] / ms['tf-int8']:16.2f}x {ms['ort-int8'] / ms['tf-ptq']:15.2f}x"

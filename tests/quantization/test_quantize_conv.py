@@ -49,8 +49,10 @@ def test_convs_run_int8_with_their_epilogue():
     qconvs = [op for op in q.main.body if op.name == "graph.qconv"]
     assert len(qconvs) == 3                                   # the depthwise conv stays float
     assert [op for op in q.main.body if op.name == "graph.conv"][0].attributes["groups"] == 16
-    # every qconv writes float32 through its epilogue; the last one adds the residual and applies relu
-    assert all(op.results[0].type.dtype.name == "f32" for op in qconvs)
+    # the epilogues: the first conv's float32 result is also the residual, the second writes the
+    # third's uint8 input (requantized in its kernel), the third adds the residual and applies relu
+    assert [op.results[0].type.dtype.name for op in qconvs] == ["f32", "u8", "f32"]
+    assert qconvs[1].attributes["output_scale"] and qconvs[0].attributes["input_scale"]
     assert len(qconvs[2].operands) == 7 and qconvs[2].attributes["relu"]
     cm = tensorforge.compile(q)
     assert "tf_qconv_u8" in cm.source

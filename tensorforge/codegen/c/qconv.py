@@ -193,8 +193,9 @@ static void tf_qconv_pack_panel_padded(const uint8_t *xp, const long *koff, long
 #endif
 
 /* The dequantizing epilogue, in place: C[o, p] (int32) becomes the float32
-   max?(C * scale[o] + bias[o] (+ residual[o, p]), 0), each operation rounded as the graph's. */
-typedef struct { const float *scale, *bias, *residual; int relu; } tf_qconv_epi;
+   max?(C * scale[o] + bias[o] (+ residual[o, p]), 0), each operation rounded as the graph's;
+   or, with q, that value quantized to uint8 q[o, p] (C is then a scratch buffer). */
+typedef struct { const float *scale, *bias, *residual; int relu; uint8_t *q; float qm, qzp; } tf_qconv_epi;
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
@@ -226,7 +227,15 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
       v = v + b;
       if (r) v = v + r[j];
       if (e->relu) v = v < 0.0f ? 0.0f : v;
-      memcpy(c + j, &v, 4);
+      if (e->q) {
+        v = v * e->qm;
+        v = nearbyintf(v);
+        v = v + e->qzp;
+        v = (v < 0.0f ? 0.0f : v) > 255.0f ? 255.0f : (v < 0.0f ? 0.0f : v);
+        e->q[i * ldc + j] = (uint8_t)v;
+      } else {
+        memcpy(c + j, &v, 4);
+      }
     }
   }
 }
@@ -241,13 +250,15 @@ def source(name: str, target, signed: bool, threads: int = 1) -> str:
     """C text defining ``void NAME(long N, long C, long H, long W, long O, long kh, long kw, long sh,
     long sw, long ph, long pw, long dh, long dw, long OH, long OW, const void *x, float in_scale,
     const uint8_t *w_shifted, const int32_t *w_sums, int32_t zp, const float *scale, const float
-    *bias, const float *residual, int relu, void *y)`` for ``signed`` (int8) or uint8 activations
+    *bias, const float *residual, int relu, float out_scale, int32_t out_zp, void *y)`` for
+    ``signed`` (int8) or uint8 activations
     ``x``, or float32 ``x`` quantized to uint8 in the kernel when ``in_scale`` is not 0
     (``clip(round(x * in_scale) + zp, 0, 255)``, one image at a time, in cache); ``y`` is
     ``N x O x OH x OW``: the int32 sums when ``scale`` is NULL, else float32
     ``max?(sums * scale[o] + bias[o] (+ residual), 0)`` (``residual`` may be NULL; ``relu`` 0 or 1),
-    applied to each block of the output as the GEMM finishes it.  Self-contained and guarded like
-    ``qgemm.source``."""
+    applied to each block of the output as the GEMM finishes it; with ``out_scale`` not 0 that
+    float is quantized to uint8 (``clip(round(v * out_scale) + out_zp, 0, 255)``) and ``y`` is
+    uint8 (the int32 sums go to a scratch buffer).  Self-contained and guarded like ``qgemm.source``."""
     gemm = f"{name}_gemm"
     flip = "0x00" if signed else "0x80"
     zp_shift = "" if signed else " - 128u"
@@ -256,7 +267,7 @@ def source(name: str, target, signed: bool, threads: int = 1) -> str:
 void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
             long dh, long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted,
             const int32_t *w_sums, int32_t zp, const float *scale, const float *bias,
-            const float *residual, int relu, void *y)
+            const float *residual, int relu, float out_scale, int32_t out_zp, void *y)
 {{
   const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW, panels = (P + 15) / 16;
   const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
@@ -280,6 +291,7 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
       koff[k] = (k / (kh * kw)) * Hp * Wp + ((k / kw) % kh) * dh * Wp + (k % kw) * dw;
   }}
   uint8_t *xq = in_scale != 0.0f ? (uint8_t *)malloc((size_t)(C * H * W)) : 0;
+  int32_t *acc = out_scale != 0.0f ? (int32_t *)malloc((size_t)(O * P) * sizeof(int32_t)) : 0;
   for (long n = 0; n < N; n++) {{
     const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
     const uint8_t *src = direct ? xn : col;
@@ -310,11 +322,12 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
           tf_qconv_pack_panel(src, P, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp, colterm);
       }}
     }}
-    tf_qconv_epi epi = {{scale, bias, residual ? residual + n * O * P : 0, relu}};
+    tf_qconv_epi epi = {{scale, bias, residual ? residual + n * O * P : 0, relu,
+                        acc ? (uint8_t *)y + n * O * P : 0, out_scale, (float)out_zp}};
     {gemm}(O, P, Kp, w_shifted, Kp, bp, colterm, rowterm, scale ? tf_qconv_dequantize : 0, &epi,
-         (int32_t *)y + n * O * P, P);
+         acc ? acc : (int32_t *)y + n * O * P, P);
   }}
-  free(xq); free(koff); free(col); free(bp); free(colterm); free(rowterm);
+  free(acc); free(xq); free(koff); free(col); free(bp); free(colterm); free(rowterm);
 }}
 """)
 

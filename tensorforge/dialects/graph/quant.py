@@ -126,7 +126,9 @@ class QConv(FoldStaticOnly):
     rounded in float32 in that order (the graph ops it replaces, joined by the
     ``int8-contractions`` pass).  With ``input_scale`` the activations arrive in float32 and are
     quantized to uint8 in the kernel (``quantize_u8``), the QuantizeLinear before the conv taken in,
-    so no separate pass writes the uint8 tensor.  OPAQUE, a library kernel."""
+    so no separate pass writes the uint8 tensor; with ``output_scale`` the float32 result is
+    quantized the same way and the result is uint8 (the QuantizeLinear after it, for the next
+    quantized layer).  OPAQUE, a library kernel."""
 
     name = "graph.qconv"
     operands = ("x", "w_shifted", "w_sums", "x_zero_point", "scale?", "bias?", "residual?")
@@ -136,7 +138,10 @@ class QConv(FoldStaticOnly):
              "dilations": Attr("ints", (), "(dh, dw); () = 1, 1"),
              "relu": Attr("bool", False, "max(y, 0) last (float32 result only)"),
              "input_scale": Attr("float", 0.0, "not 0: x is float32, quantized to uint8 in the kernel as "
-                                               "clip(round(x * input_scale) + zero point, 0, 255)")}
+                                               "clip(round(x * input_scale) + zero point, 0, 255)"),
+             "output_scale": Attr("float", 0.0, "not 0: the float32 result quantized to uint8, "
+                                                "clip(round(y * output_scale) + output_zero_point, 0, 255)"),
+             "output_zero_point": Attr("int", 0)}
     traits = frozenset({PURE})
     fusion = FusionKind.OPAQUE
     library_kernel = True
@@ -163,10 +168,14 @@ class QConv(FoldStaticOnly):
         for name, t, want in zip(("scale", "bias", "residual"), epilogue, ((o,), (o,), shape)):
             expect(t.dtype is DType.f32 and tuple(t.shape) == tuple(want), f"{name} must be float32{list(want)}, got {t}")
         expect(epilogue or not attrs.get("relu", False), "relu needs the float32 epilogue (scale and bias)")
-        return [TensorType(shape, DType.f32 if epilogue else DType.i32)]
+        requant = bool(attrs.get("output_scale", 0.0))
+        expect(epilogue or not requant, "output_scale needs the float32 epilogue (scale and bias)")
+        expect(0 <= attrs.get("output_zero_point", 0) <= 255, "output_zero_point must be a uint8 value")
+        return [TensorType(shape, DType.u8 if requant else DType.f32 if epilogue else DType.i32)]
 
     def compute(self, x, w_shifted, w_sums, x_zero_point, scale=None, bias=None, residual=None, kernel=(),
-                strides=(), pads=(), dilations=(), relu=False, input_scale=0.0):
+                strides=(), pads=(), dilations=(), relu=False, input_scale=0.0, output_scale=0.0,
+                output_zero_point=0):
         from .base import Window
         from .conv import conv_nd
         kh, kw = kernel
@@ -184,7 +193,8 @@ class QConv(FoldStaticOnly):
         y = y + bias.astype(np.float32).reshape(per)
         if residual is not None:
             y = y + residual
-        return np.where(y < 0, np.float32(0), y) if relu else y
+        y = np.where(y < 0, np.float32(0), y) if relu else y
+        return quantize_u8(y, output_scale, output_zero_point) if output_scale else y
 
     def cost(self, operand_types, result_types, attrs):
         y = result_types[0]

@@ -209,50 +209,81 @@ def _producer(v: Value, name: str) -> Operation | None:
     return v.op if v.op is not None and v.op.name == name else None
 
 
-def _quantized_from(q: Value, zp: int) -> tuple[Value, float] | None:
-    """(float32 x, multiplier m) when ``q = cast<u8>(clip(round(x * m) (+ zp), 0, 255))`` (a
-    widening cast to float64 before the clip allowed), the float32 QuantizeLinear of the graph."""
+def _quantized_from(q: Value) -> tuple[Value, float, int, list[Operation]] | None:
+    """(float32 x, multiplier m, zero point z, the chain's ops from the first) when
+    ``q = cast<u8>(clip(round(x * m) (+ z), 0, 255))`` (a widening cast to float64 before the clip
+    allowed): the float32 QuantizeLinear of the graph."""
     cast = _producer(q, "graph.cast")
     clip = cast and _producer(cast.operands[0], "graph.clip")
     if not clip or (clip.attributes.get("min"), clip.attributes.get("max")) != (0.0, 255.0):
         return None
-    t = clip.operands[0]
+    chain, t = [cast, clip], clip.operands[0]
     widen = _producer(t, "graph.cast")
     if widen is not None and t.type.dtype is DType.f64:
+        chain.append(widen)
         t = widen.operands[0]
     if t.type.dtype is not DType.f32:
         return None
-    add = _producer(t, "graph.add")
+    zp, add = 0, _producer(t, "graph.add")
     if add is not None:
         shift = next((constant_value(v) for v in add.operands if constant_value(v) is not None), None)
-        if shift is None or shift.size != 1 or float(shift.reshape(())) != zp:
+        if shift is None or shift.size != 1 or float(shift.reshape(())) != round(float(shift.reshape(()))):
             return None
-        t = next(v for v in add.operands if constant_value(v) is None)
-    elif zp != 0:
-        return None
+        zp, t = int(shift.reshape(())), next(v for v in add.operands if constant_value(v) is None)
+        chain.append(add)
     rnd = _producer(t, "graph.round")
     mul = rnd and _producer(rnd.operands[0], "graph.mul")
-    if not mul:
+    if not mul or not 0 <= zp <= 255:
         return None
     for x, m in ((mul.operands[0], mul.operands[1]), (mul.operands[1], mul.operands[0])):
         c = constant_value(m)
         if c is not None and c.size == 1 and x.type.dtype is DType.f32 and x.type.shape == q.type.shape:
-            return x, float(c.reshape(()))
+            return x, float(c.reshape(())), zp, (chain + [rnd, mul])[::-1]
     return None
 
 
 @pattern("graph.qconv")
 def quantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
     """``qconv(QuantizeLinear(x), ...)`` -> ``qconv(x, ..., input_scale=m)``: the kernel quantizes
-    each image of float32 ``x`` as it packs it, and no kernel writes the uint8 tensor."""
+    each image of float32 ``x`` as it packs it, and no kernel writes the uint8 tensor.  Not when
+    ``x`` comes from a qconv that can write the uint8 tensor itself (``requantize_into_qconv``:
+    one byte per element written and read instead of four)."""
     x, zp = op.operands[0], constant_value(op.operands[3])
     if x.type.dtype is not DType.u8 or zp is None or op.attributes.get("input_scale"):
         return False
-    found = _quantized_from(x, int(zp.reshape(())))
-    if found is None:
+    found = _quantized_from(x)
+    if found is None or found[2] != int(zp.reshape(())) or _requantizable(found[0], found[3]):
         return False
     rewriter.set_insertion_point_before(op)
     new = rewriter.create("graph.qconv", [found[0]] + list(op.operands[1:]), {**op.attributes, "input_scale": found[1]})
+    rewriter.replace_op(op, new.results)
+    return True
+
+
+def _requantizable(y: Value, chain: list[Operation]) -> bool:
+    """Whether ``y`` is a float32 qconv result read only by the QuantizeLinear ``chain``."""
+    producer = y.op
+    if producer is None or producer.name != "graph.qconv" or len(producer.operands) < 6:
+        return False
+    if producer.attributes.get("output_scale"):
+        return False
+    return all(len(list(v.uses)) == 1 for v in [y] + [o.results[0] for o in chain[:-1]])
+
+
+@pattern("graph.cast")
+def requantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
+    """``QuantizeLinear(qconv(...))`` -> ``qconv(..., output_scale=m, output_zero_point=z)``: the
+    convolution writes uint8, the quantized next layer's input, instead of float32."""
+    if op.results[0].type.dtype is not DType.u8:
+        return False
+    found = _quantized_from(op.results[0])
+    if found is None or not _requantizable(found[0], found[3]):
+        return False
+    y, m, zp, _ = found
+    conv = y.op
+    rewriter.set_insertion_point_before(op)
+    new = rewriter.create("graph.qconv", list(conv.operands),
+                          {**conv.attributes, "output_scale": m, "output_zero_point": zp})
     rewriter.replace_op(op, new.results)
     return True
 
@@ -269,8 +300,8 @@ def _zero_point(rewriter: PatternRewriter, zp: Value | int) -> Value:
 def int8_contractions(root: Operation, max_iterations: int = 4) -> RewriteStats:
     """Rewrites the 8-bit integer matmuls and convolutions under ``root`` into ``graph.qmatmul``
     and ``graph.qconv``."""
-    return apply_patterns_greedily(root, (matmul_to_qmatmul, conv_to_qconv, dequantize_into_qconv, quantize_into_qconv),
-                                   fold=False, max_iterations=max_iterations)
+    return apply_patterns_greedily(root, (matmul_to_qmatmul, conv_to_qconv, dequantize_into_qconv, requantize_into_qconv,
+                                          quantize_into_qconv), fold=False, max_iterations=max_iterations)
 
 
 @register_pass
@@ -286,4 +317,4 @@ class Int8ContractionsPass(_GreedyPass):
         return self._finish(int8_contractions(module, max_iterations=self.max_iterations))
 
 
-__all__ = ["Int8ContractionsPass", "conv_to_qconv", "dequantize_into_qconv", "quantize_into_qconv", "int8_contractions", "matmul_to_qmatmul"]
+__all__ = ["Int8ContractionsPass", "conv_to_qconv", "dequantize_into_qconv", "quantize_into_qconv", "requantize_into_qconv", "int8_contractions", "matmul_to_qmatmul"]

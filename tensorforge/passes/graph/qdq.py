@@ -123,6 +123,16 @@ def recover_int8(w: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return None
 
 
+def _symmetric(v: Value) -> Value | None:
+    """``q`` of ``cast<f32>(q)``, or of ``cast<f32>(q) - z`` with ``z`` all zeros (a per-channel
+    zero point of a symmetric weight, any shape)."""
+    q = _widened(v)
+    if q is not None or v.op is None or v.op.name not in ("graph.sub", "graph.add"):
+        return q
+    q, z = _widened(v.op.operands[0]), constant_value(v.op.operands[1])
+    return q if z is not None and not np.any(z) else None
+
+
 def _dequantized_weights(v: Value, axis: int) -> tuple[np.ndarray, np.ndarray] | None:
     """(int8 weights, scale per output channel) of a weight operand whose output channels run
     along ``axis``: a folded float constant (``recover_int8``), or ``(cast<f32>(wq) - 0) * s``
@@ -135,10 +145,10 @@ def _dequantized_weights(v: Value, axis: int) -> tuple[np.ndarray, np.ndarray] |
     if op is None or op.name != "graph.mul":
         return None
     for t, s in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
-        shifted, scale = _shifted(t), constant_value(s)
-        if shifted is None or scale is None or shifted[1] != 0:
+        q, scale = _symmetric(t), constant_value(s)
+        if q is None or scale is None:
             continue
-        wq = constant_value(shifted[0])
+        wq = constant_value(q)
         if wq is None or wq.dtype != np.int8 or wq.ndim < 2:
             continue
         n = wq.shape[axis]
