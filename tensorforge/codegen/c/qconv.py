@@ -216,25 +216,30 @@ static void tf_qconv_quantize(const float *x, long n, float m, float zpf, uint8_
 static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long i1, long j0, long j1)
 {
   const tf_qconv_epi *e = (const tf_qconv_epi *)vctx;
-  for (long i = i0; i < i1; i++) {
-    const float s = e->scale[i], b = e->bias[i];
-    int32_t *c = C + i * ldc;
-    const float *r = e->residual ? e->residual + i * ldc : 0;
-    for (long j = j0; j < j1; j++) {
-      int32_t a;
-      memcpy(&a, c + j, 4);
-      float v = (float)a * s;
-      v = v + b;
-      if (r) v = v + r[j];
-      if (e->relu) v = v < 0.0f ? 0.0f : v;
+  float v[64];                       /* one row of the block (at most a tile's width): simple loops vectorize */
+  for (long j = j0; j < j1; j += 64) {
+    const long n = j1 - j < 64 ? j1 - j : 64;
+    for (long i = i0; i < i1; i++) {
+      const float s = e->scale[i], b = e->bias[i];
+      int32_t *c = C + i * ldc + j;
+      for (long t = 0; t < n; t++) v[t] = (float)c[t] * s;
+      for (long t = 0; t < n; t++) v[t] = v[t] + b;
+      if (e->residual) {
+        const float *r = e->residual + i * ldc + j;
+        for (long t = 0; t < n; t++) v[t] = v[t] + r[t];
+      }
+      if (e->relu)
+        for (long t = 0; t < n; t++) v[t] = v[t] < 0.0f ? 0.0f : v[t];
       if (e->q) {
-        v = v * e->qm;
-        v = nearbyintf(v);
-        v = v + e->qzp;
-        v = (v < 0.0f ? 0.0f : v) > 255.0f ? 255.0f : (v < 0.0f ? 0.0f : v);
-        e->q[i * ldc + j] = (uint8_t)v;
+        uint8_t *q = e->q + i * ldc + j;
+        const float m = e->qm, z = e->qzp;
+        for (long t = 0; t < n; t++) {
+          float u = nearbyintf(v[t] * m) + z;
+          u = (u < 0.0f ? 0.0f : u) > 255.0f ? 255.0f : (u < 0.0f ? 0.0f : u);
+          q[t] = (uint8_t)u;
+        }
       } else {
-        memcpy(c + j, &v, 4);
+        memcpy(c, v, (size_t)n * sizeof(float));
       }
     }
   }
