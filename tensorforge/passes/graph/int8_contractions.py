@@ -212,7 +212,8 @@ def _producer(v: Value, name: str) -> Operation | None:
 def _quantized_from(q: Value) -> tuple[Value, float, int, list[Operation]] | None:
     """(float32 x, multiplier m, zero point z, the chain's ops from the first) when
     ``q = cast<u8>(clip(round(x * m) (+ z), 0, 255))`` (a widening cast to float64 before the clip
-    allowed): the float32 QuantizeLinear of the graph."""
+    allowed; ``m`` = 1 without the multiply, which fold-inference may have moved into the
+    producer's scale): the float32 QuantizeLinear of the graph."""
     cast = _producer(q, "graph.cast")
     clip = cast and _producer(cast.operands[0], "graph.clip")
     if not clip or (clip.attributes.get("min"), clip.attributes.get("max")) != (0.0, 255.0):
@@ -232,13 +233,16 @@ def _quantized_from(q: Value) -> tuple[Value, float, int, list[Operation]] | Non
         zp, t = int(shift.reshape(())), next(v for v in add.operands if constant_value(v) is None)
         chain.append(add)
     rnd = _producer(t, "graph.round")
-    mul = rnd and _producer(rnd.operands[0], "graph.mul")
-    if not mul or not 0 <= zp <= 255:
+    if not rnd or not 0 <= zp <= 255:
         return None
-    for x, m in ((mul.operands[0], mul.operands[1]), (mul.operands[1], mul.operands[0])):
+    mul = _producer(rnd.operands[0], "graph.mul")
+    for x, m in ((mul.operands[0], mul.operands[1]), (mul.operands[1], mul.operands[0])) if mul else ():
         c = constant_value(m)
         if c is not None and c.size == 1 and x.type.dtype is DType.f32 and x.type.shape == q.type.shape:
             return x, float(c.reshape(())), zp, (chain + [rnd, mul])[::-1]
+    x = rnd.operands[0]                  # the multiplier already folded into the producer (fold-inference)
+    if x.type.dtype is DType.f32 and x.type.shape == q.type.shape:
+        return x, 1.0, zp, (chain + [rnd])[::-1]
     return None
 
 
