@@ -65,11 +65,26 @@ def quantize(model: Any, calibration_data: Iterable | None = None, example_input
             raise TensorforgeError(f"the calibration statistics have no range for '{key}': they were made for "
                                    "another model (or pipeline); calibrate this one")
         chosen.append((op, calibration.ranges[key]))
+    if chosen:
+        _warn_without_vnni()
     for op, (lo, hi) in chosen:
         quantize_contraction(op, lo, hi, per_channel)
     optimize(module, "cpu", None)
     module.attributes["tf.quantized"] = tuple(keys[id(op)] for op, _ in chosen)
     return module
+
+
+def _warn_without_vnni() -> None:
+    """The stated fallback on a CPU without VNNI: the same exact int8 results from a portable loop."""
+    import warnings
+
+    from ..codegen.c import qgemm
+    from ..codegen.target import Target
+    from ..errors import TensorforgeWarning
+    if qgemm.isa(Target.host()) == qgemm.SCALAR:
+        warnings.warn("this CPU has neither AVX512-VNNI nor AVX-VNNI: the int8 kernels run a portable C loop "
+                      "(the same exact results, usually slower than float32); compile without precision='int8' "
+                      "for speed", TensorforgeWarning, stacklevel=3)
 
 
 def calibration_stats(model: Any, calibration_data: Iterable, example_inputs: Sequence | None = None,

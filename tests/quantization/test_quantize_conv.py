@@ -63,3 +63,12 @@ def test_convs_run_int8_with_their_epilogue():
         for got, want in zip((block, pooled), f32(x)):
             want = np.asarray(want)          # 8-bit error: relative RMS (measured 0.2-3.1%)
             assert np.sqrt(np.mean((got - want) ** 2)) <= 0.05 * np.sqrt(np.mean(want ** 2))
+
+
+def test_a_cpu_without_vnni_is_told_the_fallback(monkeypatch):
+    """Without VNNI the int8 kernels still run (the exact portable loop), and the user is told."""
+    from tensorforge.codegen.c import qgemm
+    from tensorforge.errors import TensorforgeWarning
+    monkeypatch.setattr(qgemm, "isa", lambda target: qgemm.SCALAR)
+    with pytest.warns(TensorforgeWarning, match="neither AVX512-VNNI nor AVX-VNNI"):
+        tensorforge.quantize(_block(), _inputs(2, 100), keep_first_last=False)
