@@ -24,7 +24,7 @@ from tensorforge.dialects.graph.quant import QConv, qconv_weights
 from .test_qgemm import TARGETS, runnable
 
 ARGTYPES = ([ctypes.c_long] * 15 + [ctypes.c_void_p, ctypes.c_float] + [ctypes.c_void_p] * 2 + [ctypes.c_int32]
-            + [ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_float, ctypes.c_int32, ctypes.c_void_p])
+            + [ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_float, ctypes.c_float, ctypes.c_int32, ctypes.c_void_p])
 
 # (N, C, H, W, O, kh, kw, strides, pads (top, left, bottom, right), dilations)
 SHAPES = [
@@ -51,19 +51,21 @@ def kernel(path: str, signed: bool, threads: int):
     return compile_c(qconv.source(name, target, signed, threads), target, name=name).function(name, ARGTYPES)
 
 
-def run(fn, x, w, zp, strides, pads, dilations, epilogue=None, relu=False, input_scale=0.0, output=(0.0, 0)):
+def run(fn, x, w, zp, strides, pads, dilations, epilogue=None, relu=False, input_scale=0.0, output=(0.0, 0),
+        clip_max=None):
     """(kernel's output, reference); ``epilogue``: (scale, bias, residual or None) for float32 out;
     ``input_scale``: ``x`` is float32, quantized in the kernel; ``output``: (scale, zero point) of
     a uint8 result."""
     shifted, sums = qconv_weights(w)
     attrs = dict(kernel=w.shape[2:], strides=strides, pads=pads, dilations=dilations, input_scale=input_scale,
-                 output_scale=output[0], output_zero_point=output[1])
+                 output_scale=output[0], output_zero_point=output[1], clip_max=clip_max)
     ref = QConv().compute(x, shifted, sums, np.int32(zp), *(epilogue or ()), **attrs, relu=relu)
     y = np.full(ref.shape, 7 if ref.dtype == np.uint8 else -7, ref.dtype)
     n, c, h, wd = x.shape
     ptrs = [None if a is None else a.ctypes.data for a in (epilogue or (None, None, None))]
     fn(n, c, h, wd, w.shape[0], *w.shape[2:], *strides, pads[0], pads[1], *dilations, *ref.shape[2:],
-       x.ctypes.data, input_scale, shifted.ctypes.data, sums.ctypes.data, zp, *ptrs, int(relu), *output, y.ctypes.data)
+       x.ctypes.data, input_scale, shifted.ctypes.data, sums.ctypes.data, zp, *ptrs, int(relu), float("inf") if clip_max is None else clip_max, *output,
+       y.ctypes.data)
     return y, ref
 
 
@@ -109,7 +111,7 @@ def test_extreme_values_wrap_like_int32(signed):
 
 
 @pytest.mark.parametrize("residual", [False, True])
-@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("relu", [False, True, 6.0], ids=["none", "relu", "relu6"])
 @pytest.mark.parametrize("output", [(0.0, 0), (3.0, 17)], ids=["f32", "u8"])
 def test_float_epilogue_is_bit_exact(residual, relu, output):
     path = "avx512_vnni" if qgemm.isa(TARGETS["avx512_vnni"]) == "avx512_vnni" else "scalar"
@@ -123,7 +125,8 @@ def test_float_epilogue_is_bit_exact(residual, relu, output):
         shape = QConv().compute(x, *qconv_weights(w), np.int32(0), kernel=(kh, kw), strides=strides, pads=pads,
                                 dilations=dil).shape
         r = rng.standard_normal(shape).astype(np.float32) if residual else None
-        y, ref = run(fn, x, w, 5, strides, pads, dil, (scale, bias, r), relu, output=output)
+        y, ref = run(fn, x, w, 5, strides, pads, dil, (scale, bias, r), bool(relu), output=output,
+                     clip_max=relu if relu not in (False, True) else None)
         assert y.dtype == (np.uint8 if output[0] else np.float32)
         np.testing.assert_array_equal(y, ref)
         if relu and not output[0]:

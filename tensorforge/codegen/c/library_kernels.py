@@ -739,8 +739,10 @@ def _qconv_kernel(k: _Kernel) -> str:
     in_scale = float(at.get("input_scale", 0.0) or 0.0)
     ins = len(k.kernel.operands)
     out_scale = float(at.get("output_scale", 0.0) or 0.0)
-    epilogue = (f"in4, in5, {'in6' if ins > 6 else '0'}, {int(bool(at.get('relu', False)))}" if ins > 4
-                else "0, 0, 0, 0") + f", {float.hex(out_scale)}f, {int(at.get('output_zero_point', 0) or 0)}"
+    hi = at.get("clip_max")
+    hi = "INFINITY" if hi is None else f"{float.hex(float(hi))}f"
+    epilogue = (f"in4, in5, {'in6' if ins > 6 else '0'}, {int(bool(at.get('relu', False)))}, {hi}" if ins > 4
+                else "0, 0, 0, 0, INFINITY") + f", {float.hex(out_scale)}f, {int(at.get('output_zero_point', 0) or 0)}"
     body = [f"  {name}({n}, {c}, {h}, {w}, {o}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
             f"in0, {float.hex(in_scale)}f, in1, in2, in3[0], {epilogue}, out0);"]
     return k.function(body, helpers=_host_kernel(name, lambda host, threads: qconv.source(name, host, signed, threads)))

@@ -193,13 +193,29 @@ static void tf_qconv_pack_panel_padded(const uint8_t *xp, const long *koff, long
 #endif
 
 /* The dequantizing epilogue, in place: C[o, p] (int32) becomes the float32
-   max?(C * scale[o] + bias[o] (+ residual[o, p]), 0), each operation rounded as the graph's;
+   relu?(C * scale[o] + bias[o] (+ residual[o, p])) (ReLU6: clipped at hi too), each operation
+   rounded as the graph's;
    or, with q, that value quantized to uint8 q[o, p] (C is then a scratch buffer). */
-typedef struct { const float *scale, *bias, *residual; int relu; uint8_t *q; float qm, qzp; } tf_qconv_epi;
+typedef struct { const float *scale, *bias, *residual; int relu; float hi; uint8_t *q; float qm, qzp; } tf_qconv_epi;
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
 #endif
+/* Scratch buffer `slot` of at least n bytes, kept per calling thread and only grown: a model
+   calls its convolutions one after another, and fresh mallocs of megabytes are fresh pages to
+   fault in on every call (the OpenMP workers only use the caller's buffers during its call). */
+static void *tf_qconv_scratch(int slot, size_t n)
+{
+  static __thread void *buf[7];
+  static __thread size_t size[7];
+  if (size[slot] < n) {
+    free(buf[slot]);
+    buf[slot] = malloc(n);
+    size[slot] = buf[slot] ? n : 0;
+  }
+  return buf[slot];
+}
+
 /* uint8 q = clip(round_half_even(x * m) + zp, 0, 255), float32 operations as the graph's
    QuantizeLinear ops the convolution took in (``input_scale``). */
 static void tf_qconv_quantize(const float *x, long n, float m, float zpf, uint8_t *q)
@@ -230,6 +246,8 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
       }
       if (e->relu)
         for (long t = 0; t < n; t++) v[t] = v[t] < 0.0f ? 0.0f : v[t];
+      if (e->relu && e->hi < INFINITY)
+        for (long t = 0; t < n; t++) v[t] = v[t] > e->hi ? e->hi : v[t];
       if (e->q) {
         uint8_t *q = e->q + i * ldc + j;
         const float m = e->qm, z = e->qzp;
@@ -255,12 +273,12 @@ def source(name: str, target, signed: bool, threads: int = 1) -> str:
     """C text defining ``void NAME(long N, long C, long H, long W, long O, long kh, long kw, long sh,
     long sw, long ph, long pw, long dh, long dw, long OH, long OW, const void *x, float in_scale,
     const uint8_t *w_shifted, const int32_t *w_sums, int32_t zp, const float *scale, const float
-    *bias, const float *residual, int relu, float out_scale, int32_t out_zp, void *y)`` for
+    *bias, const float *residual, int relu, float hi, float out_scale, int32_t out_zp, void *y)`` for
     ``signed`` (int8) or uint8 activations
     ``x``, or float32 ``x`` quantized to uint8 in the kernel when ``in_scale`` is not 0
     (``clip(round(x * in_scale) + zp, 0, 255)``, one image at a time, in cache); ``y`` is
     ``N x O x OH x OW``: the int32 sums when ``scale`` is NULL, else float32
-    ``max?(sums * scale[o] + bias[o] (+ residual), 0)`` (``residual`` may be NULL; ``relu`` 0 or 1),
+    ``max?(sums * scale[o] + bias[o] (+ residual), 0)`` (``residual`` may be NULL; ``relu`` 0 or 1, and below ``hi``: INFINITY, or 6 for ReLU6),
     applied to each block of the output as the GEMM finishes it; with ``out_scale`` not 0 that
     float is quantized to uint8 (``clip(round(v * out_scale) + out_zp, 0, 255)``) and ``y`` is
     uint8 (the int32 sums go to a scratch buffer).  Self-contained and guarded like ``qgemm.source``."""
@@ -272,7 +290,7 @@ def source(name: str, target, signed: bool, threads: int = 1) -> str:
 void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
             long dh, long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted,
             const int32_t *w_sums, int32_t zp, const float *scale, const float *bias,
-            const float *residual, int relu, float out_scale, int32_t out_zp, void *y)
+            const float *residual, int relu, float hi, float out_scale, int32_t out_zp, void *y)
 {{
   const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW, panels = (P + 15) / 16;
   const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
@@ -283,20 +301,20 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
 #endif
   /* the padded input the windows read: 32 bytes of slack before, 64 after (the packer's loads) */
   const long Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
-  uint8_t *col = direct ? 0 : (uint8_t *)malloc((size_t)(fused ? C * Hp * Wp + 96 : K * P));
-  int8_t *bp = (int8_t *)malloc((size_t)(panels * 16 * Kp));
-  int32_t *colterm = (int32_t *)malloc((size_t)(panels * 16) * sizeof(int32_t));
-  int32_t *rowterm = (int32_t *)malloc((size_t)O * sizeof(int32_t));
+  uint8_t *col = direct ? 0 : (uint8_t *)tf_qconv_scratch(0, (size_t)(fused ? C * Hp * Wp + 96 : K * P));
+  int8_t *bp = (int8_t *)tf_qconv_scratch(1, (size_t)(panels * 16 * Kp));
+  int32_t *colterm = (int32_t *)tf_qconv_scratch(2, (size_t)(panels * 16) * sizeof(int32_t));
+  int32_t *rowterm = (int32_t *)tf_qconv_scratch(3, (size_t)O * sizeof(int32_t));
   const uint32_t zps = (uint32_t)zp{zp_shift};
   for (long o = 0; o < O; o++) rowterm[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
-  long *koff = fused ? (long *)malloc((size_t)K * sizeof(long)) : 0;
+  long *koff = fused ? (long *)tf_qconv_scratch(4, (size_t)K * sizeof(long)) : 0;
   if (fused) {{
     memset(col, (uint8_t)zp, (size_t)(C * Hp * Wp + 96));     /* the slack around the planes too */
     for (long k = 0; k < K; k++)
       koff[k] = (k / (kh * kw)) * Hp * Wp + ((k / kw) % kh) * dh * Wp + (k % kw) * dw;
   }}
-  uint8_t *xq = in_scale != 0.0f ? (uint8_t *)malloc((size_t)(C * H * W)) : 0;
-  int32_t *acc = out_scale != 0.0f ? (int32_t *)malloc((size_t)(O * P) * sizeof(int32_t)) : 0;
+  uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
+  int32_t *acc = out_scale != 0.0f ? (int32_t *)tf_qconv_scratch(6, (size_t)(O * P) * sizeof(int32_t)) : 0;
   for (long n = 0; n < N; n++) {{
     const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
     const uint8_t *src = direct ? xn : col;
@@ -327,12 +345,11 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
           tf_qconv_pack_panel(src, P, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp, colterm);
       }}
     }}
-    tf_qconv_epi epi = {{scale, bias, residual ? residual + n * O * P : 0, relu,
+    tf_qconv_epi epi = {{scale, bias, residual ? residual + n * O * P : 0, relu, hi,
                         acc ? (uint8_t *)y + n * O * P : 0, out_scale, (float)out_zp}};
     {gemm}(O, P, Kp, w_shifted, Kp, bp, colterm, rowterm, scale ? tf_qconv_dequantize : 0, &epi,
          acc ? acc : (int32_t *)y + n * O * P, P);
   }}
-  free(acc); free(xq); free(koff); free(col); free(bp); free(colterm); free(rowterm);
 }}
 """)
 

@@ -122,7 +122,7 @@ class QConv(FoldStaticOnly):
     transpose.  ``w_sums`` (the weights' row sums) carries the zero point's term.
 
     With ``scale`` and ``bias`` (float32 per output channel) the result is float32 instead, the
-    dequantizing epilogue ``y = acc * scale[o] + bias[o] (+ residual) (relu)``, each operation
+    dequantizing epilogue ``y = acc * scale[o] + bias[o] (+ residual) (relu or clip(0, clip_max))``, each operation
     rounded in float32 in that order (the graph ops it replaces, joined by the
     ``int8-contractions`` pass).  With ``input_scale`` the activations arrive in float32 and are
     quantized to uint8 in the kernel (``quantize_u8``), the QuantizeLinear before the conv taken in,
@@ -137,6 +137,7 @@ class QConv(FoldStaticOnly):
              "pads": Attr("ints", (), "(top, left, bottom, right); () = 0"),
              "dilations": Attr("ints", (), "(dh, dw); () = 1, 1"),
              "relu": Attr("bool", False, "max(y, 0) last (float32 result only)"),
+             "clip_max": Attr("float", None, "with relu: min(y, clip_max) after it (ReLU6: clip(y, 0, 6))"),
              "input_scale": Attr("float", 0.0, "not 0: x is float32, quantized to uint8 in the kernel as "
                                                "clip(round(x * input_scale) + zero point, 0, 255)"),
              "output_scale": Attr("float", 0.0, "not 0: the float32 result quantized to uint8, "
@@ -168,13 +169,14 @@ class QConv(FoldStaticOnly):
         for name, t, want in zip(("scale", "bias", "residual"), epilogue, ((o,), (o,), shape)):
             expect(t.dtype is DType.f32 and tuple(t.shape) == tuple(want), f"{name} must be float32{list(want)}, got {t}")
         expect(epilogue or not attrs.get("relu", False), "relu needs the float32 epilogue (scale and bias)")
+        expect(attrs.get("clip_max") is None or attrs.get("relu", False), "clip_max needs relu")
         requant = bool(attrs.get("output_scale", 0.0))
         expect(epilogue or not requant, "output_scale needs the float32 epilogue (scale and bias)")
         expect(0 <= attrs.get("output_zero_point", 0) <= 255, "output_zero_point must be a uint8 value")
         return [TensorType(shape, DType.u8 if requant else DType.f32 if epilogue else DType.i32)]
 
     def compute(self, x, w_shifted, w_sums, x_zero_point, scale=None, bias=None, residual=None, kernel=(),
-                strides=(), pads=(), dilations=(), relu=False, input_scale=0.0, output_scale=0.0,
+                strides=(), pads=(), dilations=(), relu=False, clip_max=None, input_scale=0.0, output_scale=0.0,
                 output_zero_point=0):
         from .base import Window
         from .conv import conv_nd
@@ -194,6 +196,8 @@ class QConv(FoldStaticOnly):
         if residual is not None:
             y = y + residual
         y = np.where(y < 0, np.float32(0), y) if relu else y
+        if relu and clip_max is not None:
+            y = np.where(y > np.float32(clip_max), np.float32(clip_max), y)
         return quantize_u8(y, output_scale, output_zero_point) if output_scale else y
 
     def cost(self, operand_types, result_types, attrs):

@@ -171,7 +171,8 @@ def _per_channel(v: Value, o: int) -> np.ndarray | None:
 
 @pattern("graph.qconv")
 def dequantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
-    """``relu?(cast<f32>(qconv(...)) * s + b (+ r))`` -> one ``qconv`` with the float32 epilogue
+    """``relu?(cast<f32>(qconv(...)) * s + b (+ r))`` (or ``clip(.., 0, max)``, ReLU6) -> one
+    ``qconv`` with the float32 epilogue
     (``s``, ``b`` per output channel; ``r`` a float32 tensor of the result's shape), so the
     convolution writes its float result once instead of int32 sums a later kernel converts."""
     if len(op.operands) > 4:
@@ -194,13 +195,19 @@ def dequantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
         r = _other(add, last.results[0])
         if r.type == last.results[0].type and add.results[0].type == r.type:
             residual, last = r, add
-    relu = _only_user(last.results[0], "graph.relu")
+    relu, clip_max = _only_user(last.results[0], "graph.relu"), None
+    clip = _only_user(last.results[0], "graph.clip")
+    if clip is not None and clip.attributes.get("min") == 0.0:          # ReLU6 and other clips from 0
+        relu, clip_max = clip, clip.attributes.get("max")
     if relu is not None:
         last = relu
     rewriter.set_insertion_point_before(last)
     operands = list(op.operands) + [rewriter.constant(scale, DType.f32), rewriter.constant(bias, DType.f32)]
     operands += [residual] if residual is not None else []
-    new = rewriter.create("graph.qconv", operands, {**op.attributes, "relu": relu is not None})
+    attrs = {**op.attributes, "relu": relu is not None}
+    if clip_max is not None:
+        attrs["clip_max"] = float(clip_max)
+    new = rewriter.create("graph.qconv", operands, attrs)
     rewriter.replace_op(last, new.results)
     return True
 
