@@ -2,13 +2,15 @@
 
 The model is imported and optimised (BatchNorm and biases folded, weights constant), every
 contraction by constant weights (``graph.matmul``, ``graph.gemm``: linear layers, a transformer's
-projections) is calibrated on the samples (``calibrate.py``) and rewritten to int8: uint8
-activations per tensor with a zero point, int8 weights per output channel, the exact int32 VNNI
-kernel (``graph.qmatmul``), a float rescale (``rewrite.py``).  The result is a graph module that
+projections; ``graph.conv`` with one group) is calibrated on the samples (``calibrate.py``) and
+rewritten to int8: uint8 activations per tensor with a zero point, int8 weights per output
+channel, the exact int32 VNNI kernels (``graph.qmatmul``, ``graph.qconv``), a float rescale
+(``rewrite.py``); ``int8-contractions`` then joins the quantize/dequantize arithmetic around each
+conv into its kernel.  The result is a graph module that
 ``tensorforge.compile`` takes like any model.
 
 Mixed precision: everything else (softmax, normalisations, attention's activation products,
-convolutions: no int8 conv kernel yet) stays float32, and by default so do the first and last
+depthwise convolutions unless ``depthwise=True``, other grouped ones) stays float32, and by default so do the first and last
 quantizable contractions (``keep_first_last``), whose errors reach the input features and the
 logits undiluted; ``exclude`` keeps more by key (``"3:gemm at addmm_3"``), by index or by a
 substring of the op's location; the module's ``tf.quantized`` attribute lists what was
@@ -22,7 +24,7 @@ from typing import Any, Iterable, Sequence
 from ..errors import TensorforgeError
 from ..ir.builtin import ModuleOp
 from .calibrate import METHODS, Calibration, calibrate, first_sample
-from .rewrite import candidates, key_of, quantize_contraction
+from .rewrite import candidates, is_depthwise, key_of, quantize_contraction
 
 
 def _excluded(key: str, index: int, exclude: Iterable) -> bool:
@@ -34,13 +36,15 @@ def _excluded(key: str, index: int, exclude: Iterable) -> bool:
 
 def quantize(model: Any, calibration_data: Iterable | None = None, example_inputs: Sequence | None = None,
              method: str = "minmax", per_channel: bool = True, exclude: Iterable = (),
-             keep_first_last: bool = True, percentile: float = 99.99,
+             keep_first_last: bool = True, percentile: float = 99.99, depthwise: bool = False,
              calibration: Calibration | str | None = None) -> ModuleOp:
     """An int8 version of ``model`` (a ``torch.nn.Module``, ONNX model or path, or graph module)
     for ``tensorforge.compile``.  ``calibration_data``: samples of the model's inputs (a list of
     arrays / tensors, or of tuples for several inputs), shaped like ``example_inputs``; or give a
     saved ``calibration`` (a ``Calibration`` or the path of its JSON) instead.  ``method``: minmax,
-    percentile (``percentile`` of |x|) or entropy (KL divergence)."""
+    percentile (``percentile`` of |x|) or entropy (KL divergence).  ``depthwise``: depthwise
+    convolutions int8 too (exact, but measured slower than the float32 depthwise kernel on
+    MobileNetV2, so off by default)."""
     from ..passes.pipeline import optimize
 
     if calibration_data is None and calibration is None:
@@ -59,7 +63,7 @@ def quantize(model: Any, calibration_data: Iterable | None = None, example_input
         key = keys[id(op)]
         if keep_first_last and i in (0, len(ops) - 1) and len(ops) > 2:
             continue
-        if _excluded(key, i, exclude):
+        if _excluded(key, i, exclude) or (op.name == "graph.conv" and is_depthwise(op) and not depthwise):
             continue
         if key not in calibration.ranges:
             raise TensorforgeError(f"the calibration statistics have no range for '{key}': they were made for "

@@ -1,5 +1,5 @@
 """Post-training int8 rewrite of the contractions by constant weights (``graph.matmul``,
-``graph.gemm``, one-group 2-D ``graph.conv``).
+``graph.gemm``, one-group and depthwise 2-D ``graph.conv``).
 
 Each chosen contraction ``y = x @ W (+ c)`` with calibrated activation range ``[lo, hi]`` becomes
 
@@ -11,8 +11,8 @@ with ``Wq = clip(round(W / sw), -127, 127)`` and ``sw = max|W[:, n]| / 127`` per
 (``per_channel=True``) or one scale for the tensor.  The quantize step is the same arithmetic as
 ONNX ``QuantizeLinear``; the rescale and bias are elementwise ops the fusion pass joins to their
 neighbours.  A convolution becomes ``qconv`` (``dialects/graph/quant.py``) the same way, its
-weights scaled per output channel and its bias added after the rescale; depthwise and grouped
-convolutions stay float.  Contractions whose weights are not constant, or whose activations are not float32,
+weights scaled per output channel and its bias added after the rescale; depthwise ones too (a
+direct loop rather than the GEMM); other grouped convolutions stay float.  Contractions whose weights are not constant, or whose activations are not float32,
 stay float.
 """
 from __future__ import annotations
@@ -40,12 +40,28 @@ def contraction_weights(op: Operation) -> np.ndarray | None:
     return None
 
 
+def int8_conv_groups(op: Operation, depthwise: bool = True) -> bool:
+    """Whether ``graph.qconv`` runs this conv's grouping: one group, or (with ``depthwise``)
+    one filter per channel, with static channels."""
+    x = op.operands[0].type
+    if x.rank != 4 or not isinstance(x.shape[1], int):
+        return False
+    groups = op.attributes.get("groups", 1)
+    return groups == 1 or (depthwise and is_depthwise(op))
+
+
+def is_depthwise(op: Operation) -> bool:
+    """A depthwise conv the int8 depthwise kernel takes: one filter per channel, at most 64 taps
+    (it sums them exactly in float32, ``qconv.depthwise_source``)."""
+    x, w = op.operands[0].type, op.operands[1].type.shape
+    groups = op.attributes.get("groups", 1)
+    return groups > 1 and groups == x.shape[1] and w[0] == groups and w[2] * w[3] <= 64
+
+
 def conv_weights(op: Operation) -> np.ndarray | None:
-    """The constant ``(O, C, kh, kw)`` weights of a one-group 2-D convolution of NCHW activations
-    with static channels (what ``graph.qconv`` runs), else None."""
-    if op.name != "graph.conv" or op.attributes.get("groups", 1) != 1 or op.operands[0].type.rank != 4:
-        return None
-    if not isinstance(op.operands[0].type.shape[1], int):
+    """The constant ``(O, C/groups, kh, kw)`` weights of a one-group or depthwise 2-D convolution
+    of NCHW activations with static channels (what ``graph.qconv`` runs), else None."""
+    if op.name != "graph.conv" or not int8_conv_groups(op):
         return None
     w = constant_value(op.operands[1])
     if w is None or w.ndim != 4 or (len(op.operands) == 3 and constant_value(op.operands[2]) is None):
@@ -61,7 +77,8 @@ def _weights(op: Operation) -> np.ndarray | None:
 
 def candidates(module: ModuleOp, convolutions: bool = True) -> list[Operation]:
     """The contractions the int8 rewrite can take, in program order: float32 activations times
-    constant float32 weights (linear layers and, with ``convolutions``, one-group 2-D convolutions)."""
+    constant float32 weights (linear layers and, with ``convolutions``, one-group and depthwise 2-D
+    convolutions)."""
     out = []
     for op in module.main.body:
         w = _weights(op) if convolutions or op.name != "graph.conv" else None
@@ -122,7 +139,7 @@ def int8_contraction(b, op: Operation, q: Value, sa: float, za: int, wq: np.ndar
     if op.name == "graph.conv":
         o = wq.shape[0]
         shifted, sums = qconv_weights(wq)
-        at = {key: op.attributes[key] for key in ("strides", "pads", "dilations") if key in op.attributes}
+        at = {key: op.attributes[key] for key in ("strides", "pads", "dilations", "groups") if key in op.attributes}
         acc = b.qconv(q, b.constant(shifted, DType.u8), b.constant(sums, DType.i32), zp,
                       kernel=tuple(int(d) for d in wq.shape[2:]), **at)
         y = b.mul(b.cast(acc, dtype=DType.f32), b.constant(scale.reshape(1, o, 1, 1)))
@@ -156,5 +173,5 @@ def quantize_contraction(op: Operation, lo: float, hi: float, per_channel: bool)
     replace_result(op, int8_contraction(b, op, q, sa, za, wq, sw))
 
 
-__all__ = ["activation_params", "add_gemm_addend", "candidates", "contraction_weights", "conv_weights", "gemm_alpha",
+__all__ = ["activation_params", "int8_conv_groups", "is_depthwise", "add_gemm_addend", "candidates", "contraction_weights", "conv_weights", "gemm_alpha",
            "int8_contraction", "key_of", "quantize_activations", "quantize_contraction", "replace_result", "weight_scales"]

@@ -147,3 +147,50 @@ def test_float_input_quantized_in_the_kernel(path):
         w = rng.integers(-128, 128, (o, c, kh, kw)).astype(np.int8)
         y, ref = run(fn, x, w, 100, strides, pads, dil, input_scale=0.5)
         np.testing.assert_array_equal(y, ref)
+
+
+DW_ARGTYPES = ([ctypes.c_long] * 14 + [ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p,
+                                      ctypes.c_int32] + [ctypes.c_void_p] * 3
+               + [ctypes.c_int, ctypes.c_float, ctypes.c_float, ctypes.c_int32, ctypes.c_void_p])
+
+
+@functools.lru_cache(maxsize=None)
+def depthwise_kernel(signed: bool, threads: int):
+    name = f"t_qdwconv_{'s8' if signed else 'u8'}_{threads}t"
+    return compile_c(qconv.depthwise_source(name, signed, threads), TARGETS["scalar"], name=name).function(name, DW_ARGTYPES)
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["u8", "s8"])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("epilogue", ["i32", "relu6", "u8", "f32-input"])
+def test_depthwise_is_bit_exact(signed, threads, epilogue):
+    """Depthwise qconv (one 3x3 / 5x5 filter per channel): the integer sums, the float epilogue,
+    the requantized uint8 result and float32 input quantized in the kernel, against the reference."""
+    if signed and epilogue == "f32-input":
+        pytest.skip("float input is quantized to uint8 only")
+    fn = depthwise_kernel(signed, threads)
+    rng = np.random.default_rng(31 + threads)
+    for n, c, h, wd, k, strides, pads, dil in [(1, 8, 9, 10, 3, (1, 1), (1, 1, 1, 1), (1, 1)),
+                                              (2, 5, 12, 7, 3, (2, 2), (1, 0, 1, 1), (1, 1)),
+                                              (1, 3, 11, 11, 5, (1, 1), (2, 2, 2, 2), (1, 1)),
+                                              (1, 4, 9, 9, 3, (1, 1), (2, 2, 2, 2), (2, 2))]:
+        lo, hi = (-128, 128) if signed else (0, 256)
+        x = rng.integers(lo, hi, (n, c, h, wd)).astype(np.int8 if signed else np.uint8)
+        in_scale = 0.0
+        if epilogue == "f32-input":
+            x, in_scale = (rng.standard_normal((n, c, h, wd)) * 50).astype(np.float32), 0.5
+        w = rng.integers(-128, 128, (c, 1, k, k)).astype(np.int8)
+        zp = int(rng.integers(lo, hi))
+        shifted, sums = qconv_weights(w)
+        attrs = dict(kernel=(k, k), strides=strides, pads=pads, dilations=dil, groups=c, input_scale=in_scale,
+                     relu=epilogue == "relu6", clip_max=6.0 if epilogue == "relu6" else None,
+                     output_scale=0.05 if epilogue == "u8" else 0.0, output_zero_point=9 if epilogue == "u8" else 0)
+        ep = () if epilogue == "i32" else ((rng.random(c) * 1e-3).astype(np.float32), rng.standard_normal(c).astype(np.float32))
+        ref = QConv().compute(x, shifted, sums, np.int32(zp), *ep, **attrs)
+        y = np.zeros(ref.shape, ref.dtype)
+        oh, ow = ref.shape[2:]
+        ptrs = [a.ctypes.data for a in ep] + [None] * (3 - len(ep))
+        fn(n, c, h, wd, k, k, *strides, pads[0], pads[1], *dil, oh, ow, x.ctypes.data, in_scale, shifted.ctypes.data,
+           shifted.shape[1], sums.ctypes.data, zp, *ptrs, int(attrs["relu"]), 6.0 if attrs["relu"] else float("inf"),
+           attrs["output_scale"], attrs["output_zero_point"], y.ctypes.data)
+        np.testing.assert_array_equal(y, ref, err_msg=f"{(n, c, h, wd, k, strides, pads, dil)}")

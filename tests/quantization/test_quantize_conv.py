@@ -72,3 +72,19 @@ def test_a_cpu_without_vnni_is_told_the_fallback(monkeypatch):
     monkeypatch.setattr(qgemm, "isa", lambda target: qgemm.SCALAR)
     with pytest.warns(TensorforgeWarning, match="neither AVX512-VNNI nor AVX-VNNI"):
         tensorforge.quantize(_block(), _inputs(2, 100), keep_first_last=False)
+
+
+def test_depthwise_on_request():
+    """``depthwise=True`` puts the depthwise conv on the int8 depthwise kernel too; still exact
+    against the reference interpreter on the quantized graph."""
+    model = _block()
+    q = tensorforge.quantize(model, _inputs(4, 100), keep_first_last=False, depthwise=True)
+    qconvs = [op for op in q.main.body if op.name == "graph.qconv"]
+    assert len(qconvs) == 4 and qconvs[-1].attributes["groups"] == 16
+    assert "graph.conv" not in [op.name for op in q.main.body]
+    cm = tensorforge.compile(q)
+    assert "tf_qdwconv_u8" in cm.source
+    x = _inputs(1, 2000)[0]
+    np.testing.assert_array_equal(np.asarray(cm(x)[0]), run_function(q.main, [x])[0])
+    pooled, want = np.asarray(cm(x)[1]), np.asarray(tensorforge.compile(model)(x)[1])
+    assert np.sqrt(np.mean((pooled - want) ** 2)) <= 0.05 * np.sqrt(np.mean(want ** 2))

@@ -724,7 +724,8 @@ def _qmatmul_kernel(k: _Kernel) -> str:
 def _qconv_kernel(k: _Kernel) -> str:
     """int8 2-D convolution (``graph.qconv``) on the kernel of ``qconv.py``: the activations of each
     image packed at run time, the weights (uint8 ``w + 128``) read in place, NCHW int32 out, or
-    float32 through the dequantizing epilogue (scale, bias, residual, relu operands)."""
+    float32 through the dequantizing epilogue (scale, bias, residual, relu operands); a depthwise
+    one (``groups`` = channels) on the direct loop of ``qconv.depthwise_source``."""
     from . import qconv
     x = k.kernel.operands[0]
     at = k.op.attributes
@@ -743,6 +744,12 @@ def _qconv_kernel(k: _Kernel) -> str:
     hi = "INFINITY" if hi is None else f"{float.hex(float(hi))}f"
     epilogue = (f"in4, in5, {'in6' if ins > 6 else '0'}, {int(bool(at.get('relu', False)))}, {hi}" if ins > 4
                 else "0, 0, 0, 0, INFINITY") + f", {float.hex(out_scale)}f, {int(at.get('output_zero_point', 0) or 0)}"
+    if int(at.get("groups", 1) or 1) > 1:                # depthwise: the direct loop
+        name = f"tf_qdwconv_{'s8' if signed else 'u8'}"
+        kp = int(k.kernel.operands[1].type.shape[1])
+        body = [f"  {name}({n}, {c}, {h}, {w}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
+                f"in0, {float.hex(in_scale)}f, in1, {kp}, in2, in3[0], {epilogue}, out0);"]
+        return k.function(body, helpers=_host_kernel(name, lambda host, threads: qconv.depthwise_source(name, signed, threads)))
     body = [f"  {name}({n}, {c}, {h}, {w}, {o}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
             f"in0, {float.hex(in_scale)}f, in1, in2, in3[0], {epilogue}, out0);"]
     return k.function(body, helpers=_host_kernel(name, lambda host, threads: qconv.source(name, host, signed, threads)))

@@ -32,6 +32,7 @@ from __future__ import annotations
 from . import qgemm
 
 _HELPERS = r"""
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
@@ -354,4 +355,87 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
 """)
 
 
-__all__ = ["source"]
+def depthwise_source(name: str, signed: bool, threads: int = 1) -> str:
+    """C text defining ``void NAME(long N, long C, long H, long W, long kh, long kw, long sh, long sw,
+    long ph, long pw, long dh, long dw, long OH, long OW, const void *x, float in_scale, const
+    uint8_t *w_shifted, long kp, const int32_t *w_sums, int32_t zp, const float *scale, const float
+    *bias, const float *residual, int relu, float hi, float out_scale, int32_t out_zp, void *y)``:
+    the depthwise (one filter per channel) form of ``source``'s convolution, with the same
+    arguments, epilogue and output types.  A depthwise conv has a handful of taps per output, too
+    few for the GEMM: each channel's plane is padded with the zero point once, and every output row
+    sums its taps as float multiply-adds of ``x - zp`` by ``w`` (gcc vectorizes the row; measured
+    about 3x the int32 widening loop), exact because every product and partial sum is an integer
+    below 2^24 (taps of at most 64 x 255 x 128 < 2^21).  Channels are the OpenMP tasks."""
+    elem = "int8_t" if signed else "uint8_t"
+    par = f"num_threads({threads}) if (C * P * kh * kw >= {qgemm.PARALLEL_MIN_MACS // 8})" if threads > 1 else "if (0)"
+    return _HELPERS + f"""
+/* One output row of a 3x3 depthwise conv, all 9 taps in one expression over the rows r0..r2 of
+   the plane (x - zp as float): gcc vectorizes it as float multiply-adds.  Exact: every product
+   and partial sum is an integer below 2^24, which float32 holds exactly in any order. */
+static inline void {name}_row3x3(int32_t *restrict a, const float *restrict r0, const float *restrict r1,
+                                 const float *restrict r2, long n, long sw, long dw, const float *wt)
+{{
+  const float w0 = wt[0], w1 = wt[1], w2 = wt[2], w3 = wt[3], w4 = wt[4], w5 = wt[5], w6 = wt[6], w7 = wt[7], w8 = wt[8];
+  if (sw == 1)
+    for (long t = 0; t < n; t++) a[t] = (int32_t)(r0[t + 0 * dw] * w0 + r0[t + 1 * dw] * w1 + r0[t + 2 * dw] * w2 + r1[t + 0 * dw] * w3 + r1[t + 1 * dw] * w4 + r1[t + 2 * dw] * w5 + r2[t + 0 * dw] * w6 + r2[t + 1 * dw] * w7 + r2[t + 2 * dw] * w8);
+  else
+    for (long t = 0; t < n; t++) {{ const long u = t * sw; a[t] = (int32_t)(r0[u + 0 * dw] * w0 + r0[u + 1 * dw] * w1 + r0[u + 2 * dw] * w2 + r1[u + 0 * dw] * w3 + r1[u + 1 * dw] * w4 + r1[u + 2 * dw] * w5 + r2[u + 0 * dw] * w6 + r2[u + 1 * dw] * w7 + r2[u + 2 * dw] * w8); }}
+}}
+
+void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, long ph, long pw, long dh, long dw,
+            long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted, long kp,
+            const int32_t *w_sums, int32_t zp, const float *scale, const float *bias, const float *residual,
+            int relu, float hi, float out_scale, int32_t out_zp, void *y)
+{{
+  const long P = OH * OW, Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
+  int32_t *acc = out_scale != 0.0f ? (int32_t *)tf_qconv_scratch(6, (size_t)(C * P) * sizeof(int32_t)) : 0;
+  for (long n = 0; n < N; n++) {{
+    int32_t *sums = acc ? acc : (int32_t *)y + n * C * P;
+    tf_qconv_epi epi = {{scale, bias, residual ? residual + n * C * P : 0, relu, hi,
+                        acc ? (uint8_t *)y + n * C * P : 0, out_scale, (float)out_zp}};
+    #pragma omp parallel for schedule(static) {par}
+    for (long c = 0; c < C; c++) {{
+      {elem} plane[Hp * Wp];
+      const {elem} pad = ({elem})zp;
+      const long lo = pw < 0 ? 0 : (pw > Wp ? Wp : pw), hi_ = pw + W < Wp ? pw + W : Wp, len = hi_ > lo ? hi_ - lo : 0;
+      for (long r = 0; r < Hp; r++) {{
+        {elem} *dst = plane + r * Wp;
+        const long iy = r - ph;
+        for (long q = 0; q < Wp; q++) dst[q] = pad;
+        if (iy < 0 || iy >= H || !len) continue;
+        const long at = ((n * C + c) * H + iy) * W + (lo - pw);
+        if (in_scale != 0.0f) tf_qconv_quantize((const float *)x + at, len, in_scale, (float)zp, (uint8_t *)dst + lo);
+        else memcpy(dst + lo, (const {elem} *)x + at, (size_t)len);
+      }}
+      float fp[Hp * Wp];                                 /* x - zp, exact in float */
+      for (long i = 0; i < Hp * Wp; i++) fp[i] = (float)plane[i] - (float)zp;
+      const uint8_t *wc = w_shifted + c * kp;
+      int32_t *out = sums + c * P;
+      float wt[64];
+      for (long t = 0; t < kh * kw && t < 64; t++) wt[t] = (float)((int32_t)wc[t] - 128);
+      if (kh == 3 && kw == 3) {{
+        for (long oh = 0; oh < OH; oh++) {{
+          const float *r0 = fp + oh * sh * Wp;
+          {name}_row3x3(out + oh * OW, r0, r0 + dh * Wp, r0 + 2 * dh * Wp, OW, sw, dw, wt);
+        }}
+      }} else {{
+        float row[OW];
+        for (long oh = 0; oh < OH; oh++) {{
+          for (long ow = 0; ow < OW; ow++) row[ow] = 0.0f;
+          for (long i = 0; i < kh; i++)
+            for (long j = 0; j < kw; j++) {{
+              const float wv = (float)((int32_t)wc[i * kw + j] - 128);
+              const float *r = fp + (oh * sh + i * dh) * Wp + j * dw;
+              for (long ow = 0; ow < OW; ow++) row[ow] += r[ow * sw] * wv;
+            }}
+          for (long ow = 0; ow < OW; ow++) out[oh * OW + ow] = (int32_t)row[ow];
+        }}
+      }}
+      if (scale) tf_qconv_dequantize(&epi, sums, P, c, c + 1, 0, P);
+    }}
+  }}
+}}
+"""
+
+
+__all__ = ["depthwise_source", "source"]

@@ -124,7 +124,8 @@ class QConv(FoldStaticOnly):
     With ``scale`` and ``bias`` (float32 per output channel) the result is float32 instead, the
     dequantizing epilogue ``y = acc * scale[o] + bias[o] (+ residual) (relu or clip(0, clip_max))``, each operation
     rounded in float32 in that order (the graph ops it replaces, joined by the
-    ``int8-contractions`` pass).  With ``input_scale`` the activations arrive in float32 and are
+    ``int8-contractions`` pass).  ``groups`` = the channel count makes it depthwise (one filter per
+    channel: a direct loop, ``qconv.depthwise_source``, not the GEMM).  With ``input_scale`` the activations arrive in float32 and are
     quantized to uint8 in the kernel (``quantize_u8``), the QuantizeLinear before the conv taken in,
     so no separate pass writes the uint8 tensor; with ``output_scale`` the float32 result is
     quantized the same way and the result is uint8 (the QuantizeLinear after it, for the next
@@ -137,6 +138,7 @@ class QConv(FoldStaticOnly):
              "pads": Attr("ints", (), "(top, left, bottom, right); () = 0"),
              "dilations": Attr("ints", (), "(dh, dw); () = 1, 1"),
              "relu": Attr("bool", False, "max(y, 0) last (float32 result only)"),
+             "groups": Attr("int", 1, "1, or the channel count: a depthwise conv (one filter per channel)"),
              "clip_max": Attr("float", None, "with relu: min(y, clip_max) after it (ReLU6: clip(y, 0, 6))"),
              "input_scale": Attr("float", 0.0, "not 0: x is float32, quantized to uint8 in the kernel as "
                                                "clip(round(x * input_scale) + zero point, 0, 255)"),
@@ -157,10 +159,13 @@ class QConv(FoldStaticOnly):
         kh, kw = attrs["kernel"]
         c = x.shape[1]
         expect(isinstance(c, int), f"the channel count of x must be static, got {c}")
-        k = c * kh * kw
+        groups = attrs.get("groups", 1)
+        expect(groups in (1, c), f"groups must be 1 or the channel count {c} (depthwise), got {groups}")
+        k = (c // groups) * kh * kw
         expect(w.dtype is DType.u8 and w.rank == 2 and w.shape[1] == -(-k // VNNI_KG) * VNNI_KG,
-               f"w_shifted must be uint8[O, {-(-k // VNNI_KG) * VNNI_KG}] (qconv_weights of O x {c} x {kh} x {kw}), got {w}")
+               f"w_shifted must be uint8[O, {-(-k // VNNI_KG) * VNNI_KG}] (qconv_weights of O x {c // groups} x {kh} x {kw}), got {w}")
         o = w.shape[0]
+        expect(groups == 1 or o == c, f"a depthwise qconv has one filter per channel: {o} filters for {c} channels")
         expect(sums.dtype is DType.i32 and tuple(sums.shape) == (o,), f"w_sums must be int32[{o}], got {sums}")
         expect(zp.dtype is DType.i32 and zp.rank == 0, f"x_zero_point must be an int32 scalar, got {zp}")
         win = Window((kh, kw), attrs)
@@ -176,18 +181,19 @@ class QConv(FoldStaticOnly):
         return [TensorType(shape, DType.u8 if requant else DType.f32 if epilogue else DType.i32)]
 
     def compute(self, x, w_shifted, w_sums, x_zero_point, scale=None, bias=None, residual=None, kernel=(),
-                strides=(), pads=(), dilations=(), relu=False, clip_max=None, input_scale=0.0, output_scale=0.0,
-                output_zero_point=0):
+                strides=(), pads=(), dilations=(), groups=1, relu=False, clip_max=None, input_scale=0.0,
+                output_scale=0.0, output_zero_point=0):
         from .base import Window
         from .conv import conv_nd
         kh, kw = kernel
         c = x.shape[1]
         if input_scale:
             x = quantize_u8(x, input_scale, int(x_zero_point))
-        w = w_shifted[:, :c * kh * kw].astype(np.int64).reshape(-1, c, kh, kw) - 128
+        cg = c // groups
+        w = w_shifted[:, :cg * kh * kw].astype(np.int64).reshape(-1, cg, kh, kw) - 128
         shifted = x.astype(np.int64) - np.int64(x_zero_point)
         win = Window((kh, kw), {"strides": strides, "pads": pads, "dilations": dilations})
-        acc = conv_nd(shifted, w, None, win, 1).astype(np.int32)     # exact in int64
+        acc = conv_nd(shifted, w, None, win, groups).astype(np.int32)     # exact in int64
         if scale is None:
             return acc
         per = (1, -1, 1, 1)
@@ -202,7 +208,7 @@ class QConv(FoldStaticOnly):
 
     def cost(self, operand_types, result_types, attrs):
         y = result_types[0]
-        k = operand_types[0].shape[1] * attrs["kernel"][0] * attrs["kernel"][1]
+        k = operand_types[0].shape[1] // attrs.get("groups", 1) * attrs["kernel"][0] * attrs["kernel"][1]
         return Cost(2.0 * num_elements(y.shape) * k, io_bytes(operand_types, result_types))
 
 

@@ -172,7 +172,8 @@ def qdq_to_int8(op: Operation, rewriter: PatternRewriter) -> bool:
         return False
     q, zp, sx = x
     if op.name == "graph.conv":
-        if op.attributes.get("groups", 1) != 1 or q.type.rank != 4 or not isinstance(q.type.shape[1], int):
+        from ...quantization.rewrite import int8_conv_groups
+        if not int8_conv_groups(op, depthwise=False):     # the int8 depthwise kernel is slower than float
             return False
         got = _dequantized_weights(op.operands[1], 0)
     elif op.name == "graph.gemm":
