@@ -310,7 +310,10 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
   for (long o = 0; o < O; o++) rowterm[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
   long *koff = fused ? (long *)tf_qconv_scratch(4, (size_t)K * sizeof(long)) : 0;
   if (fused) {{
-    memset(col, (uint8_t)zp, (size_t)(C * Hp * Wp + 96));     /* the slack around the planes too */
+    /* the planes are written whole per image (tf_qconv_pad_plane); only the slack around them,
+       which the packer's loads may touch for lanes it then discards, is set once */
+    memset(col, (uint8_t)zp, 32);
+    memset(col + 32 + C * Hp * Wp, (uint8_t)zp, 64);
     for (long k = 0; k < K; k++)
       koff[k] = (k / (kh * kw)) * Hp * Wp + ((k / kw) % kh) * dh * Wp + (k % kw) * dw;
   }}
