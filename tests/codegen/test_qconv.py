@@ -194,3 +194,18 @@ def test_depthwise_is_bit_exact(signed, threads, epilogue):
            shifted.shape[1], sums.ctypes.data, zp, *ptrs, int(attrs["relu"]), 6.0 if attrs["relu"] else float("inf"),
            attrs["output_scale"], attrs["output_zero_point"], y.ctypes.data)
         np.testing.assert_array_equal(y, ref, err_msg=f"{(n, c, h, wd, k, strides, pads, dil)}")
+
+
+def test_portable_c_without_ssse3_is_bit_exact():
+    """The packers' plain C branch (no SSSE3: no vector unpacks, the im2col path for every conv),
+    compiled with SSSE3 and above switched off, against the same reference."""
+    target = TARGETS["scalar"]
+    name = "t_qconv_portable_u8"
+    fn = compile_c(qconv.source(name, target, False, 1), target, name=name,
+                   extra_flags=("-mno-ssse3",)).function(name, ARGTYPES)
+    rng = np.random.default_rng(37)
+    for n, c, h, wd, o, kh, kw, strides, pads, dil in SHAPES[:6]:
+        x = rng.integers(0, 256, (n, c, h, wd)).astype(np.uint8)
+        w = rng.integers(-128, 128, (o, c, kh, kw)).astype(np.int8)
+        y, ref = run(fn, x, w, int(rng.integers(0, 256)), strides, pads, dil)
+        np.testing.assert_array_equal(y, ref)
