@@ -24,8 +24,8 @@ the output is NCHW without a transpose:
   a residual tensor, then relu, computed in place on each block of the output right after the
   GEMM finishes it (``qgemm``'s epilogue hook), while it is in cache: a quantized ResNet block
   writes its float32 result once instead of int32 sums that later kernels convert.
-* **Threads**: the im2col (over kernel rows) and the packing (over pixel panels) are OpenMP
-  loops of one parallel region; the GEMM splits its output by its own grid (``grid_driver``).
+* **Threads**: the im2col (over kernel rows), the packing (over pixel panels) and the GEMM's
+  grid of output parts (``grid_driver``, orphaned) are OpenMP loops of one parallel region per image.
 """
 from __future__ import annotations
 
@@ -322,6 +322,8 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
   for (long n = 0; n < N; n++) {{
     const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
     const uint8_t *src = direct ? xn : col;
+    tf_qconv_epi epi = {{scale, bias, residual ? residual + n * O * P : 0, relu, hi,
+                        acc ? (uint8_t *)y + n * O * P : 0, out_scale, (float)out_zp}};
     #pragma omp parallel {par}
     {{
       if (xq) {{
@@ -348,11 +350,10 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
         for (long pn = 0; pn < panels; pn++)
           tf_qconv_pack_panel(src, P, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp, colterm);
       }}
+      /* the GEMM's parts are an omp for of this region (after the packing loop's barrier) */
+      {gemm}(O, P, Kp, w_shifted, Kp, bp, colterm, rowterm, scale ? tf_qconv_dequantize : 0, &epi,
+           acc ? acc : (int32_t *)y + n * O * P, P);
     }}
-    tf_qconv_epi epi = {{scale, bias, residual ? residual + n * O * P : 0, relu, hi,
-                        acc ? (uint8_t *)y + n * O * P : 0, out_scale, (float)out_zp}};
-    {gemm}(O, P, Kp, w_shifted, Kp, bp, colterm, rowterm, scale ? tf_qconv_dequantize : 0, &epi,
-         acc ? acc : (int32_t *)y + n * O * P, P);
   }}
 }}
 """)

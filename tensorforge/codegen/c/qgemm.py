@@ -204,7 +204,8 @@ def source(name: str, target, a_signed: bool, threads: int = 1, nr: int = 16, ti
     With ``row_comp`` the entry takes ``const int32_t *rcomp, tf_qgemm_epilogue epi, void *ectx``
     after ``comp``: C starts from ``comp[n] + rcomp[m]`` (an int8 convolution's
     weights-times-zero-point term is per row), and ``epi`` (unless NULL) is called on each block
-    of C when its sums are final, in cache (the convolution's dequantizing epilogue).
+    of C when its sums are final, in cache (the convolution's dequantizing epilogue); that entry
+    shares its threads as an ``omp for`` of the caller's parallel region (``grid_driver``).
     Helpers are named by their configuration and guarded, so several kernels can share a file."""
     _check_nr(nr)
     if threads < 1:
@@ -510,21 +511,26 @@ def _driver(name: str, cfg: _Config, threads: int, row_comp: bool) -> str:
     head = (f"void {name}(long M, long N, long K, const uint8_t *A, long lda, const int8_t *Bp, "
             f"const int32_t *comp, {rows}int32_t *C, long ldc)")
     extra = "comp, rcomp, epi, ectx" if row_comp else "comp, (const int32_t *)0, (tf_qgemm_epilogue)0, (void *)0"
-    return grid_driver(head, f"{cfg.prefix}_block", extra, cfg.tiling.mr, cfg.width, threads)
+    return grid_driver(head, f"{cfg.prefix}_block", extra, cfg.tiling.mr, cfg.width, threads, orphaned=row_comp)
 
 
-def grid_driver(signature: str, block: str, extra: str, mr: int, width: int, threads: int) -> str:
+def grid_driver(signature: str, block: str, extra: str, mr: int, width: int, threads: int,
+                orphaned: bool = False) -> str:
     """A kernel entry that splits C into a grid of row x column parts, one per thread (column
     parts first: they share no B; rows when N has fewer column tiles than threads), each part a
     multiple of the ``mr x width`` tile so the tiles inside line up with the packed panels.
-    ``block(i0, i1, j0, j1, N, K, A, lda, Bp, <extra>, C, ldc)`` computes one part."""
+    ``block(i0, i1, j0, j1, N, K, A, lda, Bp, <extra>, C, ldc)`` computes one part.  ``orphaned``:
+    the parts are an ``omp for`` of the caller's parallel region (one fork per convolution, not
+    one for its packing and one for its GEMM); called outside a region, they run in turn."""
     head = f"{signature}\n{{\n  if (M <= 0 || N <= 0) return;\n"
     if threads == 1:
         return f"{head}  {block}(0, M, 0, N, N, K, A, lda, Bp, {extra}, C, ldc);\n}}\n"
+    pragma = ("#pragma omp for schedule(static)" if orphaned else
+              f"#pragma omp parallel for num_threads({threads}) schedule(static) if (M * N * (K + 1) >= {PARALLEL_MIN_MACS})")
     return f"""{head}\
   const long ntiles = (N + {width - 1}) / {width}, mtiles = (M + {mr - 1}) / {mr};
   const long tn = ntiles < {threads} ? ntiles : {threads}, tm = {threads} / tn;
-  #pragma omp parallel for num_threads({threads}) schedule(static) if (M * N * (K + 1) >= {PARALLEL_MIN_MACS})
+  {pragma}
   for (long part = 0; part < tm * tn; part++) {{
     const long pm = part / tn, pn = part % tn;
     const long i0 = mtiles * pm / tm * {mr}, i1 = tf_qgemm_min(M, mtiles * (pm + 1) / tm * {mr});
