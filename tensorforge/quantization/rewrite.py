@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dialects.graph.quant import pack_vnni, qconv_weights
+from ..dialects.graph.quant import pack_vnni, qconv_weights, qconv_window
 from ..ir.builder import Builder
 from ..ir.builtin import ModuleOp
 from ..ir.core import Operation, Value
@@ -139,9 +139,7 @@ def int8_contraction(b, op: Operation, q: Value, sa: float, za: int, wq: np.ndar
     if op.name == "graph.conv":
         o = wq.shape[0]
         shifted, sums = qconv_weights(wq)
-        at = {key: op.attributes[key] for key in ("strides", "pads", "dilations", "groups") if key in op.attributes}
-        acc = b.qconv(q, b.constant(shifted, DType.u8), b.constant(sums, DType.i32), zp,
-                      kernel=tuple(int(d) for d in wq.shape[2:]), **at)
+        acc = b.qconv(q, b.constant(shifted, DType.u8), b.constant(sums, DType.i32), zp, **qconv_window(op, wq.shape))
         y = b.mul(b.cast(acc, dtype=DType.f32), b.constant(scale.reshape(1, o, 1, 1)))
         return b.add(y, b.reshape(op.operands[2], shape=(1, o, 1, 1))) if len(op.operands) == 3 else y
     k, n = wq.shape

@@ -122,16 +122,12 @@ static void tf_qconv_pack_panel(const uint8_t *col, long ldc, long K, long kq, l
   for (long p = 0; p < n; p++) colterm[p0 + p] = (int32_t)(0u - 128u * (uint32_t)sums[p]);
 }
 
-#if defined(__SSE4_1__)
-#define TF_QCONV_FUSED_PACK 1
-/* One image padded with the zero point to Hp x Wp per channel (the conv's whole input
-   window); the caller keeps slack around the planes, so that the packer's 16-byte loads
-   never check bounds. */
-static void tf_qconv_pad_plane(const uint8_t *x, long c, long H, long W, long ph, long pw, long Hp, long Wp,
-                               uint8_t pad, uint8_t *xp)
+/* One channel's H x W plane padded with the zero point to Hp x Wp (the conv's whole input window;
+   bytes, so uint8 and int8 alike).  The GEMM path keeps slack around the planes, so that the
+   packer's 16-byte loads never check bounds. */
+static void tf_qconv_pad_plane(const uint8_t *src, long H, long W, long ph, long pw, long Hp, long Wp,
+                               uint8_t pad, uint8_t *dst)
 {
-  const uint8_t *src = x + c * H * W;
-  uint8_t *dst = xp + c * Hp * Wp;
   long lo = pw < 0 ? 0 : (pw > Wp ? Wp : pw), hi = pw + W < Wp ? pw + W : Wp;
   if (hi < lo) hi = lo;
   for (long y = 0; y < Hp; y++) {
@@ -144,6 +140,8 @@ static void tf_qconv_pad_plane(const uint8_t *x, long c, long H, long W, long ph
   }
 }
 
+#if defined(__SSE4_1__)
+#define TF_QCONV_FUSED_PACK 1
 /* 16 bytes p[0], p[sw], ..., p[15 sw] for sw = 1 or 2 (two loads, even bytes kept). */
 static inline __m128i tf_qconv_load16(const uint8_t *p, long sw, __m128i even)
 {
@@ -250,13 +248,7 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
       if (e->relu && e->hi < INFINITY)
         for (long t = 0; t < n; t++) v[t] = v[t] > e->hi ? e->hi : v[t];
       if (e->q) {
-        uint8_t *q = e->q + i * ldc + j;
-        const float m = e->qm, z = e->qzp;
-        for (long t = 0; t < n; t++) {
-          float u = nearbyintf(v[t] * m) + z;
-          u = (u < 0.0f ? 0.0f : u) > 255.0f ? 255.0f : (u < 0.0f ? 0.0f : u);
-          q[t] = (uint8_t)u;
-        }
+        tf_qconv_quantize(v, n, e->qm, e->qzp, e->q + i * ldc + j);
       } else {
         memcpy(c, v, (size_t)n * sizeof(float));
       }
@@ -334,7 +326,7 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
       if (fused) {{
 #ifdef TF_QCONV_FUSED_PACK
         #pragma omp for schedule(static)
-        for (long c = 0; c < C; c++) tf_qconv_pad_plane(xn, c, H, W, ph, pw, Hp, Wp, (uint8_t)zp, col + 32);
+        for (long c = 0; c < C; c++) tf_qconv_pad_plane(xn + c * H * W, H, W, ph, pw, Hp, Wp, (uint8_t)zp, col + 32 + c * Hp * Wp);
         #pragma omp for schedule(static)
         for (long pn = 0; pn < panels; pn++)
           tf_qconv_pack_panel_padded(col + 32, koff, Wp, sh, sw, OW, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp,
@@ -393,26 +385,19 @@ void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, 
 {{
   const long P = OH * OW, Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
   int32_t *acc = out_scale != 0.0f ? (int32_t *)tf_qconv_scratch(6, (size_t)(C * P) * sizeof(int32_t)) : 0;
+  uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
   for (long n = 0; n < N; n++) {{
     int32_t *sums = acc ? acc : (int32_t *)y + n * C * P;
     tf_qconv_epi epi = {{scale, bias, residual ? residual + n * C * P : 0, relu, hi,
                         acc ? (uint8_t *)y + n * C * P : 0, out_scale, (float)out_zp}};
     #pragma omp parallel for schedule(static) {par}
     for (long c = 0; c < C; c++) {{
-      {elem} plane[Hp * Wp];
-      const {elem} pad = ({elem})zp;
-      const long lo = pw < 0 ? 0 : (pw > Wp ? Wp : pw), hi_ = pw + W < Wp ? pw + W : Wp, len = hi_ > lo ? hi_ - lo : 0;
-      for (long r = 0; r < Hp; r++) {{
-        {elem} *dst = plane + r * Wp;
-        const long iy = r - ph;
-        for (long q = 0; q < Wp; q++) dst[q] = pad;
-        if (iy < 0 || iy >= H || !len) continue;
-        const long at = ((n * C + c) * H + iy) * W + (lo - pw);
-        if (in_scale != 0.0f) tf_qconv_quantize((const float *)x + at, len, in_scale, (float)zp, (uint8_t *)dst + lo);
-        else memcpy(dst + lo, (const {elem} *)x + at, (size_t)len);
-      }}
+      uint8_t plane[Hp * Wp];
+      if (xq) tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
+      tf_qconv_pad_plane(xq ? xq + c * H * W : (const uint8_t *)x + (n * C + c) * H * W, H, W, ph, pw, Hp, Wp,
+                         (uint8_t)zp, plane);
       float fp[Hp * Wp];                                 /* x - zp, exact in float */
-      for (long i = 0; i < Hp * Wp; i++) fp[i] = (float)plane[i] - (float)zp;
+      for (long i = 0; i < Hp * Wp; i++) fp[i] = (float)({elem})plane[i] - (float)zp;
       const uint8_t *wc = w_shifted + c * kp;
       int32_t *out = sums + c * P;
       float wt[64];

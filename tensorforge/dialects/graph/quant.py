@@ -102,6 +102,13 @@ def qconv_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return shifted, flat.astype(np.int32).sum(axis=1, dtype=np.int32)
 
 
+def qconv_window(conv, weight_shape) -> dict:
+    """The ``graph.qconv`` attributes of a ``graph.conv`` (its window and grouping, as they are)
+    with weights of ``weight_shape`` ``(O, C/groups, kh, kw)``."""
+    at = {key: conv.attributes[key] for key in ("strides", "pads", "dilations", "groups") if key in conv.attributes}
+    return {"kernel": tuple(int(d) for d in weight_shape[2:]), **at}
+
+
 def quantize_u8(x: np.ndarray, multiplier: float, zero_point: int) -> np.ndarray:
     """``clip(round_half_even(x * multiplier) + zero_point, 0, 255)`` as uint8, each step in
     float32: the graph's QuantizeLinear ops as ``qconv``'s ``input_scale`` takes them in."""

@@ -67,13 +67,14 @@ def _activation(v: Value) -> tuple[Value, Value | int] | None:
     return None
 
 
-def _int8_weights(v: Value) -> np.ndarray | None:
-    """A constant 2-D integer matrix whose values all fit int8, as int8: a constant, or the int32
-    widening of one that const-fold left alone (it would have grown the model fourfold)."""
+def _int8_weights(v: Value, ndim: int = 2) -> np.ndarray | None:
+    """A constant ``ndim``-D integer tensor (a matmul's matrix, a conv's ``(O, C, kh, kw)``) whose
+    values all fit int8, as int8: a constant, or the int32 widening of one that const-fold left
+    alone (it would have grown the model fourfold)."""
     w = constant_value(v)
     if w is None and v.op is not None and v.op.name == "graph.cast":
         w = constant_value(v.op.operands[0])
-    if w is None or w.ndim != 2 or not np.issubdtype(w.dtype, np.integer) or w.size == 0:
+    if w is None or w.ndim != ndim or not np.issubdtype(w.dtype, np.integer) or w.size == 0:
         return None
     if w.min() < -128 or w.max() > 127:
         return None
@@ -105,16 +106,6 @@ def matmul_to_qmatmul(op: Operation, rewriter: PatternRewriter) -> bool:
     return True
 
 
-def _int8_conv_weights(v: Value) -> np.ndarray | None:
-    """Constant ``(O, C, kh, kw)`` integer weights that fit int8 (or their int32 widening), as int8."""
-    w = constant_value(v)
-    if w is None and v.op is not None and v.op.name == "graph.cast":
-        w = constant_value(v.op.operands[0])
-    if w is None or w.ndim != 4 or not np.issubdtype(w.dtype, np.integer) or w.size == 0:
-        return None
-    return w.astype(np.int8) if -128 <= w.min() and w.max() <= 127 else None
-
-
 @pattern("graph.conv")
 def conv_to_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
     """``conv(cast<i32>(x) - zp, W (+ bias))`` in int32 (ONNX ``ConvInteger``, ``QLinearConv``)
@@ -123,17 +114,16 @@ def conv_to_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
     if (op.results[0].type.dtype is not DType.i32 or op.attributes.get("groups", 1) != 1 or x.type.rank != 4
             or not isinstance(x.type.shape[1], int)):
         return False
-    act, wq = _activation(x), _int8_conv_weights(w)
+    act, wq = _activation(x), _int8_weights(w, 4)
     if act is None or wq is None:
         return False
-    from ...dialects.graph.quant import qconv_weights
+    from ...dialects.graph.quant import qconv_window, qconv_weights
     a, zp = act
     rewriter.set_insertion_point_before(op)
     zp = _zero_point(rewriter, zp)
     shifted, sums = qconv_weights(wq)
-    at = {key: op.attributes[key] for key in ("strides", "pads", "dilations") if key in op.attributes}
     new = rewriter.create("graph.qconv", [a, rewriter.constant(shifted, DType.u8), rewriter.constant(sums, DType.i32), zp],
-                          {"kernel": tuple(int(d) for d in wq.shape[2:]), **at})
+                          qconv_window(op, wq.shape))
     y = new.results[0]
     if len(op.operands) == 3:                       # the int32 bias: exact, after the sum
         y = rewriter.create("graph.add", [y, rewriter.create("graph.reshape", [op.operands[2]],
@@ -188,8 +178,9 @@ def dequantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
         return False
     last, bias, residual = mul, np.zeros(o, np.float32), None
     add = _only_user(last.results[0], "graph.add")
-    if add is not None and _per_channel(_other(add, last.results[0]), o) is not None:
-        bias, last = _per_channel(_other(add, last.results[0]), o), add
+    per_channel = None if add is None else _per_channel(_other(add, last.results[0]), o)
+    if per_channel is not None:
+        bias, last = per_channel, add
         add = _only_user(last.results[0], "graph.add")
     if add is not None:
         r = _other(add, last.results[0])
