@@ -23,8 +23,10 @@ from tensorforge.dialects.graph.quant import QConv, qconv_weights
 
 from .test_qgemm import TARGETS, runnable
 
+EPILOGUE_ARGTYPES = ([ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_float] + [ctypes.c_float, ctypes.c_int32]
+                     + [ctypes.c_float] * 4 + [ctypes.c_float, ctypes.c_int32, ctypes.c_void_p])
 ARGTYPES = ([ctypes.c_long] * 15 + [ctypes.c_void_p, ctypes.c_float] + [ctypes.c_void_p] * 2 + [ctypes.c_int32]
-            + [ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_float, ctypes.c_float, ctypes.c_int32, ctypes.c_void_p])
+            + EPILOGUE_ARGTYPES)
 
 # (N, C, H, W, O, kh, kw, strides, pads (top, left, bottom, right), dilations)
 SHAPES = [
@@ -52,20 +54,23 @@ def kernel(path: str, signed: bool, threads: int):
 
 
 def run(fn, x, w, zp, strides, pads, dilations, epilogue=None, relu=False, input_scale=0.0, output=(0.0, 0),
-        clip_max=None):
+        clip_max=None, mid=(0.0, 0, 1.0, -0.0), residual8=(0.0, -0.0)):
     """(kernel's output, reference); ``epilogue``: (scale, bias, residual or None) for float32 out;
     ``input_scale``: ``x`` is float32, quantized in the kernel; ``output``: (scale, zero point) of
-    a uint8 result."""
+    a uint8 result; ``mid``: (requant scale, zero point, dequant scale, offset) of the uint8 round
+    trip before the residual; ``residual8``: (scale, offset) of a uint8 residual."""
     shifted, sums = qconv_weights(w)
     attrs = dict(kernel=w.shape[2:], strides=strides, pads=pads, dilations=dilations, input_scale=input_scale,
-                 output_scale=output[0], output_zero_point=output[1], clip_max=clip_max)
+                 output_scale=output[0], output_zero_point=output[1], clip_max=clip_max, requant_scale=mid[0],
+                 requant_zero_point=mid[1], dequant_scale=mid[2], dequant_offset=mid[3],
+                 residual_scale=residual8[0], residual_offset=residual8[1])
     ref = QConv().compute(x, shifted, sums, np.int32(zp), *(epilogue or ()), **attrs, relu=relu)
     y = np.full(ref.shape, 7 if ref.dtype == np.uint8 else -7, ref.dtype)
     n, c, h, wd = x.shape
     ptrs = [None if a is None else a.ctypes.data for a in (epilogue or (None, None, None))]
     fn(n, c, h, wd, w.shape[0], *w.shape[2:], *strides, pads[0], pads[1], *dilations, *ref.shape[2:],
-       x.ctypes.data, input_scale, shifted.ctypes.data, sums.ctypes.data, zp, *ptrs, int(relu), float("inf") if clip_max is None else clip_max, *output,
-       y.ctypes.data)
+       x.ctypes.data, input_scale, shifted.ctypes.data, sums.ctypes.data, zp, *ptrs, int(relu),
+       float("inf") if clip_max is None else clip_max, *mid, *residual8, *output, y.ctypes.data)
     return y, ref
 
 
@@ -125,14 +130,45 @@ def test_float_epilogue_is_bit_exact(residual, relu, output):
         shape = QConv().compute(x, *qconv_weights(w), np.int32(0), kernel=(kh, kw), strides=strides, pads=pads,
                                 dilations=dil).shape
         r = rng.standard_normal(shape).astype(np.float32) if residual else None
+        if r is not None:              # non-finite values pass relu, the clip and the quantize as in the graph
+            r.reshape(-1)[[0, 3, 7]] = [np.nan, np.inf, -np.inf]
         y, ref = run(fn, x, w, 5, strides, pads, dil, (scale, bias, r), bool(relu), output=output,
                      clip_max=relu if relu not in (False, True) else None)
         assert y.dtype == (np.uint8 if output[0] else np.float32)
         np.testing.assert_array_equal(y, ref)
         if relu and not output[0]:
-            assert (y >= 0).all()
+            assert (y[~np.isnan(y)] >= 0).all()
         if output[0]:
             assert len(np.unique(y)) > 10                      # the requantized values are spread
+
+
+@pytest.mark.parametrize("vector", [True, False], ids=["avx512", "plain-c"])
+@pytest.mark.parametrize("output", [(0.0, 0), (0.7, 3)], ids=["f32", "u8"])
+def test_qdq_residual_block_epilogue_is_bit_exact(vector, output):
+    """A QDQ ResNet block's tail in the epilogue: the conv's float result rounded through uint8 and
+    dequantized, a uint8 residual dequantized and added, relu, the next layer's quantize; the
+    AVX-512 epilogue and the plain C one (compiled without AVX-512) against the reference."""
+    target = TARGETS["avx512_vnni"]
+    if vector and qgemm.isa(target) != "avx512_vnni":
+        pytest.skip("host lacks AVX512-VNNI")
+    name = f"t_qconv_block_{'v' if vector else 'c'}"
+    flags = () if vector else ("-mno-avx512f",)
+    if not vector:
+        target = TARGETS["scalar"]
+    fn = compile_c(qconv.source(name, target, False, 2), target, name=name, extra_flags=flags).function(name, ARGTYPES)
+    rng = np.random.default_rng(41)
+    for n, c, h, wd, o, kh, kw, strides, pads, dil in SHAPES[:3] + SHAPES[5:6]:
+        x = rng.integers(0, 256, (n, c, h, wd)).astype(np.uint8)
+        w = rng.integers(-128, 128, (o, c, kh, kw)).astype(np.int8)
+        scale = (rng.random(o) * 1e-3).astype(np.float32)
+        bias = rng.standard_normal(o).astype(np.float32)
+        shape = QConv().compute(x, *qconv_weights(w), np.int32(0), kernel=(kh, kw), strides=strides, pads=pads,
+                                dilations=dil).shape
+        r = rng.integers(0, 256, shape).astype(np.uint8)
+        y, ref = run(fn, x, w, 7, strides, pads, dil, (scale, bias, r), True, output=output,
+                     mid=(1 / 0.05, 12, 0.05, -12 * 0.05), residual8=(0.03, -0.03 * 100))
+        np.testing.assert_array_equal(y, ref)
+        assert len(np.unique(y)) > 10
 
 
 @pytest.mark.parametrize("path", ["avx512_vnni", "scalar"])
@@ -150,8 +186,7 @@ def test_float_input_quantized_in_the_kernel(path):
 
 
 DW_ARGTYPES = ([ctypes.c_long] * 14 + [ctypes.c_void_p, ctypes.c_float, ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p,
-                                      ctypes.c_int32] + [ctypes.c_void_p] * 3
-               + [ctypes.c_int, ctypes.c_float, ctypes.c_float, ctypes.c_int32, ctypes.c_void_p])
+                                      ctypes.c_int32] + EPILOGUE_ARGTYPES)
 
 
 @functools.lru_cache(maxsize=None)
@@ -192,7 +227,7 @@ def test_depthwise_is_bit_exact(signed, threads, epilogue):
         ptrs = [a.ctypes.data for a in ep] + [None] * (3 - len(ep))
         fn(n, c, h, wd, k, k, *strides, pads[0], pads[1], *dil, oh, ow, x.ctypes.data, in_scale, shifted.ctypes.data,
            shifted.shape[1], sums.ctypes.data, zp, *ptrs, int(attrs["relu"]), 6.0 if attrs["relu"] else float("inf"),
-           attrs["output_scale"], attrs["output_zero_point"], y.ctypes.data)
+           0.0, 0, 1.0, -0.0, 0.0, -0.0, attrs["output_scale"], attrs["output_zero_point"], y.ctypes.data)
         np.testing.assert_array_equal(y, ref, err_msg=f"{(n, c, h, wd, k, strides, pads, dil)}")
 
 

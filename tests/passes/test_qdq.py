@@ -97,3 +97,62 @@ def test_recover_int8_is_exact_or_nothing():
         (recover_int8(w * np.float32(1.0001))[0] * recover_int8(w * np.float32(1.0001))[1].reshape(6, 1, 1, 1)),
         w * np.float32(1.0001))
     assert recover_int8(rng.standard_normal((4, 9)).astype(np.float32)) is None      # a float weight stays float
+
+
+def _residual_cnn() -> onnx.ModelProto:
+    """conv 3->8 + relu, conv 8->8, add of the first conv's output, relu, conv 8->4: a ResNet block."""
+    rng = np.random.default_rng(5)
+    inits = {"w1": rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3,
+             "b1": rng.standard_normal(8).astype(np.float32) * 0.1,
+             "w2": rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.2,
+             "b2": rng.standard_normal(8).astype(np.float32) * 0.1,
+             "w3": rng.standard_normal((4, 8, 1, 1)).astype(np.float32) * 0.3,
+             "b3": rng.standard_normal(4).astype(np.float32) * 0.1}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "r1"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w3", "b3"], ["y"])]
+    graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])],
+                              [numpy_helper.from_array(a, n) for n, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_qdq_residual_add_runs_in_the_conv_epilogue(tmp_path):
+    """onnxruntime's QDQ form of a residual block: the add of two dequantized uint8 tensors and
+    the QuantizeLinear after it fold into the second conv (uint8 residual, uint8 result), so the
+    graph keeps no float add and no float32 tensor between the convs; outputs within one quantum
+    of onnxruntime's."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": s} for s in _samples(8, 200)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    src, dst = tmp_path / "f32.onnx", tmp_path / "qdq.onnx"
+    src.write_bytes(_residual_cnn().SerializeToString())
+    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    module = tensorforge.import_model(onnx.load(str(dst)))
+    optimize(module, "cpu", None)
+    convs = [op for op in module.main.body if op.name == "graph.qconv"]
+    assert len(convs) == 3 and not any(op.name == "graph.add" and not any(o.op.name == "graph.constant" for o in op.operands)
+                                       for op in module.main.body)        # no add of two tensors is left
+    block = convs[1]
+    assert block.attributes["residual_scale"] and block.attributes["requant_scale"]
+    assert block.operands[6].type.dtype.value == "ui8" and block.results[0].type.dtype.value == "ui8"
+    assert convs[2].operands[0].type.dtype.value == "ui8"          # reads the block's uint8 output
+    model = onnx.load(str(dst))
+    out_scale = next(float(numpy_helper.to_array(t)) for t in model.graph.initializer if t.name == "y_scale")
+    sess = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
+    cm = tensorforge.compile(model)
+    for x in _samples(5, 300):
+        want, got = sess.run(None, {"x": x})[0], np.asarray(cm(x))
+        assert np.abs(got - want).max() <= out_scale * 1.001

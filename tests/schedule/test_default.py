@@ -38,6 +38,7 @@ def pos(*shape):
 
 CASES = {
     "add_batch1": ("graph.add", [f32(1, 3, 64, 200), f32(3, 1, 1)], {}),
+    "relu_image": ("graph.relu", [f32(2, 8, 56, 56)], {}),
     "mul_1d_guarded": ("graph.mul", [f32(70001), f32(70001)], {}),
     "gelu": ("graph.gelu", [f32(64, 700)], {}),
     "sum_rows": ("graph.reduce_sum", [f32(300, 257)], {"axes": (1,)}),
@@ -162,9 +163,19 @@ def test_column_sum_splits_the_only_loop_for_threads():
 
 def test_batch_one_fuses_leading_loops_until_every_thread_has_work():
     s, _ = scheduled("add_batch1")              # (1, 3, 64, 200): n * c = 3 < 4 per thread
-    assert steps(s)[:3] == ["fuse('0.0', '0.1')", "fuse('0.0+0.1', '0.2')", "parallel('0.0+0.1+0.2')"]
+    # the contiguous 64 x 200 image is one vector loop, split for threads, its outer part fused
+    # with n and c
+    assert steps(s) == ["fuse('0.2', '0.3')", "split('0.2+0.3', 3200)", "fuse('0.0', '0.1')",
+                        "fuse('0.0+0.1', '0.2+0.3.o')", "parallel('0.0+0.1+0.2+0.3.o')", "vectorize('0.2+0.3.i')"]
     s, src = scheduled("mul_1d_guarded")        # 70001 = 7 * 73 * 137: a guarded split
     assert steps(s)[0].startswith("split('0.0', ") and "if (" in src
+
+
+def test_short_contiguous_rows_flatten_into_one_vector_loop():
+    """A 56 x 56 image is one loop of 3136 (its indices the flat offset again), not 56 rows of 56."""
+    s, src = scheduled("relu_image")
+    assert steps(s)[0] == "fuse('0.2', '0.3')" and "vectorize('0.2+0.3')" in steps(s)
+    assert "< 3136;" in src and "< 56;" not in src
 
 
 def test_transposes_are_tiled():

@@ -742,8 +742,14 @@ def _qconv_kernel(k: _Kernel) -> str:
     out_scale = float(at.get("output_scale", 0.0) or 0.0)
     hi = at.get("clip_max")
     hi = "INFINITY" if hi is None else f"{float.hex(float(hi))}f"
+    def f(attr: str, default: float) -> str:
+        v = at.get(attr)
+        return f"{float.hex(float(default if v is None else v))}f"
+
+    mid = (f"{f('requant_scale', 0.0)}, {int(at.get('requant_zero_point', 0) or 0)}, {f('dequant_scale', 1.0)}, "
+           f"{f('dequant_offset', -0.0)}, {f('residual_scale', 0.0)}, {f('residual_offset', -0.0)}")
     epilogue = (f"in4, in5, {'in6' if ins > 6 else '0'}, {int(bool(at.get('relu', False)))}, {hi}" if ins > 4
-                else "0, 0, 0, 0, INFINITY") + f", {float.hex(out_scale)}f, {int(at.get('output_zero_point', 0) or 0)}"
+                else "0, 0, 0, 0, INFINITY") + f", {mid}, {float.hex(out_scale)}f, {int(at.get('output_zero_point', 0) or 0)}"
     if int(at.get("groups", 1) or 1) > 1:                # depthwise: the direct loop
         name = f"tf_qdwconv_{'s8' if signed else 'u8'}"
         kp = int(k.kernel.operands[1].type.shape[1])

@@ -194,8 +194,25 @@ static void tf_qconv_pack_panel_padded(const uint8_t *xp, const long *koff, long
 /* The dequantizing epilogue, in place: C[o, p] (int32) becomes the float32
    relu?(C * scale[o] + bias[o] (+ residual[o, p])) (ReLU6: clipped at hi too), each operation
    rounded as the graph's;
-   or, with q, that value quantized to uint8 q[o, p] (C is then a scratch buffer). */
-typedef struct { const float *scale, *bias, *residual; int relu; float hi; uint8_t *q; float qm, qzp; } tf_qconv_epi;
+   or, with q, that value quantized to uint8 q[o, p] (C is then a scratch buffer).  With mid, the
+   value is rounded through uint8 (mid_m, mid_zp) and dequantized (* mid_s + mid_o) before the
+   residual; with residual8 the residual is uint8, dequantized (* rs + ro). */
+typedef struct {
+  const float *scale, *bias, *residual; int relu; float hi; uint8_t *q; float qm, qzp;
+  const uint8_t *residual8; float rs, ro; int mid; float mid_m, mid_zp, mid_s, mid_o;
+} tf_qconv_epi;
+
+/* The epilogue's description from the kernels' arguments, for image n of an O x P output. */
+static tf_qconv_epi tf_qconv_epilogue_of(const float *scale, const float *bias, const void *residual, int relu, float hi,
+                                         float mid_m, int32_t mid_zp, float mid_s, float mid_o, float res_s,
+                                         float res_o, uint8_t *q, float out_scale, int32_t out_zp, long n, long OP)
+{
+  tf_qconv_epi e = {scale, bias, 0, relu, hi, q, out_scale, (float)out_zp, 0, res_s, res_o, mid_m != 0.0f, mid_m,
+                    (float)mid_zp, mid_s, mid_o};
+  if (residual && res_s != 0.0f) e.residual8 = (const uint8_t *)residual + n * OP;
+  else if (residual) e.residual = (const float *)residual + n * OP;
+  return e;
+}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
@@ -228,9 +245,62 @@ static void tf_qconv_quantize(const float *x, long n, float m, float zpf, uint8_
   }
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#define TF_QCONV_VECTOR_EPILOGUE 1
+/* 16 lanes of tf_qconv_dequantize (or of its quantizing form), the same float32 operations in
+   the same order.  The epilogue runs on narrow blocks (a GEMM tile is 32 columns wide), where
+   the scalar loops' per-row set-up cost as much as the arithmetic; compares and selects are
+   written as the C ternaries, so NaN passes relu and the clip as it does there. */
+/* clip(round(v * m) + zp, 0, 255) as float (NaN passes the clip), then its uint8 value as an int32 lane. */
+static inline __m512i tf_qconv_quantize16(__m512 v, float m, float zp)
+{
+  const __m512 zero = _mm512_setzero_ps(), top = _mm512_set1_ps(255.0f);
+  v = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(m)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  v = _mm512_add_ps(v, _mm512_set1_ps(zp));
+  v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, zero);
+  v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, top, _CMP_GT_OQ), v, top);
+  return _mm512_and_si512(_mm512_cvttps_epi32(v), _mm512_set1_epi32(0xFF));   /* (uint8_t): NaN -> 0 */
+}
+
+/* float32(q) * s + o for 16 uint8 lanes. */
+static inline __m512 tf_qconv_dequantize16(__m512i q, float s, float o)
+{
+  return _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(s)), _mm512_set1_ps(o));
+}
+
+static inline void tf_qconv_epilogue16(const tf_qconv_epi *e, int32_t *c, long off, uint8_t *q, __m512 s,
+                                       __m512 b, __mmask16 k)
+{
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(k, c)), s), b);
+  if (e->mid) v = tf_qconv_dequantize16(tf_qconv_quantize16(v, e->mid_m, e->mid_zp), e->mid_s, e->mid_o);
+  if (e->residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, e->residual + off));
+  if (e->residual8)
+    v = _mm512_add_ps(v, tf_qconv_dequantize16(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, e->residual8 + off)), e->rs, e->ro));
+  if (e->relu) {
+    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, zero);
+    if (e->hi < INFINITY) {
+      const __m512 hi = _mm512_set1_ps(e->hi);
+      v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
+    }
+  }
+  if (!q) { _mm512_mask_storeu_ps(c, k, v); return; }
+  _mm_mask_storeu_epi8(q, k, _mm512_cvtepi32_epi8(tf_qconv_quantize16(v, e->qm, e->qzp)));
+}
+#endif
+
 static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long i1, long j0, long j1)
 {
   const tf_qconv_epi *e = (const tf_qconv_epi *)vctx;
+#ifdef TF_QCONV_VECTOR_EPILOGUE
+  for (long i = i0; i < i1; i++) {
+    const __m512 s = _mm512_set1_ps(e->scale[i]), b = _mm512_set1_ps(e->bias[i]);
+    for (long j = j0; j < j1; j += 16) {
+      const __mmask16 k = j1 - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (j1 - j)) - 1u);
+      tf_qconv_epilogue16(e, C + i * ldc + j, i * ldc + j, e->q ? e->q + i * ldc + j : 0, s, b, k);
+    }
+  }
+#else
   float v[64];                       /* one row of the block (at most a tile's width): simple loops vectorize */
   for (long j = j0; j < j1; j += 64) {
     const long n = j1 - j < 64 ? j1 - j : 64;
@@ -239,6 +309,18 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
       int32_t *c = C + i * ldc + j;
       for (long t = 0; t < n; t++) v[t] = (float)c[t] * s;
       for (long t = 0; t < n; t++) v[t] = v[t] + b;
+      if (e->mid) {
+        uint8_t m8[64];
+        tf_qconv_quantize(v, n, e->mid_m, e->mid_zp, m8);
+        for (long t = 0; t < n; t++) v[t] = (float)m8[t] * e->mid_s;
+        for (long t = 0; t < n; t++) v[t] = v[t] + e->mid_o;
+      }
+      if (e->residual8) {
+        const uint8_t *r = e->residual8 + i * ldc + j;
+        float d[64];
+        for (long t = 0; t < n; t++) d[t] = (float)r[t] * e->rs;
+        for (long t = 0; t < n; t++) v[t] = v[t] + (d[t] + e->ro);
+      }
       if (e->residual) {
         const float *r = e->residual + i * ldc + j;
         for (long t = 0; t < n; t++) v[t] = v[t] + r[t];
@@ -254,6 +336,7 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
       }
     }
   }
+#endif
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
@@ -266,7 +349,8 @@ def source(name: str, target, signed: bool, threads: int = 1) -> str:
     """C text defining ``void NAME(long N, long C, long H, long W, long O, long kh, long kw, long sh,
     long sw, long ph, long pw, long dh, long dw, long OH, long OW, const void *x, float in_scale,
     const uint8_t *w_shifted, const int32_t *w_sums, int32_t zp, const float *scale, const float
-    *bias, const float *residual, int relu, float hi, float out_scale, int32_t out_zp, void *y)`` for
+    *bias, const void *residual, int relu, float hi, float mid_m, int32_t mid_zp, float mid_s, float mid_o,
+    float res_s, float res_o, float out_scale, int32_t out_zp, void *y)`` for
     ``signed`` (int8) or uint8 activations
     ``x``, or float32 ``x`` quantized to uint8 in the kernel when ``in_scale`` is not 0
     (``clip(round(x * in_scale) + zp, 0, 255)``, one image at a time, in cache); ``y`` is
@@ -274,7 +358,9 @@ def source(name: str, target, signed: bool, threads: int = 1) -> str:
     ``max?(sums * scale[o] + bias[o] (+ residual), 0)`` (``residual`` may be NULL; ``relu`` 0 or 1, and below ``hi``: INFINITY, or 6 for ReLU6),
     applied to each block of the output as the GEMM finishes it; with ``out_scale`` not 0 that
     float is quantized to uint8 (``clip(round(v * out_scale) + out_zp, 0, 255)``) and ``y`` is
-    uint8 (the int32 sums go to a scratch buffer).  Self-contained and guarded like ``qgemm.source``."""
+    uint8 (the int32 sums go to a scratch buffer).  ``mid_m`` not 0 rounds the value through uint8
+    (``mid_m``, ``mid_zp``) and back (``* mid_s + mid_o``) before the residual; ``res_s`` not 0
+    makes the residual uint8, dequantized as ``r * res_s + res_o``.  Self-contained and guarded like ``qgemm.source``."""
     gemm = f"{name}_gemm"
     flip = "0x00" if signed else "0x80"
     zp_shift = "" if signed else " - 128u"
@@ -283,7 +369,8 @@ def source(name: str, target, signed: bool, threads: int = 1) -> str:
 void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
             long dh, long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted,
             const int32_t *w_sums, int32_t zp, const float *scale, const float *bias,
-            const float *residual, int relu, float hi, float out_scale, int32_t out_zp, void *y)
+            const void *residual, int relu, float hi, float mid_m, int32_t mid_zp, float mid_s, float mid_o,
+            float res_s, float res_o, float out_scale, int32_t out_zp, void *y)
 {{
   const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW, panels = (P + 15) / 16;
   const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
@@ -314,8 +401,8 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
   for (long n = 0; n < N; n++) {{
     const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
     const uint8_t *src = direct ? xn : col;
-    tf_qconv_epi epi = {{scale, bias, residual ? residual + n * O * P : 0, relu, hi,
-                        acc ? (uint8_t *)y + n * O * P : 0, out_scale, (float)out_zp}};
+    tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
+                                            acc ? (uint8_t *)y + n * O * P : 0, out_scale, out_zp, n, O * P);
     #pragma omp parallel {par}
     {{
       if (xq) {{
@@ -355,7 +442,8 @@ def depthwise_source(name: str, signed: bool, threads: int = 1) -> str:
     """C text defining ``void NAME(long N, long C, long H, long W, long kh, long kw, long sh, long sw,
     long ph, long pw, long dh, long dw, long OH, long OW, const void *x, float in_scale, const
     uint8_t *w_shifted, long kp, const int32_t *w_sums, int32_t zp, const float *scale, const float
-    *bias, const float *residual, int relu, float hi, float out_scale, int32_t out_zp, void *y)``:
+    *bias, const void *residual, int relu, float hi, float mid_m, int32_t mid_zp, float mid_s, float mid_o,
+            float res_s, float res_o, float out_scale, int32_t out_zp, void *y)``:
     the depthwise (one filter per channel) form of ``source``'s convolution, with the same
     arguments, epilogue and output types.  A depthwise conv has a handful of taps per output, too
     few for the GEMM: each channel's plane is padded with the zero point once, and every output row
@@ -380,16 +468,17 @@ static inline void {name}_row3x3(int32_t *restrict a, const float *restrict r0, 
 
 void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, long ph, long pw, long dh, long dw,
             long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted, long kp,
-            const int32_t *w_sums, int32_t zp, const float *scale, const float *bias, const float *residual,
-            int relu, float hi, float out_scale, int32_t out_zp, void *y)
+            const int32_t *w_sums, int32_t zp, const float *scale, const float *bias, const void *residual,
+            int relu, float hi, float mid_m, int32_t mid_zp, float mid_s, float mid_o, float res_s, float res_o,
+            float out_scale, int32_t out_zp, void *y)
 {{
   const long P = OH * OW, Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
   int32_t *acc = out_scale != 0.0f ? (int32_t *)tf_qconv_scratch(6, (size_t)(C * P) * sizeof(int32_t)) : 0;
   uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
   for (long n = 0; n < N; n++) {{
     int32_t *sums = acc ? acc : (int32_t *)y + n * C * P;
-    tf_qconv_epi epi = {{scale, bias, residual ? residual + n * C * P : 0, relu, hi,
-                        acc ? (uint8_t *)y + n * C * P : 0, out_scale, (float)out_zp}};
+    tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
+                                            acc ? (uint8_t *)y + n * C * P : 0, out_scale, out_zp, n, C * P);
     #pragma omp parallel for schedule(static) {par}
     for (long c = 0; c < C; c++) {{
       uint8_t plane[Hp * Wp];

@@ -117,6 +117,13 @@ def quantize_u8(x: np.ndarray, multiplier: float, zero_point: int) -> np.ndarray
         return np.clip(v, np.float32(0), np.float32(255)).astype(np.uint8)
 
 
+def dequantize_u8(q: np.ndarray, scale: float, offset: float) -> np.ndarray:
+    """``float32(q) * scale + offset`` in float32, the graph's DequantizeLinear as the
+    ``qconv`` epilogue takes it in (the zero point folded into ``offset = -zp * scale``; -0.0
+    when there is none: adding it changes nothing)."""
+    return np.asarray(q).astype(np.float32) * np.float32(scale) + np.float32(offset)
+
+
 @register
 class QConv(FoldStaticOnly):
     """``qconv(x, w_shifted, w_sums, x_zero_point)[n, o, oh, ow] = sum_{c,i,j} (xp[n, c, ...] - zp) * w[o, c, i, j]``
@@ -136,7 +143,9 @@ class QConv(FoldStaticOnly):
     quantized to uint8 in the kernel (``quantize_u8``), the QuantizeLinear before the conv taken in,
     so no separate pass writes the uint8 tensor; with ``output_scale`` the float32 result is
     quantized the same way and the result is uint8 (the QuantizeLinear after it, for the next
-    quantized layer).  OPAQUE, a library kernel."""
+    quantized layer).  ``requant_scale`` rounds the result through uint8 before a residual is added (a
+    QDQ model's Q/DQ pair on the conv's output) and ``residual_scale`` takes a uint8 residual
+    dequantized: a QDQ ResNet block's add runs in the conv's epilogue.  OPAQUE, a library kernel."""
 
     name = "graph.qconv"
     operands = ("x", "w_shifted", "w_sums", "x_zero_point", "scale?", "bias?", "residual?")
@@ -151,7 +160,16 @@ class QConv(FoldStaticOnly):
                                                "clip(round(x * input_scale) + zero point, 0, 255)"),
              "output_scale": Attr("float", 0.0, "not 0: the float32 result quantized to uint8, "
                                                 "clip(round(y * output_scale) + output_zero_point, 0, 255)"),
-             "output_zero_point": Attr("int", 0)}
+             "output_zero_point": Attr("int", 0),
+             "requant_scale": Attr("float", 0.0, "not 0: before the residual, y is quantized to uint8 "
+                                                 "(requant_scale, requant_zero_point as output_scale) and "
+                                                 "dequantized, q * dequant_scale + dequant_offset (a QDQ pair)"),
+             "requant_zero_point": Attr("int", 0),
+             "dequant_scale": Attr("float", 1.0),
+             "dequant_offset": Attr("float", -0.0, "-0.0: no offset (x + -0.0 is x for every x)"),
+             "residual_scale": Attr("float", 0.0, "not 0: the residual is uint8, dequantized as "
+                                                  "r * residual_scale + residual_offset"),
+             "residual_offset": Attr("float", -0.0)}
     traits = frozenset({PURE})
     fusion = FusionKind.OPAQUE
     library_kernel = True
@@ -178,18 +196,24 @@ class QConv(FoldStaticOnly):
         win = Window((kh, kw), attrs)
         shape = (x.shape[0], o) + tuple(win.out_dim(i, s) for i, s in enumerate(x.shape[2:]))
         expect(len(epilogue) != 1, "scale needs bias (the dequantizing epilogue takes both)")
+        residual_u8 = bool(attrs.get("residual_scale", 0.0))
         for name, t, want in zip(("scale", "bias", "residual"), epilogue, ((o,), (o,), shape)):
-            expect(t.dtype is DType.f32 and tuple(t.shape) == tuple(want), f"{name} must be float32{list(want)}, got {t}")
+            dtype = DType.u8 if name == "residual" and residual_u8 else DType.f32
+            expect(t.dtype is dtype and tuple(t.shape) == tuple(want), f"{name} must be {dtype}{list(want)}, got {t}")
+        expect(len(epilogue) == 3 or not residual_u8, "residual_scale needs a residual")
         expect(epilogue or not attrs.get("relu", False), "relu needs the float32 epilogue (scale and bias)")
         expect(attrs.get("clip_max") is None or attrs.get("relu", False), "clip_max needs relu")
         requant = bool(attrs.get("output_scale", 0.0))
         expect(epilogue or not requant, "output_scale needs the float32 epilogue (scale and bias)")
+        expect(epilogue or not attrs.get("requant_scale", 0.0), "requant_scale needs the float32 epilogue (scale and bias)")
+        expect(0 <= attrs.get("requant_zero_point", 0) <= 255, "requant_zero_point must be a uint8 value")
         expect(0 <= attrs.get("output_zero_point", 0) <= 255, "output_zero_point must be a uint8 value")
         return [TensorType(shape, DType.u8 if requant else DType.f32 if epilogue else DType.i32)]
 
     def compute(self, x, w_shifted, w_sums, x_zero_point, scale=None, bias=None, residual=None, kernel=(),
                 strides=(), pads=(), dilations=(), groups=1, relu=False, clip_max=None, input_scale=0.0,
-                output_scale=0.0, output_zero_point=0):
+                output_scale=0.0, output_zero_point=0, requant_scale=0.0, requant_zero_point=0, dequant_scale=1.0,
+                dequant_offset=-0.0, residual_scale=0.0, residual_offset=-0.0):
         from .base import Window
         from .conv import conv_nd
         kh, kw = kernel
@@ -206,8 +230,10 @@ class QConv(FoldStaticOnly):
         per = (1, -1, 1, 1)
         y = acc.astype(np.float32) * scale.astype(np.float32).reshape(per)
         y = y + bias.astype(np.float32).reshape(per)
+        if requant_scale:
+            y = dequantize_u8(quantize_u8(y, requant_scale, requant_zero_point), dequant_scale, dequant_offset)
         if residual is not None:
-            y = y + residual
+            y = y + (dequantize_u8(residual, residual_scale, residual_offset) if residual_scale else residual)
         y = np.where(y < 0, np.float32(0), y) if relu else y
         if relu and clip_max is not None:
             y = np.where(y > np.float32(clip_max), np.float32(clip_max), y)

@@ -90,9 +90,18 @@ def quantize(ctx: ImportContext, node: OnnxNode) -> Value:
     y = ctx.op("round", ctx.op("div", xs, s))
     if zp is not None:
         y = ctx.op("add", y, ctx.cast(_broadcast_param(ctx, node, zp, x, axis, block), work))
-    if work is not DType.f64:
+    if not _bounds_exact(out, work):
         y = ctx.cast(y, DType.f64)  # the clip bounds of 32-bit types are not exact in f32
     return _saturate(ctx, node, y, out)
+
+
+def _bounds_exact(out: DType, work: DType) -> bool:
+    """Whether ``work`` holds ``out``'s integer range exactly, so the saturating clip can run in
+    ``work`` (8- and 16-bit types in float32: a clip in float64 would give the same values, and
+    the quantize chain stays in float32 SIMD lanes)."""
+    if out.is_float or out is DType.bool or work.is_storage_only:
+        return False
+    return all(int(np.array(b, work.np)) == b for b in out.int_range)
 
 
 @handles("DequantizeLinear")

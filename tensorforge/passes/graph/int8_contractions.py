@@ -249,9 +249,14 @@ def quantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
     """``qconv(QuantizeLinear(x), ...)`` -> ``qconv(x, ..., input_scale=m)``: the kernel quantizes
     each image of float32 ``x`` as it packs it, and no kernel writes the uint8 tensor.  Not when
     ``x`` comes from a qconv that can write the uint8 tensor itself (``requantize_into_qconv``:
-    one byte per element written and read instead of four)."""
+    one byte per element written and read instead of four), nor when another kind of op reads the
+    uint8 tensor too (a dequantized residual of a QDQ model): that tensor is written anyway, and
+    reading it here is a quarter of the traffic of the float32 ``x``, which then need not be
+    written at all."""
     x, zp = op.operands[0], constant_value(op.operands[3])
     if x.type.dtype is not DType.u8 or zp is None or op.attributes.get("input_scale"):
+        return False
+    if any(user.name != "graph.qconv" for user, _ in x.uses):
         return False
     found = _quantized_from(x)
     if found is None or found[2] != int(zp.reshape(())) or _requantizable(found[0], found[3]):
@@ -290,6 +295,78 @@ def requantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
     return True
 
 
+def _scalar_f32(v: Value) -> float | None:
+    c = constant_value(v)
+    return float(c.reshape(())) if c is not None and c.dtype == np.float32 and c.size == 1 else None
+
+
+def _dequantized(v: Value) -> tuple[Value, float, float, list[Operation]] | None:
+    """(uint8 q, scale s, offset o, the chain's ops) when ``v = cast<f32>(q) * s (+ o)``, a
+    DequantizeLinear as simplify leaves it (the zero point folded into ``o = -zp * s``); ``o`` is
+    -0.0 without the add (adding it changes nothing)."""
+    add = _producer(v, "graph.add")
+    offset, chain = -0.0, []
+    if add is not None:
+        for i in (0, 1):
+            o = _scalar_f32(add.operands[i])
+            if o is not None:
+                offset, v, chain = o, add.operands[1 - i], [add]
+                break
+        else:
+            return None
+    mul = _producer(v, "graph.mul")
+    if mul is None:
+        return None
+    for i in (0, 1):
+        s, cast = _scalar_f32(mul.operands[i]), _producer(mul.operands[1 - i], "graph.cast")
+        if s is not None and cast is not None and cast.results[0].type.dtype is DType.f32 \
+                and cast.operands[0].type.dtype is DType.u8 and cast.operands[0].type.shape == v.type.shape:
+            return cast.operands[0], s, offset, [cast, mul] + chain
+    return None
+
+
+@pattern("graph.add")
+def residual_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
+    """``relu?(DQ(qconv(...)) + DQ(r))`` with a uint8-writing qconv and a uint8 ``r`` (or a float32
+    ``r``) -> one ``qconv`` whose epilogue rounds its result through uint8 and back
+    (``requant_scale``), adds the dequantized residual (``residual_scale``) and applies the relu:
+    a QDQ model's residual add (a ResNet block's tail) runs where the conv's output is in cache,
+    and no kernel of its own reads two tensors and writes a third.  ``requantize_into_qconv`` then
+    takes the QuantizeLinear that follows."""
+    y = op.results[0]
+    for i in (0, 1):
+        main = _dequantized(op.operands[i])
+        conv = main and main[0].op
+        if conv is None or conv.name != "graph.qconv" or len(conv.operands) != 6 or y.type.dtype is not DType.f32:
+            continue
+        at = conv.attributes
+        if not at.get("output_scale") or at.get("relu") or at.get("requant_scale") or int(at.get("groups", 1) or 1) > 1:
+            continue
+        if any(len(list(v.uses)) != 1 for v in [main[0]] + [o.results[0] for o in main[3]]):
+            continue
+        other = op.operands[1 - i]
+        if other.type.shape != y.type.shape:
+            continue
+        res = _dequantized(other)
+        residual, rs, ro = (res[0], res[1], res[2]) if res is not None else (other, 0.0, -0.0)
+        if res is None and other.type.dtype is not DType.f32:
+            continue
+        last, relu, clip_max = op, False, None
+        act = _only_user(y, "graph.relu") or _only_user(y, "graph.clip")
+        if act is not None and (act.name == "graph.relu" or act.attributes.get("min") == 0.0):
+            last, relu, clip_max = act, True, act.attributes.get("max") if act.name == "graph.clip" else None
+        attrs = {**at, "output_scale": 0.0, "output_zero_point": 0, "requant_scale": at["output_scale"],
+                 "requant_zero_point": at.get("output_zero_point", 0), "dequant_scale": main[1],
+                 "dequant_offset": main[2], "residual_scale": rs, "residual_offset": ro, "relu": relu}
+        if clip_max is not None:
+            attrs["clip_max"] = float(clip_max)
+        rewriter.set_insertion_point_before(last)
+        new = rewriter.create("graph.qconv", list(conv.operands) + [residual], attrs)
+        rewriter.replace_op(last, new.results)
+        return True
+    return False
+
+
 def _zero_point(rewriter: PatternRewriter, zp: Value | int) -> Value:
     """The activations' zero point as an int32 scalar value."""
     if isinstance(zp, int):
@@ -303,7 +380,8 @@ def int8_contractions(root: Operation, max_iterations: int = 4) -> RewriteStats:
     """Rewrites the 8-bit integer matmuls and convolutions under ``root`` into ``graph.qmatmul``
     and ``graph.qconv``."""
     return apply_patterns_greedily(root, (matmul_to_qmatmul, conv_to_qconv, dequantize_into_qconv, requantize_into_qconv,
-                                          quantize_into_qconv), fold=False, max_iterations=max_iterations)
+                                          quantize_into_qconv, residual_into_qconv), fold=False,
+                                   max_iterations=max_iterations)
 
 
 @register_pass
@@ -319,4 +397,5 @@ class Int8ContractionsPass(_GreedyPass):
         return self._finish(int8_contractions(module, max_iterations=self.max_iterations))
 
 
-__all__ = ["Int8ContractionsPass", "conv_to_qconv", "dequantize_into_qconv", "quantize_into_qconv", "requantize_into_qconv", "int8_contractions", "matmul_to_qmatmul"]
+__all__ = ["Int8ContractionsPass", "conv_to_qconv", "dequantize_into_qconv", "quantize_into_qconv", "requantize_into_qconv",
+           "residual_into_qconv", "int8_contractions", "matmul_to_qmatmul"]
