@@ -199,7 +199,8 @@ def depthwise_kernel(signed: bool, threads: int):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("epilogue", ["i32", "relu6", "u8", "f32-input"])
 def test_depthwise_is_bit_exact(signed, threads, epilogue):
-    """Depthwise qconv (one 3x3 / 5x5 filter per channel): the integer sums, the float epilogue,
+    """Depthwise qconv (one 3x3 / 5x5 filter per channel; stride 1 and 2 on the flat padded-width
+    runs, odd widths and asymmetric pads, dilation on the row loop): the integer sums, the float epilogue,
     the requantized uint8 result and float32 input quantized in the kernel, against the reference."""
     if signed and epilogue == "f32-input":
         pytest.skip("float input is quantized to uint8 only")
@@ -208,7 +209,13 @@ def test_depthwise_is_bit_exact(signed, threads, epilogue):
     for n, c, h, wd, k, strides, pads, dil in [(1, 8, 9, 10, 3, (1, 1), (1, 1, 1, 1), (1, 1)),
                                               (2, 5, 12, 7, 3, (2, 2), (1, 0, 1, 1), (1, 1)),
                                               (1, 3, 11, 11, 5, (1, 1), (2, 2, 2, 2), (1, 1)),
-                                              (1, 4, 9, 9, 3, (1, 1), (2, 2, 2, 2), (2, 2))]:
+                                              (1, 4, 9, 9, 3, (1, 1), (2, 2, 2, 2), (2, 2)),
+                                              (1, 6, 7, 7, 3, (1, 1), (1, 1, 1, 1), (1, 1)),
+                                              (1, 5, 14, 13, 5, (2, 2), (2, 2, 2, 2), (1, 1)),
+                                              (1, 3, 8, 9, 3, (2, 2), (0, 0, 1, 1), (1, 1)),
+                                              (2, 7, 12, 10, 3, (2, 2), (1, 1, 1, 1), (1, 1)),   # same3x3 stride 2
+                                              (1, 4, 2, 2, 3, (2, 2), (1, 1, 1, 1), (1, 1)),
+                                              (1, 4, 1, 1, 3, (1, 1), (1, 1, 1, 1), (1, 1))]:
         lo, hi = (-128, 128) if signed else (0, 256)
         x = rng.integers(lo, hi, (n, c, h, wd)).astype(np.int8 if signed else np.uint8)
         in_scale = 0.0

@@ -130,7 +130,7 @@ class _Kernel:
     def function(self, body: list[str], helpers: str = "") -> str:
         decls = [f"  const int64_t tf_sym_{c_identifier(s)} = tf_dims[{k}];"
                  for k, s in enumerate(self.symbols) if s in self.used]
-        write = [f"  int64_t* const tf_dims_out = (int64_t*)tf_dims;   /* the runtime's array: writable */"]
+        write = ["  int64_t* const tf_dims_out = (int64_t*)tf_dims;   /* the runtime's array: writable */"]
         return (_SORT_C + helpers + self.signature() + " {\n" + "\n".join(decls + write + body)
                 + f"\n  tf_dims_out[{self.slot}] = count;   /* {self.count}: the true size, for later kernels */"
                 + "\n}\n")

@@ -222,8 +222,8 @@ static tf_qconv_epi tf_qconv_epilogue_of(const float *scale, const float *bias, 
    fault in on every call (the OpenMP workers only use the caller's buffers during its call). */
 static void *tf_qconv_scratch(int slot, size_t n)
 {
-  static __thread void *buf[7];
-  static __thread size_t size[7];
+  static __thread void *buf[9];
+  static __thread size_t size[9];
   if (size[slot] < n) {
     free(buf[slot]);
     buf[slot] = malloc(n);
@@ -466,6 +466,111 @@ static inline void {name}_row3x3(int32_t *restrict a, const float *restrict r0, 
     for (long t = 0; t < n; t++) {{ const long u = t * sw; a[t] = (int32_t)(r0[u + 0 * dw] * w0 + r0[u + 1 * dw] * w1 + r0[u + 2 * dw] * w2 + r1[u + 0 * dw] * w3 + r1[u + 1 * dw] * w4 + r1[u + 2 * dw] * w5 + r2[u + 0 * dw] * w6 + r2[u + 1 * dw] * w7 + r2[u + 2 * dw] * w8); }}
 }}
 
+/* The taps of one channel over a flat run of L outputs: src[t] is where tap t reads output 0,
+   every plane has the run's row pitch, so output j reads src[t][j] (the padded-width columns
+   past OW are computed and dropped).  Rows of 7 or 14 outputs are too short to vectorize one at
+   a time; one run over the whole plane is not.  3x3: all taps in one expression. */
+static void {name}_flat(float *restrict acc, long L, const float *const *src, const float *wt, long taps)
+{{
+  if (taps == 9) {{
+    const float *s0 = src[0], *s1 = src[1], *s2 = src[2], *s3 = src[3], *s4 = src[4], *s5 = src[5], *s6 = src[6],
+                *s7 = src[7], *s8 = src[8];
+    const float w0 = wt[0], w1 = wt[1], w2 = wt[2], w3 = wt[3], w4 = wt[4], w5 = wt[5], w6 = wt[6], w7 = wt[7], w8 = wt[8];
+    for (long j = 0; j < L; j++)
+      acc[j] = s0[j] * w0 + s1[j] * w1 + s2[j] * w2 + s3[j] * w3 + s4[j] * w4 + s5[j] * w5 + s6[j] * w6 + s7[j] * w7 + s8[j] * w8;
+    return;
+  }}
+  for (long j = 0; j < L; j++) acc[j] = 0.0f;
+  for (long t = 0; t < taps; t++) {{
+    const float *sv = src[t], wv = wt[t];
+    for (long j = 0; j < L; j++) acc[j] += sv[j] * wv;
+  }}
+}}
+
+/* One channel of a 3x3 depthwise conv with pads of 1 that keeps the size (stride 1) or halves
+   an even one (stride 2), the commonest kind (MobileNet's): x - zp as one flat float run with a
+   row of zeros before and after it, no padded copy, and every output row in one flat loop; the
+   taps that would read across a row's left (right) edge are multiplied by the column mask m0
+   (m2): 0 in the first (last) column, 1 elsewhere (exact: the sums are integers below 2^24).
+   Stride 2 reads the even and odd columns as two runs and computes every row, keeping the even
+   ones: twice the multiply-adds of the rows it keeps, in loops long enough to vectorize. */
+static void {name}_same3x3(const uint8_t *xc, long H, long W, long s, float zp, const float *w, const float *m0,
+                           const float *m2, int32_t *out)
+{{
+  const long OW = W / s, L = H * OW, pad = OW + 1, span = L + 2 * pad;
+  float *buf = (float *)tf_qconv_scratch(7, (size_t)(s * span) * sizeof(float));
+  int32_t *rows = s == 1 ? out : (int32_t *)tf_qconv_scratch(8, (size_t)L * sizeof(int32_t));
+  if (!buf || !rows) return;
+  float *F = buf + pad, *O = s == 1 ? F : F + span;      /* stride 2: F the even columns, O the odd */
+  for (long t = 0; t < pad; t++) F[t - pad] = F[L + t] = O[t - pad] = O[L + t] = 0.0f;
+  if (s == 1) {{
+    for (long j = 0; j < L; j++) F[j] = (float)({elem})xc[j] - zp;
+  }} else {{
+    for (long j = 0; j < L; j++) {{ F[j] = (float)({elem})xc[2 * j] - zp; O[j] = (float)({elem})xc[2 * j + 1] - zp; }}
+  }}
+  const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6], w7 = w[7], w8 = w[8];
+  const float *L0 = s == 1 ? F - 1 : O - 1, *R0 = s == 1 ? F + 1 : O;   /* columns left and right of F's */
+  if (s == 1)
+    for (long j = 0; j < L; j++)
+      rows[j] = (int32_t)(m0[j] * (L0[j - OW] * w0 + L0[j] * w3 + L0[j + OW] * w6) + (F[j - OW] * w1 + F[j] * w4 + F[j + OW] * w7)
+                          + m2[j] * (R0[j - OW] * w2 + R0[j] * w5 + R0[j + OW] * w8));
+  else
+    for (long j = 0; j < L; j++)
+      rows[j] = (int32_t)(m0[j] * (L0[j - OW] * w0 + L0[j] * w3 + L0[j + OW] * w6) + (F[j - OW] * w1 + F[j] * w4 + F[j + OW] * w7)
+                          + (R0[j - OW] * w2 + R0[j] * w5 + R0[j + OW] * w8));
+  if (s == 2)
+    for (long oh = 0; oh < H / 2; oh++) memcpy(out + oh * OW, rows + 2 * oh * OW, (size_t)OW * sizeof(int32_t));
+}}
+
+/* Row iy of a channel (H x W, any of them: rows outside are all padding) padded to Wp columns as
+   float x - zp: padding, which holds the zero point, is 0. */
+static inline void {name}_float_row(const uint8_t *xc, long iy, long H, long W, long pw, long Wp, float zp, float *d)
+{{
+  long lo = pw < 0 ? 0 : (pw > Wp ? Wp : pw), hi = pw + W < Wp ? pw + W : Wp;
+  if (iy < 0 || iy >= H || hi < lo) lo = hi = Wp;
+  for (long c = 0; c < lo; c++) d[c] = 0.0f;
+  const uint8_t *src = xc + iy * W - pw;
+  for (long c = lo; c < hi; c++) d[c] = (float)({elem})src[c] - zp;
+  for (long c = hi; c < Wp; c++) d[c] = 0.0f;
+}}
+
+/* One channel of a stride-1 or stride-2 undilated depthwise conv through {name}_flat, read from
+   the channel's unpadded plane xc: the padded plane as float x - zp (row pitch Wp); for stride 2,
+   per tap row i, the even and odd columns of the rows 2 oh + i (pitch ceil(Wp / 2): output j of
+   the run reads column j + k / 2 of plane (i, k % 2)). */
+static void {name}_flat_channel(const uint8_t *xc, long H, long W, long ph, long pw, long Hp, long Wp, long kh,
+                                long kw, long s, long OH, long OW, float zp, const float *wt, int32_t *out)
+{{
+  const long pitch = s == 1 ? Wp : (Wp + 1) / 2, L = OH * pitch, len = (s == 1 ? Hp * Wp : L) + kw;
+  float *pl = (float *)tf_qconv_scratch(7, (size_t)((s == 1 ? 1 : 2 * kh) * len + 2 * pitch) * sizeof(float));
+  float *acc = (float *)tf_qconv_scratch(8, (size_t)L * sizeof(float));
+  const float *src[64];
+  if (!pl || !acc) return;
+  if (s == 1) {{
+    for (long r = 0; r < Hp; r++) {name}_float_row(xc, r - ph, H, W, pw, Wp, zp, pl + r * Wp);
+    for (long i = Hp * Wp; i < len; i++) pl[i] = 0.0f;
+    for (long i = 0; i < kh; i++)
+      for (long k = 0; k < kw; k++) src[i * kw + k] = pl + i * Wp + k;
+  }} else {{
+    float *row = pl + 2 * kh * len;                         /* one padded row, 2 * pitch wide */
+    row[2 * pitch - 1] = 0.0f;
+    for (long i = 0; i < kh; i++) {{
+      float *even = pl + 2 * i * len, *odd = even + len;
+      for (long oh = 0; oh < OH; oh++) {{
+        {name}_float_row(xc, 2 * oh + i - ph, H, W, pw, Wp, zp, row);
+        float *e = even + oh * pitch, *o = odd + oh * pitch;
+        for (long c = 0; c < pitch; c++) {{ e[c] = row[2 * c]; o[c] = row[2 * c + 1]; }}
+      }}
+      for (long t = L; t < len; t++) even[t] = odd[t] = 0.0f;
+    }}
+    for (long i = 0; i < kh; i++)
+      for (long k = 0; k < kw; k++) src[i * kw + k] = pl + (2 * i + (k & 1)) * len + (k >> 1);
+  }}
+  {name}_flat(acc, L, src, wt, kh * kw);
+  for (long oh = 0; oh < OH; oh++)
+    for (long ow = 0; ow < OW; ow++) out[oh * OW + ow] = (int32_t)acc[oh * pitch + ow];
+}}
+
 void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, long ph, long pw, long dh, long dw,
             long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted, long kp,
             const int32_t *w_sums, int32_t zp, const float *scale, const float *bias, const void *residual,
@@ -475,28 +580,49 @@ void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, 
   const long P = OH * OW, Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
   int32_t *acc = out_scale != 0.0f ? (int32_t *)tf_qconv_scratch(6, (size_t)(C * P) * sizeof(int32_t)) : 0;
   uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
+  /* the 3x3 kinds of {name}_same3x3 and their column masks (one pair for every channel) */
+  const int same = kh == 3 && kw == 3 && dh == 1 && dw == 1 && ph == 1 && pw == 1 && sh == sw &&
+                   ((sh == 1 && OH == H && OW == W) || (sh == 2 && H % 2 == 0 && W % 2 == 0 && OH == H / 2 && OW == W / 2));
+  float *masks = same ? (float *)tf_qconv_scratch(4, (size_t)(2 * H * OW) * sizeof(float)) : 0;
+  if (same && !masks) return;
+  for (long j = 0; same && j < H * OW; j++) {{
+    masks[j] = j % OW != 0;
+    masks[H * OW + j] = j % OW != OW - 1;
+  }}
   for (long n = 0; n < N; n++) {{
     int32_t *sums = acc ? acc : (int32_t *)y + n * C * P;
     tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
                                             acc ? (uint8_t *)y + n * C * P : 0, out_scale, out_zp, n, C * P);
     #pragma omp parallel for schedule(static) {par}
     for (long c = 0; c < C; c++) {{
-      uint8_t plane[Hp * Wp];
       if (xq) tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
-      tf_qconv_pad_plane(xq ? xq + c * H * W : (const uint8_t *)x + (n * C + c) * H * W, H, W, ph, pw, Hp, Wp,
-                         (uint8_t)zp, plane);
-      float fp[Hp * Wp];                                 /* x - zp, exact in float */
-      for (long i = 0; i < Hp * Wp; i++) fp[i] = (float)({elem})plane[i] - (float)zp;
+      const uint8_t *xc = xq ? xq + c * H * W : (const uint8_t *)x + (n * C + c) * H * W;
       const uint8_t *wc = w_shifted + c * kp;
       int32_t *out = sums + c * P;
       float wt[64];
       for (long t = 0; t < kh * kw && t < 64; t++) wt[t] = (float)((int32_t)wc[t] - 128);
+      if (same) {{
+        {name}_same3x3(xc, H, W, sh, (float)zp, wt, masks, masks + H * OW, out);
+        if (scale) tf_qconv_dequantize(&epi, sums, P, c, c + 1, 0, P);
+        continue;
+      }}
+      if (dh == 1 && dw == 1 && sh == sw && (sh == 1 || sh == 2) && kh * kw <= 64) {{
+        {name}_flat_channel(xc, H, W, ph, pw, Hp, Wp, kh, kw, sh, OH, OW, (float)zp, wt, out);
+        if (scale) tf_qconv_dequantize(&epi, sums, P, c, c + 1, 0, P);
+        continue;
+      }}
+      uint8_t plane[Hp * Wp];
+      tf_qconv_pad_plane(xc, H, W, ph, pw, Hp, Wp, (uint8_t)zp, plane);
       if (kh == 3 && kw == 3) {{
+        float fp[Hp * Wp];                               /* x - zp, exact in float */
+        for (long i = 0; i < Hp * Wp; i++) fp[i] = (float)({elem})plane[i] - (float)zp;
         for (long oh = 0; oh < OH; oh++) {{
           const float *r0 = fp + oh * sh * Wp;
           {name}_row3x3(out + oh * OW, r0, r0 + dh * Wp, r0 + 2 * dh * Wp, OW, sw, dw, wt);
         }}
       }} else {{
+        float fp[Hp * Wp];
+        for (long i = 0; i < Hp * Wp; i++) fp[i] = (float)({elem})plane[i] - (float)zp;
         float row[OW];
         for (long oh = 0; oh < OH; oh++) {{
           for (long ow = 0; ow < OW; ow++) row[ow] = 0.0f;

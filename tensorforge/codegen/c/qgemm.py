@@ -516,8 +516,10 @@ def _driver(name: str, cfg: _Config, threads: int, row_comp: bool) -> str:
 
 def grid_driver(signature: str, block: str, extra: str, mr: int, width: int, threads: int,
                 orphaned: bool = False) -> str:
-    """A kernel entry that splits C into a grid of row x column parts, one per thread (column
-    parts first: they share no B; rows when N has fewer column tiles than threads), each part a
+    """A kernel entry that splits C into a grid of row x column parts, one per thread (the grid
+    whose largest part has the fewest tiles, column parts on ties: they share no B; a conv's 7
+    column tiles of 14 x 14 pixels split 4 + 3 ways would leave one thread idle an eighth of the
+    time, its rows split evenly), each part a
     multiple of the ``mr x width`` tile so the tiles inside line up with the packed panels.
     ``block(i0, i1, j0, j1, N, K, A, lda, Bp, <extra>, C, ldc)`` computes one part.  ``orphaned``:
     the parts are an ``omp for`` of the caller's parallel region (one fork per convolution, not
@@ -529,7 +531,14 @@ def grid_driver(signature: str, block: str, extra: str, mr: int, width: int, thr
               f"#pragma omp parallel for num_threads({threads}) schedule(static) if (M * N * (K + 1) >= {PARALLEL_MIN_MACS})")
     return f"""{head}\
   const long ntiles = (N + {width - 1}) / {width}, mtiles = (M + {mr - 1}) / {mr};
-  const long tn = ntiles < {threads} ? ntiles : {threads}, tm = {threads} / tn;
+  /* the grid whose largest part has the fewest tiles; ties go to more column parts */
+  long tn = 1, best = -1;
+  for (long d = {threads}; d >= 1; d--) {{
+    if ({threads} % d || d > ntiles) continue;
+    const long most = (ntiles + d - 1) / d * ((mtiles + {threads} / d - 1) / ({threads} / d));
+    if (best < 0 || most < best) {{ best = most; tn = d; }}
+  }}
+  const long tm = {threads} / tn;
   {pragma}
   for (long part = 0; part < tm * tn; part++) {{
     const long pm = part / tn, pn = part % tn;
