@@ -122,25 +122,63 @@ def _residual_cnn() -> onnx.ModelProto:
     return model
 
 
-def test_qdq_residual_add_runs_in_the_conv_epilogue(tmp_path):
-    """onnxruntime's QDQ form of a residual block: the add of two dequantized uint8 tensors and
-    the QuantizeLinear after it fold into the second conv (uint8 residual, uint8 result), so the
-    graph keeps no float add and no float32 tensor between the convs; outputs within one quantum
-    of onnxruntime's."""
+def _qdq(tmp_path, model: onnx.ModelProto, seed: int) -> str:
+    """``model`` quantized by onnxruntime's ``quantize_static`` (QDQ, per-channel int8 weights,
+    uint8 activations), calibrated on 8 samples; the file's path."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            self.it = iter([{"x": s} for s in _samples(8, 200)])
+            self.it = iter([{"x": s} for s in _samples(8, seed)])
 
         def get_next(self):
             return next(self.it, None)
 
     src, dst = tmp_path / "f32.onnx", tmp_path / "qdq.onnx"
-    src.write_bytes(_residual_cnn().SerializeToString())
+    src.write_bytes(model.SerializeToString())
     quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-    module = tensorforge.import_model(onnx.load(str(dst)))
+    return str(dst)
+
+
+def test_qdq_max_pool_runs_on_uint8(tmp_path):
+    """conv, relu, max pool 3x3/2, conv in QDQ form: the pool moves before the DequantizeLinear and
+    runs on the uint8 tensor, whose QuantizeLinear round trip then cancels, so the second conv
+    reads the pool's uint8 output; the outputs stay within one quantum of onnxruntime's."""
+    rng = np.random.default_rng(9)
+    inits = {"w1": rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3,
+             "w2": rng.standard_normal((4, 8, 1, 1)).astype(np.float32) * 0.3}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("MaxPool", ["r1"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["p", "w2"], ["y"])]
+    graph = helper.make_graph(nodes, "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [numpy_helper.from_array(a, n) for n, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = _qdq(tmp_path, model, 400)
+    module = tensorforge.import_model(onnx.load(path))
+    optimize(module, "cpu", None)
+    pools = [op for op in module.main.body if op.name == "graph.max_pool"]
+    convs = [op for op in module.main.body if op.name == "graph.qconv"]
+    assert len(pools) == 1 and pools[0].operands[0].type.dtype.value == "ui8"
+    assert convs[1].operands[0] is pools[0].results[0]
+    out_scale = next(float(numpy_helper.to_array(t)) for t in onnx.load(path).graph.initializer if t.name == "y_scale")
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    cm = tensorforge.compile(path)
+    for x in _samples(5, 500):
+        want, got = sess.run(None, {"x": x})[0], np.asarray(cm(x))
+        assert np.abs(got - want).max() <= out_scale * 1.001
+
+
+def test_qdq_residual_add_runs_in_the_conv_epilogue(tmp_path):
+    """onnxruntime's QDQ form of a residual block: the add of two dequantized uint8 tensors and
+    the QuantizeLinear after it fold into the second conv (uint8 residual, uint8 result), so the
+    graph keeps no float add and no float32 tensor between the convs; outputs within one quantum
+    of onnxruntime's."""
+    dst = _qdq(tmp_path, _residual_cnn(), 200)
+    module = tensorforge.import_model(onnx.load(dst))
     optimize(module, "cpu", None)
     convs = [op for op in module.main.body if op.name == "graph.qconv"]
     assert len(convs) == 3 and not any(op.name == "graph.add" and not any(o.op.name == "graph.constant" for o in op.operands)
@@ -149,9 +187,9 @@ def test_qdq_residual_add_runs_in_the_conv_epilogue(tmp_path):
     assert block.attributes["residual_scale"] and block.attributes["requant_scale"]
     assert block.operands[6].type.dtype.value == "ui8" and block.results[0].type.dtype.value == "ui8"
     assert convs[2].operands[0].type.dtype.value == "ui8"          # reads the block's uint8 output
-    model = onnx.load(str(dst))
+    model = onnx.load(dst)
     out_scale = next(float(numpy_helper.to_array(t)) for t in model.graph.initializer if t.name == "y_scale")
-    sess = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(dst, providers=["CPUExecutionProvider"])
     cm = tensorforge.compile(model)
     for x in _samples(5, 300):
         want, got = sess.run(None, {"x": x})[0], np.asarray(cm(x))

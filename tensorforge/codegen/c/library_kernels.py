@@ -659,7 +659,7 @@ def _deform_conv_kernel(k: _Kernel) -> str:
 
 
 def _max_pool_kernel(k: _Kernel) -> str:
-    """2-D max pool, one (image, channel) plane per task: per output row the window rows inside
+    """2-D max pool (float32, or the uint8/int8 of a quantized model), one (image, channel) plane per task: per output row the window rows inside
     the input, the output columns whose window is inside the input in a loop without checks over
     the columns (gcc vectorises its strided reads), the few border columns with checks.  Each
     output visits its taps in the reference's order (window row, then column) with a NaN-keeping
@@ -675,6 +675,8 @@ def _max_pool_kernel(k: _Kernel) -> str:
     lo = min(ow, -(-pw // sw))                                        # first ox with ox*sw - pw >= 0
     hi = max(lo, min(ow, (w - kw + pw) // sw + 1)) if w - kw + pw >= 0 else lo   # past the last inside
     work = n * c * oh * ow * kh * kw
+    ct = c_type(x.type)
+    low = "-INFINITY" if x.type.dtype.is_float else str(x.type.dtype.int_range[0])
     maxf = "(((a) > (b)) | ((a) != (a)) ? (a) : (b))"
     border = [line for a, b in ((0, lo), (hi, ow)) for line in (          # columns whose window sticks out
         f"          for (int64_t ox = {a}; ox < {b}; ++ox) {{",
@@ -684,17 +686,17 @@ def _max_pool_kernel(k: _Kernel) -> str:
     body = [f"  #define TF_POOL_MAX(a, b) {maxf}",
             f"  #pragma omp parallel for schedule(static) if ({work} > 65536)",
             f"  for (int64_t p = 0; p < {n * c}; ++p) {{",
-            f"    const float* restrict xp = in0 + p * {h * w};",
-            f"    float* restrict yp = out0 + p * {oh * ow};",
+            f"    const {ct}* restrict xp = in0 + p * {h * w};",
+            f"    {ct}* restrict yp = out0 + p * {oh * ow};",
             f"    for (int64_t oy = 0; oy < {oh}; ++oy) {{",
             f"      const int64_t y0 = oy * {sh} - {ph};",
             f"      const int64_t ky0 = y0 < 0 ? -y0 : 0, ky1 = y0 + {kh} > {h} ? {h} - y0 : {kh};",
-            f"      float* restrict yr = yp + oy * {ow};",
-            f"      for (int64_t ox = 0; ox < {ow}; ++ox) yr[ox] = -INFINITY;",
+            f"      {ct}* restrict yr = yp + oy * {ow};",
+            f"      for (int64_t ox = 0; ox < {ow}; ++ox) yr[ox] = {low};",
             "      for (int64_t ky = ky0; ky < ky1; ++ky) {",
-            f"        const float* restrict r = xp + (y0 + ky) * {w};",
+            f"        const {ct}* restrict r = xp + (y0 + ky) * {w};",
             f"        for (int64_t kx = 0; kx < {kw}; ++kx) {{",
-            f"          const float* restrict rk = r + kx - {pw};",
+            f"          const {ct}* restrict rk = r + kx - {pw};",
             f"          for (int64_t ox = {lo}; ox < {hi}; ++ox) yr[ox] = TF_POOL_MAX(yr[ox], rk[ox * {sw}]);",
             *border,
             "        }",

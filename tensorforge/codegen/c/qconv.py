@@ -374,14 +374,17 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
 {{
   const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW, panels = (P + 15) / 16;
   const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
+  /* a strided 1x1 conv without padding (ResNet's downsampling shortcut) is the direct one on the
+     subsampled image, copied once: C x OH x OW bytes, a quarter of the input at stride 2 */
+  const int subsampled = kh == 1 && kw == 1 && ph == 0 && pw == 0 && !direct && (OH - 1) * sh < H && (OW - 1) * sw < W;
 #ifdef TF_QCONV_FUSED_PACK
-  const int fused = !direct && (sw == 1 || sw == 2);
+  const int fused = !direct && !subsampled && (sw == 1 || sw == 2);
 #else
   const int fused = 0;
 #endif
   /* the padded input the windows read: 32 bytes of slack before, 64 after (the packer's loads) */
   const long Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
-  uint8_t *col = direct ? 0 : (uint8_t *)tf_qconv_scratch(0, (size_t)(fused ? C * Hp * Wp + 96 : K * P));
+  uint8_t *col = direct ? 0 : (uint8_t *)tf_qconv_scratch(0, (size_t)(fused ? C * Hp * Wp + 96 : K * P));   /* subsampled: C x P */
   int8_t *bp = (int8_t *)tf_qconv_scratch(1, (size_t)(panels * 16 * Kp));
   int32_t *colterm = (int32_t *)tf_qconv_scratch(2, (size_t)(panels * 16) * sizeof(int32_t));
   int32_t *rowterm = (int32_t *)tf_qconv_scratch(3, (size_t)O * sizeof(int32_t));
@@ -420,7 +423,15 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
                                      colterm);
 #endif
       }} else {{
-        if (!direct) {{
+        if (subsampled) {{
+          #pragma omp for schedule(static)
+          for (long c = 0; c < C; c++)
+            for (long oh = 0; oh < OH; oh++) {{
+              const uint8_t *src = xn + (c * H + oh * sh) * W;
+              uint8_t *dst = col + (c * OH + oh) * OW;
+              for (long ow = 0; ow < OW; ow++) dst[ow] = src[ow * sw];
+            }}
+        }} else if (!direct) {{
           #pragma omp for schedule(static)
           for (long k = 0; k < K; k++)
             tf_qconv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, (uint8_t)zp, col + k * P);

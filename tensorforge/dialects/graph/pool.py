@@ -67,12 +67,12 @@ def _pooled(x: np.ndarray, win: Window, ceil_mode: bool, fill,
 
 
 def _native_max_pool(op) -> bool:
-    """Whether a max pool runs as hand-written C (``codegen/c/library_kernels.py``): 2-D, float32,
-    static, no dilation.  The generic loop kernel checks every tap against the padding and gcc
+    """Whether a max pool runs as hand-written C (``codegen/c/library_kernels.py``): 2-D, float32
+    (or 8-bit, a quantized model's), static, no dilation.  The generic loop kernel checks every tap against the padding and gcc
     leaves its strided reads scalar: ResNet-18's 3x3/2 pool took 7% of the network."""
     x = op.operands[0].type
     dil = tuple(op.attributes.get("dilations", ()) or ())
-    return (x.rank == 4 and x.dtype.name == "f32" and all(isinstance(d, int) for d in x.shape)
+    return (x.rank == 4 and x.dtype.name in ("f32", "u8", "i8") and all(isinstance(d, int) for d in x.shape)
             and all(d == 1 for d in dil) and all(isinstance(d, int) and d > 0 for d in op.results[0].type.shape))
 
 

@@ -261,6 +261,8 @@ def quantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
     found = _quantized_from(x)
     if found is None or found[2] != int(zp.reshape(())) or _requantizable(found[0], found[3]):
         return False
+    if _requantized_source(x) is not None:           # reads an existing uint8 tensor instead
+        return False
     rewriter.set_insertion_point_before(op)
     new = rewriter.create("graph.qconv", [found[0]] + list(op.operands[1:]), {**op.attributes, "input_scale": found[1]})
     rewriter.replace_op(op, new.results)
@@ -367,6 +369,56 @@ def residual_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
     return False
 
 
+def _requantized_source(q: Value) -> Value | None:
+    """``q8`` when ``q = QuantizeLinear(DequantizeLinear(q8))`` gives back every uint8 value
+    unchanged (checked on all 256 through the chain's own float32 operations): the round trip of a
+    QDQ model's max pool (or any op moved off the pair) is then ``q8`` itself.  Exact or nothing."""
+    found = _quantized_from(q)
+    source = found and _dequantized(found[0])
+    if source is None:
+        return None
+    q8, s, o, _ = source
+    _, m, zp, _ = found
+    with np.errstate(invalid="ignore", over="ignore"):
+        v = np.arange(256, dtype=np.float32) * np.float32(s) + np.float32(o)
+        back = np.clip(np.rint(v * np.float32(m)) + np.float32(zp), np.float32(0), np.float32(255))
+    return q8 if np.array_equal(back, np.arange(256, dtype=np.float32)) else None
+
+
+@pattern("graph.cast")
+def requantized_dequantize(op: Operation, rewriter: PatternRewriter) -> bool:
+    """``Q(DQ(q8)) -> q8`` when the round trip is the identity (``_requantized_source``)."""
+    if op.results[0].type.dtype is not DType.u8:
+        return False
+    q8 = _requantized_source(op.results[0])
+    if q8 is None or q8.type != op.results[0].type:
+        return False
+    rewriter.replace_all_uses_with(op.results[0], q8)
+    return True
+
+
+@pattern("graph.max_pool")
+def max_pool_before_dequantize(op: Operation, rewriter: PatternRewriter) -> bool:
+    """``max_pool(DQ(q8)) -> DQ(max_pool(q8))``: dequantizing is increasing (a positive scale; float
+    rounding keeps the order), so the max of the dequantized window is the dequantized max, and
+    uint8 padding (0, the lowest value) never wins a window as -inf never does.  The pool reads and
+    writes a quarter of the bytes, and the QuantizeLinear after it cancels (``requantized_dequantize``)."""
+    found = _dequantized(op.operands[0])
+    if found is None or found[1] <= 0 or not np.isfinite(found[1]) or not np.isfinite(found[2]):
+        return False
+    q8, s, o, chain = found
+    rewriter.set_insertion_point_before(op)
+    pooled = rewriter.create("graph.max_pool", [q8], dict(op.attributes)).results[0]
+    y = rewriter.create("graph.cast", [pooled], dict(chain[0].attributes)).results[0]
+    y = rewriter.graph.mul(y, rewriter.constant(np.array(s, np.float32)))
+    if len(chain) > 2:
+        y = rewriter.graph.add(y, rewriter.constant(np.array(o, np.float32)))
+    if y.type != op.results[0].type:
+        return False
+    rewriter.replace_op(op, [y])
+    return True
+
+
 def _zero_point(rewriter: PatternRewriter, zp: Value | int) -> Value:
     """The activations' zero point as an int32 scalar value."""
     if isinstance(zp, int):
@@ -380,7 +432,8 @@ def int8_contractions(root: Operation, max_iterations: int = 4) -> RewriteStats:
     """Rewrites the 8-bit integer matmuls and convolutions under ``root`` into ``graph.qmatmul``
     and ``graph.qconv``."""
     return apply_patterns_greedily(root, (matmul_to_qmatmul, conv_to_qconv, dequantize_into_qconv, requantize_into_qconv,
-                                          quantize_into_qconv, residual_into_qconv), fold=False,
+                                          quantize_into_qconv, residual_into_qconv, requantized_dequantize,
+                                          max_pool_before_dequantize), fold=False,
                                    max_iterations=max_iterations)
 
 
@@ -398,4 +451,5 @@ class Int8ContractionsPass(_GreedyPass):
 
 
 __all__ = ["Int8ContractionsPass", "conv_to_qconv", "dequantize_into_qconv", "quantize_into_qconv", "requantize_into_qconv",
-           "residual_into_qconv", "int8_contractions", "matmul_to_qmatmul"]
+           "residual_into_qconv", "requantized_dequantize", "max_pool_before_dequantize", "int8_contractions",
+           "matmul_to_qmatmul"]
