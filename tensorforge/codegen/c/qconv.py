@@ -25,7 +25,8 @@ the output is NCHW without a transpose:
   GEMM finishes it (``qgemm``'s epilogue hook), while it is in cache: a quantized ResNet block
   writes its float32 result once instead of int32 sums that later kernels convert.
 * **Threads**: the im2col (over kernel rows), the packing (over pixel panels) and the GEMM's
-  grid of output parts (``grid_driver``, orphaned) are OpenMP loops of one parallel region per image.
+  grid of output parts (``grid_driver``, orphaned) are OpenMP loops of one parallel region per
+  image, scheduled dynamically (a core slowed by another process takes fewer chunks).
 """
 from __future__ import annotations
 
@@ -409,22 +410,22 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
     #pragma omp parallel {par}
     {{
       if (xq) {{
-        #pragma omp for schedule(static)
+        #pragma omp for schedule(dynamic, 4)
         for (long c = 0; c < C; c++)
           tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
       }}
       if (fused) {{
 #ifdef TF_QCONV_FUSED_PACK
-        #pragma omp for schedule(static)
+        #pragma omp for schedule(dynamic, 4)
         for (long c = 0; c < C; c++) tf_qconv_pad_plane(xn + c * H * W, H, W, ph, pw, Hp, Wp, (uint8_t)zp, col + 32 + c * Hp * Wp);
-        #pragma omp for schedule(static)
+        #pragma omp for schedule(dynamic, 4)
         for (long pn = 0; pn < panels; pn++)
           tf_qconv_pack_panel_padded(col + 32, koff, Wp, sh, sw, OW, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp,
                                      colterm);
 #endif
       }} else {{
         if (subsampled) {{
-          #pragma omp for schedule(static)
+          #pragma omp for schedule(dynamic, 4)
           for (long c = 0; c < C; c++)
             for (long oh = 0; oh < OH; oh++) {{
               const uint8_t *src = xn + (c * H + oh * sh) * W;
@@ -432,11 +433,11 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
               for (long ow = 0; ow < OW; ow++) dst[ow] = src[ow * sw];
             }}
         }} else if (!direct) {{
-          #pragma omp for schedule(static)
+          #pragma omp for schedule(dynamic, 4)
           for (long k = 0; k < K; k++)
             tf_qconv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, (uint8_t)zp, col + k * P);
         }}
-        #pragma omp for schedule(static)
+        #pragma omp for schedule(dynamic, 4)
         for (long pn = 0; pn < panels; pn++)
           tf_qconv_pack_panel(src, P, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp, colterm);
       }}
@@ -604,7 +605,7 @@ void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, 
     int32_t *sums = acc ? acc : (int32_t *)y + n * C * P;
     tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
                                             acc ? (uint8_t *)y + n * C * P : 0, out_scale, out_zp, n, C * P);
-    #pragma omp parallel for schedule(static) {par}
+    #pragma omp parallel for schedule(dynamic, 16) {par}
     for (long c = 0; c < C; c++) {{
       if (xq) tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
       const uint8_t *xc = xq ? xq + c * H * W : (const uint8_t *)x + (n * C + c) * H * W;

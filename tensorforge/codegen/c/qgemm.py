@@ -49,6 +49,8 @@ SCALAR = "scalar"
 # Multiply-adds below which a threaded kernel runs on the calling thread: an OpenMP parallel
 # region costs a few microseconds, which a GEMM this small does not win back.
 PARALLEL_MIN_MACS = 1 << 20
+# Parts of C per thread, handed out dynamically (``grid_driver``).
+PARTS_PER_THREAD = 4
 
 
 # ----------------------------------------------------------------------------- NumPy side
@@ -516,29 +518,26 @@ def _driver(name: str, cfg: _Config, threads: int, row_comp: bool) -> str:
 
 def grid_driver(signature: str, block: str, extra: str, mr: int, width: int, threads: int,
                 orphaned: bool = False) -> str:
-    """A kernel entry that splits C into a grid of row x column parts, one per thread (the grid
-    whose largest part has the fewest tiles, column parts on ties: they share no B; a conv's 7
-    column tiles of 14 x 14 pixels split 4 + 3 ways would leave one thread idle an eighth of the
-    time, its rows split evenly), each part a
-    multiple of the ``mr x width`` tile so the tiles inside line up with the packed panels.
-    ``block(i0, i1, j0, j1, N, K, A, lda, Bp, <extra>, C, ldc)`` computes one part.  ``orphaned``:
-    the parts are an ``omp for`` of the caller's parallel region (one fork per convolution, not
-    one for its packing and one for its GEMM); called outside a region, they run in turn."""
+    """A kernel entry that splits C into a grid of row x column parts, about ``PARTS_PER_THREAD``
+    per thread (column parts first: they share no B; rows when N has too few column tiles), each
+    a multiple of the ``mr x width`` tile so the tiles inside line up with the packed panels, and
+    hands them out dynamically: on a machine whose cores do not all run at the same pace (a
+    shared VM's vCPU, hybrid cores, another process) an even static split waits for the slowest
+    core at every kernel's end (measured with a busy loop on one of 2 cores: ResNet-50 int8 3.2x
+    slower, onnxruntime's self-balancing pool 2.2x).  ``block(i0, i1, j0, j1, N, K, A, lda, Bp,
+    <extra>, C, ldc)`` computes one part.  ``orphaned``: the parts are an ``omp for`` of the
+    caller's parallel region (one fork per convolution, not one for its packing and one for its
+    GEMM); called outside a region, they run in turn."""
     head = f"{signature}\n{{\n  if (M <= 0 || N <= 0) return;\n"
     if threads == 1:
         return f"{head}  {block}(0, M, 0, N, N, K, A, lda, Bp, {extra}, C, ldc);\n}}\n"
-    pragma = ("#pragma omp for schedule(static)" if orphaned else
-              f"#pragma omp parallel for num_threads({threads}) schedule(static) if (M * N * (K + 1) >= {PARALLEL_MIN_MACS})")
+    pragma = ("#pragma omp for schedule(dynamic, 1)" if orphaned else
+              f"#pragma omp parallel for num_threads({threads}) schedule(dynamic, 1) if (M * N * (K + 1) >= {PARALLEL_MIN_MACS})")
+    want = threads * PARTS_PER_THREAD
     return f"""{head}\
   const long ntiles = (N + {width - 1}) / {width}, mtiles = (M + {mr - 1}) / {mr};
-  /* the grid whose largest part has the fewest tiles; ties go to more column parts */
-  long tn = 1, best = -1;
-  for (long d = {threads}; d >= 1; d--) {{
-    if ({threads} % d || d > ntiles) continue;
-    const long most = (ntiles + d - 1) / d * ((mtiles + {threads} / d - 1) / ({threads} / d));
-    if (best < 0 || most < best) {{ best = most; tn = d; }}
-  }}
-  const long tm = {threads} / tn;
+  const long tn = ntiles < {want} ? ntiles : {want};
+  const long tm = tf_qgemm_min(mtiles, ({want} + tn - 1) / tn);
   {pragma}
   for (long part = 0; part < tm * tn; part++) {{
     const long pm = part / tn, pn = part % tn;
