@@ -24,7 +24,7 @@ from typing import Any, Iterable, Sequence
 from ..errors import TensorforgeError
 from ..ir.builtin import ModuleOp
 from .calibrate import METHODS, Calibration, calibrate, first_sample
-from .rewrite import candidates, is_depthwise, key_of, quantize_contraction
+from .rewrite import candidates, dequantize_residuals, is_depthwise, key_of, quantize_contraction
 
 
 def _excluded(key: str, index: int, exclude: Iterable) -> bool:
@@ -37,14 +37,16 @@ def _excluded(key: str, index: int, exclude: Iterable) -> bool:
 def quantize(model: Any, calibration_data: Iterable | None = None, example_inputs: Sequence | None = None,
              method: str = "minmax", per_channel: bool = True, exclude: Iterable = (),
              keep_first_last: bool = True, percentile: float = 99.99, depthwise: bool = False,
-             calibration: Calibration | str | None = None) -> ModuleOp:
+             calibration: Calibration | str | None = None, residuals: bool = True) -> ModuleOp:
     """An int8 version of ``model`` (a ``torch.nn.Module``, ONNX model or path, or graph module)
     for ``tensorforge.compile``.  ``calibration_data``: samples of the model's inputs (a list of
     arrays / tensors, or of tuples for several inputs), shaped like ``example_inputs``; or give a
     saved ``calibration`` (a ``Calibration`` or the path of its JSON) instead.  ``method``: minmax,
     percentile (``percentile`` of |x|) or entropy (KL divergence).  ``depthwise``: depthwise
     convolutions int8 too (exact, but measured slower than the float32 depthwise kernel on
-    MobileNetV2, so off by default)."""
+    MobileNetV2, so off by default).  ``residuals``: a residual add of a tensor that int8 convs
+    read takes its uint8 form too (quantized like onnxruntime's QDQ residuals: a ResNet block's
+    input then moves as uint8; ``False`` keeps it float32, a little more accurate and slower)."""
     from ..passes.pipeline import optimize
 
     if calibration_data is None and calibration is None:
@@ -71,8 +73,9 @@ def quantize(model: Any, calibration_data: Iterable | None = None, example_input
         chosen.append((op, calibration.ranges[key]))
     if chosen:
         _warn_without_vnni()
-    for op, (lo, hi) in chosen:
-        quantize_contraction(op, lo, hi, per_channel)
+    quantized = [quantize_contraction(op, lo, hi, per_channel) for op, (lo, hi) in chosen]
+    if residuals:
+        dequantize_residuals(quantized)
     optimize(module, "cpu", None)
     module.attributes["tf.quantized"] = tuple(keys[id(op)] for op, _ in chosen)
     return module

@@ -157,11 +157,13 @@ def replace_result(op: Operation, y: Value) -> None:
     op.erase()
 
 
-def quantize_contraction(op: Operation, lo: float, hi: float, per_channel: bool) -> None:
-    """Replaces ``op`` by its int8 form (module docstring) in place."""
+def quantize_contraction(op: Operation, lo: float, hi: float, per_channel: bool) -> tuple[Value, Value, float, int]:
+    """Replaces ``op`` by its int8 form (module docstring) in place; returns (float input x, its
+    uint8 form q, scale, zero point)."""
     sa, za = activation_params(lo, hi)
+    x = op.operands[0]
     b = Builder.before(op).graph
-    q = quantize_activations(b, op.operands[0], sa, za)
+    q = quantize_activations(b, x, sa, za)
     if op.name == "graph.conv":
         w = conv_weights(op)
         wq, sw = weight_scales(w.reshape(w.shape[0], -1).T.astype(np.float64), per_channel)
@@ -169,7 +171,35 @@ def quantize_contraction(op: Operation, lo: float, hi: float, per_channel: bool)
     else:
         wq, sw = weight_scales(contraction_weights(op).astype(np.float64), per_channel)
     replace_result(op, int8_contraction(b, op, q, sa, za, wq, sw))
+    return x, q, float(sa), int(za)
 
 
-__all__ = ["activation_params", "int8_conv_groups", "is_depthwise", "add_gemm_addend", "candidates", "contraction_weights", "conv_weights", "gemm_alpha",
+def dequantize_residuals(quantized: list[tuple[Value, Value, float, int]]) -> int:
+    """Residual adds of 4-D tensors that int8 convolutions also read take the uint8 form those
+    convolutions use, dequantized (``q * s - zp * s``), instead of the float32 tensor: a ResNet
+    block's input then travels as uint8 (the previous block's conv writes it in its epilogue,
+    the next block's conv adds it in its own), a quarter of the bytes, as in onnxruntime's QDQ
+    models (whose residuals are quantized the same way).  Returns the number of adds changed."""
+    changed = 0
+    firsts: dict[int, tuple[Value, Value, float, int]] = {}
+    for record in quantized:
+        firsts.setdefault(id(record[0]), record)
+    for x, q, sa, za in firsts.values():
+        if x.type.rank != 4 or q.op is None:
+            continue
+        body = list(q.op.parent)
+        where = {id(op): i for i, op in enumerate(body)}
+        for user, index in list(x.uses):
+            if user.name != "graph.add" or where.get(id(user), -1) < where[id(q.op)] or user.results[0].type != x.type:
+                continue
+            b = Builder.before(user).graph
+            d = b.mul(b.cast(q, dtype=DType.f32), b.constant(np.array(sa, np.float32)))
+            if za:
+                d = b.add(d, b.constant(np.array(np.float32(-za) * np.float32(sa), np.float32)))
+            user.set_operand(index, d)
+            changed += 1
+    return changed
+
+
+__all__ = ["activation_params", "dequantize_residuals", "int8_conv_groups", "is_depthwise", "add_gemm_addend", "candidates", "contraction_weights", "conv_weights", "gemm_alpha",
            "int8_contraction", "key_of", "quantize_activations", "quantize_contraction", "replace_result", "weight_scales"]

@@ -43,17 +43,23 @@ def _inputs(n: int, seed: int) -> list[np.ndarray]:
     return [np.random.default_rng(seed + i).standard_normal((1, 3, 12, 12)).astype(np.float32) for i in range(n)]
 
 
-def test_convs_run_int8_with_their_epilogue():
+@pytest.mark.parametrize("residuals", [True, False], ids=["uint8-residual", "float-residual"])
+def test_convs_run_int8_with_their_epilogue(residuals):
     model = _block()
-    q = tensorforge.quantize(model, _inputs(4, 100), keep_first_last=False)
+    q = tensorforge.quantize(model, _inputs(4, 100), keep_first_last=False, residuals=residuals)
     qconvs = [op for op in q.main.body if op.name == "graph.qconv"]
     assert len(qconvs) == 3                                   # the depthwise conv stays float
     assert [op for op in q.main.body if op.name == "graph.conv"][0].attributes["groups"] == 16
-    # the epilogues: the first conv's float32 result is also the residual, the second writes the
-    # third's uint8 input (requantized in its kernel), the third adds the residual and applies relu
-    assert [op.results[0].type.dtype.name for op in qconvs] == ["f32", "u8", "f32"]
+    # the epilogues: the second writes the third's uint8 input (requantized in its kernel), the
+    # third adds the residual (the first conv's result) and applies relu.  The residual is the
+    # uint8 tensor the second conv reads (written by the first conv, dequantized in the third's
+    # epilogue), or with residuals=False the first conv's float32 result
+    first = "u8" if residuals else "f32"
+    assert [op.results[0].type.dtype.name for op in qconvs] == [first, "u8", "f32"]
     assert qconvs[1].attributes["output_scale"] and qconvs[0].attributes["input_scale"]
     assert len(qconvs[2].operands) == 7 and qconvs[2].attributes["relu"]
+    assert bool(qconvs[2].attributes.get("residual_scale")) == residuals
+    assert qconvs[2].operands[6].type.dtype.name == first
     cm = tensorforge.compile(q)
     assert "tf_qconv_u8" in cm.source
     f32 = tensorforge.compile(model)

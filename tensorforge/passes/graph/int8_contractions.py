@@ -163,7 +163,8 @@ def _per_channel(v: Value, o: int) -> np.ndarray | None:
 def dequantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
     """``relu?(cast<f32>(qconv(...)) * s + b (+ r))`` (or ``clip(.., 0, max)``, ReLU6) -> one
     ``qconv`` with the float32 epilogue
-    (``s``, ``b`` per output channel; ``r`` a float32 tensor of the result's shape), so the
+    (``s``, ``b`` per output channel; ``r`` a float32 tensor of the result's shape, or a
+    dequantized uint8 one, read as uint8: ``residual_scale``), so the
     convolution writes its float result once instead of int32 sums a later kernel converts."""
     if len(op.operands) > 4:
         return False
@@ -182,10 +183,14 @@ def dequantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
     if per_channel is not None:
         bias, last = per_channel, add
         add = _only_user(last.results[0], "graph.add")
+    residual_attrs = {}
     if add is not None:
         r = _other(add, last.results[0])
         if r.type == last.results[0].type and add.results[0].type == r.type:
             residual, last = r, add
+            dq = _dequantized(r)                        # a uint8 residual, dequantized in the epilogue
+            if dq is not None:
+                residual, residual_attrs = dq[0], {"residual_scale": dq[1], "residual_offset": dq[2]}
     relu, clip_max = _only_user(last.results[0], "graph.relu"), None
     clip = _only_user(last.results[0], "graph.clip")
     if clip is not None and clip.attributes.get("min") == 0.0:          # ReLU6 and other clips from 0
@@ -195,7 +200,7 @@ def dequantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
     rewriter.set_insertion_point_before(last)
     operands = list(op.operands) + [rewriter.constant(scale, DType.f32), rewriter.constant(bias, DType.f32)]
     operands += [residual] if residual is not None else []
-    attrs = {**op.attributes, "relu": relu is not None}
+    attrs = {**op.attributes, "relu": relu is not None, **residual_attrs}
     if clip_max is not None:
         attrs["clip_max"] = float(clip_max)
     new = rewriter.create("graph.qconv", operands, attrs)
