@@ -14,7 +14,7 @@ from tensorforge.ir.interpreter import run_function  # noqa: E402
 
 def _block() -> onnx.ModelProto:
     """A ResNet basic block after a stem: conv-relu, conv-relu, conv + identity, relu; then a
-    depthwise conv (stays float) and global pooling."""
+    depthwise conv and global pooling."""
     rng = np.random.default_rng(0)
     c = 16
     inits = {"w0": rng.standard_normal((c, 3, 3, 3)) * 0.3, "b0": rng.standard_normal(c) * 0.1,
@@ -46,7 +46,7 @@ def _inputs(n: int, seed: int) -> list[np.ndarray]:
 @pytest.mark.parametrize("residuals", [True, False], ids=["uint8-residual", "float-residual"])
 def test_convs_run_int8_with_their_epilogue(residuals):
     model = _block()
-    q = tensorforge.quantize(model, _inputs(4, 100), keep_first_last=False, residuals=residuals)
+    q = tensorforge.quantize(model, _inputs(4, 100), keep_first_last=False, residuals=residuals, depthwise=False)
     qconvs = [op for op in q.main.body if op.name == "graph.qconv"]
     assert len(qconvs) == 3                                   # the depthwise conv stays float
     assert [op for op in q.main.body if op.name == "graph.conv"][0].attributes["groups"] == 16
@@ -80,11 +80,11 @@ def test_a_cpu_without_vnni_is_told_the_fallback(monkeypatch):
         tensorforge.quantize(_block(), _inputs(2, 100), keep_first_last=False)
 
 
-def test_depthwise_on_request():
-    """``depthwise=True`` puts the depthwise conv on the int8 depthwise kernel too; still exact
-    against the reference interpreter on the quantized graph."""
+def test_depthwise_by_default():
+    """Depthwise convs run on the int8 depthwise kernel too (``depthwise=False`` keeps them
+    float32, above); still exact against the reference interpreter on the quantized graph."""
     model = _block()
-    q = tensorforge.quantize(model, _inputs(4, 100), keep_first_last=False, depthwise=True)
+    q = tensorforge.quantize(model, _inputs(4, 100), keep_first_last=False)
     qconvs = [op for op in q.main.body if op.name == "graph.qconv"]
     assert len(qconvs) == 4 and qconvs[-1].attributes["groups"] == 16
     assert "graph.conv" not in [op.name for op in q.main.body]
