@@ -225,10 +225,12 @@ PRECISIONS = ("f32", "int8", "bf16", "bf16-or-f32")
 
 def _with_precision(model: Any, example_inputs: Sequence | None, options: dict) -> Any:
     """``model`` quantized when ``options`` asks for ``precision="int8"`` (popping the options
-    ``quantize`` takes: ``calibration``, ``calibration_method``, ``exclude``, ``per_channel``)."""
+    ``quantize`` takes: ``calibration``, ``calibration_method``, ``exclude``, ``per_channel``,
+    ``keep_first_last``, ``max_error``, ``residuals``, ``depthwise``)."""
     precision = options.pop("precision", "f32")
     calibration = options.pop("calibration", None)
-    extra = {k: options.pop(k) for k in ("exclude", "per_channel", "keep_first_last") if k in options}
+    extra = {k: options.pop(k) for k in ("exclude", "per_channel", "keep_first_last", "max_error", "residuals", "depthwise")
+             if k in options}
     if "calibration_method" in options:
         extra["method"] = options.pop("calibration_method")
     if precision not in PRECISIONS:

@@ -245,6 +245,9 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
                                "inputs) or --calibration-stats stats.json (saved by --save-calibration)")
     if args.calibration and args.calibration_stats:
         raise TensorforgeError("give --calibration (samples) or --calibration-stats (saved statistics), not both")
+    if args.max_error is not None and not args.calibration:
+        raise TensorforgeError("--max-error needs --calibration samples: a fifth of them is held out to measure "
+                               "the error")
     if args.save_calibration and not args.calibration:
         raise TensorforgeError("--save-calibration needs --calibration: the statistics are computed from samples")
     lm = load_model(args.model, args.batch, parse_shapes(args.shape), seed=args.seed, threads=args.threads)
@@ -253,8 +256,16 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
     f32 = optimized_module(graph, None)            # once: calibration and the rewrite start from it
     stats = _statistics(args, f32, samples)
     keys = list(stats.ranges)                       # every layer quantize can take, in its own spelling
-    module = quantize(f32, calibration=stats, method=stats.method, per_channel=not args.per_tensor,
-                      exclude=_exclude_items(args.exclude, keys), keep_first_last=not args.quantize_first_last)
+    options = dict(method=stats.method, per_channel=not args.per_tensor, exclude=_exclude_items(args.exclude, keys),
+                   keep_first_last=not args.quantize_first_last)
+    if args.max_error is not None:          # calibrates on 4/5 of the samples, measures on the rest
+        module = quantize(f32, samples, max_error=args.max_error, **options)
+        first, final = module.attributes["tf.holdout_error"]
+        promoted = module.attributes["tf.fallback"]
+        print(f"held-out error (relative RMS vs float32): {first:.4g} all int8 -> {final:.4g} with "
+              f"{len(promoted)} layer(s) back to float32{': ' + ', '.join(promoted) if promoted else ''}")
+    else:
+        module = quantize(f32, calibration=stats, **options)
     quantized = list(module.attributes.get("tf.quantized", ()))
     _print_layers(keys, quantized, stats, not args.per_tensor)
     print(f"weights: {fmt_bytes(ModuleStats.of(f32).weight_bytes)} float32 -> "
@@ -291,6 +302,9 @@ def register(sub) -> None:
     p.add_argument("--method", choices=METHODS, default=None,
                    help="how activation ranges are chosen from the samples (default minmax)")
     p.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor (default: per channel)")
+    p.add_argument("--max-error", type=float, default=None, metavar="E",
+                   help="accuracy-driven fallback: hold out a fifth of the samples and put the layers adding the most "
+                        "error back to float32 until the outputs' relative RMS error is at most E")
     p.add_argument("--exclude", nargs="+", action="extend", default=[], metavar="KEY",
                    help="keep these layers float32: a key as printed ('3:gemm at addmm_3'), its index, or a "
                         "substring of it")

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 
 from ..errors import TensorforgeError
 from ..ir.builtin import ModuleOp
-from .calibrate import METHODS, Calibration, calibrate, first_sample
+from .calibrate import METHODS, Calibration, _sample_lists, _samples, calibrate, first_sample
 from .rewrite import candidates, dequantize_residuals, is_depthwise, key_of, quantize_contraction
 
 
@@ -37,7 +37,8 @@ def _excluded(key: str, index: int, exclude: Iterable) -> bool:
 def quantize(model: Any, calibration_data: Iterable | None = None, example_inputs: Sequence | None = None,
              method: str = "minmax", per_channel: bool = True, exclude: Iterable = (),
              keep_first_last: bool = True, percentile: float = 99.99, depthwise: bool = True,
-             calibration: Calibration | str | None = None, residuals: bool = True) -> ModuleOp:
+             calibration: Calibration | str | None = None, residuals: bool = True,
+             max_error: float | None = None) -> ModuleOp:
     """An int8 version of ``model`` (a ``torch.nn.Module``, ONNX model or path, or graph module)
     for ``tensorforge.compile``.  ``calibration_data``: samples of the model's inputs (a list of
     arrays / tensors, or of tuples for several inputs), shaped like ``example_inputs``; or give a
@@ -46,8 +47,12 @@ def quantize(model: Any, calibration_data: Iterable | None = None, example_input
     convolutions int8 too (the int8 depthwise kernel, exact; measured faster than float32 on
     MobileNetV2 with the uint8 tensors around it).  ``residuals``: a residual add of a tensor that int8 convs
     read takes its uint8 form too (quantized like onnxruntime's QDQ residuals: a ResNet block's
-    input then moves as uint8; ``False`` keeps it float32, a little more accurate and slower)."""
-    from ..passes.pipeline import optimize
+    input then moves as uint8; ``False`` keeps it float32, a little more accurate and slower).
+    ``max_error``: the accuracy-driven fallback (``quantization/fallback.py``): a fifth of the
+    calibration samples is held out, and the layers adding the most error go back to float32
+    until the outputs' relative RMS error against float32 on them is at most ``max_error`` (or a
+    quarter of the layers are float32); ``tf.fallback`` and ``tf.holdout_error`` on the result
+    say which and what was measured."""
 
     if calibration_data is None and calibration is None:
         raise TensorforgeError("int8 quantization needs calibration data: pass calibration_data= (samples of the "
@@ -55,29 +60,97 @@ def quantize(model: Any, calibration_data: Iterable | None = None, example_input
     if method not in METHODS:      # also with saved statistics, before the model is imported
         raise TensorforgeError(f"unknown calibration method '{method}' (choose from {', '.join(METHODS)})")
     calibration_data = _listed(calibration_data)
+    holdout: list = []
+    if max_error is not None:
+        samples = _sample_lists(calibration_data) if calibration_data is not None else []
+        if len(samples) < 2:
+            raise TensorforgeError("max_error needs at least 2 calibration samples: a fifth of them (at least one) "
+                                   "is held out to measure the int8 model's error against float32")
+        cut = max(1, len(samples) // 5)
+        calibration_data, holdout = [tuple(x) for x in samples[:-cut]], samples[-cut:]
     module, ops, keys = _prepared(model, calibration_data, example_inputs)
     if isinstance(calibration, str):
         calibration = Calibration.load(calibration)
     if calibration is None:
         calibration = calibrate(module, calibration_data, keys, method, percentile)
+    options = dict(per_channel=per_channel, exclude=tuple(exclude), keep_first_last=keep_first_last,
+                   depthwise=depthwise, residuals=residuals)
+    if max_error is None:
+        return _quantized(module, ops, keys, calibration, **options)
+    return _with_fallback(module, calibration, _samples(holdout, len(module.main.args)), float(max_error), options)
+
+
+def _chosen(ops, keys, calibration: Calibration, exclude: tuple, keep_first_last: bool, depthwise: bool,
+            promoted: tuple = ()) -> list:
+    """(op, activation range) of the contractions to quantize."""
     chosen = []
     for i, op in enumerate(ops):
         key = keys[id(op)]
         if keep_first_last and i in (0, len(ops) - 1) and len(ops) > 2:
             continue
-        if _excluded(key, i, exclude) or (op.name == "graph.conv" and is_depthwise(op) and not depthwise):
+        if key in promoted or _excluded(key, i, exclude) or (op.name == "graph.conv" and is_depthwise(op) and not depthwise):
             continue
         if key not in calibration.ranges:
             raise TensorforgeError(f"the calibration statistics have no range for '{key}': they were made for "
                                    "another model (or pipeline); calibrate this one")
         chosen.append((op, calibration.ranges[key]))
+    return chosen
+
+
+def _rewritten(ops, keys, calibration: Calibration, per_channel: bool, exclude: tuple, keep_first_last: bool,
+               depthwise: bool, residuals: bool, promoted: tuple = ()) -> list:
+    """Quantizes the chosen contractions in place (before the graph optimiser); their keys and
+    ``quantize_contraction`` records."""
+    chosen = _chosen(ops, keys, calibration, exclude, keep_first_last, depthwise, promoted)
     if chosen:
         _warn_without_vnni()
-    quantized = [quantize_contraction(op, lo, hi, per_channel) for op, (lo, hi) in chosen]
+    quantized = [(keys[id(op)], quantize_contraction(op, lo, hi, per_channel)) for op, (lo, hi) in chosen]
     if residuals:
-        dequantize_residuals(quantized)
+        dequantize_residuals([record for _, record in quantized])
+    return quantized
+
+
+def _quantized(module: ModuleOp, ops, keys, calibration: Calibration, **options) -> ModuleOp:
+    from ..passes.pipeline import optimize
+    quantized = _rewritten(ops, keys, calibration, **options)
     optimize(module, "cpu", None)
-    module.attributes["tf.quantized"] = tuple(keys[id(op)] for op, _ in chosen)
+    module.attributes["tf.quantized"] = tuple(key for key, _ in quantized)
+    return module
+
+
+def _with_fallback(base: ModuleOp, calibration: Calibration, holdout: list, max_error: float, options: dict) -> ModuleOp:
+    """``quantize`` with ``max_error`` (``fallback.py``): the float32 model probed once on the
+    held-out samples, then quantized with more layers promoted until its error is small enough."""
+    from ..passes.pipeline import optimize
+    from .fallback import Probe, added_errors, search
+
+    base_ops = candidates(base)
+    base_keys = [key_of(op, i) for i, op in enumerate(base_ops)]
+    wanted: dict[int, list[str]] = {}
+    for op, key in zip(base_ops, base_keys):
+        wanted.setdefault(id(op.operands[0]), []).append(f"x:{key}")
+        wanted.setdefault(id(op.results[0]), []).append(f"y:{key}")
+    reference = Probe.run(base.main, holdout, wanted)
+
+    def once(promoted: tuple):
+        module = base.clone()
+        ops = candidates(module)
+        keys = {id(op): key_of(op, i) for i, op in enumerate(ops)}
+        quantized = _rewritten(ops, keys, calibration, promoted=promoted, **options)
+        names: dict[int, list[str]] = {}
+        for key, (x, _, _, _, y) in quantized:
+            names.setdefault(id(x), []).append(f"x:{key}")
+            names.setdefault(id(y), []).append(f"y:{key}")
+        probe = Probe.run(module.main, holdout, names)
+        error = probe.output_error(reference)
+        added = added_errors([key for key, _ in quantized], probe, reference)
+        optimize(module, "cpu", None)
+        module.attributes["tf.quantized"] = tuple(key for key, _ in quantized)
+        return module, error, added
+
+    module, promoted, first, final = search(once, len(base_ops), max_error)
+    module.attributes["tf.fallback"] = promoted
+    module.attributes["tf.holdout_error"] = (first, final)
     return module
 
 

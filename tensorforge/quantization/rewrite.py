@@ -157,9 +157,9 @@ def replace_result(op: Operation, y: Value) -> None:
     op.erase()
 
 
-def quantize_contraction(op: Operation, lo: float, hi: float, per_channel: bool) -> tuple[Value, Value, float, int]:
+def quantize_contraction(op: Operation, lo: float, hi: float, per_channel: bool) -> tuple[Value, Value, float, int, Value]:
     """Replaces ``op`` by its int8 form (module docstring) in place; returns (float input x, its
-    uint8 form q, scale, zero point)."""
+    uint8 form q, scale, zero point, the float result that replaced op's)."""
     sa, za = activation_params(lo, hi)
     x = op.operands[0]
     b = Builder.before(op).graph
@@ -170,21 +170,22 @@ def quantize_contraction(op: Operation, lo: float, hi: float, per_channel: bool)
         wq = wq.T.reshape(w.shape)
     else:
         wq, sw = weight_scales(contraction_weights(op).astype(np.float64), per_channel)
-    replace_result(op, int8_contraction(b, op, q, sa, za, wq, sw))
-    return x, q, float(sa), int(za)
+    y = int8_contraction(b, op, q, sa, za, wq, sw)
+    replace_result(op, y)
+    return x, q, float(sa), int(za), y
 
 
-def dequantize_residuals(quantized: list[tuple[Value, Value, float, int]]) -> int:
+def dequantize_residuals(quantized: list[tuple]) -> int:
     """Residual adds of 4-D tensors that int8 convolutions also read take the uint8 form those
     convolutions use, dequantized (``q * s - zp * s``), instead of the float32 tensor: a ResNet
     block's input then travels as uint8 (the previous block's conv writes it in its epilogue,
     the next block's conv adds it in its own), a quarter of the bytes, as in onnxruntime's QDQ
     models (whose residuals are quantized the same way).  Returns the number of adds changed."""
     changed = 0
-    firsts: dict[int, tuple[Value, Value, float, int]] = {}
+    firsts: dict[int, tuple] = {}
     for record in quantized:
         firsts.setdefault(id(record[0]), record)
-    for x, q, sa, za in firsts.values():
+    for x, q, sa, za, *_ in firsts.values():
         if x.type.rank != 4 or q.op is None:
             continue
         body = list(q.op.parent)

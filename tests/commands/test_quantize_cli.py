@@ -126,3 +126,19 @@ def test_drawn_samples_are_other_inputs_of_the_same_kind():
         assert [(a.shape, a.dtype) for a in s] == [(a.shape, a.dtype) for a in lm.inputs]
     assert not np.array_equal(samples[0][0], samples[1][0]) and not np.array_equal(samples[0][0], lm.inputs[0])
     assert np.array_equal(draw_samples(lm, 1)[0][0], samples[0][0])        # deterministic
+
+
+def test_max_error_reports_the_held_out_error_and_the_promoted_layers(tmp_path, capsys):
+    """``--max-error``: a target the int8 MLP misses tries layers back in float32 and reports the
+    held-out error before and after (never worse) and which layers; the written graph records them."""
+    pytest.importorskip("torch")
+    data = _samples(tmp_path / "cal.npz", (784,), n=10)
+    text = tmp_path / "mlp.mlir"
+    code, stdout, err = run_cli(["quantize", "mlp_small", "--calibration", data, "-o", text, "--quantize-first-last",
+                                 "--max-error", "1e-6"], capsys)
+    assert code == 0, err
+    first, final, n = re.search(r"held-out error \(relative RMS vs float32\): ([\d.e+-]+) all int8 -> ([\d.e+-]+) with "
+                                r"(\d+) layer\(s\) back to float32", stdout).groups()
+    assert float(final) <= float(first) and int(n) <= 1        # a quarter of 3 layers: at most 1
+    graph = tensorforge.ir.load_module(text)
+    assert len(graph.attributes["tf.fallback"]) == int(n) and len(graph.attributes["tf.quantized"]) == 3 - int(n)
