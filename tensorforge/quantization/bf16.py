@@ -1,8 +1,9 @@
-"""``precision="bf16"``: the contractions by constant weights run as ``graph.bf16_matmul``.
+"""``precision="bf16"``: the contractions by constant weights run as ``graph.bf16_matmul`` and
+one-group convolutions as ``graph.bf16_conv``.
 
 Weights are stored as bf16 (half the bytes), activations are rounded to bf16 inside the kernel,
 products are summed in float32 by AVX512_BF16's ``vdpbf16ps`` (twice fp32's multiply-adds per
-instruction).  Everything else (elementwise ops, softmax, normalisations, convolutions for now)
+instruction).  Everything else (elementwise ops, softmax, normalisations, grouped convolutions)
 stays float32.  The rounding of both operands to 8 significant bits is the accuracy cost: about
 3 decimal digits per product; the sums keep float32's.
 
@@ -15,14 +16,14 @@ import warnings
 
 import numpy as np
 
-from ..dialects.graph.quant import pack_bf16
+from ..dialects.graph.quant import bf16_conv_weights, pack_bf16
 from ..errors import TensorforgeError, TensorforgeWarning
 from ..ir.builder import Builder
 from ..ir.builtin import ModuleOp
 from ..ir.core import Operation
 from ..ir.rewrite import constant_value
 from ..ir.types import DType
-from .rewrite import add_gemm_addend, candidates, contraction_weights, gemm_alpha
+from .rewrite import add_gemm_addend, candidates, contraction_weights, conv_weights, gemm_alpha
 
 REQUIRED = ("avx512f", "avx512bw", "avx512_bf16")
 
@@ -57,10 +58,56 @@ def _constant_bias(op: Operation, n: int) -> np.ndarray | None:
     return None
 
 
+def _conv_to_bf16(op: Operation) -> None:
+    """A one-group 2-D conv by constant weights -> ``graph.bf16_conv``, taking the conv's single
+    residual add and relu (or clip from 0, ReLU6) after it into the kernel's epilogue."""
+    w = conv_weights(op)
+    bias = constant_value(op.operands[2]) if len(op.operands) > 2 else np.zeros(w.shape[0], np.float32)
+    attrs = {k: op.attributes[k] for k in ("kernel", "strides", "pads", "dilations") if k in op.attributes}
+    attrs.setdefault("kernel", tuple(w.shape[2:]))
+    chain, residual = [op], None
+
+    def only_user(o: Operation) -> Operation | None:
+        uses = list(o.results[0].uses)
+        return uses[0][0] if len(uses) == 1 else None
+
+    add = only_user(op)
+    if add is not None and add.name == "graph.add":
+        r = add.operands[1] if add.operands[0] is op.results[0] else add.operands[0]
+        if r.type == op.results[0].type and add.results[0].type == r.type:
+            chain, residual = chain + [add], r
+    act = only_user(chain[-1])
+    if act is not None and (act.name == "graph.relu" or (act.name == "graph.clip" and act.attributes.get("min") == 0.0)):
+        attrs["relu"] = True
+        if act.name == "graph.clip" and act.attributes.get("max") is not None:
+            attrs["clip_max"] = float(act.attributes["max"])
+        chain.append(act)
+    b = Builder.before(chain[-1])
+    operands = [op.operands[0], b.graph.constant(bf16_conv_weights(w), DType.u16),
+                b.graph.constant(np.asarray(bias, np.float32).reshape(-1))] + ([residual] if residual is not None else [])
+    y = b.create("graph.bf16_conv", operands, attrs).results[0]
+    chain[-1].results[0].replace_all_uses_with(y)
+    for dead in reversed(chain):
+        dead.erase()
+
+
+def _bf16_convolution(op: Operation) -> bool:
+    """Whether ``op`` is a conv ``graph.bf16_conv`` runs: one group, 2-D, constant weights and bias."""
+    if op.name != "graph.conv" or op.attributes.get("groups", 1) != 1 or op.operands[0].type.rank != 4:
+        return False
+    return len(op.operands) < 3 or constant_value(op.operands[2]) is not None
+
+
 def to_bf16(module: ModuleOp) -> list[str]:
     """Rewrites every candidate contraction of ``module`` (optimised) in place; their descriptions."""
     done = []
-    for op in candidates(module, convolutions=False):      # no bf16 convolution kernel yet
+    for op in candidates(module, convolutions=True):
+        if op.name == "graph.conv":
+            if not _bf16_convolution(op):
+                continue
+            done.append(f"conv{op.location_str()}")
+            _conv_to_bf16(op)
+            continue
         w = contraction_weights(op).astype(np.float32)
         alpha = gemm_alpha(op)
         if alpha != 1.0:

@@ -1,4 +1,5 @@
-"""``compile(precision="bf16")``: linear layers on the AVX512_BF16 kernel (``graph.bf16_matmul``).
+"""``compile(precision="bf16")``: linear layers and one-group convolutions on the AVX512_BF16
+kernels (``graph.bf16_matmul``, ``graph.bf16_conv``).
 
 Exactness of the kernel itself is tests/codegen/test_bf16gemm.py's; here the whole path: the
 rewrite, the library kernel against the emulated reference (bit for bit), accuracy on the digits
@@ -27,6 +28,44 @@ def test_linear_layer_matches_the_emulated_kernel():
     w = layer.weight.detach().numpy().T.copy()
     want = bf16gemm.reference(x.numpy(), w, layer.bias.detach().numpy())
     np.testing.assert_array_equal(np.asarray(cm(x)), want)
+
+
+class _Block(torch.nn.Module):
+    """conv-bn-relu, conv + identity, relu, then a depthwise conv (stays float32) and a linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.bn = torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16)
+        self.c2 = torch.nn.Conv2d(16, 16, 3, padding=1, bias=False)
+        self.dw = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.fc = torch.nn.Linear(16, 5)
+
+    def forward(self, x):
+        r = torch.relu(self.bn(self.c1(x)))
+        y = torch.relu(self.c2(r) + r)
+        return self.fc(self.dw(y).mean((2, 3)))
+
+
+@needs_bf16
+def test_convolutions_run_bf16_with_their_residual_and_relu():
+    """One-group convs become ``graph.bf16_conv`` (the residual add and relu in its epilogue), the
+    depthwise one stays float32; the outputs within bf16 rounding of float32."""
+    torch.manual_seed(2)
+    model = _Block().eval()
+    x = torch.randn(2, 3, 12, 12)
+    module = bf16.bf16_module(model, (x,))
+    names = [op.name for op in module.main.body]
+    assert names.count("graph.bf16_conv") == 2 and names.count("graph.conv") == 1
+    fused = [op for op in module.main.body if op.name == "graph.bf16_conv"][1]
+    assert len(fused.operands) == 4 and fused.attributes["relu"]
+    assert "graph.relu" not in names and module.attributes["tf.bf16"][0].startswith("conv")
+    cm = tensorforge.compile(model, (x,), precision="bf16")
+    assert "tf_bf16conv" in cm.source
+    with torch.no_grad():
+        want = model(x).numpy()
+    got = np.asarray(cm(x))
+    assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
+    assert not np.array_equal(got, np.asarray(tensorforge.compile(model, (x,))(x)))     # it did round
 
 
 @needs_bf16

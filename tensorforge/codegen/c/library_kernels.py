@@ -763,6 +763,28 @@ def _qconv_kernel(k: _Kernel) -> str:
     return k.function(body, helpers=_host_kernel(name, lambda host, threads: qconv.source(name, host, signed, threads)))
 
 
+def _bf16_conv_kernel(k: _Kernel) -> str:
+    """bf16 2-D convolution (``graph.bf16_conv``) on ``bf16conv.py``: weights stored as bf16
+    rows, the activations packed per image at run time, bias, residual and relu after the GEMM."""
+    from . import bf16conv
+    x = k.kernel.operands[0]
+    at = k.op.attributes
+    n, c, h, w = (int(d) for d in x.type.shape)
+    o, oh, ow = (int(d) for d in k.kernel.results[0].type.shape[1:])
+    kh, kw = (int(v) for v in at["kernel"])
+    sh, sw = tuple(at.get("strides", ())) or (1, 1)
+    ph, pw = (tuple(at.get("pads", ())) or (0, 0, 0, 0))[:2]
+    dh, dw = tuple(at.get("dilations", ())) or (1, 1)
+    stride = int(k.kernel.operands[1].type.shape[1]) // 2
+    hi = at.get("clip_max")
+    hi = "INFINITY" if hi is None else f"{float.hex(float(hi))}f"
+    residual = "in3" if len(k.kernel.operands) > 3 else "0"
+    name = "tf_bf16conv"
+    body = [f"  {name}({n}, {c}, {h}, {w}, {o}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
+            f"in0, in1, {stride}, in2, {residual}, {int(bool(at.get('relu', False)))}, {hi}, out0);"]
+    return k.function(body, helpers=_host_kernel(name, lambda host, threads: bf16conv.source(name, host, threads)))
+
+
 def _bf16_matmul_kernel(k: _Kernel) -> str:
     """bf16 x bf16 -> float32 matmul (``graph.bf16_matmul``) on the AVX512_BF16 kernel of
     ``bf16gemm.py``, the bias as its initial accumulator."""
@@ -800,6 +822,7 @@ _GENERATORS: dict[str, Callable[[_Kernel], str]] = {
     "graph.qmatmul": _qmatmul_kernel,
     "graph.qconv": _qconv_kernel,
     "graph.bf16_matmul": _bf16_matmul_kernel,
+    "graph.bf16_conv": _bf16_conv_kernel,
     "graph.nonzero": _nonzero_kernel,
     "graph.compress": _compress_kernel,
     "graph.unique": _unique_kernel,

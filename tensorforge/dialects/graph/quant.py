@@ -307,3 +307,79 @@ class Bf16MatMul(FoldStaticOnly):
     def cost(self, operand_types, result_types, attrs):
         rows = num_elements(operand_types[0].shape[:-1])
         return Cost(2.0 * rows * attrs["k"] * attrs["n"], io_bytes(operand_types, result_types))
+
+
+def bf16_conv_weights(w: np.ndarray) -> np.ndarray:
+    """float32 ``O x C x kh x kw`` weights as the rows ``graph.bf16_conv`` broadcasts: bf16 bits
+    ``[O][2 * stride]``, k = (c, i, j) in weight order, zero padded to ``stride`` k-pairs, a
+    multiple of 16 (64-byte rows)."""
+    o = w.shape[0]
+    flat = np.asarray(w, np.float32).reshape(o, -1)
+    stride = -(-(-(-flat.shape[1] // 2)) // 16) * 16
+    out = np.zeros((o, 2 * stride), np.uint16)
+    out[:, :flat.shape[1]] = to_bf16_bits(flat)
+    return out
+
+
+@register
+class Bf16Conv(FoldStaticOnly):
+    """``bf16_conv(x, w_bf16, bias, residual?)``: a one-group 2-D convolution of float32 ``x``
+    (NCHW, zero padded) by weights stored as bf16 (``bf16_conv_weights``), the activations rounded
+    to bf16 in the kernel and each output's products summed in float32 by ``vdpbf16ps``
+    (``codegen/c/bf16conv.py``: one chain from 0 over the k-pairs of the window in weight order,
+    as ``bf16gemm.reference`` states it); then ``+ bias[o]`` (``+ residual``), relu or
+    clip(0, clip_max), each rounded in float32.  The reference below sums in float64 and rounds
+    once (as ``bf16_matmul``'s).  Made by ``compile(precision="bf16")``; OPAQUE, a library kernel."""
+
+    name = "graph.bf16_conv"
+    operands = ("x", "w_bf16", "bias", "residual?")
+    attrs = {"kernel": Attr("ints", doc="(kh, kw)"),
+             "strides": Attr("ints", (), "(sh, sw); () = 1, 1"),
+             "pads": Attr("ints", (), "(top, left, bottom, right); () = 0"),
+             "dilations": Attr("ints", (), "(dh, dw); () = 1, 1"),
+             "relu": Attr("bool", False, "max(y, 0) last"),
+             "clip_max": Attr("float", None, "with relu: min(y, clip_max) after it")}
+    traits = frozenset({PURE})
+    fusion = FusionKind.OPAQUE
+    library_kernel = True
+
+    def infer(self, types, attrs):
+        from .base import Window
+        x, w, bias, *rest = tensor_types(types, self.name)
+        expect(x.dtype is DType.f32 and x.rank == 4 and isinstance(x.shape[1], int), f"x must be float32 NCHW, got {x}")
+        kh, kw = attrs["kernel"]
+        k = x.shape[1] * kh * kw
+        stride = -(-(-(-k // 2)) // 16) * 16
+        expect(w.dtype is DType.u16 and w.rank == 2 and w.shape[1] == 2 * stride,
+               f"w_bf16 must be uint16[O, {2 * stride}] (bf16_conv_weights of O x {x.shape[1]} x {kh} x {kw}), got {w}")
+        o = w.shape[0]
+        expect(bias.dtype is DType.f32 and tuple(bias.shape) == (o,), f"bias must be float32[{o}], got {bias}")
+        win = Window((kh, kw), attrs)
+        shape = (x.shape[0], o) + tuple(win.out_dim(i, s) for i, s in enumerate(x.shape[2:]))
+        for r in rest:
+            expect(r.dtype is DType.f32 and tuple(r.shape) == shape, f"residual must be float32{list(shape)}, got {r}")
+        expect(attrs.get("clip_max") is None or attrs.get("relu", False), "clip_max needs relu")
+        return [TensorType(shape, DType.f32)]
+
+    def compute(self, x, w_bf16, bias, residual=None, kernel=(), strides=(), pads=(), dilations=(), relu=False,
+                clip_max=None):
+        from .base import Window
+        from .conv import conv_nd
+        kh, kw = kernel
+        c = x.shape[1]
+        w = from_bf16_bits(w_bf16[:, :c * kh * kw]).astype(np.float64).reshape(-1, c, kh, kw)
+        xb = from_bf16_bits(to_bf16_bits(x)).astype(np.float64)
+        win = Window((kh, kw), {"strides": strides, "pads": pads, "dilations": dilations})
+        y = conv_nd(xb, w, None, win, 1).astype(np.float32) + bias.astype(np.float32).reshape(1, -1, 1, 1)
+        if residual is not None:
+            y = y + residual
+        y = np.where(y < 0, np.float32(0), y) if relu else y
+        if relu and clip_max is not None:
+            y = np.where(y > np.float32(clip_max), np.float32(clip_max), y)
+        return y
+
+    def cost(self, operand_types, result_types, attrs):
+        x, w = operand_types[0], operand_types[1]
+        kh, kw = attrs["kernel"]
+        macs = num_elements(result_types[0].shape) * x.shape[1] * kh * kw
+        return Cost(2.0 * macs, io_bytes(operand_types, result_types))

@@ -1,0 +1,155 @@
+"""C source of a bf16 2-D convolution (``graph.bf16_conv``): AVX512_BF16's ``vdpbf16ps`` on the
+tiles of ``bf16gemm.py``, the output NCHW without a transpose.
+
+* **Roles.**  As in the int8 conv (``qconv.py``) the weights are the rows of the GEMM, the
+  broadcast operand: stored as bf16 at compile time (``bf16_conv_weights``: ``[O][stride]``
+  k-pairs, read in place by ``bf16gemm``'s sweep, which takes rows of bf16 pairs), and the
+  activations are the packed vector operand, made per image at run time: an im2col into a
+  ``K x P`` float matrix (none for a 1x1 stride-1 conv, whose im2col is ``x``), then per 16-pixel
+  panel and k-pair one ``vcvtne2ps2bf16`` of two rows and a lane interleave into the
+  ``[P/16][K/2][16][2]`` layout ``bf16gemm.pack_b`` makes of weights.
+* **Numerics.**  Every output is one chain of ``vdpbf16ps`` steps from 0 over its k-pairs in
+  weight order (``bf16gemm.reference`` on the im2col matrices gives the same bits), then
+  ``+ bias[o]``, ``+ residual``, relu / clip in float32, in that order, on each block of the
+  output right after the GEMM finishes it.
+* **Threads**: im2col rows, panels and a grid of about 4 parts per thread (multiples of the 8 x 32
+  tile) are dynamically scheduled loops of one parallel region per image.
+
+AVX512_BF16 only: ``precision="bf16"`` is refused (or falls back to float32) on other CPUs.
+"""
+from __future__ import annotations
+
+from . import bf16gemm
+
+_HELPERS = r"""
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <immintrin.h>
+#ifndef TF_BF16CONV_HELPERS_DEFINED
+#define TF_BF16CONV_HELPERS_DEFINED
+/* Row k of the K x P float im2col of one image (k = (c, i, j) in weight order), zero padding. */
+static void tf_bf16conv_im2col_row(const float *x, long k, long H, long W, long kh, long kw, long sh, long sw,
+                                   long ph, long pw, long dh, long dw, long OH, long OW, float *row)
+{
+  const long c = k / (kh * kw), i = (k / kw) % kh, j = k % kw;
+  const float *plane = x + c * H * W;
+  for (long oh = 0; oh < OH; oh++) {
+    float *dst = row + oh * OW;
+    const long ih = oh * sh - ph + i * dh;
+    if (ih < 0 || ih >= H) { for (long t = 0; t < OW; t++) dst[t] = 0.0f; continue; }
+    const float *src = plane + ih * W;
+    const long off = j * dw - pw;                          /* iw = ow * sw + off */
+    long lo = off < 0 ? (-off + sw - 1) / sw : 0;          /* ow with 0 <= iw < W: [lo, hi) */
+    long hi = W - off > 0 ? (W - off - 1) / sw + 1 : 0;
+    if (hi > OW) hi = OW;
+    if (lo > OW) lo = OW;
+    if (hi < lo) hi = lo;
+    for (long t = 0; t < lo; t++) dst[t] = 0.0f;
+    if (sw == 1) memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof(float));
+    else for (long ow = lo; ow < hi; ow++) dst[ow] = src[ow * sw + off];
+    for (long t = hi; t < OW; t++) dst[t] = 0.0f;
+  }
+}
+
+/* Pixels [p0, p0 + 16) of the K x P float matrix col (row stride ldc) as one panel of kp k-pairs,
+   bf16 (round to nearest even, vcvtne2ps2bf16), [kp][16][2]; rows >= K and pixels >= P are 0. */
+static void tf_bf16conv_pack_panel(const float *col, long ldc, long K, long kp, long p0, long P, uint16_t *bp)
+{
+  const long n = P - p0 < 16 ? P - p0 : 16;
+  const __mmask16 m = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+  const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (long q = 0; q < kp; q++) {
+    const long k = 2 * q;
+    const __m512 lo = _mm512_maskz_loadu_ps(m, col + k * ldc + p0);
+    const __m512 hi = k + 1 < K ? _mm512_maskz_loadu_ps(m, col + (k + 1) * ldc + p0) : _mm512_setzero_ps();
+    const __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);          /* [lo 0..15, hi 0..15] */
+    _mm512_storeu_si512((void *)(bp + q * 32), _mm512_permutexvar_epi16(inter, v));
+  }
+}
+
+/* Per calling thread, only grown (see qconv's tf_qconv_scratch). */
+static void *tf_bf16conv_scratch(int slot, size_t n)
+{
+  static __thread void *buf[2];
+  static __thread size_t size[2];
+  if (size[slot] < n) {
+    free(buf[slot]);
+    buf[slot] = malloc(n);
+    size[slot] = buf[slot] ? n : 0;
+  }
+  return buf[slot];
+}
+#endif
+"""
+
+
+def source(name: str, target, threads: int = 1) -> str:
+    """C text defining ``void NAME(long N, long C, long H, long W, long O, long kh, long kw, long sh,
+    long sw, long ph, long pw, long dh, long dw, long OH, long OW, const float *x, const uint16_t *w,
+    long wstride, const float *bias, const float *residual, int relu, float hi, float *y)``: ``w``
+    is ``bf16_conv_weights`` (``wstride`` k-pairs a row), ``residual`` may be NULL, ``relu`` 0 or
+    1 with ``hi`` INFINITY or the clip; ``y`` is N x O x OH x OW float32."""
+    if bf16gemm.isa(target) != bf16gemm.AVX512_BF16:
+        raise ValueError("the bf16 convolution kernel needs AVX512_BF16")
+    cfg = bf16gemm._Config(True, bf16gemm.LANES, bf16gemm.Tiling.for_target(target))
+    mr, width, p = cfg.tiling.mr, cfg.width, cfg.prefix
+    want = threads * 4
+    par = f"num_threads({threads}) if (P * K * O >= {1 << 20})" if threads > 1 else "if (0)"
+    return bf16gemm.source(f"{name}_gemm", target, threads) + _HELPERS + f"""
+void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
+            long dh, long dw, long OH, long OW, const float *x, const uint16_t *w, long wstride,
+            const float *bias, const float *residual, int relu, float hi, float *y)
+{{
+  const long K = C * kh * kw, KP = (K + 1) / 2, P = OH * OW, panels = (P + 15) / 16;
+  const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
+  float *col = direct ? 0 : (float *)tf_bf16conv_scratch(0, (size_t)(K * P) * sizeof(float));
+  uint16_t *bp = (uint16_t *)tf_bf16conv_scratch(1, (size_t)(panels * KP * 32) * sizeof(uint16_t));
+  if ((!direct && !col) || !bp) return;
+  const long ntiles = (P + {width - 1}) / {width}, mtiles = (O + {mr - 1}) / {mr};
+  const long tn = ntiles < {want} ? ntiles : {want}, tm0 = ({want} + tn - 1) / tn, tm = tm0 < mtiles ? tm0 : mtiles;
+  for (long n = 0; n < N; n++) {{
+    const float *xn = x + n * C * H * W;
+    const float *src = direct ? xn : col;
+    float *yn = y + n * O * P;
+    const float *rn = residual ? residual + n * O * P : 0;
+    #pragma omp parallel {par}
+    {{
+      if (!direct) {{
+        #pragma omp for schedule(dynamic, 4)
+        for (long k = 0; k < K; k++)
+          tf_bf16conv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, col + k * P);
+      }}
+      #pragma omp for schedule(dynamic, 2)
+      for (long pn = 0; pn < panels; pn++) tf_bf16conv_pack_panel(src, P, K, KP, pn * 16, P, bp + pn * KP * 32);
+      #pragma omp for schedule(dynamic, 1)
+      for (long part = 0; part < tm * tn; part++) {{
+        const long pm = part / tn, pq = part % tn;
+        const long i0 = mtiles * pm / tm * {mr}, i1 = O < mtiles * (pm + 1) / tm * {mr} ? O : mtiles * (pm + 1) / tm * {mr};
+        const long j0 = ntiles * pq / tn * {width}, j1 = P < ntiles * (pq + 1) / tn * {width} ? P : ntiles * (pq + 1) / tn * {width};
+        if (i0 >= i1 || j0 >= j1) continue;
+        const uint32_t *wa = (const uint32_t *)w;
+        const long full = i0 + (i1 - i0) / {mr} * {mr};
+        if (full > i0) {p}_sweep({mr}, i0, full, j0, j1, K, wa + i0 * wstride, wstride, bp, 0, yn, P);
+        if (i1 > full) {p}_sweep((int)(i1 - full), full, i1, j0, j1, K, wa + full * wstride, wstride, bp, 0, yn, P);
+        for (long o = i0; o < i1; o++) {{
+          float *row = yn + o * P;
+          const float b = bias[o];
+          for (long q = j0; q < j1; q++) row[q] = row[q] + b;
+          if (rn)
+            for (long q = j0; q < j1; q++) row[q] = row[q] + rn[o * P + q];
+          if (relu)
+            for (long q = j0; q < j1; q++) row[q] = row[q] < 0.0f ? 0.0f : row[q];
+          if (relu && hi < INFINITY)
+            for (long q = j0; q < j1; q++) row[q] = row[q] > hi ? hi : row[q];
+        }}
+      }}
+    }}
+  }}
+}}
+"""
+
+
+__all__ = ["source"]
