@@ -379,7 +379,7 @@ class Bf16Conv(FoldStaticOnly):
         return y
 
     def cost(self, operand_types, result_types, attrs):
-        x, w = operand_types[0], operand_types[1]
+        x = operand_types[0]
         kh, kw = attrs["kernel"]
         macs = num_elements(result_types[0].shape) * x.shape[1] * kh * kw
         return Cost(2.0 * macs, io_bytes(operand_types, result_types))
