@@ -4,10 +4,11 @@ tiles of ``bf16gemm.py``, the output NCHW without a transpose.
 * **Roles.**  As in the int8 conv (``qconv.py``) the weights are the rows of the GEMM, the
   broadcast operand: stored as bf16 at compile time (``bf16_conv_weights``: ``[O][stride]``
   k-pairs, read in place by ``bf16gemm``'s sweep, which takes rows of bf16 pairs), and the
-  activations are the packed vector operand, made per image at run time: an im2col into a
-  ``K x P`` float matrix (none for a 1x1 stride-1 conv, whose im2col is ``x``), then per 16-pixel
-  panel and k-pair one ``vcvtne2ps2bf16`` of two rows and a lane interleave into the
-  ``[P/16][K/2][16][2]`` layout ``bf16gemm.pack_b`` makes of weights.
+  activations are the packed vector operand, made per image at run time: for stride 1 straight
+  from the zero-padded image (one masked load per output-row run of a panel per tap), otherwise
+  from an im2col into a ``K x P`` float matrix (none for a 1x1 stride-1 conv, whose im2col is
+  ``x``); per 16-pixel panel and k-pair one ``vcvtne2ps2bf16`` of two rows and a lane interleave
+  into the ``[P/16][K/2][16][2]`` layout ``bf16gemm.pack_b`` makes of weights.
 * **Numerics.**  Every output is one chain of ``vdpbf16ps`` steps from 0 over its k-pairs in
   weight order (``bf16gemm.reference`` on the im2col matrices gives the same bits), then
   ``+ bias[o]``, ``+ residual``, relu / clip in float32, in that order, on each block of the
@@ -70,11 +71,61 @@ static void tf_bf16conv_pack_panel(const float *col, long ldc, long K, long kp, 
   }
 }
 
+/* tf_bf16conv_pack_panel for a stride-1 conv straight from the zero-padded image xp (planes of
+   Hp x Wp): the 16 pixels of a panel lie on a few output rows, each a run of tap k's padded row,
+   so row k of the panel is one masked 16-float load per run (masked lanes never fault).  koff[k]:
+   where tap k = (c, i, j) starts in xp.  Saves the K x P float im2col: 9 floats per input float
+   of a 3x3 conv, written and read again. */
+static void tf_bf16conv_pack_panel_padded(const float *xp, const long *koff, long Wp, long OW, long K, long kp,
+                                          long p0, long P, uint16_t *bp)
+{
+  const long n = P - p0 < 16 ? P - p0 : 16;
+  long base[16];
+  __mmask16 seg[16];
+  int segs = 0;
+  for (long lane = 0, p = p0; lane < n; segs++) {
+    const long oh = p / OW, ow = p % OW, len = OW - ow < n - lane ? OW - ow : n - lane;
+    base[segs] = oh * Wp + ow - lane;                       /* lane L reads base + L */
+    seg[segs] = (__mmask16)(((1u << len) - 1u) << lane);
+    lane += len;
+    p += len;
+  }
+  const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (long q = 0; q < kp; q++) {
+    __m512 r[2];
+    for (int t = 0; t < 2; t++) {
+      const long k = 2 * q + t;
+      r[t] = _mm512_setzero_ps();
+      if (k >= K) continue;
+      const float *src = xp + koff[k];
+      for (int g = 0; g < segs; g++) r[t] = _mm512_mask_loadu_ps(r[t], seg[g], src + base[g]);
+    }
+    const __m512i v = (__m512i)_mm512_cvtne2ps_pbh(r[1], r[0]);
+    _mm512_storeu_si512((void *)(bp + q * 32), _mm512_permutexvar_epi16(inter, v));
+  }
+}
+
+/* Channel plane src (H x W) zero padded into dst (Hp x Wp): ph rows and pw columns before. */
+static void tf_bf16conv_pad_plane(const float *src, long H, long W, long ph, long pw, long Hp, long Wp, float *dst)
+{
+  long lo = pw < 0 ? 0 : (pw > Wp ? Wp : pw), hi = pw + W < Wp ? pw + W : Wp;
+  if (hi < lo) hi = lo;
+  for (long y = 0; y < Hp; y++) {
+    float *row = dst + y * Wp;
+    const long iy = y - ph;
+    if (iy < 0 || iy >= H) { for (long t = 0; t < Wp; t++) row[t] = 0.0f; continue; }
+    for (long t = 0; t < lo; t++) row[t] = 0.0f;
+    memcpy(row + lo, src + iy * W + (lo - pw), (size_t)(hi - lo) * sizeof(float));
+    for (long t = hi; t < Wp; t++) row[t] = 0.0f;
+  }
+}
+
 /* Per calling thread, only grown (see qconv's tf_qconv_scratch). */
 static void *tf_bf16conv_scratch(int slot, size_t n)
 {
-  static __thread void *buf[2];
-  static __thread size_t size[2];
+  static __thread void *buf[3];
+  static __thread size_t size[3];
   if (size[slot] < n) {
     free(buf[slot]);
     buf[slot] = malloc(n);
@@ -105,9 +156,14 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
 {{
   const long K = C * kh * kw, KP = (K + 1) / 2, P = OH * OW, panels = (P + 15) / 16;
   const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
-  float *col = direct ? 0 : (float *)tf_bf16conv_scratch(0, (size_t)(K * P) * sizeof(float));
+  const int fused = !direct && sh == 1 && sw == 1;     /* packed from the padded image, no im2col */
+  const long Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
+  float *col = direct ? 0 : (float *)tf_bf16conv_scratch(0, (size_t)(fused ? C * Hp * Wp : K * P) * sizeof(float));
   uint16_t *bp = (uint16_t *)tf_bf16conv_scratch(1, (size_t)(panels * KP * 32) * sizeof(uint16_t));
-  if ((!direct && !col) || !bp) return;
+  long *koff = fused ? (long *)tf_bf16conv_scratch(2, (size_t)K * sizeof(long)) : 0;
+  if ((!direct && !col) || !bp || (fused && !koff)) return;
+  for (long k = 0; fused && k < K; k++)
+    koff[k] = (k / (kh * kw)) * Hp * Wp + ((k / kw) % kh) * dh * Wp + (k % kw) * dw;
   const long ntiles = (P + {width - 1}) / {width}, mtiles = (O + {mr - 1}) / {mr};
   const long tn = ntiles < {want} ? ntiles : {want}, tm0 = ({want} + tn - 1) / tn, tm = tm0 < mtiles ? tm0 : mtiles;
   for (long n = 0; n < N; n++) {{
@@ -117,13 +173,21 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
     const float *rn = residual ? residual + n * O * P : 0;
     #pragma omp parallel {par}
     {{
-      if (!direct) {{
+      if (fused) {{
         #pragma omp for schedule(dynamic, 4)
-        for (long k = 0; k < K; k++)
-          tf_bf16conv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, col + k * P);
+        for (long c = 0; c < C; c++) tf_bf16conv_pad_plane(xn + c * H * W, H, W, ph, pw, Hp, Wp, col + c * Hp * Wp);
+        #pragma omp for schedule(dynamic, 2)
+        for (long pn = 0; pn < panels; pn++)
+          tf_bf16conv_pack_panel_padded(col, koff, Wp, OW, K, KP, pn * 16, P, bp + pn * KP * 32);
+      }} else {{
+        if (!direct) {{
+          #pragma omp for schedule(dynamic, 4)
+          for (long k = 0; k < K; k++)
+            tf_bf16conv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, col + k * P);
+        }}
+        #pragma omp for schedule(dynamic, 2)
+        for (long pn = 0; pn < panels; pn++) tf_bf16conv_pack_panel(src, P, K, KP, pn * 16, P, bp + pn * KP * 32);
       }}
-      #pragma omp for schedule(dynamic, 2)
-      for (long pn = 0; pn < panels; pn++) tf_bf16conv_pack_panel(src, P, K, KP, pn * 16, P, bp + pn * KP * 32);
       #pragma omp for schedule(dynamic, 1)
       for (long part = 0; part < tm * tn; part++) {{
         const long pm = part / tn, pq = part % tn;
