@@ -115,6 +115,17 @@ def test_extreme_values_wrap_like_int32(signed):
     np.testing.assert_array_equal(y, ref)
 
 
+def _epilogue_case(rng, n, c, h, wd, o, kh, kw, strides, pads, dil):
+    """uint8 x, int8 w, per-channel scale and bias, and the output shape of one epilogue case."""
+    x = rng.integers(0, 256, (n, c, h, wd)).astype(np.uint8)
+    w = rng.integers(-128, 128, (o, c, kh, kw)).astype(np.int8)
+    scale = (rng.random(o) * 1e-3).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32)
+    shape = QConv().compute(x, *qconv_weights(w), np.int32(0), kernel=(kh, kw), strides=strides, pads=pads,
+                            dilations=dil).shape
+    return x, w, scale, bias, shape
+
+
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("relu", [False, True, 6.0], ids=["none", "relu", "relu6"])
 @pytest.mark.parametrize("output", [(0.0, 0), (3.0, 17)], ids=["f32", "u8"])
@@ -123,12 +134,7 @@ def test_float_epilogue_is_bit_exact(residual, relu, output):
     fn = kernel(path, False, 2)
     rng = np.random.default_rng(23)
     for n, c, h, wd, o, kh, kw, strides, pads, dil in SHAPES[:3]:
-        x = rng.integers(0, 256, (n, c, h, wd)).astype(np.uint8)
-        w = rng.integers(-128, 128, (o, c, kh, kw)).astype(np.int8)
-        scale = (rng.random(o) * 1e-3).astype(np.float32)
-        bias = rng.standard_normal(o).astype(np.float32)
-        shape = QConv().compute(x, *qconv_weights(w), np.int32(0), kernel=(kh, kw), strides=strides, pads=pads,
-                                dilations=dil).shape
+        x, w, scale, bias, shape = _epilogue_case(rng, n, c, h, wd, o, kh, kw, strides, pads, dil)
         r = rng.standard_normal(shape).astype(np.float32) if residual else None
         if r is not None:              # non-finite values pass relu, the clip and the quantize as in the graph
             r.reshape(-1)[[0, 3, 7]] = [np.nan, np.inf, -np.inf]
@@ -158,12 +164,7 @@ def test_qdq_residual_block_epilogue_is_bit_exact(vector, output):
     fn = compile_c(qconv.source(name, target, False, 2), target, name=name, extra_flags=flags).function(name, ARGTYPES)
     rng = np.random.default_rng(41)
     for n, c, h, wd, o, kh, kw, strides, pads, dil in SHAPES[:3] + SHAPES[5:6]:
-        x = rng.integers(0, 256, (n, c, h, wd)).astype(np.uint8)
-        w = rng.integers(-128, 128, (o, c, kh, kw)).astype(np.int8)
-        scale = (rng.random(o) * 1e-3).astype(np.float32)
-        bias = rng.standard_normal(o).astype(np.float32)
-        shape = QConv().compute(x, *qconv_weights(w), np.int32(0), kernel=(kh, kw), strides=strides, pads=pads,
-                                dilations=dil).shape
+        x, w, scale, bias, shape = _epilogue_case(rng, n, c, h, wd, o, kh, kw, strides, pads, dil)
         r = rng.integers(0, 256, shape).astype(np.uint8)
         y, ref = run(fn, x, w, 7, strides, pads, dil, (scale, bias, r), True, output=output,
                      mid=(1 / 0.05, 12, 0.05, -12 * 0.05), residual8=(0.03, -0.03 * 100))

@@ -28,8 +28,13 @@ def _cnn() -> onnx.ModelProto:
              helper.make_node("Relu", ["c2"], ["r2"]),
              helper.make_node("Flatten", ["r2"], ["f"]),
              helper.make_node("Gemm", ["f", "w3", "b3"], ["y"], transB=1)]
-    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+    return _model(nodes, inits, [1, 10])
+
+
+def _model(nodes, inits: dict, out_shape: list[int]) -> onnx.ModelProto:
+    """An opset-17 model of ``nodes`` from x (1, 3, 16, 16) to y (``out_shape``), float32."""
+    graph = helper.make_graph(nodes, "model", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
                               [numpy_helper.from_array(a, n) for n, a in inits.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -114,12 +119,7 @@ def _residual_cnn() -> onnx.ModelProto:
              helper.make_node("Add", ["c2", "r1"], ["s"]),
              helper.make_node("Relu", ["s"], ["r2"]),
              helper.make_node("Conv", ["r2", "w3", "b3"], ["y"])]
-    graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])],
-                              [numpy_helper.from_array(a, n) for n, a in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+    return _model(nodes, inits, [1, 4, 16, 16])
 
 
 def _qdq(tmp_path, model: onnx.ModelProto, seed: int) -> str:
@@ -152,12 +152,7 @@ def test_qdq_max_pool_runs_on_uint8(tmp_path):
              helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("MaxPool", ["r1"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
              helper.make_node("Conv", ["p", "w2"], ["y"])]
-    graph = helper.make_graph(nodes, "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
-                              [numpy_helper.from_array(a, n) for n, a in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path = _qdq(tmp_path, model, 400)
+    path = _qdq(tmp_path, _model(nodes, inits, [1, 4, 8, 8]), 400)
     module = tensorforge.import_model(onnx.load(path))
     optimize(module, "cpu", None)
     pools = [op for op in module.main.body if op.name == "graph.max_pool"]

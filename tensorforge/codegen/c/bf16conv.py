@@ -21,6 +21,7 @@ AVX512_BF16 only: ``precision="bf16"`` is refused (or falls back to float32) on 
 from __future__ import annotations
 
 from . import bf16gemm
+from .conv_helpers import expand
 
 _HELPERS = r"""
 #include <stdint.h>
@@ -30,30 +31,7 @@ _HELPERS = r"""
 #include <immintrin.h>
 #ifndef TF_BF16CONV_HELPERS_DEFINED
 #define TF_BF16CONV_HELPERS_DEFINED
-/* Row k of the K x P float im2col of one image (k = (c, i, j) in weight order), zero padding. */
-static void tf_bf16conv_im2col_row(const float *x, long k, long H, long W, long kh, long kw, long sh, long sw,
-                                   long ph, long pw, long dh, long dw, long OH, long OW, float *row)
-{
-  const long c = k / (kh * kw), i = (k / kw) % kh, j = k % kw;
-  const float *plane = x + c * H * W;
-  for (long oh = 0; oh < OH; oh++) {
-    float *dst = row + oh * OW;
-    const long ih = oh * sh - ph + i * dh;
-    if (ih < 0 || ih >= H) { for (long t = 0; t < OW; t++) dst[t] = 0.0f; continue; }
-    const float *src = plane + ih * W;
-    const long off = j * dw - pw;                          /* iw = ow * sw + off */
-    long lo = off < 0 ? (-off + sw - 1) / sw : 0;          /* ow with 0 <= iw < W: [lo, hi) */
-    long hi = W - off > 0 ? (W - off - 1) / sw + 1 : 0;
-    if (hi > OW) hi = OW;
-    if (lo > OW) lo = OW;
-    if (hi < lo) hi = lo;
-    for (long t = 0; t < lo; t++) dst[t] = 0.0f;
-    if (sw == 1) memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof(float));
-    else for (long ow = lo; ow < hi; ow++) dst[ow] = src[ow * sw + off];
-    for (long t = hi; t < OW; t++) dst[t] = 0.0f;
-  }
-}
-
+@IM2COL@
 /* Pixels [p0, p0 + 16) of the K x P float matrix col (row stride ldc) as one panel of kp k-pairs,
    bf16 (round to nearest even, vcvtne2ps2bf16), [kp][16][2]; rows >= K and pixels >= P are 0. */
 static void tf_bf16conv_pack_panel(const float *col, long ldc, long K, long kp, long p0, long P, uint16_t *bp)
@@ -106,35 +84,10 @@ static void tf_bf16conv_pack_panel_padded(const float *xp, const long *koff, lon
   }
 }
 
-/* Channel plane src (H x W) zero padded into dst (Hp x Wp): ph rows and pw columns before. */
-static void tf_bf16conv_pad_plane(const float *src, long H, long W, long ph, long pw, long Hp, long Wp, float *dst)
-{
-  long lo = pw < 0 ? 0 : (pw > Wp ? Wp : pw), hi = pw + W < Wp ? pw + W : Wp;
-  if (hi < lo) hi = lo;
-  for (long y = 0; y < Hp; y++) {
-    float *row = dst + y * Wp;
-    const long iy = y - ph;
-    if (iy < 0 || iy >= H) { for (long t = 0; t < Wp; t++) row[t] = 0.0f; continue; }
-    for (long t = 0; t < lo; t++) row[t] = 0.0f;
-    memcpy(row + lo, src + iy * W + (lo - pw), (size_t)(hi - lo) * sizeof(float));
-    for (long t = hi; t < Wp; t++) row[t] = 0.0f;
-  }
-}
-
-/* Per calling thread, only grown (see qconv's tf_qconv_scratch). */
-static void *tf_bf16conv_scratch(int slot, size_t n)
-{
-  static __thread void *buf[3];
-  static __thread size_t size[3];
-  if (size[slot] < n) {
-    free(buf[slot]);
-    buf[slot] = malloc(n);
-    size[slot] = buf[slot] ? n : 0;
-  }
-  return buf[slot];
-}
-#endif
+@PAD_PLANE@
+@SCRATCH@#endif
 """
+_HELPERS = expand(_HELPERS, "tf_bf16conv", "float", 3)
 
 
 def source(name: str, target, threads: int = 1) -> str:
@@ -175,7 +128,7 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
     {{
       if (fused) {{
         #pragma omp for schedule(dynamic, 4)
-        for (long c = 0; c < C; c++) tf_bf16conv_pad_plane(xn + c * H * W, H, W, ph, pw, Hp, Wp, col + c * Hp * Wp);
+        for (long c = 0; c < C; c++) tf_bf16conv_pad_plane(xn + c * H * W, H, W, ph, pw, Hp, Wp, 0.0f, col + c * Hp * Wp);
         #pragma omp for schedule(dynamic, 2)
         for (long pn = 0; pn < panels; pn++)
           tf_bf16conv_pack_panel_padded(col, koff, Wp, OW, K, KP, pn * 16, P, bp + pn * KP * 32);
@@ -183,7 +136,7 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
         if (!direct) {{
           #pragma omp for schedule(dynamic, 4)
           for (long k = 0; k < K; k++)
-            tf_bf16conv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, col + k * P);
+            tf_bf16conv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, 0.0f, col + k * P);
         }}
         #pragma omp for schedule(dynamic, 2)
         for (long pn = 0; pn < panels; pn++) tf_bf16conv_pack_panel(src, P, K, KP, pn * 16, P, bp + pn * KP * 32);

@@ -723,6 +723,19 @@ def _qmatmul_kernel(k: _Kernel) -> str:
     return k.function(body, helpers=_qgemm_text(name, signed))
 
 
+def _conv_geometry(k: _Kernel) -> tuple[int, ...]:
+    """(N, C, H, W, O, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW) of a static 2-D conv kernel (the
+    leading arguments of the int8 and bf16 conv kernels; pads: top and left)."""
+    at = k.op.attributes
+    n, c, h, w = (int(d) for d in k.kernel.operands[0].type.shape)
+    o, oh, ow = (int(d) for d in k.kernel.results[0].type.shape[1:])
+    kh, kw = (int(v) for v in at["kernel"])
+    sh, sw = tuple(at.get("strides", ())) or (1, 1)
+    ph, pw = (tuple(at.get("pads", ())) or (0, 0, 0, 0))[:2]
+    dh, dw = tuple(at.get("dilations", ())) or (1, 1)
+    return n, c, h, w, o, kh, kw, int(sh), int(sw), int(ph), int(pw), int(dh), int(dw), oh, ow
+
+
 def _qconv_kernel(k: _Kernel) -> str:
     """int8 2-D convolution (``graph.qconv``) on the kernel of ``qconv.py``: the activations of each
     image packed at run time, the weights (uint8 ``w + 128``) read in place, NCHW int32 out, or
@@ -731,12 +744,7 @@ def _qconv_kernel(k: _Kernel) -> str:
     from . import qconv
     x = k.kernel.operands[0]
     at = k.op.attributes
-    n, c, h, w = (int(d) for d in x.type.shape)
-    o, oh, ow = (int(d) for d in k.kernel.results[0].type.shape[1:])
-    kh, kw = (int(v) for v in at["kernel"])
-    sh, sw = tuple(at.get("strides", ())) or (1, 1)
-    ph, pw = (tuple(at.get("pads", ())) or (0, 0, 0, 0))[:2]
-    dh, dw = tuple(at.get("dilations", ())) or (1, 1)
+    n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow = _conv_geometry(k)
     signed = x.type.dtype is DType.i8
     name = f"tf_qconv_{'s8' if signed else 'u8'}"
     in_scale = float(at.get("input_scale", 0.0) or 0.0)
@@ -767,21 +775,14 @@ def _bf16_conv_kernel(k: _Kernel) -> str:
     """bf16 2-D convolution (``graph.bf16_conv``) on ``bf16conv.py``: weights stored as bf16
     rows, the activations packed per image at run time, bias, residual and relu after the GEMM."""
     from . import bf16conv
-    x = k.kernel.operands[0]
     at = k.op.attributes
-    n, c, h, w = (int(d) for d in x.type.shape)
-    o, oh, ow = (int(d) for d in k.kernel.results[0].type.shape[1:])
-    kh, kw = (int(v) for v in at["kernel"])
-    sh, sw = tuple(at.get("strides", ())) or (1, 1)
-    ph, pw = (tuple(at.get("pads", ())) or (0, 0, 0, 0))[:2]
-    dh, dw = tuple(at.get("dilations", ())) or (1, 1)
+    geometry = ", ".join(str(v) for v in _conv_geometry(k))
     stride = int(k.kernel.operands[1].type.shape[1]) // 2
     hi = at.get("clip_max")
     hi = "INFINITY" if hi is None else f"{float.hex(float(hi))}f"
     residual = "in3" if len(k.kernel.operands) > 3 else "0"
     name = "tf_bf16conv"
-    body = [f"  {name}({n}, {c}, {h}, {w}, {o}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
-            f"in0, in1, {stride}, in2, {residual}, {int(bool(at.get('relu', False)))}, {hi}, out0);"]
+    body = [f"  {name}({geometry}, in0, in1, {stride}, in2, {residual}, {int(bool(at.get('relu', False)))}, {hi}, out0);"]
     return k.function(body, helpers=_host_kernel(name, lambda host, threads: bf16conv.source(name, host, threads)))
 
 

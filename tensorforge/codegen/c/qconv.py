@@ -31,6 +31,7 @@ the output is NCHW without a transpose:
 from __future__ import annotations
 
 from . import qgemm
+from .conv_helpers import expand
 
 _HELPERS = r"""
 #include <stdint.h>
@@ -42,30 +43,7 @@ _HELPERS = r"""
 #endif
 #ifndef TF_QCONV_HELPERS_DEFINED
 #define TF_QCONV_HELPERS_DEFINED
-/* Row k of the K x P im2col byte matrix of one image (k = (c, i, j) in weight order). */
-static void tf_qconv_im2col_row(const uint8_t *x, long k, long H, long W, long kh, long kw, long sh, long sw,
-                                long ph, long pw, long dh, long dw, long OH, long OW, uint8_t pad, uint8_t *row)
-{
-  const long c = k / (kh * kw), i = (k / kw) % kh, j = k % kw;
-  const uint8_t *plane = x + c * H * W;
-  for (long oh = 0; oh < OH; oh++) {
-    uint8_t *dst = row + oh * OW;
-    const long ih = oh * sh - ph + i * dh;
-    if (ih < 0 || ih >= H) { memset(dst, pad, (size_t)OW); continue; }
-    const uint8_t *src = plane + ih * W;
-    const long off = j * dw - pw;                          /* iw = ow * sw + off */
-    long lo = off < 0 ? (-off + sw - 1) / sw : 0;          /* ow with 0 <= iw < W: [lo, hi) */
-    long hi = W - off > 0 ? (W - off - 1) / sw + 1 : 0;
-    if (hi > OW) hi = OW;
-    if (lo > OW) lo = OW;
-    if (hi < lo) hi = lo;
-    memset(dst, pad, (size_t)lo);
-    if (sw == 1) memcpy(dst + lo, src + lo + off, (size_t)(hi - lo));
-    else for (long ow = lo; ow < hi; ow++) dst[ow] = src[ow * sw + off];
-    memset(dst + hi, pad, (size_t)(OW - hi));
-  }
-}
-
+@IM2COL@
 #if defined(__SSSE3__)
 /* Rows r[0..3] (16 pixels each) as one packed quad: 16 x 4 interleaved bytes at dst; each pixel's
    4 bytes are added to its int32 lane of sums4 (pmaddubsw by ones, then pmaddwd by ones). */
@@ -126,21 +104,7 @@ static void tf_qconv_pack_panel(const uint8_t *col, long ldc, long K, long kq, l
 /* One channel's H x W plane padded with the zero point to Hp x Wp (the conv's whole input window;
    bytes, so uint8 and int8 alike).  The GEMM path keeps slack around the planes, so that the
    packer's 16-byte loads never check bounds. */
-static void tf_qconv_pad_plane(const uint8_t *src, long H, long W, long ph, long pw, long Hp, long Wp,
-                               uint8_t pad, uint8_t *dst)
-{
-  long lo = pw < 0 ? 0 : (pw > Wp ? Wp : pw), hi = pw + W < Wp ? pw + W : Wp;
-  if (hi < lo) hi = lo;
-  for (long y = 0; y < Hp; y++) {
-    uint8_t *row = dst + y * Wp;
-    const long iy = y - ph;
-    if (iy < 0 || iy >= H) { memset(row, pad, (size_t)Wp); continue; }
-    memset(row, pad, (size_t)lo);
-    memcpy(row + lo, src + iy * W + (lo - pw), (size_t)(hi - lo));
-    memset(row + hi, pad, (size_t)(Wp - hi));
-  }
-}
-
+@PAD_PLANE@
 #if defined(__SSE4_1__)
 #define TF_QCONV_FUSED_PACK 1
 /* 16 bytes p[0], p[sw], ..., p[15 sw] for sw = 1 or 2 (two loads, even bytes kept). */
@@ -218,21 +182,7 @@ static tf_qconv_epi tf_qconv_epilogue_of(const float *scale, const float *bias, 
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
 #endif
-/* Scratch buffer `slot` of at least n bytes, kept per calling thread and only grown: a model
-   calls its convolutions one after another, and fresh mallocs of megabytes are fresh pages to
-   fault in on every call (the OpenMP workers only use the caller's buffers during its call). */
-static void *tf_qconv_scratch(int slot, size_t n)
-{
-  static __thread void *buf[9];
-  static __thread size_t size[9];
-  if (size[slot] < n) {
-    free(buf[slot]);
-    buf[slot] = malloc(n);
-    size[slot] = buf[slot] ? n : 0;
-  }
-  return buf[slot];
-}
-
+@SCRATCH@
 /* uint8 q = clip(round_half_even(x * m) + zp, 0, 255), float32 operations as the graph's
    QuantizeLinear ops the convolution took in (``input_scale``). */
 static void tf_qconv_quantize(const float *x, long n, float m, float zpf, uint8_t *q)
@@ -344,6 +294,7 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
 #endif
 #endif
 """
+_HELPERS = expand(_HELPERS, "tf_qconv", "uint8_t", 9)
 
 
 def source(name: str, target, signed: bool, threads: int = 1) -> str:

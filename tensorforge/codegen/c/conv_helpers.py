@@ -1,0 +1,86 @@
+"""C helpers the library convolutions share (``qconv.py``, ``bf16conv.py``): per-thread scratch
+buffers and the padding of one channel plane, generated per kernel family so each family's
+names stay its own (several can share one model file)."""
+from __future__ import annotations
+
+
+def scratch(name: str, slots: int) -> str:
+    """``static void *NAME(int slot, size_t n)``: scratch buffer ``slot`` (< ``slots``) of at least
+    ``n`` bytes, kept per calling thread and only grown: a model calls its convolutions one after
+    another, and fresh mallocs of megabytes are fresh pages to fault in on every call (OpenMP
+    workers use the caller's buffers during its call, or their own).  NULL when malloc fails."""
+    return f"""static void *{name}(int slot, size_t n)
+{{
+  static __thread void *buf[{slots}];
+  static __thread size_t size[{slots}];
+  if (size[slot] < n) {{
+    free(buf[slot]);
+    buf[slot] = malloc(n);
+    size[slot] = buf[slot] ? n : 0;
+  }}
+  return buf[slot];
+}}
+"""
+
+
+def pad_plane(name: str, ctype: str) -> str:
+    """``static void NAME(const T *src, long H, long W, long ph, long pw, long Hp, long Wp, T pad,
+    T *dst)``: one channel's H x W plane padded with ``pad`` (ph rows and pw columns before) to
+    Hp x Wp, every element written."""
+    return f"""static void {name}(const {ctype} *src, long H, long W, long ph, long pw, long Hp, long Wp, {ctype} pad,
+                      {ctype} *dst)
+{{
+  long lo = pw < 0 ? 0 : (pw > Wp ? Wp : pw), hi = pw + W < Wp ? pw + W : Wp;
+  if (hi < lo) hi = lo;
+  for (long y = 0; y < Hp; y++) {{
+    {ctype} *row = dst + y * Wp;
+    const long iy = y - ph;
+    if (iy < 0 || iy >= H) {{ for (long t = 0; t < Wp; t++) row[t] = pad; continue; }}
+    for (long t = 0; t < lo; t++) row[t] = pad;
+    memcpy(row + lo, src + iy * W + (lo - pw), (size_t)(hi - lo) * sizeof({ctype}));
+    for (long t = hi; t < Wp; t++) row[t] = pad;
+  }}
+}}
+"""
+
+
+def im2col_row(name: str, ctype: str) -> str:
+    """``static void NAME(const T *x, long k, long H, long W, long kh, long kw, long sh, long sw,
+    long ph, long pw, long dh, long dw, long OH, long OW, T pad, T *row)``: row k of the K x P
+    im2col of one image (k = (c, i, j) in weight order), padding ``pad``; per output row a copy of
+    the span inside the input and fills around it."""
+    return f"""static void {name}(const {ctype} *x, long k, long H, long W, long kh, long kw, long sh, long sw,
+                      long ph, long pw, long dh, long dw, long OH, long OW, {ctype} pad, {ctype} *row)
+{{
+  const long c = k / (kh * kw), i = (k / kw) % kh, j = k % kw;
+  const {ctype} *plane = x + c * H * W;
+  for (long oh = 0; oh < OH; oh++) {{
+    {ctype} *dst = row + oh * OW;
+    const long ih = oh * sh - ph + i * dh;
+    if (ih < 0 || ih >= H) {{ for (long t = 0; t < OW; t++) dst[t] = pad; continue; }}
+    const {ctype} *src = plane + ih * W;
+    const long off = j * dw - pw;                          /* iw = ow * sw + off */
+    long lo = off < 0 ? (-off + sw - 1) / sw : 0;          /* ow with 0 <= iw < W: [lo, hi) */
+    long hi = W - off > 0 ? (W - off - 1) / sw + 1 : 0;
+    if (hi > OW) hi = OW;
+    if (lo > OW) lo = OW;
+    if (hi < lo) hi = lo;
+    for (long t = 0; t < lo; t++) dst[t] = pad;
+    if (sw == 1) memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof({ctype}));
+    else for (long ow = lo; ow < hi; ow++) dst[ow] = src[ow * sw + off];
+    for (long t = hi; t < OW; t++) dst[t] = pad;
+  }}
+}}
+"""
+
+
+def expand(text: str, family: str, ctype: str, slots: int) -> str:
+    """``text`` with ``@IM2COL@``, ``@PAD_PLANE@`` and ``@SCRATCH@`` replaced by this module's
+    helpers named ``FAMILY_im2col_row``, ``FAMILY_pad_plane`` (elements ``ctype``) and
+    ``FAMILY_scratch`` (``slots`` buffers)."""
+    return (text.replace("@IM2COL@", im2col_row(f"{family}_im2col_row", ctype))
+            .replace("@PAD_PLANE@", pad_plane(f"{family}_pad_plane", ctype))
+            .replace("@SCRATCH@", scratch(f"{family}_scratch", slots)))
+
+
+__all__ = ["expand", "im2col_row", "pad_plane", "scratch"]
