@@ -169,7 +169,7 @@ ROWS: list[Row] = [
 
 # Graph ops without a row, and why.  Everything else must have a row.
 NOT_IN_TABLE = {
-    "constant": "no float input", "qmatmul": "8-bit integer operands only", "qconv": "8-bit integer activations, or float32 through input_scale: a QuantizeLinear taken in, whose NaN input has no defined uint8 (as ONNX), its epilogue scale/bias/residual are finite constants or the model's own float path", "bf16_matmul": "made only by precision=bf16; its NaN/inf cases are test_bf16gemm.py's", "iota": "no float input", "shape_of": "reads only the shape",
+    "constant": "no float input", "qmatmul": "8-bit integer operands only", "qconv": "8-bit integer activations, or float32 through input_scale: a QuantizeLinear taken in, whose NaN input has no defined uint8 (as ONNX), its epilogue scale/bias/residual are finite constants or the model's own float path", "bf16_matmul": "made only by precision=bf16; its NaN/inf cases are test_bf16gemm.py's", "bf16_conv": "made only by precision=bf16; the same vdpbf16ps chain as bf16_matmul (test_bf16gemm.py), its residual's NaN/inf through the epilogue in test_bf16conv.py", "iota": "no float input", "shape_of": "reads only the shape",
     "one_hot": "integer input", "and": "bool inputs", "or": "bool inputs", "xor": "bool inputs",
     "not": "bool input", "bitwise_and": "integer inputs", "bitwise_or": "integer inputs",
     "bitwise_xor": "integer inputs", "bitwise_not": "integer input",
