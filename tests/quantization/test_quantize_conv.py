@@ -94,3 +94,31 @@ def test_depthwise_by_default():
     np.testing.assert_array_equal(np.asarray(cm(x)[0]), run_function(q.main, [x])[0])
     pooled, want = np.asarray(cm(x)[1]), np.asarray(tensorforge.compile(model)(x)[1])
     assert np.sqrt(np.mean((pooled - want) ** 2)) <= 0.05 * np.sqrt(np.mean(want ** 2))
+
+
+def test_max_pool_between_int8_convs_runs_on_uint8():
+    """conv-relu, max pool 3x3/2, conv: the QuantizeLinear of the pool's output moves before the
+    pool (quantizing is non-decreasing), so the first conv writes uint8, the pool runs on it and
+    the second conv reads it; exact against the interpreter, close to float32."""
+    rng = np.random.default_rng(4)
+    inits = {"w0": rng.standard_normal((8, 3, 3, 3)) * 0.3, "w1": rng.standard_normal((4, 8, 1, 1)) * 0.3}
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c0"], ["r0"]),
+             helper.make_node("MaxPool", ["r0"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["p", "w1"], ["y"])]
+    graph = helper.make_graph(nodes, "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])],
+                              [numpy_helper.from_array(a.astype(np.float32), n) for n, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    q = tensorforge.quantize(model, _inputs(4, 100), keep_first_last=False)
+    pool = next(op for op in q.main.body if op.name == "graph.max_pool")
+    qconvs = [op for op in q.main.body if op.name == "graph.qconv"]
+    assert pool.operands[0] is qconvs[0].results[0] and pool.operands[0].type.dtype.name == "u8"
+    assert qconvs[1].operands[0] is pool.results[0]
+    cm, f32 = tensorforge.compile(q), tensorforge.compile(model)
+    for x in _inputs(3, 500):
+        got = np.asarray(cm(x))
+        np.testing.assert_array_equal(got, run_function(q.main, [x])[0])
+        want = np.asarray(f32(x))
+        assert np.sqrt(np.mean((got - want) ** 2)) <= 0.05 * np.sqrt(np.mean(want ** 2))

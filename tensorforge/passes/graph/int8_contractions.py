@@ -266,7 +266,7 @@ def quantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
     found = _quantized_from(x)
     if found is None or found[2] != int(zp.reshape(())) or _requantizable(found[0], found[3]):
         return False
-    if _requantized_source(x) is not None:           # reads an existing uint8 tensor instead
+    if _requantized_source(x) is not None or _poolable(found) is not None:   # reads a uint8 tensor instead
         return False
     rewriter.set_insertion_point_before(op)
     new = rewriter.create("graph.qconv", [found[0]] + list(op.operands[1:]), {**op.attributes, "input_scale": found[1]})
@@ -424,6 +424,43 @@ def max_pool_before_dequantize(op: Operation, rewriter: PatternRewriter) -> bool
     return True
 
 
+def _poolable(found) -> Operation | None:
+    """The float32 max pool a QuantizeLinear chain (``_quantized_from``'s result) alone reads,
+    when its multiplier is positive: ``quantize_before_max_pool`` moves the chain before it."""
+    pool = found and _producer(found[0], "graph.max_pool")
+    if pool is None or not (found[1] > 0 and np.isfinite(found[1])) or pool.operands[0].type.dtype is not DType.f32:
+        return None
+    if any(len(list(v.uses)) != 1 for v in [found[0]] + [o.results[0] for o in found[3][:-1]]):
+        return None
+    return pool
+
+
+@pattern("graph.cast")
+def quantize_before_max_pool(op: Operation, rewriter: PatternRewriter) -> bool:
+    """``Q(max_pool(x)) -> max_pool(Q(x))`` for a float32 ``x`` whose pool only this QuantizeLinear
+    reads: quantizing is non-decreasing (a positive multiplier, then round, shift and clip), so the
+    quantized max is the max of the quantized window, and uint8 padding (0) is what -inf
+    quantizes to.  The pool then moves a quarter of the bytes, and the QuantizeLinear before it
+    joins the producing conv (``requantize_into_qconv``), as in a post-training-quantized ResNet's
+    stem.  (A NaN in a window, which has no uint8 value, may quantize differently.)"""
+    if op.results[0].type.dtype is not DType.u8:
+        return False
+    found = _quantized_from(op.results[0])
+    pool = _poolable(found)
+    if pool is None:
+        return False
+    rewriter.set_insertion_point_before(op)
+    old, v = found[0], pool.operands[0]
+    for step in found[3]:                    # the same QuantizeLinear ops, on the pool's input
+        new = rewriter.create(step.name, [v if o is old else o for o in step.operands], dict(step.attributes))
+        old, v = step.results[0], new.results[0]
+    pooled = rewriter.create("graph.max_pool", [v], dict(pool.attributes)).results[0]
+    if pooled.type != op.results[0].type:
+        return False
+    rewriter.replace_op(op, [pooled])
+    return True
+
+
 def _zero_point(rewriter: PatternRewriter, zp: Value | int) -> Value:
     """The activations' zero point as an int32 scalar value."""
     if isinstance(zp, int):
@@ -438,7 +475,7 @@ def int8_contractions(root: Operation, max_iterations: int = 4) -> RewriteStats:
     and ``graph.qconv``."""
     return apply_patterns_greedily(root, (matmul_to_qmatmul, conv_to_qconv, dequantize_into_qconv, requantize_into_qconv,
                                           quantize_into_qconv, residual_into_qconv, requantized_dequantize,
-                                          max_pool_before_dequantize), fold=False,
+                                          max_pool_before_dequantize, quantize_before_max_pool), fold=False,
                                    max_iterations=max_iterations)
 
 
@@ -456,5 +493,6 @@ class Int8ContractionsPass(_GreedyPass):
 
 
 __all__ = ["Int8ContractionsPass", "conv_to_qconv", "dequantize_into_qconv", "quantize_into_qconv", "requantize_into_qconv",
-           "residual_into_qconv", "requantized_dequantize", "max_pool_before_dequantize", "int8_contractions",
+           "residual_into_qconv", "requantized_dequantize", "max_pool_before_dequantize", "quantize_before_max_pool",
+           "int8_contractions",
            "matmul_to_qmatmul"]
