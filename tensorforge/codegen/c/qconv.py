@@ -409,26 +409,15 @@ def depthwise_source(name: str, signed: bool, threads: int = 1) -> str:
             float res_s, float res_o, float out_scale, int32_t out_zp, void *y)``:
     the depthwise (one filter per channel) form of ``source``'s convolution, with the same
     arguments, epilogue and output types.  A depthwise conv has a handful of taps per output, too
-    few for the GEMM: each channel's plane is padded with the zero point once, and every output row
-    sums its taps as float multiply-adds of ``x - zp`` by ``w`` (gcc vectorizes the row; measured
-    about 3x the int32 widening loop), exact because every product and partial sum is an integer
-    below 2^24 (taps of at most 64 x 255 x 128 < 2^21).  Channels are the OpenMP tasks."""
+    few for the GEMM: every output sums its taps as float multiply-adds of ``x - zp`` by ``w``
+    (gcc vectorizes them; measured about 3x the int32 widening loop), exact because every product
+    and partial sum is an integer below 2^24 (taps of at most 64 x 255 x 128 < 2^21).  Per
+    channel, one flat run over the whole plane: ``_same3x3`` for 3x3 convs that keep or halve the
+    size, ``_flat_channel`` (padded-width runs) for other stride-1/2 undilated ones; dilated or
+    wider-strided ones go row by row over the padded plane.  Channels are the OpenMP tasks."""
     elem = "int8_t" if signed else "uint8_t"
     par = f"num_threads({threads}) if (C * P * kh * kw >= {qgemm.PARALLEL_MIN_MACS // 8})" if threads > 1 else "if (0)"
     return _HELPERS + f"""
-/* One output row of a 3x3 depthwise conv, all 9 taps in one expression over the rows r0..r2 of
-   the plane (x - zp as float): gcc vectorizes it as float multiply-adds.  Exact: every product
-   and partial sum is an integer below 2^24, which float32 holds exactly in any order. */
-static inline void {name}_row3x3(int32_t *restrict a, const float *restrict r0, const float *restrict r1,
-                                 const float *restrict r2, long n, long sw, long dw, const float *wt)
-{{
-  const float w0 = wt[0], w1 = wt[1], w2 = wt[2], w3 = wt[3], w4 = wt[4], w5 = wt[5], w6 = wt[6], w7 = wt[7], w8 = wt[8];
-  if (sw == 1)
-    for (long t = 0; t < n; t++) a[t] = (int32_t)(r0[t + 0 * dw] * w0 + r0[t + 1 * dw] * w1 + r0[t + 2 * dw] * w2 + r1[t + 0 * dw] * w3 + r1[t + 1 * dw] * w4 + r1[t + 2 * dw] * w5 + r2[t + 0 * dw] * w6 + r2[t + 1 * dw] * w7 + r2[t + 2 * dw] * w8);
-  else
-    for (long t = 0; t < n; t++) {{ const long u = t * sw; a[t] = (int32_t)(r0[u + 0 * dw] * w0 + r0[u + 1 * dw] * w1 + r0[u + 2 * dw] * w2 + r1[u + 0 * dw] * w3 + r1[u + 1 * dw] * w4 + r1[u + 2 * dw] * w5 + r2[u + 0 * dw] * w6 + r2[u + 1 * dw] * w7 + r2[u + 2 * dw] * w8); }}
-}}
-
 /* The taps of one channel over a flat run of L outputs: src[t] is where tap t reads output 0,
    every plane has the run's row pitch, so output j reads src[t][j] (the padded-width columns
    past OW are computed and dropped).  Rows of 7 or 14 outputs are too short to vectorize one at
@@ -566,33 +555,19 @@ void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, 
       for (long t = 0; t < kh * kw && t < 64; t++) wt[t] = (float)((int32_t)wc[t] - 128);
       if (same) {{
         {name}_same3x3(xc, H, W, sh, (float)zp, wt, masks, masks + H * OW, out);
-        if (scale) tf_qconv_dequantize(&epi, sums, P, c, c + 1, 0, P);
-        continue;
-      }}
-      if (dh == 1 && dw == 1 && sh == sw && (sh == 1 || sh == 2) && kh * kw <= 64) {{
+      }} else if (dh == 1 && dw == 1 && sh == sw && (sh == 1 || sh == 2) && kh * kw <= 64) {{
         {name}_flat_channel(xc, H, W, ph, pw, Hp, Wp, kh, kw, sh, OH, OW, (float)zp, wt, out);
-        if (scale) tf_qconv_dequantize(&epi, sums, P, c, c + 1, 0, P);
-        continue;
-      }}
-      uint8_t plane[Hp * Wp];
-      tf_qconv_pad_plane(xc, H, W, ph, pw, Hp, Wp, (uint8_t)zp, plane);
-      if (kh == 3 && kw == 3) {{
+      }} else {{                                          /* dilated or strided past 2: row by row */
+        uint8_t plane[Hp * Wp];
+        tf_qconv_pad_plane(xc, H, W, ph, pw, Hp, Wp, (uint8_t)zp, plane);
         float fp[Hp * Wp];                               /* x - zp, exact in float */
-        for (long i = 0; i < Hp * Wp; i++) fp[i] = (float)({elem})plane[i] - (float)zp;
-        for (long oh = 0; oh < OH; oh++) {{
-          const float *r0 = fp + oh * sh * Wp;
-          {name}_row3x3(out + oh * OW, r0, r0 + dh * Wp, r0 + 2 * dh * Wp, OW, sw, dw, wt);
-        }}
-      }} else {{
-        float fp[Hp * Wp];
         for (long i = 0; i < Hp * Wp; i++) fp[i] = (float)({elem})plane[i] - (float)zp;
         float row[OW];
         for (long oh = 0; oh < OH; oh++) {{
           for (long ow = 0; ow < OW; ow++) row[ow] = 0.0f;
           for (long i = 0; i < kh; i++)
             for (long j = 0; j < kw; j++) {{
-              const float wv = (float)((int32_t)wc[i * kw + j] - 128);
-              const float *r = fp + (oh * sh + i * dh) * Wp + j * dw;
+              const float wv = (float)((int32_t)wc[i * kw + j] - 128), *r = fp + (oh * sh + i * dh) * Wp + j * dw;
               for (long ow = 0; ow < OW; ow++) row[ow] += r[ow * sw] * wv;
             }}
           for (long ow = 0; ow < OW; ow++) out[oh * OW + ow] = (int32_t)row[ow];
