@@ -274,6 +274,21 @@ def quantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
     return True
 
 
+def _private(start: Value, chain: list[Operation]) -> bool:
+    """Whether ``start`` and every value of ``chain`` but its last op's result have one use: the
+    chain reads them alone, so rewriting it loses no other reader."""
+    return all(len(list(v.uses)) == 1 for v in [start] + [o.results[0] for o in chain[:-1]])
+
+
+def _replay(rewriter: PatternRewriter, chain: list[Operation], old: Value, new: Value) -> Value:
+    """The ops of ``chain`` (each reading the previous one's result, the first reading ``old``)
+    created again at the insertion point, reading ``new``: their last result."""
+    for step in chain:
+        made = rewriter.create(step.name, [new if o is old else o for o in step.operands], dict(step.attributes))
+        old, new = step.results[0], made.results[0]
+    return new
+
+
 def _requantizable(y: Value, chain: list[Operation]) -> bool:
     """Whether ``y`` is a float32 qconv result read only by the QuantizeLinear ``chain``."""
     producer = y.op
@@ -281,7 +296,7 @@ def _requantizable(y: Value, chain: list[Operation]) -> bool:
         return False
     if producer.attributes.get("output_scale"):
         return False
-    return all(len(list(v.uses)) == 1 for v in [y] + [o.results[0] for o in chain[:-1]])
+    return _private(y, chain)
 
 
 @pattern("graph.cast")
@@ -349,7 +364,7 @@ def residual_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
         at = conv.attributes
         if not at.get("output_scale") or at.get("relu") or at.get("requant_scale") or int(at.get("groups", 1) or 1) > 1:
             continue
-        if any(len(list(v.uses)) != 1 for v in [main[0]] + [o.results[0] for o in main[3]]):
+        if not _private(main[0], main[3] + [op]):          # the add is the chain's last op
             continue
         other = op.operands[1 - i]
         if other.type.shape != y.type.shape:
@@ -411,13 +426,10 @@ def max_pool_before_dequantize(op: Operation, rewriter: PatternRewriter) -> bool
     found = _dequantized(op.operands[0])
     if found is None or found[1] <= 0 or not np.isfinite(found[1]) or not np.isfinite(found[2]):
         return False
-    q8, s, o, chain = found
+    q8, _, _, chain = found
     rewriter.set_insertion_point_before(op)
     pooled = rewriter.create("graph.max_pool", [q8], dict(op.attributes)).results[0]
-    y = rewriter.create("graph.cast", [pooled], dict(chain[0].attributes)).results[0]
-    y = rewriter.graph.mul(y, rewriter.constant(np.array(s, np.float32)))
-    if len(chain) > 2:
-        y = rewriter.graph.add(y, rewriter.constant(np.array(o, np.float32)))
+    y = _replay(rewriter, chain, q8, pooled)               # the same DequantizeLinear ops, after the pool
     if y.type != op.results[0].type:
         return False
     rewriter.replace_op(op, [y])
@@ -430,9 +442,7 @@ def _poolable(found) -> Operation | None:
     pool = found and _producer(found[0], "graph.max_pool")
     if pool is None or not (found[1] > 0 and np.isfinite(found[1])) or pool.operands[0].type.dtype is not DType.f32:
         return None
-    if any(len(list(v.uses)) != 1 for v in [found[0]] + [o.results[0] for o in found[3][:-1]]):
-        return None
-    return pool
+    return pool if _private(found[0], found[3]) else None
 
 
 @pattern("graph.cast")
@@ -450,11 +460,8 @@ def quantize_before_max_pool(op: Operation, rewriter: PatternRewriter) -> bool:
     if pool is None:
         return False
     rewriter.set_insertion_point_before(op)
-    old, v = found[0], pool.operands[0]
-    for step in found[3]:                    # the same QuantizeLinear ops, on the pool's input
-        new = rewriter.create(step.name, [v if o is old else o for o in step.operands], dict(step.attributes))
-        old, v = step.results[0], new.results[0]
-    pooled = rewriter.create("graph.max_pool", [v], dict(pool.attributes)).results[0]
+    q = _replay(rewriter, found[3], found[0], pool.operands[0])   # the same QuantizeLinear ops, on the pool's input
+    pooled = rewriter.create("graph.max_pool", [q], dict(pool.attributes)).results[0]
     if pooled.type != op.results[0].type:
         return False
     rewriter.replace_op(op, [pooled])
