@@ -111,8 +111,13 @@ def _rewritten(ops, keys, calibration: Calibration, per_channel: bool, exclude: 
 
 
 def _quantized(module: ModuleOp, ops, keys, calibration: Calibration, **options) -> ModuleOp:
+    return _optimized(module, _rewritten(ops, keys, calibration, **options))
+
+
+def _optimized(module: ModuleOp, quantized: list) -> ModuleOp:
+    """``module`` after ``_rewritten`` through the graph pipeline (which joins the int8 kernels'
+    epilogues), with the quantized keys in ``tf.quantized``."""
     from ..passes.pipeline import optimize
-    quantized = _rewritten(ops, keys, calibration, **options)
     optimize(module, "cpu", None)
     module.attributes["tf.quantized"] = tuple(key for key, _ in quantized)
     return module
@@ -121,7 +126,6 @@ def _quantized(module: ModuleOp, ops, keys, calibration: Calibration, **options)
 def _with_fallback(base: ModuleOp, calibration: Calibration, holdout: list, max_error: float, options: dict) -> ModuleOp:
     """``quantize`` with ``max_error`` (``fallback.py``): the float32 model probed once on the
     held-out samples, then quantized with more layers promoted until its error is small enough."""
-    from ..passes.pipeline import optimize
     from .fallback import Probe, added_errors, search
 
     base_ops = candidates(base)
@@ -144,9 +148,7 @@ def _with_fallback(base: ModuleOp, calibration: Calibration, holdout: list, max_
         probe = Probe.run(module.main, holdout, names)
         error = probe.output_error(reference)
         added = added_errors([key for key, _ in quantized], probe, reference)
-        optimize(module, "cpu", None)
-        module.attributes["tf.quantized"] = tuple(key for key, _ in quantized)
-        return module, error, added
+        return _optimized(module, quantized), error, added
 
     module, promoted, first, final = search(once, len(base_ops), max_error)
     module.attributes["tf.fallback"] = promoted

@@ -32,20 +32,27 @@ _HELPERS = r"""
 #ifndef TF_BF16CONV_HELPERS_DEFINED
 #define TF_BF16CONV_HELPERS_DEFINED
 @IM2COL@
+/* 16 pixels of rows k (lo) and k + 1 (hi) as bf16 (vcvtne2ps2bf16: round to nearest even) pairs,
+   [16][2], at dst. */
+static inline void tf_bf16conv_store_pairs(__m512 lo, __m512 hi, uint16_t *dst)
+{
+  const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);            /* [lo 0..15, hi 0..15] */
+  _mm512_storeu_si512((void *)dst, _mm512_permutexvar_epi16(inter, v));
+}
+
 /* Pixels [p0, p0 + 16) of the K x P float matrix col (row stride ldc) as one panel of kp k-pairs,
    bf16 (round to nearest even, vcvtne2ps2bf16), [kp][16][2]; rows >= K and pixels >= P are 0. */
 static void tf_bf16conv_pack_panel(const float *col, long ldc, long K, long kp, long p0, long P, uint16_t *bp)
 {
   const long n = P - p0 < 16 ? P - p0 : 16;
   const __mmask16 m = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
-  const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
-                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   for (long q = 0; q < kp; q++) {
     const long k = 2 * q;
     const __m512 lo = _mm512_maskz_loadu_ps(m, col + k * ldc + p0);
     const __m512 hi = k + 1 < K ? _mm512_maskz_loadu_ps(m, col + (k + 1) * ldc + p0) : _mm512_setzero_ps();
-    const __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);          /* [lo 0..15, hi 0..15] */
-    _mm512_storeu_si512((void *)(bp + q * 32), _mm512_permutexvar_epi16(inter, v));
+    tf_bf16conv_store_pairs(lo, hi, bp + q * 32);
   }
 }
 
@@ -68,8 +75,6 @@ static void tf_bf16conv_pack_panel_padded(const float *xp, const long *koff, lon
     lane += len;
     p += len;
   }
-  const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
-                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   for (long q = 0; q < kp; q++) {
     __m512 r[2];
     for (int t = 0; t < 2; t++) {
@@ -79,8 +84,7 @@ static void tf_bf16conv_pack_panel_padded(const float *xp, const long *koff, lon
       const float *src = xp + koff[k];
       for (int g = 0; g < segs; g++) r[t] = _mm512_mask_loadu_ps(r[t], seg[g], src + base[g]);
     }
-    const __m512i v = (__m512i)_mm512_cvtne2ps_pbh(r[1], r[0]);
-    _mm512_storeu_si512((void *)(bp + q * 32), _mm512_permutexvar_epi16(inter, v));
+    tf_bf16conv_store_pairs(r[0], r[1], bp + q * 32);
   }
 }
 
