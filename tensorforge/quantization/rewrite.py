@@ -185,11 +185,12 @@ def dequantize_residuals(quantized: list[tuple]) -> int:
     firsts: dict[int, tuple] = {}
     for record in quantized:
         firsts.setdefault(id(record[0]), record)
+    where: dict[int, int] = {}                 # program position of each op, for "after q"
     for x, q, sa, za, *_ in firsts.values():
         if x.type.rank != 4 or q.op is None:
             continue
-        body = list(q.op.parent)
-        where = {id(op): i for i, op in enumerate(body)}
+        if id(q.op) not in where:
+            where = {id(op): i for i, op in enumerate(q.op.parent)}
         for user, index in list(x.uses):
             if user.name != "graph.add" or where.get(id(user), -1) < where[id(q.op)] or user.results[0].type != x.type:
                 continue
