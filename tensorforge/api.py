@@ -17,7 +17,7 @@ from .ir.builtin import ModuleOp
 from .ir.interpreter import run_function
 from .ir.verifier import verify
 
-TARGETS = ("cpu", "interpreter")
+TARGETS = ("cpu", "opencl", "cuda", "interpreter")
 
 
 def import_model(model: Any, example_inputs: Sequence | None = None,
@@ -258,7 +258,9 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
             **options: Any) -> CompiledModel:
     """Imports, checks, optimises and compiles ``model``.
 
-    ``target="cpu"`` (the default) generates C for the host and loads it; ``"interpreter"`` runs
+    ``target="cpu"`` (the default) generates C for the host and loads it; ``"opencl"`` and
+    ``"cuda"`` generate GPU kernels from the same IR (docs/gpu.md: OpenCL runs on any OpenCL
+    driver, CUDA is compiled by NVRTC and runs on an NVIDIA GPU); ``"interpreter"`` runs
     the verified graph in the NumPy reference interpreter.  ``threads`` is how many threads
     the native model runs on (default: all cores; change it later with ``set_threads``).
     ``passes`` selects the graph optimisation: None for
@@ -348,6 +350,13 @@ def _compile_module(module: ModuleOp, model: Any, target: str, threads: int | No
     if target == "interpreter":
         return CompiledModel(module, target="interpreter")
     from .runtime.control_flow import ControlFlowModel, has_control_flow
+    if target in ("opencl", "cuda"):
+        if has_control_flow(module.main):
+            raise TensorforgeError(f"models with control flow (If/Loop/Scan) have no {target} build yet; "
+                                   f"compile with target='cpu'")
+        from .codegen.driver import build
+        native, source = build(module, target, **options)
+        return CompiledModel(module, target=target, native=native, source=source)
     if has_control_flow(module.main):   # graph.if/loop/scan: native segments and bodies (docs/control_flow.md)
         def compile_part(part: ModuleOp):
             return _compile_module(part, None, target, threads, passes, db, options).run_numpy

@@ -163,6 +163,12 @@ class Target:
     features from the compiler for ``march`` (or /proc/cpuinfo for ``native``), vector shape from
     the features, caches and cores from this machine."""
 
+    # What the C backend maps that a pass may plan for (class attributes, not fields: no key change):
+    # contractions onto GEMM micro-kernels (fusion keeps their epilogues in reach), and ops with a
+    # hand-written form (``library_kernel_if``, e.g. 2-D max pool).
+    tensorizes = True
+    hand_written_kernels = True
+
     march: str = "native"
     arch: str = field(default_factory=platform.machine)
     features: frozenset[str] | None = field(default=None, repr=False)
@@ -252,3 +258,43 @@ class Target:
 @functools.lru_cache(maxsize=1)
 def _host() -> Target:
     return Target()
+
+
+@dataclass(frozen=True)
+class GpuTarget:
+    """A GPU to generate code for: what GPU schedules size their tiles by and what the verifier
+    checks kernels against (docs/gpu.md).  ``language`` picks the printer and runtime.
+
+    ``shared_per_block`` is the static shared memory a block may declare (48 KiB on NVIDIA: more
+    needs the opt-in dynamic allocation, ``shared_per_block_optin``); registers are 32-bit.
+    """
+
+    tensorizes = False                  # no GEMM micro-kernels: contractions are scheduled loop nests
+    hand_written_kernels = False        # every op with a tensor-expression form is lowered as one
+
+    name: str
+    language: str                       # "opencl" | "cuda"
+    max_threads_per_block: int = 1024
+    shared_per_block: int = 48 * 1024
+    shared_per_block_optin: int = 48 * 1024
+    registers_per_sm: int = 65536
+    registers_per_thread: int = 255
+    warp_size: int = 32
+    sm_count: int = 1
+    arch: str = ""                      # CUDA: "sm_90"; empty for OpenCL
+
+    @classmethod
+    def h200(cls) -> "GpuTarget":
+        """NVIDIA H200 (Hopper, sm_90): 132 SMs, 227 KiB opt-in shared memory per block."""
+        return cls("NVIDIA H200", "cuda", 1024, 48 * 1024, 227 * 1024, 65536, 255, 32, 132, "sm_90")
+
+    @classmethod
+    def opencl_default(cls) -> "GpuTarget":
+        """The limits every OpenCL device tensorforge targets honours (PoCL on a CPU has more):
+        256 work-items per group and 32 KiB of local memory."""
+        return cls("OpenCL device", "opencl", 256, 32 * 1024, 32 * 1024, 65536, 255, 32, 1, "")
+
+    def key(self) -> str:
+        """Names the target in caches and the tuning database."""
+        blob = "|".join(map(str, dataclasses.astuple(self)))
+        return f"{self.language}-{self.arch or 'generic'}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"

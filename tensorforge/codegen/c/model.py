@@ -24,23 +24,21 @@ byte counts computed from the dims.  A function without symbols generates the sa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import AbstractSet, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from ...errors import CompileError
 from ...ir.builtin import FuncOp
 from ...ir.core import Operation, Value
-from ...ir.structure import structural_hash
 from ...ir.symbolic import SymbolTable, c_identifier, symbol_table_of, symbols_of, to_c
 from ...ir.types import TensorType
 from ...passes.lower.graph_to_kernels import is_library_kernel
 from ...passes.lower.structured_to_loop import lower_kernel
-from ...passes.memory.plan import ALIGN, MemoryPlan, nbytes_dim, plan_dynamic, plan_memory
+from ...passes.memory.plan import MemoryPlan, nbytes_dim, plan_dynamic, plan_memory
 from ...runtime.arena_plan import DynamicPlan
-from ...runtime.buffers import aligned_empty
 from ...runtime.native import DYN_ENTRY, ENTRY, GET_THREADS, PROFILE, PROFILE_COUNT, SET_THREADS
 from ...schedule.licm import hoist_invariants
+from ..driver import Placement, check_lowered, kernel_key, needs_arena, output_slots, weight_blob  # noqa: F401 (weight_blob: re-exported)
 from .emit_loop import PRELUDE, FunctionEmitter, c_type
 from .library_kernels import describe as describe_library_kernel, emit_library_kernel
 from .tensorize import Prepared, Tensorizer
@@ -96,49 +94,6 @@ class ModelLayout:
         return self.dynamic_plan is not None
 
 
-def _aligned(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
-
-
-def weight_blob(func: FuncOp, extra: Sequence[np.ndarray] = (), skip: AbstractSet[int] = frozenset()
-                ) -> tuple[np.ndarray, dict[int, int]]:
-    """All used constants of ``func`` in one aligned blob, and id(value) -> byte offset.
-
-    ``extra`` arrays (weights pre-packed by the tensorizer) follow, keyed by id(array);
-    constants in ``skip`` (id(value): every use reads a packed copy) are left out.
-    Each array is copied once, straight into its slot: joining ``tobytes()`` chunks would copy
-    every weight three times, which dominated compile time for BERT-sized models.
-    """
-    offsets: dict[int, int] = {}
-    entries: list[tuple[int, np.ndarray]] = []
-    pos = 0
-    arrays = [(id(op.results[0]), op.attributes["value"].array) for op in func.body
-              if op.name == "graph.constant" and op.results[0].uses and id(op.results[0]) not in skip]
-    for key, arr in arrays + [(id(a), a) for a in extra]:
-        offsets[key] = pos
-        entries.append((pos, arr))
-        pos += _aligned(arr.nbytes)
-    blob = aligned_empty(max(pos, ALIGN))
-    end = 0
-    for off, arr in entries:
-        blob[end:off] = 0
-        n = arr.nbytes
-        if n:
-            np.copyto(blob[off:off + n].view(arr.dtype).reshape(arr.shape), arr)
-        end = off + n
-    blob[end:] = 0
-    return blob, offsets
-
-
-def kernel_key(op: Operation) -> str:
-    """What decides a kernel's C text: its structure and operand types (not which tensors it reads).
-
-    A kernel path that emits different code depending on *which* operand it gets (e.g. weights
-    pre-packed at compile time) must add that to the key.
-    """
-    return structural_hash(op)
-
-
 def emit_kernel(op: Operation, schedule: Schedule | None, tensorized: Prepared | None = None,
                 symbols: Sequence[str] | None = None) -> str:
     """The C text of one ``structured.kernel`` as a static function named ``KERNEL_NAME``.
@@ -179,12 +134,6 @@ def _schedule_text(scheduled: list, plan) -> str:
     return "\n".join(str(step) for step in trace) or "default loop nest (no primitives applied)"
 
 
-def _check_lowered(func: FuncOp) -> None:
-    for op in func.body:
-        if op.name not in ("graph.constant", "structured.kernel", "func.return"):
-            raise CompileError(f"'{op.name}'{op.location_str()} was not lowered to a kernel")
-
-
 def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
                      tensorizer: Tensorizer | None = None, profile: bool = False,
                      schedule_for: Callable[[Operation], Schedule | None] | None = None) -> tuple[str, ModelLayout]:
@@ -192,32 +141,29 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
     with a ``tensorizer``, contractions run on GEMM micro-kernels (see ``tensorize.py``); with
     ``profile``, ``tf_run`` times every kernel call (see the module docstring).  ``schedule_for(kernel)``
     may give one kernel its own schedule instead of ``schedule`` (the auto-tuner's records)."""
-    _check_lowered(func)
+    check_lowered(func)
     outputs = func.outputs
-    out_index: dict[int, int] = {}
-    for j, v in enumerate(outputs):
-        if v.op is not None and v.op.name == "structured.kernel" and id(v) not in out_index:
-            out_index[id(v)] = j
+    out_index = output_slots(func)
     table = symbol_table_of(func)
     symbols = list(table.ranges)
-    needs_arena = (lambda v: v.op is not None and v.op.name == "structured.kernel" and id(v) not in out_index)
-    dyn = plan_dynamic(func, needs_arena, symbols) if symbols else None
-    plan = MemoryPlan() if dyn is not None else plan_memory(func, needs_arena)
+    dyn = plan_dynamic(func, needs_arena(out_index), symbols) if symbols else None
+    plan = MemoryPlan() if dyn is not None else plan_memory(func, needs_arena(out_index))
     tz = tensorizer.prepare(func) if tensorizer is not None else None
     blob, w_off = weight_blob(func, tz.weights, tz.replaced) if tz else weight_blob(func)
-    in_index = {id(a): i for i, a in enumerate(func.args)}
+    placement = Placement(func, w_off, plan, dyn)
 
     def pointer(v: Value) -> str:
         ct = c_type(v.type)
-        if id(v) in in_index:
-            return f"(({ct}*)inputs[{in_index[id(v)]}])"
-        if id(v) in w_off:
-            return f"(({ct}*)(weights + {w_off[id(v)]}))"
-        if id(v) in out_index:
-            return f"(({ct}*)outputs[{out_index[id(v)]}])"
-        if dyn is not None:
-            return f"(({ct}*)(arena + offsets[{dyn.buffer(v)}]))"
-        return f"(({ct}*)(arena + {plan.offset(v)}))"
+        where = placement.of(v)
+        if where.region == "input":
+            return f"(({ct}*)inputs[{where.index}])"
+        if where.region == "weights":
+            return f"(({ct}*)(weights + {where.offset}))"
+        if where.region == "output":
+            return f"(({ct}*)outputs[{where.index}])"
+        if where.region == "slot":
+            return f"(({ct}*)(arena + offsets[{where.index}]))"
+        return f"(({ct}*)(arena + {where.offset}))"
 
     functions: list[str] = []
     by_key: dict[str, str] = {}      # kernel_key -> C name
@@ -255,7 +201,7 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
         calls.append(f"  {{ double t0 = tf_now(); {call} {PROFILE}[{len(names)}] += tf_now() - t0; }}"
                      if profile else f"  {call}")
         names.append(cname)
-    copies = [(j, v) for j, v in enumerate(outputs) if out_index.get(id(v)) != j]
+    copies = placement.copies(func)
     if dyn is None:
         for j, v in copies:
             calls.append(f"  memcpy(outputs[{j}], {pointer(v)}, {v.type.nbytes});")

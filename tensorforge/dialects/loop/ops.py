@@ -5,7 +5,11 @@ from ...ir.core import Block, Operation, OpView, Value
 from ...ir.opdef import TERMINATOR, Attr, OpDef, expect, register
 from ...ir.types import BufferType, DType, IndexType, ScalarType
 
-LOOP_KINDS = ("serial", "parallel", "vectorize", "unroll")
+GPU_BLOCK_KINDS = ("block.x", "block.y", "block.z")      # iv = the work-group (block) index on that axis
+GPU_THREAD_KINDS = ("thread.x", "thread.y", "thread.z")   # iv = the work-item (thread) index within its group
+GPU_KINDS = GPU_BLOCK_KINDS + GPU_THREAD_KINDS
+LOOP_KINDS = ("serial", "parallel", "vectorize", "unroll") + GPU_KINDS
+MEMORY_SPACES = ("default", "shared", "local")
 
 
 @register
@@ -79,11 +83,19 @@ class Store(OpDef):
 
 @register
 class Alloc(OpDef):
-    """A buffer local to the kernel (a temporary or, at rank 0, an accumulator)."""
+    """A buffer local to the kernel (a temporary or, at rank 0, an accumulator).
+
+    ``space`` says where it lives on a GPU (docs/gpu.md): unset (``"default"``) is a C local or heap buffer
+    on the CPU, and on a GPU global scratch when it is outside every block loop, else per-thread
+    registers; ``"shared"`` is one copy per work-group (``__local`` / ``__shared__``), declared
+    outside the thread loops; ``"local"`` is per thread (private memory / registers)."""
 
     name = "loop.alloc"
     operands = ()
-    attrs = {"type": Attr("type"), "tag": Attr("str", None)}
+    attrs = {"type": Attr("type"), "tag": Attr("str", None), "space": Attr("str", None)}
+
+    def verify(self, op):
+        expect(op.attributes.get("space") in (None,) + MEMORY_SPACES, f"space must be one of {MEMORY_SPACES}")
 
     def infer(self, types, attrs):
         expect(isinstance(attrs["type"], BufferType), "type must be a memref")
@@ -102,6 +114,16 @@ class If(OpDef):
         expect(op.operands[0].type == ScalarType(DType.bool), f"condition must be i1, got {op.operands[0].type}")
         expect(len(op.regions) == 1 and len(op.regions[0].blocks) == 1 and not op.regions[0].blocks[0].args,
                "needs one region with one block without arguments")
+
+
+@register
+class Barrier(OpDef):
+    """A work-group barrier on a GPU: every thread of the group waits here until all have arrived,
+    and their writes to shared (and global) memory before it are visible to reads after it.  Every
+    thread of the group must reach it (docs/gpu.md: not under a thread-dependent condition)."""
+
+    name = "loop.barrier"
+    results = ()
 
 
 @register

@@ -142,7 +142,10 @@ class FuseCategoryPass(FusionPass):
 
 def micro_kernel_oracle(target: Any = None) -> Callable[[Operation], bool] | None:
     """``kernel -> bool``: whether the C code generator maps the kernel's contraction onto its
-    GEMM/conv micro-kernels (None when that generator is not available)."""
+    GEMM/conv micro-kernels (None when that generator is not available or ``target`` is not
+    one it generates for)."""
+    if not getattr(target, "tensorizes", True):
+        return None
     try:
         from ...codegen.c.tensorize import Tensorizer
     except ImportError:

@@ -42,6 +42,9 @@ LIBRARY_OPS = DATA_DEPENDENT_OPS   # graph ops that lower to library kernels (ha
 
 _OFF = ("", "none", "off", "false", "0")
 _FUSION: ContextVar[str | None] = ContextVar("tensorforge_fusion", default=None)
+# Whether the backend being lowered for has hand-written forms of the ``library_kernel_if`` ops
+# (the C backend's max pool); a GPU backend lowers them as tensor expressions.
+_HAND_WRITTEN: ContextVar[bool] = ContextVar("tensorforge_hand_written_kernels", default=True)
 
 
 def default_fusion() -> str:
@@ -82,7 +85,7 @@ def is_library_op(op: Operation) -> bool:
     if op.name in LIBRARY_OPS or bool(getattr(op.opdef, "library_kernel", False)):
         return True
     when = getattr(op.opdef, "library_kernel_if", None)
-    return when is not None and bool(when(op))
+    return when is not None and _HAND_WRITTEN.get() and bool(when(op))
 
 
 def is_library_kernel(op: Operation) -> bool:
@@ -134,6 +137,14 @@ def lower_function(func: FuncOp, target: Any = None, fusion: str | None = ...) -
     Returns how many kernels ``func`` holds afterwards."""
     if fusion is ...:
         fusion = default_fusion()
+    token = _HAND_WRITTEN.set(getattr(target, "hand_written_kernels", True))
+    try:
+        return _lower_function(func, target, fusion)
+    finally:
+        _HAND_WRITTEN.reset(token)
+
+
+def _lower_function(func: FuncOp, target: Any, fusion: str) -> int:
     widen_bf16(func)
     declare_count_symbols(func)          # before fusion, whose cost model reads the symbols' hints
     if fusion and fusion.strip().lower() not in _OFF:

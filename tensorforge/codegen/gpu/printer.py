@@ -1,0 +1,239 @@
+"""GPU-scheduled ``loop.func`` -> OpenCL C or CUDA C, one kernel function per launch.
+
+Both languages are C with different spellings for the same few things: how a kernel and its
+buffer parameters are declared, where the block and thread indices come from, how shared memory
+and barriers are written, and how a float's bits are read.  ``LANGUAGES`` holds those spellings;
+everything else (scalar expressions, loads, stores, guards) is the C emitter's (``emit_loop.py``),
+with the C library's math names instead of the CPU's inline vector math.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...dialects.loop.ops import GPU_BLOCK_KINDS, GPU_KINDS, GPU_THREAD_KINDS
+from ...errors import CompileError
+from ...ir.core import Operation, Value
+from ...ir.types import BufferType, DType
+from ...schedule.analysis import ALLOC, FOR, body, extent, is_pure, walk_ops
+from .verify import launch_shape, shared_bytes
+from ..c import vmath
+from ..c.emit_loop import FunctionEmitter, c_type
+
+
+@dataclass(frozen=True)
+class Language:
+    """How one GPU language spells what differs from C."""
+
+    name: str
+    prelude: str
+    kernel: str             # "{name}" and "{params}" and "{threads}"
+    param: str              # one buffer parameter: "{const}", "{type}", "{name}", "{k}"
+    param_setup: str        # statement turning the parameter into the typed pointer (or "")
+    block_index: str        # "{axis}" is 0/1/2
+    thread_index: str
+    shared: str             # declaration prefix of a shared array
+    barrier: str
+
+
+_AXES = {"x": 0, "y": 1, "z": 2}
+
+# Helpers written once, on top of each language's bit-reinterpretation macros.
+_COMMON = r"""
+TF_FN int64_t tf_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+TF_FN int64_t tf_imod(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+TF_FN float tf_bf16_load(uint16_t h) { return TF_AS_FLOAT((uint32_t)h << 16); }
+TF_FN uint16_t tf_bf16_bits(float f) { uint32_t u = TF_AS_UINT(f); return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+TF_FN float tf_bf16_round(float f) { return tf_bf16_load(tf_bf16_bits(f)); }
+TF_FN int tf_isnan_f32(float x) { return (TF_AS_UINT(x) & 0x7fffffffu) > 0x7f800000u; }
+TF_FN int64_t tf_key_f32(float x) { uint32_t u = TF_AS_UINT(x); return (u >> 31) ? -(int64_t)(u & 0x7fffffffu) : (int64_t)u; }
+"""
+_OPENCL_PRELUDE = r"""#pragma OPENCL FP_CONTRACT OFF
+typedef long int64_t; typedef int int32_t; typedef short int16_t; typedef char int8_t;
+typedef ulong uint64_t; typedef uint uint32_t; typedef ushort uint16_t; typedef uchar uint8_t;
+#define INT64_C(x) ((int64_t)(x))
+#define UINT32_C(x) ((uint32_t)(x))
+#define UINT64_C(x) ((uint64_t)(x))
+#define INT64_MIN LONG_MIN
+#define TF_FN static inline
+#define TF_AS_UINT(f) as_uint(f)
+#define TF_AS_FLOAT(u) as_float(u)
+#define expf exp
+#define expm1f expm1
+#define logf log
+#define log1pf log1p
+#define sqrtf sqrt
+#define tanhf tanh
+#define erff erf
+#define sinf sin
+#define cosf cos
+#define asinf asin
+#define acosf acos
+#define atanf atan
+#define floorf floor
+#define ceilf ceil
+#define fabsf fabs
+#define fmodf fmod
+#define powf pow
+#define nearbyintf rint
+""" + _COMMON
+
+_CUDA_PRELUDE = r"""typedef long long int64_t; typedef int int32_t; typedef short int16_t; typedef signed char int8_t;
+typedef unsigned long long uint64_t; typedef unsigned int uint32_t; typedef unsigned short uint16_t;
+typedef unsigned char uint8_t;
+#define INT64_C(x) ((int64_t)(x##LL))
+#define UINT32_C(x) ((uint32_t)(x##U))
+#define UINT64_C(x) ((uint64_t)(x##ULL))
+#define INT64_MIN (-INT64_C(9223372036854775807) - 1)
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
+#define TF_FN static __device__ __forceinline__
+#define TF_AS_UINT(f) __float_as_uint(f)
+#define TF_AS_FLOAT(u) __uint_as_float(u)
+""" + _COMMON
+
+LANGUAGES = {
+    "opencl": Language(
+        "opencl", _OPENCL_PRELUDE,
+        kernel="__kernel __attribute__((reqd_work_group_size({bx}, {by}, {bz}))) void {name}({params})",
+        param="__global uchar* b{k}, long o{k}",
+        param_setup="__global {const}{type}* restrict {name} = (__global {const}{type}*)(b{k} + o{k});",
+        block_index="(int64_t)get_group_id({axis})", thread_index="(int64_t)get_local_id({axis})",
+        shared="__local ", barrier="barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);"),
+    "cuda": Language(
+        "cuda", _CUDA_PRELUDE,
+        kernel='extern "C" __global__ void __launch_bounds__({threads}) {name}({params})',
+        param="{const}{type}* __restrict__ {name}", param_setup="",
+        block_index="(int64_t)blockIdx.{axis_name}", thread_index="(int64_t)threadIdx.{axis_name}",
+        shared="__shared__ ", barrier="__syncthreads();"),
+}
+
+
+@dataclass
+class PrintedLaunch:
+    """One launch of a kernel: its function text and its shape."""
+
+    name: str
+    text: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+
+
+class GpuEmitter(FunctionEmitter):
+    """Prints one launch nest of a GPU-scheduled loop.func as a kernel function."""
+
+    def __init__(self, fn: Operation, nest: Operation, lang: Language, name: str, params: list[Value],
+                 n_inputs: int):
+        super().__init__(fn, name, static=False)
+        self.nest = nest
+        self.lang = lang
+        self.params = params
+        self.n_inputs = n_inputs
+        self.grid, self.block_dims = launch_shape(nest)
+
+    def emit(self) -> str:
+        decls, setup = [], []
+        for k, v in enumerate(self.params):
+            t = v.type
+            if t.dtype is DType.f16:
+                raise CompileError(f"kernel '{self.c_name}': float16 buffers have no GPU lowering yet")
+            name = f"p{k}"
+            self.names[id(v)] = name
+            fields = {"const": "const " if k < self.n_inputs else "", "type": c_type(t), "name": name, "k": k}
+            decls.append(self.lang.param.format(**fields))
+            if self.lang.param_setup:
+                setup.append("  " + self.lang.param_setup.format(**fields))
+        threads = self.block_dims[0] * self.block_dims[1] * self.block_dims[2]
+        head = self.lang.kernel.format(name=self.c_name, params=", ".join(decls), threads=threads,
+                                       bx=self.block_dims[0], by=self.block_dims[1], bz=self.block_dims[2])
+        self.lines.append(head + " {")
+        self.lines += setup
+        for op in walk_ops(self.nest, ALLOC):          # shared arrays live at kernel scope (OpenCL requires it)
+            if op.attributes.get("space") == "shared":
+                self._declare(op, 1, self.lang.shared)
+        for op in body(self.fn):                        # top-level index math and constants the nest reads
+            if is_pure(op):
+                self.op(op, 1)
+        with vmath.libm_math():
+            self.op(self.nest, 1)
+        self.lines.append("}")
+        return "\n".join(self.lines) + "\n"
+
+    def _declare(self, op: Operation, depth: int, prefix: str = "") -> None:
+        t = op.attributes["type"]
+        v = self.fresh("t")
+        self.names[id(op.results[0])] = v
+        if t.rank == 0 and not prefix:
+            self.scalars.add(id(op.results[0]))
+            self.lines.append(f"{'  ' * depth}{c_type(t.dtype)} {v};")
+        else:
+            self.lines.append(f"{'  ' * depth}{prefix}{c_type(t)} {v}[{max(t.num_elements, 1)}];")
+
+    def op(self, op: Operation, depth: int) -> None:
+        ind = "  " * depth
+        name = op.name
+        if name == FOR:
+            self._loop(op, depth)
+        elif name == ALLOC:
+            if op.attributes.get("space") != "shared":
+                if not op.attributes["type"].is_static:
+                    raise CompileError(f"kernel '{self.c_name}': a local buffer of run-time size has no GPU lowering")
+                self._declare(op, depth)
+        elif name == "loop.barrier":
+            self.lines.append(ind + self.lang.barrier)
+        elif name == "scalar.bitcast":
+            raise CompileError(f"kernel '{self.c_name}': bitcast has no GPU lowering yet")
+        else:
+            super().op(op, depth)
+
+    def _loop(self, op: Operation, depth: int) -> None:
+        ind = "  " * depth
+        a = op.attributes
+        kind = a["kind"]
+        v = self.fresh("i")
+        self.names[id(body(op).args[0])] = v
+        if kind in GPU_KINDS:
+            axis = kind[-1]
+            src = self.lang.block_index if kind in GPU_BLOCK_KINDS else self.lang.thread_index
+            index = src.format(axis=_AXES[axis], axis_name=axis)
+            self.lines.append(f"{ind}{{ const int64_t {v} = {index};")
+            partial = kind in GPU_THREAD_KINDS and extent(op) < self.block_dims[_AXES[axis]]
+            if partial:
+                self.lines.append(f"{ind}if ({v} < {extent(op)}) {{")
+            self.block(body(op), depth + 1)
+            self.lines.append(f"{ind}}}" + ("}" if partial else ""))
+            return
+        if kind == "unroll":
+            self.lines.append(f"{ind}#pragma unroll")
+        self.lines.append(f"{ind}for (int64_t {v} = {a['lb']}; {v} < {a['ub']}; {v} += {a['step']}) {{")
+        self.block(body(op), depth + 1)
+        self.lines.append(f"{ind}}}")
+
+
+def print_launches(fn: Operation, language: str, base_name: str) -> tuple[list[PrintedLaunch], list[Value]]:
+    """Every launch of a GPU-scheduled ``fn`` as a kernel function of ``language``, and the kernel
+    parameters they all take: the function's buffers (inputs, then outputs), then its global
+    scratch buffers (top-level allocs), in that order."""
+    lang = LANGUAGES[language]
+    args = list(body(fn).args)
+    scratch = [op.results[0] for op in body(fn) if op.name == ALLOC]
+    params = args + scratch
+    n_inputs = fn.attributes["num_inputs"]
+    launches = []
+    for op in body(fn):
+        if op.name == FOR:
+            if op.attributes["kind"] not in GPU_BLOCK_KINDS:
+                raise CompileError(f"kernel '{base_name}': top-level loop '{op.attributes.get('tag')}' is not bound "
+                                   f"to the grid (the GPU schedule left it sequential)")
+            name = f"{base_name}_{len(launches)}"
+            text = GpuEmitter(fn, op, lang, name, params, n_inputs).emit()
+            grid, block = launch_shape(op)
+            launches.append(PrintedLaunch(name, text, grid, block, shared_bytes(op)))
+        elif op.name not in (ALLOC, "loop.return") and not is_pure(op):
+            raise CompileError(f"kernel '{base_name}': '{op.name}' outside every launch")
+    return launches, params
+
+
+def scratch_types(fn: Operation) -> list[BufferType]:
+    """The global scratch buffers of a GPU-scheduled ``fn`` (its top-level allocs), in parameter order."""
+    return [op.attributes["type"] for op in body(fn) if op.name == ALLOC]

@@ -1,0 +1,555 @@
+"""The schedule every kernel gets on a GPU (docs/gpu.md).
+
+A freshly lowered ``loop.func`` holds one top-level nest per compute.  Each nest becomes one launch
+(a launch boundary is a grid-wide barrier, so intermediates between nests stay in global scratch).
+Cheap injective producers are inlined first (``default.inline_producers``, as on the CPU).  Then
+each nest is rebuilt by the first strategy that fits it:
+
+1. **tiled contraction**: a sum of products ``x(i, k) * y(j, k)`` with enough rows, columns and
+   depth (matmul, batched matmul, dense convolution): a block computes a ``TM x TN`` output tile;
+   its threads stage ``TK``-deep slices of ``x`` and ``y`` into shared memory together, wait at a
+   barrier, and each accumulates a ``4 x 4`` register micro-tile from them; the epilogue (what the
+   nest does with the sum) runs on the registers.
+2. **block reduction**: a reduction over many elements with few outputs (softmax and norm row
+   statistics, global pooling): one block per output, its threads stride over the reduced
+   elements, then combine their partial results in shared memory in a tree, a barrier per level.
+3. **flat**: everything else (elementwise nests, short reductions): the parallel loops are
+   flattened into one index space, one thread per point, blocks of ``threads`` threads; a thread
+   runs the rest of the nest (a short reduction) itself.
+
+The nests are rebuilt by construction rather than by chains of CPU primitives: the bodies are
+cloned with the loop variables mapped to values computed from the block and thread indices.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..dialects.scalar import INDEX
+from ..ir.builder import Builder
+from ..ir.core import Block, Operation, Region, Value
+from ..ir.types import BufferType, ScalarType
+from .analysis import ALLOC, FOR, LOAD, STORE, body, extent, is_pure, iv, iv_deps, top_level
+from .default import inline_producers
+from .primitives import Schedule
+
+FLAT_THREADS = 256
+# One block per output pays when outputs alone would leave most threads of the GPU idle (rows of a
+# softmax or a norm), or when each output sums so many terms that one thread would run long.
+BLOCK_REDUCE_MAX_OUTPUTS = 4096
+REDUCE_THREADS = 256
+TILE = (64, 64, 16)            # TM, TN, TK of the tiled contraction
+MICRO = 4                      # each thread's register tile is MICRO x MICRO
+BARRIER = "loop.barrier"
+
+
+@dataclass
+class GpuSchedule:
+    """What the GPU schedule did to one kernel, for people (``explain``) and the tuner."""
+
+    strategies: list[str]
+
+    def describe(self) -> str:
+        return "; ".join(self.strategies) or "no launches"
+
+
+def gpu_schedule(fn: Operation, max_threads: int = 1024) -> GpuSchedule:
+    """Rewrites ``fn`` (a lowered ``loop.func``) in place into GPU launches; returns what it did."""
+    s = Schedule(fn, check=False)
+    inline_producers(s, set())
+    _wrap_loose_statements(fn)
+    done = []
+    for nest in [op for op in body(fn) if op.name == FOR]:
+        done.append(_schedule_nest(nest, max_threads))
+    return GpuSchedule(done)
+
+
+# ---- nest structure ------------------------------------------------------------------------------
+def parallel_prefix(nest: Operation) -> list[Operation]:
+    """The loops at the top of ``nest`` that are perfectly nested (pure ops aside) and not reductions."""
+    chain = [nest]
+    while True:
+        inner = [op for op in body(chain[-1]) if not is_pure(op)]
+        if len(inner) == 1 and inner[0].name == FOR and not inner[0].attributes.get("reduction"):
+            chain.append(inner[0])
+        else:
+            return chain
+
+
+@dataclass
+class Reduction:
+    """A nest ``P loops { acc = init; R loops { acc = comb(acc, term) }; after(acc) }``."""
+
+    prefix: list[Operation]
+    acc: Operation                  # the rank-0 loop.alloc
+    loops: list[Operation]          # the reduction loops, outermost first (perfectly nested)
+    update: Operation               # the store of comb(acc, term) into acc
+    combine: Operation              # the scalar combiner op
+    term: Value                     # what is combined in per iteration
+    after: list[Operation]          # ops of the innermost P body after the reduction loops
+
+    @property
+    def depth(self) -> int:
+        return math.prod(extent(l) for l in self.loops)
+
+
+def as_reduction(nest: Operation) -> Reduction | None:
+    """The reduction shape of ``nest``, or None when it is something else."""
+    prefix = parallel_prefix(nest)
+    ops = list(body(prefix[-1]))
+    allocs = [op for op in ops if op.name == ALLOC]
+    rloops = [op for op in ops if op.name == FOR]
+    if len(allocs) != 1 or len(rloops) != 1 or allocs[0].attributes["type"].rank != 0:
+        return None
+    acc = allocs[0].results[0]
+    chain = [rloops[0]]
+    while True:
+        inner = [op for op in body(chain[-1]) if not is_pure(op)]
+        if len(inner) == 1 and inner[0].name == FOR and inner[0].attributes.get("reduction"):
+            chain.append(inner[0])
+        else:
+            break
+    if not all(l.attributes.get("reduction") for l in chain):
+        return None
+    leaf = [op for op in body(chain[-1]) if not is_pure(op)]
+    stores = [op for op in leaf if op.name == STORE and op.operands[1] is acc]
+    loads = [op for op in leaf if op.name == LOAD and op.operands[0] is acc]
+    if len(stores) != 1 or len(loads) != 1 or len(leaf) - 2 != _other_loads(leaf, acc):
+        return None
+    comb = stores[0].operands[0].op
+    if comb is None or comb.name not in ("scalar.add", "scalar.mul", "scalar.max", "scalar.min"):
+        return None
+    cur = loads[0].results[0]
+    if comb.operands[0] is cur:
+        term = comb.operands[1]
+    elif comb.operands[1] is cur:
+        term = comb.operands[0]
+    else:
+        return None
+    after = ops[ops.index(rloops[0]) + 1:]
+    return Reduction(prefix, allocs[0], chain, stores[0], comb, term, after)
+
+
+def _other_loads(leaf: list[Operation], acc: Value) -> int:
+    """How many of the leaf's effectful ops are loads of other buffers (allowed in a term)."""
+    return sum(1 for op in leaf if op.name == LOAD and op.operands[0] is not acc)
+
+
+# ---- building blocks ----------------------------------------------------------------------------
+def _loop(b: Builder, extent_: int, kind: str, tag_: str, reduction: bool = False) -> tuple[Operation, Builder, Value]:
+    region = Region([Block([INDEX])])
+    op = b.create(FOR, [], {"lb": 0, "ub": int(extent_), "step": 1, "kind": kind, "reduction": reduction,
+                            "tag": tag_}, regions=[region])
+    blk = region.blocks[0]
+    return op, Builder.at_end(blk), blk.args[0]
+
+
+def _index(b: Builder, value: int) -> Value:
+    return b.create("scalar.const", [], {"value": int(value), "type": INDEX}).results[0]
+
+
+def _arith(b: Builder, name: str, x: Value, y: Value | int) -> Value:
+    if isinstance(y, int):
+        y = _index(b, y)
+    return b.create(f"scalar.{name}", [x, y]).results[0]
+
+
+def _linear(b: Builder, terms: Sequence[tuple[Value, int]], const: int = 0) -> Value:
+    """sum(v * scale) + const over index values."""
+    out = None
+    for v, scale in terms:
+        t = v if scale == 1 else _arith(b, "mul", v, scale)
+        out = t if out is None else _arith(b, "add", out, t)
+    if out is None:
+        return _index(b, const)
+    return out if const == 0 else _arith(b, "add", out, const)
+
+
+def _delinearize(b: Builder, flat: Value, extents: Sequence[int]) -> list[Value]:
+    """Row-major indices of ``flat`` over ``extents`` (``flat`` is never negative)."""
+    out: list[Value] = []
+    stride = math.prod(extents)
+    for k, e in enumerate(extents):
+        stride //= e
+        q = flat if stride == 1 else _arith(b, "div", flat, stride)
+        out.append(q if k == 0 else _arith(b, "mod", q, e) if e != 1 else _index(b, 0))
+    if extents and extents[0] == 1:
+        out[0] = _index(b, 0)
+    return out
+
+
+def _below(b: Builder, v: Value, bound: int) -> Value:
+    return b.create("scalar.lt", [v, _index(b, bound)]).results[0]
+
+
+def _and(b: Builder, x: Value, y: Value) -> Value:
+    return b.create("scalar.and", [x, y]).results[0]
+
+
+def _guard(b: Builder, cond: Value | None) -> Builder:
+    """A builder inside ``if cond`` (or ``b`` itself when there is no condition)."""
+    if cond is None:
+        return b
+    region = Region([Block([])])
+    b.create("loop.if", [cond], {}, regions=[region])
+    return Builder.at_end(region.blocks[0])
+
+
+def _clone_into(b: Builder, ops: Sequence[Operation], mapping: dict[Value, Value]) -> None:
+    for op in ops:
+        b.insert(op.clone(mapping))
+
+
+def _prefix_pure(prefix: Sequence[Operation]) -> list[Operation]:
+    """The pure ops sitting between the prefix loops (index math of the outer loops)."""
+    return [op for l in prefix[:-1] for op in body(l) if is_pure(op)]
+
+
+def _slice(v: Value, within: Block, mapping: dict[Value, Value]) -> list[Operation]:
+    """The ops of ``within`` (and of blocks nested in it) that ``v`` depends on and that ``mapping``
+    does not already give a value for, in dependence order."""
+    seen: set[int] = set()
+    out: list[Operation] = []
+
+    def visit(x: Value) -> None:
+        op = x.op
+        if x in mapping or op is None or id(op) in seen or not _inside(op, within):
+            return
+        seen.add(id(op))
+        for o in op.operands:
+            visit(o)
+        out.append(op)
+
+    visit(v)
+    return out
+
+
+def _inside(op: Operation, block: Block) -> bool:
+    cur = op
+    while cur is not None:
+        if cur.parent is block:
+            return True
+        cur = cur.parent_op
+    return False
+
+
+def _clone_with_deps(b: Builder, ops: Sequence[Operation], mapping: dict[Value, Value], within: Block) -> None:
+    """Clones ``ops`` in order, each after the ops of ``within`` its operands depend on (index math
+    computed at an outer level of the original nest) that are not cloned yet."""
+    for op in ops:
+        for v in op.operands:
+            for dep in _slice(v, within, mapping):
+                b.insert(dep.clone(mapping))
+        b.insert(op.clone(mapping))
+
+
+def _replace(nest: Operation, new_ops: list[Operation]) -> None:
+    for op in new_ops:
+        nest.parent.insert_before(op.detach(), nest)
+    nest.erase()
+
+
+def _launch_builder(nest: Operation) -> tuple[Block, Builder]:
+    """A detached block to build a launch in (moved before ``nest`` once built)."""
+    blk = Block([])
+    return blk, Builder.at_end(blk)
+
+
+# ---- the nest before scheduling ---------------------------------------------------------------------
+def _wrap_loose_statements(fn: Operation) -> None:
+    """Top-level statements outside any parallel loop (a reduction to a scalar, a scalar store) go
+    into a loop of one iteration, so that every top-level nest is a loop the strategies handle."""
+    blk = body(fn)
+    run: list[Operation] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        used_later = any(top_level(u) not in run for op in run for r in op.results for u, _ in r.uses)
+        if not used_later:
+            anchor = run[0]
+            region = Region([Block([INDEX])])
+            Builder.before(anchor).create(FOR, [], {"lb": 0, "ub": 1, "step": 1, "kind": "serial",
+                                                           "reduction": False, "tag": f"stmt{id(anchor) % 997}"},
+                                                 regions=[region])
+            for op in run:
+                region.blocks[0].append(op.detach())
+        run.clear()
+
+    for op in list(blk):
+        scratch = op.name == ALLOC and op.attributes["type"].rank > 0
+        parallel = op.name == FOR and not op.attributes.get("reduction")
+        if scratch or parallel or op.name == "loop.return" or (is_pure(op) and not run):
+            flush()
+            continue
+        run.append(op)
+    flush()
+
+
+def _schedule_nest(nest: Operation, max_threads: int) -> str:
+    red = as_reduction(nest)
+    if red is not None:
+        tiled = _contraction_plan(red)
+        if tiled is not None:
+            tiled_contraction(nest, red, tiled)
+            return f"tiled contraction {tiled.describe()}"
+        outputs = math.prod(extent(l) for l in red.prefix)
+        if red.depth >= 64 and (outputs < BLOCK_REDUCE_MAX_OUTPUTS or red.depth >= 1024):
+            threads = min(REDUCE_THREADS, max_threads, 1 << max(5, (red.depth - 1).bit_length()))
+            block_reduce(nest, red, threads)
+            return f"block reduction ({outputs} blocks x {threads} threads over {red.depth})"
+    threads = min(FLAT_THREADS, max_threads)
+    points = flat(nest, threads)
+    return f"flat ({points} points, {threads} threads per block)"
+
+
+# ---- 3. flat ----------------------------------------------------------------------------------------
+def flat(nest: Operation, threads: int) -> int:
+    """One thread per point of the nest's parallel loops; returns the number of points."""
+    prefix = parallel_prefix(nest)
+    extents = [extent(l) for l in prefix]
+    points = math.prod(extents)
+    threads = min(threads, max(32, 1 << (points - 1).bit_length()))
+    blocks = -(-points // threads)
+    blk, b = _launch_builder(nest)
+    _, bb, g = _loop(b, blocks, "block.x", "gpu.bx")
+    _, tb, t = _loop(bb, threads, "thread.x", "gpu.tx")
+    lin = _linear(tb, [(g, threads), (t, 1)])
+    inner = _guard(tb, _below(tb, lin, points) if blocks * threads != points else None)
+    mapping = {iv(l): v for l, v in zip(prefix, _delinearize(inner, lin, extents))}
+    _clone_into(inner, _prefix_pure(prefix), mapping)
+    _clone_into(inner, list(body(prefix[-1])), mapping)
+    _replace(nest, list(blk))
+    return points
+
+
+# ---- 2. block reduction ---------------------------------------------------------------------------
+def block_reduce(nest: Operation, red: Reduction, threads: int) -> None:
+    """One block per output; its threads reduce strided slices, then a shared-memory tree."""
+    extents = [extent(l) for l in red.prefix]
+    depth_extents = [extent(l) for l in red.loops]
+    depth = red.depth
+    acc_t = red.acc.attributes["type"]
+    blk, b = _launch_builder(nest)
+    _, bb, g = _loop(b, math.prod(extents), "block.x", "gpu.bx")
+    mapping = {iv(l): v for l, v in zip(red.prefix, _delinearize(bb, g, extents))}
+    _clone_into(bb, _prefix_pure(red.prefix), mapping)
+    partial = bb.create(ALLOC, [], {"type": BufferType((threads,), acc_t.dtype), "tag": "gpu.partial",
+                                    "space": "shared"}).results[0]
+    _, tb, t = _loop(bb, threads, "thread.x", "gpu.tx")
+    own = tb.create(ALLOC, [], {"type": acc_t, "tag": "gpu.acc", "space": "local"}).results[0]
+    mapping[red.acc.results[0]] = own
+    leaf = body(red.prefix[-1])
+    before = list(leaf)[:list(leaf).index(red.loops[0])]
+    _clone_into(tb, [op for op in before if op is not red.acc], mapping)       # the initial store
+    _, sb, e = _loop(tb, -(-depth // threads), "serial", "gpu.stride")
+    flat_k = _linear(sb, [(e, threads), (t, 1)])
+    inner = _guard(sb, _below(sb, flat_k, depth) if depth % threads else None)
+    for l, v in zip(red.loops, _delinearize(inner, flat_k, depth_extents)):
+        mapping[iv(l)] = v
+    _clone_with_deps(inner, list(body(red.loops[-1])), mapping, body(nest))
+    mine = tb.create(LOAD, [own]).results[0]
+    tb.create(STORE, [mine, partial, t])
+    half = threads // 2
+    while half >= 1:
+        bb.create(BARRIER, [])
+        _, hb, h = _loop(bb, half, "thread.x", f"gpu.tree{half}")
+        x = hb.create(LOAD, [partial, h]).results[0]
+        y = hb.create(LOAD, [partial, _arith(hb, "add", h, half)]).results[0]
+        hb.create(STORE, [hb.create(red.combine.name, [x, y]).results[0], partial, h])
+        half //= 2
+    bb.create(BARRIER, [])
+    _, ob, _t = _loop(bb, 1, "thread.x", "gpu.out")
+    total = ob.create(LOAD, [partial, _index(ob, 0)]).results[0]
+    out_map = {iv(l): mapping[iv(l)] for l in red.prefix}
+    _finish(ob, red, total, out_map, nest)
+    _replace(nest, list(blk))
+
+
+def _finish(b: Builder, red: Reduction, total: Value, mapping: dict[Value, Value], nest: Operation) -> None:
+    """What the nest does with the reduced value (cast, epilogue, store), reading ``total``."""
+    for op in red.after:
+        if op.name == LOAD and op.operands[0] is red.acc.results[0]:
+            mapping[op.results[0]] = total
+    _clone_with_deps(b, [op for op in red.after if op.results[:1] == [] or op.results[0] not in mapping],
+                     mapping, body(nest))
+
+
+# ---- 1. tiled contraction ---------------------------------------------------------------------------
+@dataclass
+class ContractionPlan:
+    """How a sum of products maps onto a tiled GEMM: which parallel loops index rows (``i``), columns
+    (``j``) and batches, and which factor depends on which."""
+
+    batch: list[Operation]
+    rows: list[Operation]
+    cols: list[Operation]
+    row_factor: Value
+    col_factor: Value
+    tm: int
+    tn: int
+    tk: int
+
+    @property
+    def m(self) -> int:
+        return math.prod(extent(l) for l in self.rows)
+
+    @property
+    def n(self) -> int:
+        return math.prod(extent(l) for l in self.cols)
+
+    def describe(self) -> str:
+        b = math.prod(extent(l) for l in self.batch)
+        return (f"{b}x{self.m}x{self.n} output in {self.tm}x{self.tn} tiles, k-slices of {self.tk} "
+                f"through shared memory, {MICRO}x{MICRO} registers per thread")
+
+
+def _contraction_plan(red: Reduction) -> ContractionPlan | None:
+    """A plan when the nest is a large enough sum of products of one row-only and one column-only factor."""
+    if red.combine.name != "scalar.add":
+        return None
+    prod = red.term.op
+    while prod is not None and prod.name == "scalar.cast":
+        prod = prod.operands[0].op
+    if prod is None or prod.name != "scalar.mul" or not isinstance(red.term.type, ScalarType):
+        return None
+    memo: dict[int, frozenset[int]] = {}
+    deps = [iv_deps(v, memo) for v in prod.operands]
+    pids = [id(iv(l)) for l in red.prefix]
+    only = [[l for l, p in zip(red.prefix, pids) if p in d and p not in other] for d, other in
+            ((deps[0], deps[1]), (deps[1], deps[0]))]
+    batch = [l for l, p in zip(red.prefix, pids) if (p in deps[0]) == (p in deps[1])]
+    if not only[0] or not only[1]:
+        return None
+    order = {id(l): k for k, l in enumerate(red.prefix)}
+    # the factor whose private loops come last indexes the output's contiguous dimension: columns
+    first, second = (0, 1) if order[id(only[0][-1])] < order[id(only[1][-1])] else (1, 0)
+    rows, cols = only[first], only[second]
+    plan = ContractionPlan(batch, rows, cols, prod.operands[first], prod.operands[second], *TILE)
+    if plan.m < 16 or plan.n < 16 or red.depth < 8:
+        return None
+    plan.tm = min(TILE[0], max(16, 1 << (plan.m - 1).bit_length()))
+    plan.tn = min(TILE[1], max(16, 1 << (plan.n - 1).bit_length()))
+    return plan
+
+
+def tiled_contraction(nest: Operation, red: Reduction, plan: ContractionPlan) -> None:
+    """The nest as a shared-memory tiled GEMM (see the module docstring)."""
+    tm, tn, tk = plan.tm, plan.tn, plan.tk
+    ty_n, tx_n = tm // MICRO, tn // MICRO
+    nthreads = ty_n * tx_n
+    m, n, depth = plan.m, plan.n, red.depth
+    batch_ext = [extent(l) for l in plan.batch]
+    row_ext, col_ext = [extent(l) for l in plan.rows], [extent(l) for l in plan.cols]
+    depth_ext = [extent(l) for l in red.loops]
+    acc_t = red.acc.attributes["type"]
+    blk, b = _launch_builder(nest)
+    _, b1, bz = _loop(b, math.prod(batch_ext), "block.z", "gpu.bz")
+    _, b2, by = _loop(b1, -(-m // tm), "block.y", "gpu.by")
+    _, b3, bx = _loop(b2, -(-n // tn), "block.x", "gpu.bx")
+    base = {iv(l): v for l, v in zip(plan.batch, _delinearize(b3, bz, batch_ext))}
+    a_t = plan.row_factor.type.dtype
+    c_t = plan.col_factor.type.dtype
+    tile_a = b3.create(ALLOC, [], {"type": BufferType((tk, tm), a_t), "tag": "gpu.tileA", "space": "shared"}).results[0]
+    tile_b = b3.create(ALLOC, [], {"type": BufferType((tk, tn), c_t), "tag": "gpu.tileB", "space": "shared"}).results[0]
+    _, b4, ty = _loop(b3, ty_n, "thread.y", "gpu.ty")
+    _, tb, tx = _loop(b4, tx_n, "thread.x", "gpu.tx")
+    acc = tb.create(ALLOC, [], {"type": BufferType((MICRO, MICRO), acc_t.dtype), "tag": "gpu.acc",
+                                "space": "local"}).results[0]
+    init = _init_value(red)
+    _for_tile(tb, lambda ib, mi, mj: ib.create(STORE, [ib.insert(init.clone({})).results[0], acc, mi, mj]))
+    tid = _linear(tb, [(ty, tx_n), (tx, 1)])
+    _, kb, ko = _loop(tb, -(-depth // tk), "serial", "gpu.ko")
+    for factor, tile, width, loops, exts, offset in (
+            (plan.row_factor, tile_a, tm, plan.rows, row_ext, by),
+            (plan.col_factor, tile_b, tn, plan.cols, col_ext, bx)):
+        _stage(kb, factor, tile, width, tk, nthreads, tid, ko, offset, loops, exts, red, depth_ext, base, nest)
+    kb.create(BARRIER, [])
+    _, ib, kk = _loop(kb, tk, "unroll", "gpu.kk")
+    for mi in range(MICRO):
+        for mj in range(MICRO):
+            mi_v, mj_v = _index(ib, mi), _index(ib, mj)
+            xa = ib.create(LOAD, [tile_a, kk, _linear(ib, [(ty, 1)], mi * ty_n)]).results[0]
+            yb = ib.create(LOAD, [tile_b, kk, _linear(ib, [(tx, 1)], mj * tx_n)]).results[0]
+            term = _rebuild_term(ib, red.term, plan, xa, yb)
+            cur = ib.create(LOAD, [acc, mi_v, mj_v]).results[0]
+            ib.create(STORE, [ib.create(red.combine.name, _ordered(red, cur, term)).results[0], acc, mi_v, mj_v])
+    kb.create(BARRIER, [])
+    _epilogue(tb, red, plan, acc, ty, tx, ty_n, tx_n, by, bx, base, nest)
+    _replace(nest, list(blk))
+
+
+def _ordered(red: Reduction, cur: Value, term: Value) -> list[Value]:
+    """The combiner's operands in the order the original update had them."""
+    return [cur, term] if red.combine.operands[1] is red.term else [term, cur]
+
+
+def _init_value(red: Reduction) -> Operation:
+    """The constant the accumulator starts from."""
+    leaf = body(red.prefix[-1])
+    init = next(op for op in leaf if op.name == STORE and op.operands[1] is red.acc.results[0])
+    src = init.operands[0].op
+    if src is None or src.name != "scalar.const":
+        raise ValueError("accumulator does not start from a constant")
+    return src
+
+
+def _for_tile(b: Builder, fn) -> None:
+    for mi in range(MICRO):
+        for mj in range(MICRO):
+            fn(b, _index(b, mi), _index(b, mj))
+
+
+def _stage(b: Builder, factor: Value, tile: Value, width: int, tk: int, nthreads: int, tid: Value, ko: Value,
+           tile_index: Value, loops: list[Operation], exts: list[int], red: Reduction, depth_ext: list[int],
+           base: dict[Value, Value], nest: Operation) -> None:
+    """Threads copy the ``tk x width`` slice of one factor into shared memory together, zeros outside."""
+    total = tk * width
+    _, sb, e = _loop(b, -(-total // nthreads), "unroll", f"gpu.stage{width}")
+    lin = _linear(sb, [(e, nthreads), (tid, 1)])
+    inner = _guard(sb, _below(sb, lin, total) if total % nthreads else None)
+    kk = _arith(inner, "div", lin, width)
+    col = _arith(inner, "mod", lin, width)
+    zero = inner.create("scalar.const", [], {"value": 0, "type": ScalarType(tile.type.dtype)}).results[0]
+    inner.create(STORE, [zero, tile, kk, col])
+    k = _linear(inner, [(ko, tk), (kk, 1)])
+    pos = _linear(inner, [(tile_index, width), (col, 1)])
+    inside = _and(inner, _below(inner, k, red.depth), _below(inner, pos, math.prod(exts)))
+    ib = _guard(inner, inside)
+    mapping = dict(base)
+    mapping.update({iv(l): v for l, v in zip(loops, _delinearize(ib, pos, exts))})
+    mapping.update({iv(l): v for l, v in zip(red.loops, _delinearize(ib, k, depth_ext))})
+    for dep in _slice(factor, body(nest), mapping):
+        ib.insert(dep.clone(mapping))
+    ib.create(STORE, [mapping.get(factor, factor), tile, kk, col])
+
+
+def _rebuild_term(b: Builder, term: Value, plan: ContractionPlan, x: Value, y: Value) -> Value:
+    """``term`` (a product, possibly cast) computed from the staged factors."""
+    mapping = {plan.row_factor: x, plan.col_factor: y}
+    chain = []
+    op = term.op
+    while op.name == "scalar.cast":
+        chain.append(op)
+        op = op.operands[0].op
+    new = b.insert(op.clone(mapping))
+    for cast in reversed(chain):
+        new = b.insert(cast.clone(mapping))
+    return new.results[0]
+
+
+def _epilogue(b: Builder, red: Reduction, plan: ContractionPlan, acc: Value, ty: Value, tx: Value, ty_n: int,
+              tx_n: int, by: Value, bx: Value, base: dict[Value, Value], nest: Operation) -> None:
+    """Each thread finishes its outputs: what the nest did with the sum, on the registers."""
+    row_ext, col_ext = [extent(l) for l in plan.rows], [extent(l) for l in plan.cols]
+    for mi in range(MICRO):
+        for mj in range(MICRO):
+            row = _linear(b, [(by, plan.tm), (ty, 1)], mi * ty_n)
+            col = _linear(b, [(bx, plan.tn), (tx, 1)], mj * tx_n)
+            ib = _guard(b, _and(b, _below(b, row, plan.m), _below(b, col, plan.n)))
+            mapping = dict(base)
+            mapping.update({iv(l): v for l, v in zip(plan.rows, _delinearize(ib, row, row_ext))})
+            mapping.update({iv(l): v for l, v in zip(plan.cols, _delinearize(ib, col, col_ext))})
+            total = ib.create(LOAD, [acc, _index(ib, mi), _index(ib, mj)]).results[0]
+            _finish(ib, red, total, mapping, nest)

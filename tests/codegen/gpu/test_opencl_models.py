@@ -1,0 +1,44 @@
+"""The small zoo models compiled with ``target="opencl"`` and run on an OpenCL driver (PoCL in CI):
+outputs within 1e-4 (max error relative to the largest reference value) of torch and of the C
+backend.  The full-size models are measured by ``benchmarks/gpu_correctness.py``."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from tensorforge.runtime.opencl import opencl_available  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not opencl_available(), reason="no OpenCL driver (install pocl-opencl-icd)")
+
+import tensorforge as tf  # noqa: E402
+from tensorforge.models import get  # noqa: E402
+
+SMALL = ["mlp_small", "resnet18_small", "resnet50_small", "mobilenet_v2_small", "efficientnet_b0_small",
+         "bert_tiny", "gpt2_tiny"]
+MAX_REL_ERR = 1e-4
+
+
+def _first(out):
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    return out.detach().numpy() if hasattr(out, "detach") else np.asarray(out)
+
+
+def _rel_err(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.abs(got.astype(np.float64) - want).max() / max(np.abs(want).max(), 1e-30))
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_small_zoo_model_on_opencl_matches_torch_and_c(name):
+    module, inputs = get(name)
+    with torch.no_grad():
+        want = _first(module(*inputs)).astype(np.float64)
+    gpu = tf.compile(module, inputs, target="opencl", db=None)
+    got = _first(gpu(*inputs))
+    assert got.shape == want.shape
+    assert _rel_err(got, want) < MAX_REL_ERR
+    cpu = _first(tf.compile(module, inputs, db=None)(*inputs))
+    assert _rel_err(got, cpu.astype(np.float64)) < MAX_REL_ERR
+    program = gpu.native.program
+    assert program.language == "opencl" and len(program.launches) >= len(program.kernels) > 0
+    assert all(k.threads <= 256 for k in program.kernels.values())
