@@ -24,15 +24,18 @@ def describe_symbols(table) -> str:
     return ", ".join(f"{n} in {r.describe()}" for n, r in table.ranges.items())
 
 
-def compile_loaded(lm, threads: int | None, db="auto", label: str = "compiling", fast_math: bool = False):
+def compile_loaded(lm, threads: int | None, db="auto", label: str = "compiling", fast_math: bool = False,
+                   target: str = "cpu"):
     """``lm`` compiled to a native model, under a progress bar (compiling takes seconds);
-    ``db`` and ``fast_math`` as in ``tensorforge.compile``."""
+    ``db``, ``fast_math`` and ``target`` as in ``tensorforge.compile``."""
     from ..progress import Progress
     with Progress(f"{label} {lm.name}", total=2) as bar:
         bar.set_note("importing and optimising")
         graph = lm.import_module()
-        bar.advance(note="generating and compiling C")
+        bar.advance(note="generating and compiling C" if target == "cpu" else f"generating {target} kernels")
         import tensorforge
+        if target != "cpu":
+            return tensorforge.compile(graph, target=target, db=None)
         cm = tensorforge.compile(graph, threads=threads, db=db, fast_math=fast_math)
         bar.advance(note="done")
     return cm

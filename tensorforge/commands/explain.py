@@ -33,6 +33,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     module, inputs = _explain_load(args)
     load_s = time.perf_counter() - t0
+    if args.html and args.target != "cpu":
+        return _explain_gpu(args, module, inputs)
     if args.html or args.bisect:
         return _explain_native(args, module, inputs)
     pm = PassManager.parse(args.pipeline) if args.pipeline else default_pipeline(layout=args.layout)
@@ -112,6 +114,25 @@ def _explain_native(args: argparse.Namespace, module, inputs) -> int:
     return DIVERGED if result.first is not None else 0
 
 
+def _explain_gpu(args: argparse.Namespace, module, inputs) -> int:
+    """``--html --target opencl|cuda``: the GPU kernels with their threads, shared memory and registers."""
+    import tensorforge
+    from ..report.gpu import kernel_rows, render_gpu_html
+    cm = tensorforge.compile(module, inputs, target=args.target, passes=args.pipeline, db=None)
+    try:
+        with open(args.html, "w", encoding="utf-8") as f:
+            f.write(render_gpu_html(args.model, cm.native))
+    except OSError as exc:
+        raise TensorforgeError(f"cannot write the report to '{args.html}': {exc.strerror}") from None
+    rows = kernel_rows(cm.native.program, cm.native.target)
+    bad = [r for r in rows if r["problems"]]
+    print(f"report    {args.html} ({len(rows)} {args.target} kernels, {len(cm.native.program.launches)} launches, "
+          f"{len(bad)} over a limit)")
+    for r in bad[:10]:
+        print(f"  {r['name']}: {'; '.join(r['problems'])}")
+    return 0
+
+
 def register(sub) -> None:
     from .loading import add_model_arguments
     e = sub.add_parser("explain", help="what the compiler does to a model: passes, fusion, kernels, memory; "
@@ -127,6 +148,9 @@ def register(sub) -> None:
     e.add_argument("--fusion-pipeline", default="fuse", help="fusion passes for --fusion (default: fuse)")
     e.add_argument("--output", default=None,
                    help="picture for --fusion (.svg/.png via Graphviz, .dot; default MODEL.fusion.svg)")
+    e.add_argument("--target", choices=("cpu", "opencl", "cuda"), default="cpu",
+                   help="--html: the backend to report on; opencl/cuda list the GPU kernels with threads, "
+                        "shared memory and (cuda) registers and spills from NVRTC")
     e.add_argument("--html", default=None, metavar="FILE",
                    help="write one self-contained HTML report: graphs before/after, passes, fusion, every "
                         "kernel with its schedule, C and share of the run, the memory plan")

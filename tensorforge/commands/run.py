@@ -78,7 +78,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if lm.kind == "tfm":
         cm = lm.compile(threads=args.threads)
     else:
-        cm = compile_loaded(lm, args.threads, db_option(args.db), fast_math=args.fast_math)
+        cm = compile_loaded(lm, args.threads, db_option(args.db), fast_math=args.fast_math, target=args.target)
     if args.describe:
         print(f"{lm.name}:")
         print(textwrap.indent(cm.describe(), "  "))
@@ -92,7 +92,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         inputs = random_inputs([(shape, s.np_dtype) for shape, s in zip(shapes, specs)], args.seed)
     outs = cm.run(*inputs)
     samples = _time(cm, inputs, args.repeats) if args.repeats > 0 else []
-    print(f"{lm.name}: {len(inputs)} input(s), {len(outs)} output(s), {cm.threads} thread(s)")
+    where = f"{cm.threads} thread(s)" if cm.target == "cpu" else f"target {cm.target}"
+    print(f"{lm.name}: {len(inputs)} input(s), {len(outs)} output(s), {where}")
     for s, a in zip(cm.native.outputs, outs):
         print(_stats_line(s.name, a))
     if samples:
@@ -140,6 +141,8 @@ def register(sub) -> None:
                      help="print the model's inputs and outputs (symbolic dims with their ranges) and exit")
     p.add_argument("--out", metavar="DIR", default=None, help="write every output to DIR/<output name>.npy")
     p.add_argument("--threads", type=int, default=None, metavar="N", help="threads to run on (default: all cores)")
+    p.add_argument("--target", choices=("cpu", "opencl", "cuda"), default="cpu",
+                   help="compile a zoo model or .onnx file for this backend (docs/gpu.md; default cpu)")
     add_db_argument(p)
     add_fast_math_argument(p)
     p.add_argument("--repeats", type=int, default=10, help="timed runs for the latency (default 10; 0: none)")

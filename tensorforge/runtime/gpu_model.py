@@ -44,9 +44,11 @@ class GpuModel:
         for name, info in self.program.kernels.items():
             res = self.binary.resources.get(name)
             if res is not None:
-                info.resources = dict(vars(res)) if hasattr(res, "__dict__") else dict(res._asdict())
+                info.resources = res.as_dict()
         from .cuda import CudaModel, cuda_device_available
-        return CudaModel(self.program, self.binary) if cuda_device_available() else None
+        if not cuda_device_available():
+            return None
+        return CudaModel(self.program, self.binary, inputs=self.inputs, outputs=self.outputs)
 
     def run(self, inputs: Sequence[Any], out: Sequence[Any] | None = None) -> list:
         """The outputs for ``inputs`` (NumPy arrays or torch tensors); torch in, torch out."""

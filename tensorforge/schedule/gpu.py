@@ -30,7 +30,7 @@ from ..dialects.scalar import INDEX
 from ..ir.builder import Builder
 from ..ir.core import Block, Operation, Region, Value
 from ..ir.types import BufferType, ScalarType
-from .analysis import ALLOC, FOR, LOAD, STORE, body, extent, is_pure, iv, iv_deps, top_level
+from .analysis import ALLOC, FOR, LOAD, STORE, accesses, body, extent, is_pure, iv, iv_deps, top_level
 from .default import inline_producers
 from .primitives import Schedule
 
@@ -58,11 +58,74 @@ def gpu_schedule(fn: Operation, max_threads: int = 1024) -> GpuSchedule:
     """Rewrites ``fn`` (a lowered ``loop.func``) in place into GPU launches; returns what it did."""
     s = Schedule(fn, check=False)
     inline_producers(s, set())
+    fused = fuse_epilogues(fn)
     _wrap_loose_statements(fn)
     done = []
     for nest in [op for op in body(fn) if op.name == FOR]:
         done.append(_schedule_nest(nest, max_threads))
+    if fused:
+        done.append(f"{fused} elementwise consumer(s) fused into their producer's epilogue")
     return GpuSchedule(done)
+
+
+# ---- epilogues ----------------------------------------------------------------------------------
+def fuse_epilogues(fn: Operation) -> int:
+    """Moves each elementwise nest that reads an intermediate at exactly the point its producer
+    writes into the producer's nest, computed on the value before it is stored, and drops the
+    buffer: a GEMM's bias and activation then run on its registers instead of in a second launch
+    through global memory.  Returns how many consumers moved."""
+    moved = 0
+    for alloc in [op for op in body(fn) if op.name == ALLOC and op.attributes["type"].rank > 0]:
+        if _fuse_consumer(fn, alloc):
+            moved += 1
+    return moved
+
+
+def _fuse_consumer(fn: Operation, alloc: Operation) -> bool:
+    buf = alloc.results[0]
+    loads, stores = accesses(fn, buf)
+    if len(stores) != 1 or not loads:
+        return False
+    producer, consumer = top_level(stores[0]), top_level(loads[0])
+    if producer.name != FOR or consumer.name != FOR or producer is consumer:
+        return False
+    if any(top_level(ld) is not consumer for ld in loads) or not producer.is_before_in_block(consumer):
+        return False
+    p_loops, c_loops = parallel_prefix(producer), parallel_prefix(consumer)
+    store = stores[0]
+    leaf = body(c_loops[-1])
+    if (store.parent is not body(p_loops[-1]) or len(p_loops) != len(c_loops)
+            or [extent(l) for l in p_loops] != [extent(l) for l in c_loops]
+            or list(store.operands[2:]) != [iv(l) for l in p_loops]
+            or any(op.name == FOR or op.regions for op in leaf)
+            or any(ld.parent is not leaf or list(ld.operands[1:]) != [iv(l) for l in c_loops] for ld in loads)
+            or not _nothing_between(producer, consumer, leaf)):
+        return False
+    mapping: dict[Value, Value] = {iv(c): iv(p) for c, p in zip(c_loops, p_loops)}
+    for ld in loads:
+        mapping[ld.results[0]] = store.operands[0]
+    b = Builder.before(store)
+    _clone_with_deps(b, [op for op in leaf if op not in loads], mapping, body(consumer))
+    store.erase()
+    consumer.erase()
+    alloc.erase()
+    return True
+
+
+def _nothing_between(producer: Operation, consumer: Operation, leaf: Block) -> bool:
+    """Whether the consumer may run at the producer's place: no nest in between writes what it reads
+    or touches what it writes."""
+    touched: set[int] = set()
+    for op in leaf:
+        if op.name in (LOAD, STORE):
+            touched.add(id(op.operands[0] if op.name == LOAD else op.operands[1]))
+    cur = producer.next
+    while cur is not None and cur is not consumer:
+        for op in [cur] + list(cur.walk()):
+            if op.name in (LOAD, STORE) and id(op.operands[0] if op.name == LOAD else op.operands[1]) in touched:
+                return False
+        cur = cur.next
+    return True
 
 
 # ---- nest structure ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ with the loop around them; the other transcendental functions use libm names so 
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 from typing import Callable
 
 from ...errors import CompileError
@@ -89,6 +90,13 @@ static inline int64_t tf_key_f16(_Float16 x) { uint16_t u; memcpy(&u, &x, 2); re
 """ + lowbits_c.C_SOURCE + vmath.c_source()
 
 
+# How index values (loop variables, subscripts) are spelled: C type and literal.  The C backend
+# indexes in 64 bits; a GPU printer narrows to 32 bits when every buffer of a kernel fits, which
+# halves the registers its address arithmetic takes.
+INDEX_SPELLING: ContextVar[tuple[str, str]] = ContextVar("tensorforge_index_spelling",
+                                                         default=("int64_t", "INT64_C({})"))
+
+
 def c_type(t) -> str:
     """The C type of a scalar value (``ScalarType``/``DType``) or of a buffer/tensor element.
 
@@ -96,7 +104,7 @@ def c_type(t) -> str:
     (``uint16_t``) and its scalar values computed as ``float`` (loads widen, stores round).
     """
     if isinstance(t, IndexType):
-        return "int64_t"
+        return INDEX_SPELLING.get()[0]
     dt = t if isinstance(t, DType) else t.dtype
     if dt is DType.bf16:
         return "float" if isinstance(t, (DType, ScalarType)) else "uint16_t"
@@ -116,7 +124,7 @@ def _fsuffix(dt: DType) -> str:
 
 def c_literal(value, t) -> str:
     if isinstance(t, IndexType):
-        return f"INT64_C({int(value)})"
+        return INDEX_SPELLING.get()[1].format(int(value))
     dt = t.dtype
     if dt is DType.bool:
         return "true" if value else "false"

@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from ...dialects.loop.ops import GPU_BLOCK_KINDS, GPU_KINDS, GPU_THREAD_KINDS
 from ...errors import CompileError
 from ...ir.core import Operation, Value
-from ...ir.types import BufferType, DType
+from ...dialects.scalar import INDEX
+from ...ir.types import BufferType, DType, IndexType
 from ...schedule.analysis import ALLOC, FOR, body, extent, is_pure, walk_ops
 from .verify import launch_shape, shared_bytes
 from ..c import vmath
-from ..c.emit_loop import FunctionEmitter, c_type
+from ..c.emit_loop import INDEX_SPELLING, FunctionEmitter, c_type
+
+INT32_LIMIT = 2 ** 31 - 1
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,8 @@ _AXES = {"x": 0, "y": 1, "z": 2}
 _COMMON = r"""
 TF_FN int64_t tf_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 TF_FN int64_t tf_imod(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+TF_FN int32_t tf_floordiv32(int32_t a, int32_t b) { int32_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+TF_FN int32_t tf_imod32(int32_t a, int32_t b) { int32_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 TF_FN float tf_bf16_load(uint16_t h) { return TF_AS_FLOAT((uint32_t)h << 16); }
 TF_FN uint16_t tf_bf16_bits(float f) { uint32_t u = TF_AS_UINT(f); return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
 TF_FN float tf_bf16_round(float f) { return tf_bf16_load(tf_bf16_bits(f)); }
@@ -97,13 +102,13 @@ LANGUAGES = {
         kernel="__kernel __attribute__((reqd_work_group_size({bx}, {by}, {bz}))) void {name}({params})",
         param="__global uchar* b{k}, long o{k}",
         param_setup="__global {const}{type}* restrict {name} = (__global {const}{type}*)(b{k} + o{k});",
-        block_index="(int64_t)get_group_id({axis})", thread_index="(int64_t)get_local_id({axis})",
+        block_index="get_group_id({axis})", thread_index="get_local_id({axis})",
         shared="__local ", barrier="barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);"),
     "cuda": Language(
         "cuda", _CUDA_PRELUDE,
         kernel='extern "C" __global__ void __launch_bounds__({threads}) {name}({params})',
         param="{const}{type}* __restrict__ {name}", param_setup="",
-        block_index="(int64_t)blockIdx.{axis_name}", thread_index="(int64_t)threadIdx.{axis_name}",
+        block_index="blockIdx.{axis_name}", thread_index="threadIdx.{axis_name}",
         shared="__shared__ ", barrier="__syncthreads();"),
 }
 
@@ -131,7 +136,7 @@ class GpuEmitter(FunctionEmitter):
         self.n_inputs = n_inputs
         self.grid, self.block_dims = launch_shape(nest)
 
-    def emit(self) -> str:
+    def _emit(self) -> str:
         decls, setup = [], []
         for k, v in enumerate(self.params):
             t = v.type
@@ -159,6 +164,21 @@ class GpuEmitter(FunctionEmitter):
         self.lines.append("}")
         return "\n".join(self.lines) + "\n"
 
+    def emit(self) -> str:
+        """The kernel's text; its index arithmetic is 32-bit when every buffer and loop fits."""
+        token = INDEX_SPELLING.set(("int32_t", "{}") if self.narrow else INDEX_SPELLING.get())
+        try:
+            return self._emit()
+        finally:
+            INDEX_SPELLING.reset(token)
+
+    @property
+    def narrow(self) -> bool:
+        sizes = [a.type.num_elements for a in body(self.fn).args]
+        sizes += [op.attributes["type"].num_elements for op in walk_ops(self.fn, ALLOC)]
+        sizes += [extent(op) for op in walk_ops(self.fn, FOR)]
+        return max(sizes, default=0) < INT32_LIMIT
+
     def _declare(self, op: Operation, depth: int, prefix: str = "") -> None:
         t = op.attributes["type"]
         v = self.fresh("t")
@@ -181,6 +201,13 @@ class GpuEmitter(FunctionEmitter):
                 self._declare(op, depth)
         elif name == "loop.barrier":
             self.lines.append(ind + self.lang.barrier)
+        elif name in ("scalar.mod", "scalar.floordiv") and isinstance(op.operands[0].type, IndexType) \
+                and INDEX_SPELLING.get()[0] == "int32_t":
+            v = self.fresh("v")
+            self.names[id(op.results[0])] = v
+            fn = "tf_imod32" if name == "scalar.mod" else "tf_floordiv32"
+            args = ", ".join(self.name(x) for x in op.operands)
+            self.lines.append(f"{ind}const int32_t {v} = {fn}({args});")
         elif name == "scalar.bitcast":
             raise CompileError(f"kernel '{self.c_name}': bitcast has no GPU lowering yet")
         else:
@@ -196,7 +223,7 @@ class GpuEmitter(FunctionEmitter):
             axis = kind[-1]
             src = self.lang.block_index if kind in GPU_BLOCK_KINDS else self.lang.thread_index
             index = src.format(axis=_AXES[axis], axis_name=axis)
-            self.lines.append(f"{ind}{{ const int64_t {v} = {index};")
+            self.lines.append(f"{ind}{{ const {c_type(INDEX)} {v} = {index};")
             partial = kind in GPU_THREAD_KINDS and extent(op) < self.block_dims[_AXES[axis]]
             if partial:
                 self.lines.append(f"{ind}if ({v} < {extent(op)}) {{")
@@ -205,7 +232,7 @@ class GpuEmitter(FunctionEmitter):
             return
         if kind == "unroll":
             self.lines.append(f"{ind}#pragma unroll")
-        self.lines.append(f"{ind}for (int64_t {v} = {a['lb']}; {v} < {a['ub']}; {v} += {a['step']}) {{")
+        self.lines.append(f"{ind}for ({c_type(INDEX)} {v} = {a['lb']}; {v} < {a['ub']}; {v} += {a['step']}) {{")
         self.block(body(op), depth + 1)
         self.lines.append(f"{ind}}}")
 
