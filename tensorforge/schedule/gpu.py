@@ -453,6 +453,9 @@ class ContractionPlan:
     tm: int
     tn: int
     tk: int
+    product: Value | None = None     # the term without its padding mask: what the tiles multiply
+    row_mask: Value | None = None    # a padding condition of the term, staged with the row factor ...
+    col_mask: Value | None = None    # ... or with the column factor (a masked-out factor stages 0)
 
     @property
     def m(self) -> int:
@@ -470,12 +473,13 @@ class ContractionPlan:
 
 def _contraction_plan(red: Reduction) -> ContractionPlan | None:
     """A plan when the nest is a large enough sum of products of one row-only and one column-only factor."""
-    if red.combine.name != "scalar.add":
+    if red.combine.name != "scalar.add" or not isinstance(red.term.type, ScalarType):
         return None
-    prod = red.term.op
+    core, mask = _unmasked(red.term)
+    prod = core.op
     while prod is not None and prod.name == "scalar.cast":
         prod = prod.operands[0].op
-    if prod is None or prod.name != "scalar.mul" or not isinstance(red.term.type, ScalarType):
+    if prod is None or prod.name != "scalar.mul":
         return None
     memo: dict[int, frozenset[int]] = {}
     deps = [iv_deps(v, memo) for v in prod.operands]
@@ -489,12 +493,32 @@ def _contraction_plan(red: Reduction) -> ContractionPlan | None:
     # the factor whose private loops come last indexes the output's contiguous dimension: columns
     first, second = (0, 1) if order[id(only[0][-1])] < order[id(only[1][-1])] else (1, 0)
     rows, cols = only[first], only[second]
-    plan = ContractionPlan(batch, rows, cols, prod.operands[first], prod.operands[second], *TILE)
+    plan = ContractionPlan(batch, rows, cols, prod.operands[first], prod.operands[second], *TILE, product=core)
+    if mask is not None:
+        side = {p for p in pids if p in iv_deps(mask, memo)}
+        if side <= {id(iv(l)) for l in rows + batch}:
+            plan.row_mask = mask
+        elif side <= {id(iv(l)) for l in cols + batch}:
+            plan.col_mask = mask
+        else:
+            return None
     if plan.m < 16 or plan.n < 16 or red.depth < 8:
         return None
     plan.tm = min(TILE[0], max(16, 1 << (plan.m - 1).bit_length()))
     plan.tn = min(TILE[1], max(16, 1 << (plan.n - 1).bit_length()))
     return plan
+
+
+def _unmasked(term: Value) -> tuple[Value, Value | None]:
+    """``select(cond, x, 0)`` (a convolution's padding: taps outside the image add nothing) as
+    ``(x, cond)``; any other term as ``(term, None)``."""
+    op = term.op
+    if op is not None and op.name == "scalar.select":
+        cond, value, other = op.operands
+        zero = other.op
+        if zero is not None and zero.name == "scalar.const" and zero.attributes["value"] == 0:
+            return value, cond
+    return term, None
 
 
 def tiled_contraction(nest: Operation, red: Reduction, plan: ContractionPlan) -> None:
@@ -524,10 +548,10 @@ def tiled_contraction(nest: Operation, red: Reduction, plan: ContractionPlan) ->
     _for_tile(tb, lambda ib, mi, mj: ib.create(STORE, [ib.insert(init.clone({})).results[0], acc, mi, mj]))
     tid = _linear(tb, [(ty, tx_n), (tx, 1)])
     _, kb, ko = _loop(tb, -(-depth // tk), "serial", "gpu.ko")
-    for factor, tile, width, loops, exts, offset in (
-            (plan.row_factor, tile_a, tm, plan.rows, row_ext, by),
-            (plan.col_factor, tile_b, tn, plan.cols, col_ext, bx)):
-        _stage(kb, factor, tile, width, tk, nthreads, tid, ko, offset, loops, exts, red, depth_ext, base, nest)
+    for factor, mask, tile, width, loops, exts, offset in (
+            (plan.row_factor, plan.row_mask, tile_a, tm, plan.rows, row_ext, by),
+            (plan.col_factor, plan.col_mask, tile_b, tn, plan.cols, col_ext, bx)):
+        _stage(kb, factor, mask, tile, width, tk, nthreads, tid, ko, offset, loops, exts, red, depth_ext, base, nest)
     kb.create(BARRIER, [])
     _, ib, kk = _loop(kb, tk, "unroll", "gpu.kk")
     for mi in range(MICRO):
@@ -535,7 +559,7 @@ def tiled_contraction(nest: Operation, red: Reduction, plan: ContractionPlan) ->
             mi_v, mj_v = _index(ib, mi), _index(ib, mj)
             xa = ib.create(LOAD, [tile_a, kk, _linear(ib, [(ty, 1)], mi * ty_n)]).results[0]
             yb = ib.create(LOAD, [tile_b, kk, _linear(ib, [(tx, 1)], mj * tx_n)]).results[0]
-            term = _rebuild_term(ib, red.term, plan, xa, yb)
+            term = _rebuild_term(ib, plan.product, plan, xa, yb)
             cur = ib.create(LOAD, [acc, mi_v, mj_v]).results[0]
             ib.create(STORE, [ib.create(red.combine.name, _ordered(red, cur, term)).results[0], acc, mi_v, mj_v])
     kb.create(BARRIER, [])
@@ -564,7 +588,8 @@ def _for_tile(b: Builder, fn) -> None:
             fn(b, _index(b, mi), _index(b, mj))
 
 
-def _stage(b: Builder, factor: Value, tile: Value, width: int, tk: int, nthreads: int, tid: Value, ko: Value,
+def _stage(b: Builder, factor: Value, mask: Value | None, tile: Value, width: int, tk: int, nthreads: int,
+           tid: Value, ko: Value,
            tile_index: Value, loops: list[Operation], exts: list[int], red: Reduction, depth_ext: list[int],
            base: dict[Value, Value], nest: Operation) -> None:
     """Threads copy the ``tk x width`` slice of one factor into shared memory together, zeros outside."""
@@ -583,9 +608,13 @@ def _stage(b: Builder, factor: Value, tile: Value, width: int, tk: int, nthreads
     mapping = dict(base)
     mapping.update({iv(l): v for l, v in zip(loops, _delinearize(ib, pos, exts))})
     mapping.update({iv(l): v for l, v in zip(red.loops, _delinearize(ib, k, depth_ext))})
-    for dep in _slice(factor, body(nest), mapping):
-        ib.insert(dep.clone(mapping))
-    ib.create(STORE, [mapping.get(factor, factor), tile, kk, col])
+    for v in (factor,) if mask is None else (factor, mask):
+        for dep in _slice(v, body(nest), mapping):
+            ib.insert(dep.clone(mapping))
+    value = mapping.get(factor, factor)
+    if mask is not None:
+        value = ib.create("scalar.select", [mapping.get(mask, mask), value, zero]).results[0]
+    ib.create(STORE, [value, tile, kk, col])
 
 
 def _rebuild_term(b: Builder, term: Value, plan: ContractionPlan, x: Value, y: Value) -> Value:

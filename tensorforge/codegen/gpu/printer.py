@@ -106,7 +106,7 @@ LANGUAGES = {
         shared="__local ", barrier="barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);"),
     "cuda": Language(
         "cuda", _CUDA_PRELUDE,
-        kernel='extern "C" __global__ void __launch_bounds__({threads}) {name}({params})',
+        kernel='extern "C" __global__ void __launch_bounds__({threads}, 1) {name}({params})',
         param="{const}{type}* __restrict__ {name}", param_setup="",
         block_index="blockIdx.{axis_name}", thread_index="threadIdx.{axis_name}",
         shared="__shared__ ", barrier="__syncthreads();"),
