@@ -453,11 +453,13 @@ def run_isolated(program: GpuProgram, inputs: Sequence[np.ndarray], device=None,
     sender.close()
     try:
         if not receiver.poll(timeout):
-            raise TensorforgeError(_child_failure(child, f"gave no result within {timeout:g} s"))
+            raise TensorforgeError(f"the child process running the OpenCL program gave no result within "
+                                   f"{timeout:g} s and was stopped: a kernel probably never ends (PoCL can hang "
+                                   f"on a barrier under a thread-dependent branch)")
         ok, value = receiver.recv()
     except EOFError:
         child.join(timeout=10)
-        raise TensorforgeError(_child_failure(child, "ended without a result")) from None
+        raise TensorforgeError(_crash_message(child.exitcode)) from None
     finally:
         receiver.close()
         if child.is_alive():
@@ -468,11 +470,10 @@ def run_isolated(program: GpuProgram, inputs: Sequence[np.ndarray], device=None,
     return value
 
 
-def _child_failure(child, what: str) -> str:
-    code = child.exitcode
+def _crash_message(code: int | None) -> str:
     how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
-    return (f"the child process running the OpenCL program {what} ({how}): the driver probably crashed on "
-            f"one of its kernels (PoCL aborts on a barrier under a thread-dependent branch)")
+    return (f"the child process running the OpenCL program ended without a result ({how}): the driver "
+            f"probably crashed on one of its kernels (PoCL aborts on a barrier under a thread-dependent branch)")
 
 
 def _isolated_main(sender, bare: GpuProgram, specs: list[list[TensorSpec]], arrays: list[np.ndarray],

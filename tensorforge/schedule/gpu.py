@@ -34,14 +34,44 @@ from .analysis import ALLOC, FOR, LOAD, STORE, accesses, body, extent, is_pure, 
 from .default import inline_producers
 from .primitives import Schedule
 
-FLAT_THREADS = 256
-# One block per output pays when outputs alone would leave most threads of the GPU idle (rows of a
-# softmax or a norm), or when each output sums so many terms that one thread would run long.
-BLOCK_REDUCE_MAX_OUTPUTS = 4096
-REDUCE_THREADS = 256
-TILE = (64, 64, 16)            # TM, TN, TK of the tiled contraction
-MICRO = 4                      # each thread's register tile is MICRO x MICRO
 BARRIER = "loop.barrier"
+
+
+@dataclass(frozen=True)
+class GpuConfig:
+    """The knobs of the GPU schedules: the auto-tuner's GPU space (``tune/gpu.py``) varies them
+    per kernel; the defaults are what every kernel gets untuned."""
+
+    tm: int = 64                       # output rows per block of the tiled contraction
+    tn: int = 64                       # output columns per block
+    tk: int = 16                       # depth of one shared-memory slice
+    micro: int = 4                     # each thread's register tile is micro x micro
+    flat_threads: int = 256            # threads per block of the flat strategy
+    reduce_threads: int = 256          # most threads per block of a block reduction
+    # One block per output pays when outputs alone would leave most threads of the GPU idle (rows
+    # of a softmax or a norm), or when each output sums so many terms that one thread would run long.
+    block_reduce_max_outputs: int = 4096
+
+    def problems(self, max_threads: int) -> list[str]:
+        """Why this configuration cannot be built for blocks of at most ``max_threads`` threads."""
+        out = []
+        if self.tm % self.micro or self.tn % self.micro:
+            out.append(f"tile {self.tm}x{self.tn} is not a multiple of the {self.micro}x{self.micro} micro-tile")
+        elif (self.tm // self.micro) * (self.tn // self.micro) > max_threads:
+            out.append(f"a {self.tm}x{self.tn} tile takes {(self.tm // self.micro) * (self.tn // self.micro)} threads "
+                       f"> {max_threads}")
+        for name in ("flat_threads", "reduce_threads"):
+            n = getattr(self, name)
+            if n > max_threads or n & (n - 1):
+                out.append(f"{name}={n} must be a power of two <= {max_threads}")
+        return out
+
+    def describe(self) -> str:
+        return (f"tile {self.tm}x{self.tn}x{self.tk}, micro {self.micro}x{self.micro}, flat {self.flat_threads}, "
+                f"reduce {self.reduce_threads}")
+
+
+DEFAULT_CONFIG = GpuConfig()
 
 
 @dataclass
@@ -54,15 +84,16 @@ class GpuSchedule:
         return "; ".join(self.strategies) or "no launches"
 
 
-def gpu_schedule(fn: Operation, max_threads: int = 1024) -> GpuSchedule:
+def gpu_schedule(fn: Operation, max_threads: int = 1024, config: GpuConfig | None = None) -> GpuSchedule:
     """Rewrites ``fn`` (a lowered ``loop.func``) in place into GPU launches; returns what it did."""
+    config = config or DEFAULT_CONFIG
     s = Schedule(fn, check=False)
     inline_producers(s, set())
     fused = fuse_epilogues(fn)
     _wrap_loose_statements(fn)
     done = []
     for nest in [op for op in body(fn) if op.name == FOR]:
-        done.append(_schedule_nest(nest, max_threads))
+        done.append(_schedule_nest(nest, max_threads, config))
     if fused:
         done.append(f"{fused} elementwise consumer(s) fused into their producer's epilogue")
     return GpuSchedule(done)
@@ -350,19 +381,19 @@ def _wrap_loose_statements(fn: Operation) -> None:
     flush()
 
 
-def _schedule_nest(nest: Operation, max_threads: int) -> str:
+def _schedule_nest(nest: Operation, max_threads: int, cfg: GpuConfig) -> str:
     red = as_reduction(nest)
     if red is not None:
-        tiled = _contraction_plan(red)
+        tiled = _contraction_plan(red, cfg)
         if tiled is not None:
             tiled_contraction(nest, red, tiled)
             return f"tiled contraction {tiled.describe()}"
         outputs = math.prod(extent(l) for l in red.prefix)
-        if red.depth >= 64 and (outputs < BLOCK_REDUCE_MAX_OUTPUTS or red.depth >= 1024):
-            threads = min(REDUCE_THREADS, max_threads, 1 << max(5, (red.depth - 1).bit_length()))
+        if red.depth >= 64 and (outputs < cfg.block_reduce_max_outputs or red.depth >= 1024):
+            threads = min(cfg.reduce_threads, max_threads, 1 << max(5, (red.depth - 1).bit_length()))
             block_reduce(nest, red, threads)
             return f"block reduction ({outputs} blocks x {threads} threads over {red.depth})"
-    threads = min(FLAT_THREADS, max_threads)
+    threads = min(cfg.flat_threads, max_threads)
     points = flat(nest, threads)
     return f"flat ({points} points, {threads} threads per block)"
 
@@ -453,6 +484,7 @@ class ContractionPlan:
     tm: int
     tn: int
     tk: int
+    micro: int
     product: Value | None = None     # the term without its padding mask: what the tiles multiply
     row_mask: Value | None = None    # a padding condition of the term, staged with the row factor ...
     col_mask: Value | None = None    # ... or with the column factor (a masked-out factor stages 0)
@@ -468,10 +500,10 @@ class ContractionPlan:
     def describe(self) -> str:
         b = math.prod(extent(l) for l in self.batch)
         return (f"{b}x{self.m}x{self.n} output in {self.tm}x{self.tn} tiles, k-slices of {self.tk} "
-                f"through shared memory, {MICRO}x{MICRO} registers per thread")
+                f"through shared memory, {self.micro}x{self.micro} registers per thread")
 
 
-def _contraction_plan(red: Reduction) -> ContractionPlan | None:
+def _contraction_plan(red: Reduction, cfg: GpuConfig = DEFAULT_CONFIG) -> ContractionPlan | None:
     """A plan when the nest is a large enough sum of products of one row-only and one column-only factor."""
     if red.combine.name != "scalar.add" or not isinstance(red.term.type, ScalarType):
         return None
@@ -493,7 +525,8 @@ def _contraction_plan(red: Reduction) -> ContractionPlan | None:
     # the factor whose private loops come last indexes the output's contiguous dimension: columns
     first, second = (0, 1) if order[id(only[0][-1])] < order[id(only[1][-1])] else (1, 0)
     rows, cols = only[first], only[second]
-    plan = ContractionPlan(batch, rows, cols, prod.operands[first], prod.operands[second], *TILE, product=core)
+    plan = ContractionPlan(batch, rows, cols, prod.operands[first], prod.operands[second], cfg.tm, cfg.tn,
+                           cfg.tk, cfg.micro, product=core)
     if mask is not None:
         side = {p for p in pids if p in iv_deps(mask, memo)}
         if side <= {id(iv(l)) for l in rows + batch}:
@@ -502,10 +535,11 @@ def _contraction_plan(red: Reduction) -> ContractionPlan | None:
             plan.col_mask = mask
         else:
             return None
-    if plan.m < 16 or plan.n < 16 or red.depth < 8:
+    if plan.m < 4 * cfg.micro or plan.n < 4 * cfg.micro or red.depth < 8:
         return None
-    plan.tm = min(TILE[0], max(16, 1 << (plan.m - 1).bit_length()))
-    plan.tn = min(TILE[1], max(16, 1 << (plan.n - 1).bit_length()))
+    smallest = 4 * cfg.micro
+    plan.tm = min(cfg.tm, max(smallest, 1 << (plan.m - 1).bit_length()))
+    plan.tn = min(cfg.tn, max(smallest, 1 << (plan.n - 1).bit_length()))
     return plan
 
 
@@ -524,7 +558,8 @@ def _unmasked(term: Value) -> tuple[Value, Value | None]:
 def tiled_contraction(nest: Operation, red: Reduction, plan: ContractionPlan) -> None:
     """The nest as a shared-memory tiled GEMM (see the module docstring)."""
     tm, tn, tk = plan.tm, plan.tn, plan.tk
-    ty_n, tx_n = tm // MICRO, tn // MICRO
+    micro = plan.micro
+    ty_n, tx_n = tm // micro, tn // micro
     nthreads = ty_n * tx_n
     m, n, depth = plan.m, plan.n, red.depth
     batch_ext = [extent(l) for l in plan.batch]
@@ -542,10 +577,10 @@ def tiled_contraction(nest: Operation, red: Reduction, plan: ContractionPlan) ->
     tile_b = b3.create(ALLOC, [], {"type": BufferType((tk, tn), c_t), "tag": "gpu.tileB", "space": "shared"}).results[0]
     _, b4, ty = _loop(b3, ty_n, "thread.y", "gpu.ty")
     _, tb, tx = _loop(b4, tx_n, "thread.x", "gpu.tx")
-    acc = tb.create(ALLOC, [], {"type": BufferType((MICRO, MICRO), acc_t.dtype), "tag": "gpu.acc",
+    acc = tb.create(ALLOC, [], {"type": BufferType((micro, micro), acc_t.dtype), "tag": "gpu.acc",
                                 "space": "local"}).results[0]
     init = _init_value(red)
-    _for_tile(tb, lambda ib, mi, mj: ib.create(STORE, [ib.insert(init.clone({})).results[0], acc, mi, mj]))
+    _for_tile(tb, micro, lambda ib, mi, mj: ib.create(STORE, [ib.insert(init.clone({})).results[0], acc, mi, mj]))
     tid = _linear(tb, [(ty, tx_n), (tx, 1)])
     _, kb, ko = _loop(tb, -(-depth // tk), "serial", "gpu.ko")
     for factor, mask, tile, width, loops, exts, offset in (
@@ -554,8 +589,8 @@ def tiled_contraction(nest: Operation, red: Reduction, plan: ContractionPlan) ->
         _stage(kb, factor, mask, tile, width, tk, nthreads, tid, ko, offset, loops, exts, red, depth_ext, base, nest)
     kb.create(BARRIER, [])
     _, ib, kk = _loop(kb, tk, "unroll", "gpu.kk")
-    for mi in range(MICRO):
-        for mj in range(MICRO):
+    for mi in range(micro):
+        for mj in range(micro):
             mi_v, mj_v = _index(ib, mi), _index(ib, mj)
             xa = ib.create(LOAD, [tile_a, kk, _linear(ib, [(ty, 1)], mi * ty_n)]).results[0]
             yb = ib.create(LOAD, [tile_b, kk, _linear(ib, [(tx, 1)], mj * tx_n)]).results[0]
@@ -582,9 +617,9 @@ def _init_value(red: Reduction) -> Operation:
     return src
 
 
-def _for_tile(b: Builder, fn) -> None:
-    for mi in range(MICRO):
-        for mj in range(MICRO):
+def _for_tile(b: Builder, micro: int, fn) -> None:
+    for mi in range(micro):
+        for mj in range(micro):
             fn(b, _index(b, mi), _index(b, mj))
 
 
@@ -635,8 +670,8 @@ def _epilogue(b: Builder, red: Reduction, plan: ContractionPlan, acc: Value, ty:
               tx_n: int, by: Value, bx: Value, base: dict[Value, Value], nest: Operation) -> None:
     """Each thread finishes its outputs: what the nest did with the sum, on the registers."""
     row_ext, col_ext = [extent(l) for l in plan.rows], [extent(l) for l in plan.cols]
-    for mi in range(MICRO):
-        for mj in range(MICRO):
+    for mi in range(plan.micro):
+        for mj in range(plan.micro):
             row = _linear(b, [(by, plan.tm), (ty, 1)], mi * ty_n)
             col = _linear(b, [(bx, plan.tn), (tx, 1)], mj * tx_n)
             ib = _guard(b, _and(b, _below(b, row, plan.m), _below(b, col, plan.n)))

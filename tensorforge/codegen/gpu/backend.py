@@ -10,7 +10,7 @@ Outputs that no kernel writes in place (an input or a constant returned as is) g
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ...dialects.scalar import INDEX
 from ...errors import CompileError
@@ -23,7 +23,7 @@ from ...passes.lower.graph_to_kernels import is_library_kernel
 from ...passes.lower.structured_to_loop import lower_kernel
 from ...passes.memory.plan import plan_memory
 from ...runtime.signature import specs_from_values
-from ...schedule.gpu import flat, gpu_schedule
+from ...schedule.gpu import GpuConfig, flat, gpu_schedule
 from ..driver import (Placement, check_lowered, kernel_key, kernels, lower_for, needs_arena, output_slots,
                       weight_blob)
 from ..target import GpuTarget
@@ -58,13 +58,15 @@ def _align(n: int) -> int:
     return (n + SCRATCH_ALIGN - 1) // SCRATCH_ALIGN * SCRATCH_ALIGN
 
 
-def compile_kernel(op: Operation, cname: str, target: GpuTarget) -> tuple[_Compiled, dict[str, KernelInfo]]:
-    """One structured.kernel as launches in ``target.language``."""
+def compile_kernel(op: Operation, cname: str, target: GpuTarget, config: GpuConfig | None = None
+                   ) -> tuple[_Compiled, dict[str, KernelInfo]]:
+    """One structured.kernel as launches in ``target.language`` (``config``: the GPU schedule's knobs,
+    default or tuned)."""
     if is_library_kernel(op):
         raise CompileError(f"kernel '{op.attributes.get('sym_name')}'{op.location_str()} is a data-dependent op "
                            f"({op.attributes.get('tf.library')}) with no GPU form yet; compile with target='cpu'")
     fn = lower_kernel(op, cname)
-    plan = gpu_schedule(fn, target.max_threads_per_block)
+    plan = gpu_schedule(fn, target.max_threads_per_block, config)
     _verify(fn, target)
     printed, _ = print_launches(fn, target.language, cname)
     offsets, pos = [], 0
@@ -104,8 +106,10 @@ def _copy_kernel(nbytes: int, language: str) -> tuple[_Compiled, dict[str, Kerne
     return _Compiled(printed, [], 0), infos
 
 
-def plan_program(func: FuncOp, target: GpuTarget) -> GpuProgram:
-    """The whole lowered function as a ``GpuProgram`` for ``target``."""
+def plan_program(func: FuncOp, target: GpuTarget,
+                 config_for: Callable[[Operation], GpuConfig | None] | None = None) -> GpuProgram:
+    """The whole lowered function as a ``GpuProgram`` for ``target``; ``config_for(kernel)`` gives a
+    kernel its tuned schedule knobs (None: the defaults)."""
     check_lowered(func)
     if symbol_table_of(func).ranges:
         raise CompileError("a model with symbolic (dynamic) shapes has no GPU build yet; give example inputs "
@@ -124,7 +128,7 @@ def plan_program(func: FuncOp, target: GpuTarget) -> GpuProgram:
         if cname is None:
             cname = f"k{len(by_key)}_{_c_identifier(op.attributes.get('sym_name', 'k'))}"
             by_key[key] = cname
-            compiled[cname], more = compile_kernel(op, cname, target)
+            compiled[cname], more = compile_kernel(op, cname, target, config_for(op) if config_for else None)
             infos.update(more)
         c = compiled[cname]
         scratch = max(scratch, c.scratch_bytes)
