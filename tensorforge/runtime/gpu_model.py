@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import numpy as np
-
 from ..errors import TensorforgeError
 from ..ir.symbolic import SymbolTable
 from .signature import TensorSpec
@@ -38,7 +36,8 @@ class GpuModel:
     def _make_runtime(self):
         if self.language == "opencl":
             from .opencl import OpenCLModel
-            return OpenCLModel(self.program)
+            return OpenCLModel(self.program, input_names=[s.name for s in self.inputs],
+                               output_names=[s.name for s in self.outputs])
         from ..codegen.cuda.nvrtc import compile_cuda
         self.binary = compile_cuda(self.source, self.target.arch or "sm_90", ("--fmad=false",))
         for name, info in self.program.kernels.items():
@@ -61,18 +60,7 @@ class GpuModel:
             raise TensorforgeError("this CUDA model was compiled (NVRTC, sm_90) but this machine has no NVIDIA driver "
                                    "or GPU to run it; its source is model.source and the per-kernel resources are "
                                    "in model.program.kernels")
-        torch_in = [type(x).__module__.startswith("torch") for x in inputs]
-        if self.language == "cuda":
-            return list(self._runtime(*inputs))
-        arrays = [x.detach().cpu().numpy() if t else np.asarray(x) for x, t in zip(inputs, torch_in)]
-        for i, (x, spec) in enumerate(zip(arrays, self.inputs)):
-            if x.dtype != spec.np_dtype or tuple(x.shape) != tuple(spec.shape):
-                raise TensorforgeError(f"input {i} {spec.describe()} got {x.dtype}{list(x.shape)}")
-        outs = list(self._runtime(*[np.ascontiguousarray(x) for x in arrays]))
-        if any(torch_in):
-            import torch
-            outs = [torch.from_numpy(np.ascontiguousarray(o)) for o in outs]
-        return outs
+        return list(self._runtime(*inputs))      # each runtime checks the inputs and maps torch in to torch out
 
     def __call__(self, *inputs):
         outs = self.run(inputs)

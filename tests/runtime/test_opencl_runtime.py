@@ -5,6 +5,8 @@ Runs wherever an OpenCL device exists (PoCL on the CPU in CI); skipped elsewhere
 """
 from __future__ import annotations
 
+import multiprocessing
+
 import numpy as np
 import pytest
 
@@ -214,3 +216,20 @@ def test_run_isolated_raises_the_childs_errors_here(model):
     with pytest.raises(CompileError, match="failed to build"):
         opencl.run_isolated(make_program(source="__kernel void f() { oops }"), [random_input(7)],
                             device=model.device)
+
+
+BARRIER_IN_BRANCH = """__kernel void add_one(__global uchar* base0, long off0, __global uchar* base1, long off1) {
+  __local float s[8];
+  size_t i = get_local_id(0);
+  if (i < 3) { s[i] = 1.0f; barrier(CLK_LOCAL_MEM_FENCE); }
+  ((__global float*)(base1 + off1))[i] = s[0];
+}"""
+
+
+def test_run_isolated_survives_a_kernel_that_hangs_or_crashes_the_driver(model):
+    """Illegal on every device; PoCL hangs or aborts on it, which only the child sees."""
+    launch = Launch("add_one", (1, 1, 1), (8, 1, 1), (BufferRef("arena"), BufferRef("output")))
+    program = make_program(source=BARRIER_IN_BRANCH, launches=[launch])
+    with pytest.raises(TensorforgeError, match="child process running the OpenCL program"):
+        opencl.run_isolated(program, [random_input(8)], device=model.device, timeout=1.5)
+    assert not multiprocessing.active_children()
