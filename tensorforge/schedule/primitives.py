@@ -30,11 +30,12 @@ from ..ir.builder import Builder, make_op
 from ..ir.core import Block, Operation, Region, Value
 from ..ir.types import BufferType
 from ..ir.verifier import verify
+from ..dialects.loop.ops import GPU_BLOCK_KINDS, GPU_KINDS, GPU_THREAD_KINDS
 from ..dialects.scalar import INDEX
 from ..ir.symbolic import dim_ceildiv, dim_divides, dim_mul, dims_equal
 from .analysis import (ALLOC, FOR, IF, LOAD, STORE, Affine, accesses, affine, ancestors, body, const_index,
                        dce, dim_extent, dim_value, emit_affine, encloses, enclosing_loops, erase_all, extent,
-                       find_tagged, symbol_table,
+                       find_tagged, is_symbolic_loop, symbol_table,
                        first_blocker, guard, indices, is_pure, iv, iv_deps, loop_ranges, materialize,
                        perfect_chain, perfect_child, same_index, sink_guards, tag, top_level, value_range,
                        walk_ops)
@@ -476,7 +477,12 @@ class Schedule:
         """Copies the tile of ``buffer`` that ``at_loop``'s body reads into a local buffer first, and reads
         that instead.  ``layout`` permutes the tile's dimensions (a packed, e.g. transposed, copy).
         Returns the local buffer's tag ``buffer@at_loop``."""
-        prim = "cache_read"
+        return self._cache_read("cache_read", buffer, at_loop, layout)
+
+    def _cache_read(self, prim: str, buffer: str, at_loop: str | None, layout: tuple | None,
+                    varying: Sequence[Operation] = ()) -> str:
+        """``cache_read``; the tile also spans the loops in ``varying`` (around ``at_loop``: the
+        thread loops whose threads share the tile)."""
         B = self._buffer(prim, buffer)
         scope = self.fn if at_loop is None else self._loop(prim, at_loop)
         if scope is not self.fn:
@@ -496,7 +502,7 @@ class Schedule:
         name = f"{buffer}@{at_loop or 'root'}"
         if find_tagged(self.fn, ALLOC, name) is not None:
             raise _fail(prim, f"buffer '{buffer}'", f"is already cached at {where}")
-        inner = {id(iv(l)) for l in walk_ops(scope, FOR)}
+        inner = {id(iv(l)) for l in walk_ops(scope, FOR)} | {id(iv(l)) for l in varying}
         ranges = loop_ranges(self.fn)
         shape = B.type.shape
         bases: list[Affine | None] = []      # None: the whole dimension is copied
@@ -572,6 +578,72 @@ class Schedule:
         return name
 
     pack = cache_read   # a packed copy is a cache_read with a layout; traces record it as cache_read
+
+    # ---- GPU (docs/gpu.md) -----------------------------------------------------------------------
+    @primitive(1)
+    def bind(self, loop: str, axis: str) -> None:
+        """Runs the loop's iterations as the blocks of the grid (``block.x|y|z``) or as the threads of
+        one block (``thread.x|y|z``).  Block loops enclose everything else of their launch; thread
+        loops sit inside block loops."""
+        prim = "bind"
+        L = self._loop(prim, loop)
+        self._serial(prim, L)
+        if axis not in GPU_KINDS:
+            raise _fail(prim, f"axis '{axis}'", f"is not one of {', '.join(GPU_KINDS)}")
+        if L.attributes.get("reduction"):
+            raise _fail(prim, f"loop '{loop}'", "is a reduction loop: its iterations update one accumulator")
+        if L.attributes["lb"] != 0 or L.attributes["step"] != 1 or is_symbolic_loop(L):
+            raise _fail(prim, f"loop '{loop}'", "must run from 0 by 1 over a static extent")
+        outer = [a for a in ancestors(L) if a.name == FOR]
+        kinds = [o.attributes["kind"] for o in outer + list(walk_ops(L, FOR))]
+        if axis in kinds:
+            raise _fail(prim, f"loop '{loop}'", f"a loop around or inside it is already bound to {axis}")
+        if axis in GPU_BLOCK_KINDS and any(o.attributes["kind"] not in GPU_BLOCK_KINDS for o in outer):
+            raise _fail(prim, f"loop '{loop}'", "only block loops may enclose a block loop (bind outer loops first)")
+        if axis in GPU_THREAD_KINDS and not any(o.attributes["kind"] in GPU_BLOCK_KINDS for o in outer):
+            raise _fail(prim, f"loop '{loop}'", "a thread loop needs an enclosing block loop")
+        if axis in GPU_THREAD_KINDS and any(k in GPU_BLOCK_KINDS for k in kinds[len(outer):]):
+            raise _fail(prim, f"loop '{loop}'", "holds a block loop; blocks enclose threads")
+        self._check_writes(prim, L, [L])
+        L.attributes["kind"] = axis
+
+    @primitive(2)
+    def cache_shared(self, buffer: str, at_loop: str) -> str:
+        """Stages the tile of ``buffer`` that a block's threads read inside ``at_loop`` in shared memory:
+        the threads copy it together (each a strided share), after a barrier (the previous iteration's
+        reads are done) and before another (the copy is complete).  ``at_loop`` must sit inside thread
+        loops that span the block.  Returns the shared buffer's tag ``buffer@at_loop``."""
+        prim = "cache_shared"
+        AL = self._loop(prim, at_loop)
+        threads = [a for a in ancestors(AL) if a.name == FOR and a.attributes["kind"] in GPU_THREAD_KINDS]
+        if not threads:
+            raise _fail(prim, f"loop '{at_loop}'", "is not inside a thread loop: bind loops to threads first")
+        name = self._cache_read(prim, buffer, at_loop, None, varying=threads)
+        alloc = find_tagged(self.fn, ALLOC, name)
+        alloc.attributes["space"] = "shared"
+        threads[0].parent.insert_before(alloc.detach(), threads[0])
+        copy = next(l for l in body(AL) if l.name == FOR and (tag(l) or "").startswith(name + "."))
+        fused = tag(copy)
+        for inner in perfect_chain(copy)[1:]:
+            fused = self.fuse(fused, tag(inner))
+        count = 1
+        for t in threads:
+            count *= extent(t)
+        outer_tag, inner_tag = self.split(fused, count)
+        inner = self._loop(prim, inner_tag)
+        b = Builder.before(inner)
+        lin = None
+        for t in threads:
+            lin = iv(t) if lin is None else b.create("scalar.add", [b.create(
+                "scalar.mul", [lin, const_index(b, extent(t))]).results[0], iv(t)]).results[0]
+        _redirect(list(iv(inner).uses), iv(inner), lin)
+        for op in list(body(inner)):
+            op.move_before(inner)
+        inner.erase()
+        outer = self._loop(prim, outer_tag)
+        Builder.before(outer).create("loop.barrier", [])
+        Builder.after(outer).create("loop.barrier", [])
+        return name
 
     # ---- moving computes ------------------------------------------------------------------------
     def _intermediate(self, prim: str, compute: str) -> Operation:

@@ -15,7 +15,7 @@ from typing import NoReturn
 from ...dialects.loop.ops import GPU_BLOCK_KINDS, GPU_KINDS, GPU_THREAD_KINDS, loop_extent
 from ...errors import CompileError
 from ...ir.core import Operation, Value
-from ...schedule.analysis import affine, ancestors, body, iv, iv_deps, value_range
+from ...schedule.analysis import affine, ancestors, body, iv, iv_deps
 from ..target import GpuTarget
 
 AXES = "xyz"
@@ -219,6 +219,19 @@ def _iv_ranges(fn: Operation) -> dict[int, tuple[int, int]]:
     return out
 
 
+def _affine_range(form, ranges: dict[int, tuple[int, int]]) -> tuple[int, int] | None:
+    """The exact range of an affine form over a box of ivs (terms of one iv are combined first,
+    so ``(o*8 + t) - o*8`` ranges over t's values, not over an interval sum)."""
+    lo = hi = form.const
+    for key, coeff in form.terms:
+        r = ranges.get(key)
+        if r is None:
+            return None
+        a, b = coeff * r[0], coeff * r[1]
+        lo, hi = lo + min(a, b), hi + max(a, b)
+    return lo, hi
+
+
 def _verify_static_bounds(fn: Operation) -> None:
     """Loads without ``pad`` and stores whose index is affine in the ivs, and which every iteration
     reaches (not under a ``loop.if``), must stay inside the buffer for every iv value: the range
@@ -235,9 +248,10 @@ def _verify_static_bounds(fn: Operation) -> None:
         if any(a.name == "loop.if" for a in ancestors(op)):
             continue
         for k, (i, dim) in enumerate(zip(idx, buf.type.shape)):
-            if not isinstance(dim, int) or affine(i) is None:
+            form = affine(i) if isinstance(dim, int) else None
+            if form is None:
                 continue
-            r = value_range(i, ranges)
+            r = _affine_range(form, ranges)
             if r is not None and (r[0] < 0 or r[1] > dim - 1):
                 what = "load from" if op.name == "loop.load" else "store to"
                 _fail(op, f"{what} {buffer_name(buf)} is out of bounds: index {k} ranges over "

@@ -3,7 +3,8 @@
 A candidate (a set of kernels) goes through the same steps whatever strategy proposed it:
 kind rules (the strategy's), no cycle, the merged kernel built and simplified (inline where
 recomputation beats a buffer), the contraction's index maps, then the cost model's vetoes and
-savings.  The decision and its reason go to the log either way; a rejected candidate is
+savings, then (on a GPU target) what ptxas says the merged kernel needs (``gpu_resources.py``).
+The decision and its reason go to the log either way; a rejected candidate is
 remembered so that later rounds do not rebuild it.
 """
 from __future__ import annotations
@@ -27,8 +28,10 @@ class Fusion:
     """One function being fused: its cost model, the log, and the label of each kernel."""
 
     def __init__(self, func: FuncOp, machine: Machine, log: FusionLog | None = None,
-                 mapped: Callable[[Operation], bool] | None = None):
+                 mapped: Callable[[Operation], bool] | None = None,
+                 resources: Callable[[Operation], str | None] | None = None):
         self.func = func
+        self.resources = resources          # merged kernel -> why it does not fit the GPU, or None
         self.machine = machine
         self.model = CostModel(machine, mapped)
         self.log = log if log is not None else FusionLog()
@@ -93,6 +96,8 @@ class Fusion:
             verdict = self.model.judge(members, merged.kernel, merged.inner)
             if not verdict.ok:
                 reason = verdict.reason
+        if reason is None and self.resources is not None:
+            reason = self.resources(merged.kernel)
         if reason is not None:
             discard(merged.kernel)
             return self._remember(key, members, strategy, subjects, reason)

@@ -8,7 +8,8 @@ as ``PassManager.parse("fuse")``, from ``tf-opt -p 'fuse-vertical{vector-registe
 from the compile path through ``lower_function`` (``fuse_function``).
 
 Options override what the cost model reads from the target (0 keeps the target's value):
-``vector-registers``, ``cache-bytes``, ``max-kernel-ops``, ``small-bytes``, ``launch-bytes``.
+``vector-registers``, ``cache-bytes``, ``max-kernel-ops``, ``small-bytes``, ``launch-bytes``;
+``micro-kernels`` and ``gpu-resources`` (true) turn a veto source off.
 After a run, ``pass.log`` holds every decision (``print(pass.log)``).
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .category import fuse_category
 from .constants import fold_constants
 from .cost import Machine
 from .engine import Fusion
+from .gpu_resources import gpu_resource_oracle
 from .horizontal import concat_sibling_contractions, fuse_horizontal
 from .log import FusionLog
 from .reuse import fuse_reuse
@@ -46,6 +48,7 @@ class FusionPass(Pass):
         "small_bytes": Option(0, "results up to this size are cheap for category fusion (0: 64 KiB)"),
         "launch_bytes": Option(0, "cost of one kernel call in bytes of traffic (0: 16 KiB)"),
         "micro_kernels": Option(True, "veto merges that take a GEMM/conv off the micro-kernel path"),
+        "gpu_resources": Option(True, "GPU targets: veto merges whose kernel ptxas says does not fit"),
     }
 
     def __init__(self, target: Any = None, **options: Any):
@@ -82,7 +85,8 @@ class FusionPass(Pass):
             changed = True
             log.record("constant", (f"{folded} kernels, {hoisted} computes",), True,
                        "evaluated at compile time: they read only constants")
-        fz = Fusion(func, self.machine(), log, micro_kernel_oracle(self.target) if self.micro_kernels else None)
+        fz = Fusion(func, self.machine(), log, micro_kernel_oracle(self.target) if self.micro_kernels else None,
+                    gpu_resource_oracle(self.target) if self.gpu_resources else None)
         for _ in range(MAX_ROUNDS):
             merged = 0
             if "vertical" in self.strategies:

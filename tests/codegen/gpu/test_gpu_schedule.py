@@ -87,3 +87,49 @@ def test_elementwise_consumer_runs_in_the_contraction_epilogue():
     assert not [op for op in fn.regions[0].blocks[0] if op.name == "loop.alloc"]   # no scratch left
     got, want = _run(kernel, fn)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+# ---- the GPU schedule primitives, composed by hand -------------------------------------------------
+def _hand_scheduled_matmul(m: int, n: int, k: int, tile: int = 8, depth: int = 4):
+    """bind + split + reorder + cache_shared: an 8x8-thread block per 8x8 tile of C, k-slices of A
+    and B staged in shared memory."""
+    from tensorforge.schedule.primitives import Schedule
+    kernel = kernels.matmul(m, n, k)
+    fn = lower_kernel(kernel)
+    s = Schedule(fn)
+    io, ii = s.split("0.0", tile)
+    jo, ji = s.split("0.1", tile)
+    s.reorder(io, jo, ii, ji)
+    s.bind(io, "block.y")
+    s.bind(jo, "block.x")
+    s.bind(ii, "thread.y")
+    s.bind(ji, "thread.x")
+    ko, _ = s.split("0.2", depth)
+    a = s.cache_shared("in0", ko)
+    b = s.cache_shared("in1", ko)
+    return kernel, fn, s, (a, b)
+
+
+def test_bind_and_cache_shared_build_a_correct_tiled_gemm():
+    kernel, fn, s, names = _hand_scheduled_matmul(16, 24, 12)
+    verify_gpu_kernel(fn, GpuTarget.opencl_default())
+    shared = [op for op in walk_ops(fn, "loop.alloc") if op.attributes.get("space") == "shared"]
+    assert sorted(op.attributes["tag"] for op in shared) == sorted(names)
+    assert [op.attributes["type"].shape for op in shared] == [(8, 4), (4, 8)]
+    assert len(list(walk_ops(fn, "loop.barrier"))) == 4
+    assert [step.primitive for step in s.trace][-2:] == ["cache_shared", "cache_shared"]
+    for seed in range(3):
+        got, want = _run(kernel, fn, seed)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_bind_refuses_a_block_loop_inside_a_thread_loop():
+    from tensorforge.errors import ScheduleError
+    from tensorforge.schedule.primitives import Schedule
+    s = Schedule(lower_kernel(kernels.matmul(8, 8, 8)))
+    with pytest.raises(ScheduleError, match="needs an enclosing block loop"):
+        s.bind("0.1", "thread.x")
+    s.bind("0.0", "block.x")
+    s.bind("0.1", "thread.x")
+    with pytest.raises(ScheduleError, match="reduction loop"):
+        s.bind("0.2", "thread.y")
