@@ -295,6 +295,9 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
     """
     if target not in TARGETS:
         raise TensorforgeError(f"unknown target '{target}' (choose from {', '.join(TARGETS)})")
+    if target in ("opencl", "cuda") and options.get("precision", "f32") != "f32":
+        raise TensorforgeError(f"precision='{options['precision']}' has CPU kernels only (VNNI, AVX512_BF16); "
+                               f"compile for target='cpu', or leave precision at 'f32' on {target}")
     model = _with_precision(model, example_inputs, options)
     from . import specialize
     max_specializations = options.pop("max_specializations", None)
@@ -355,7 +358,7 @@ def _compile_module(module: ModuleOp, model: Any, target: str, threads: int | No
             raise TensorforgeError(f"models with control flow (If/Loop/Scan) have no {target} build yet; "
                                    f"compile with target='cpu'")
         from .codegen.driver import build
-        native, source = build(module, target, **options)
+        native, source = build(module, target, db=db, **options)
         return CompiledModel(module, target=target, native=native, source=source)
     if has_control_flow(module.main):   # graph.if/loop/scan: native segments and bodies (docs/control_flow.md)
         def compile_part(part: ModuleOp):

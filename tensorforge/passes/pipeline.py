@@ -39,6 +39,7 @@ from ..ir.pass_manager import PassManager, PassReport
 
 CLEANUP = ("const-fold", "fold-control-flow", "shape-prop", "dce", "cse")
 OPTIMIZE = ("qdq-contractions", "simplify-extra", "fold-inference", "trim-window", "int8-contractions", "cse", "dce")
+INT8_REWRITES = ("qdq-contractions", "int8-contractions")
 
 
 def vector_block(target: Any = None) -> int:
@@ -56,8 +57,10 @@ FOLDING = ("const-fold", "shape-prop", "simplify-extra", "fold-inference", "layo
 
 def default_pipeline_text(target: Any = None, *, layout: bool = False, reorder: str | None = "memory",
                           fold_limit: int | None = None) -> str:
-    """The textual pipeline ``default_pipeline`` parses."""
-    passes = list(CLEANUP + OPTIMIZE)
+    """The textual pipeline ``default_pipeline`` parses.  For a GPU target the int8 rewrites are left
+    out: the ops they make (``graph.qconv``, ``graph.qmatmul``) have CPU kernels only, so a QDQ model
+    runs its dequantized float32 arithmetic there."""
+    passes = [p for p in CLEANUP + OPTIMIZE if not (_is_gpu(target) and p in INT8_REWRITES)]
     # Fusion goes here once it exists (after simplification, before layout and reordering).
     if layout:
         passes += [f"layout{{block={vector_block(target)}}}", "cse", "dce"]
@@ -66,6 +69,10 @@ def default_pipeline_text(target: Any = None, *, layout: bool = False, reorder: 
     if fold_limit is not None:
         passes = [_with_limit(p, fold_limit) if p.split("{")[0] in FOLDING else p for p in passes]
     return ",".join(passes)
+
+
+def _is_gpu(target: Any) -> bool:
+    return target in ("opencl", "cuda") or getattr(target, "language", None) in ("opencl", "cuda")
 
 
 def _with_limit(text: str, limit: int) -> str:

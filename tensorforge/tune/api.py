@@ -161,6 +161,10 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
     table) is tuned on its symbolic kernels: each is measured at the symbols' hints and its
     records apply to every size of the range (``tasks.py``).
     """
+    if isinstance(target, str) and target in ("opencl", "cuda"):     # the GPU space (tune/gpu.py)
+        from .gpu import tune_gpu
+        return tune_gpu(model, example_inputs, target, trials, db, timeout_s, seed, passes=passes,
+                        progress=progress)
     from ..codegen.target import Target
     from ..progress import Progress
     from .measure import Measurer

@@ -189,3 +189,20 @@ def test_qdq_residual_add_runs_in_the_conv_epilogue(tmp_path):
     for x in _samples(5, 300):
         want, got = sess.run(None, {"x": x})[0], np.asarray(cm(x))
         assert np.abs(got - want).max() <= out_scale * 1.001
+
+
+def test_qdq_model_on_opencl_runs_its_dequantized_arithmetic(qdq_cnn):
+    """The int8 kernels are CPU-only: a GPU build keeps the QuantizeLinear/DequantizeLinear pairs
+    and computes in float32, which matches onnxruntime's int8 result up to its requantization."""
+    from tensorforge.runtime.opencl import opencl_available
+    if not opencl_available():
+        pytest.skip("no OpenCL driver")
+    import onnxruntime as ort
+    x = _samples(1, 7)[0]
+    gpu = tensorforge.compile(onnx.load_from_string(qdq_cnn), target="opencl", db=None)
+    got = gpu(x)
+    want = ort.InferenceSession(qdq_cnn, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    scale = np.abs(want).max()
+    assert np.abs(got - want).max() <= 0.05 * scale
+    with pytest.raises(tensorforge.TensorforgeError, match="CPU kernels only"):
+        tensorforge.compile(onnx.load_from_string(qdq_cnn), target="cuda", precision="int8", calibration=[x])

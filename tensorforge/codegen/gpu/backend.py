@@ -63,8 +63,9 @@ def compile_kernel(op: Operation, cname: str, target: GpuTarget, config: GpuConf
     """One structured.kernel as launches in ``target.language`` (``config``: the GPU schedule's knobs,
     default or tuned)."""
     if is_library_kernel(op):
-        raise CompileError(f"kernel '{op.attributes.get('sym_name')}'{op.location_str()} is a data-dependent op "
-                           f"({op.attributes.get('tf.library')}) with no GPU form yet; compile with target='cpu'")
+        raise CompileError(f"kernel '{op.attributes.get('sym_name')}'{op.location_str()}: "
+                           f"'{op.attributes.get('tf.library')}' has a hand-written CPU kernel only (data-dependent "
+                           f"or int8/bf16) and no GPU form yet; compile with target='cpu'")
     fn = lower_kernel(op, cname)
     plan = gpu_schedule(fn, target.max_threads_per_block, config)
     _verify(fn, target)
@@ -155,14 +156,17 @@ def _c_identifier(name: str) -> str:
 
 
 def build_gpu(module: ModuleOp, language: str, threads: int | None = None, profile: bool = False,
-              tuning: Any = None, fast_math: bool = False, target: GpuTarget | None = None, **_: Any):
-    """Compiles ``module`` for a GPU; returns ``(GpuModel, source)``."""
+              tuning: Any = None, fast_math: bool = False, target: GpuTarget | None = None, db: Any = "auto",
+              **_: Any):
+    """Compiles ``module`` for a GPU; returns ``(GpuModel, source)``.  ``db``: the tuning database
+    whose best GPU configs the kernels get (``tune.gpu.gpu_tuning_from_db``; None: untuned)."""
     from ...runtime.gpu_model import GpuModel
+    from ...tune.gpu import gpu_tuning_from_db
     if fast_math:
         raise CompileError("fast_math=True is a C-compiler option; the GPU backends compile IEEE arithmetic only")
     target = target or gpu_target(language)
     lowered = lower_for(module, target)
-    program = plan_program(lowered.main, target)
+    program = plan_program(lowered.main, target, config_for=gpu_tuning_from_db(db, target))
     func = module.main
     inputs = specs_from_values(func.args, [a.type for a in func.args], "input")
     outputs = specs_from_values(func.outputs, [v.type for v in func.outputs], "output")
