@@ -2,9 +2,10 @@
 
 Both languages are C with different spellings for the same few things: how a kernel and its
 buffer parameters are declared, where the block and thread indices come from, how shared memory
-and barriers are written, and how a float's bits are read.  ``LANGUAGES`` holds those spellings;
-everything else (scalar expressions, loads, stores, guards) is the C emitter's (``emit_loop.py``),
-with the C library's math names instead of the CPU's inline vector math.
+and barriers are written, and how a float's bits are read.  Each backend's ``language.py`` holds
+those spellings (``LANGUAGES`` by name); everything else (scalar expressions, loads, stores,
+guards) is the C emitter's (``emit_loop.py``), with the C library's math names instead of the
+CPU's inline vector math.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ...ir.core import Operation, Value
 from ...dialects.scalar import INDEX
 from ...ir.types import BufferType, DType, IndexType
 from ...schedule.analysis import ALLOC, FOR, body, extent, is_pure, walk_ops
+from .language import Language, languages
 from .verify import launch_shape, shared_bytes
 from ..c import vmath
 from ..c.emit_loop import INDEX_SPELLING, FunctionEmitter, c_type
@@ -23,94 +25,9 @@ from ..c.emit_loop import INDEX_SPELLING, FunctionEmitter, c_type
 INT32_LIMIT = 2 ** 31 - 1
 
 
-@dataclass(frozen=True)
-class Language:
-    """How one GPU language spells what differs from C."""
-
-    name: str
-    prelude: str
-    kernel: str             # "{name}" and "{params}" and "{threads}"
-    param: str              # one buffer parameter: "{const}", "{type}", "{name}", "{k}"
-    param_setup: str        # statement turning the parameter into the typed pointer (or "")
-    block_index: str        # "{axis}" is 0/1/2
-    thread_index: str
-    shared: str             # declaration prefix of a shared array
-    barrier: str
-
-
 _AXES = {"x": 0, "y": 1, "z": 2}
 
-# Helpers written once, on top of each language's bit-reinterpretation macros.
-_COMMON = r"""
-TF_FN int64_t tf_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
-TF_FN int64_t tf_imod(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
-TF_FN int32_t tf_floordiv32(int32_t a, int32_t b) { int32_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
-TF_FN int32_t tf_imod32(int32_t a, int32_t b) { int32_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
-TF_FN float tf_bf16_load(uint16_t h) { return TF_AS_FLOAT((uint32_t)h << 16); }
-TF_FN uint16_t tf_bf16_bits(float f) { uint32_t u = TF_AS_UINT(f); return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
-TF_FN float tf_bf16_round(float f) { return tf_bf16_load(tf_bf16_bits(f)); }
-TF_FN int tf_isnan_f32(float x) { return (TF_AS_UINT(x) & 0x7fffffffu) > 0x7f800000u; }
-TF_FN int64_t tf_key_f32(float x) { uint32_t u = TF_AS_UINT(x); return (u >> 31) ? -(int64_t)(u & 0x7fffffffu) : (int64_t)u; }
-"""
-_OPENCL_PRELUDE = r"""#pragma OPENCL FP_CONTRACT OFF
-typedef long int64_t; typedef int int32_t; typedef short int16_t; typedef char int8_t;
-typedef ulong uint64_t; typedef uint uint32_t; typedef ushort uint16_t; typedef uchar uint8_t;
-#define INT64_C(x) ((int64_t)(x))
-#define UINT32_C(x) ((uint32_t)(x))
-#define UINT64_C(x) ((uint64_t)(x))
-#define INT64_MIN LONG_MIN
-#define TF_FN static inline
-#define TF_AS_UINT(f) as_uint(f)
-#define TF_AS_FLOAT(u) as_float(u)
-#define expf exp
-#define expm1f expm1
-#define logf log
-#define log1pf log1p
-#define sqrtf sqrt
-#define tanhf tanh
-#define erff erf
-#define sinf sin
-#define cosf cos
-#define asinf asin
-#define acosf acos
-#define atanf atan
-#define floorf floor
-#define ceilf ceil
-#define fabsf fabs
-#define fmodf fmod
-#define powf pow
-#define nearbyintf rint
-""" + _COMMON
-
-_CUDA_PRELUDE = r"""typedef long long int64_t; typedef int int32_t; typedef short int16_t; typedef signed char int8_t;
-typedef unsigned long long uint64_t; typedef unsigned int uint32_t; typedef unsigned short uint16_t;
-typedef unsigned char uint8_t;
-#define INT64_C(x) ((int64_t)(x##LL))
-#define UINT32_C(x) ((uint32_t)(x##U))
-#define UINT64_C(x) ((uint64_t)(x##ULL))
-#define INT64_MIN (-INT64_C(9223372036854775807) - 1)
-#define INFINITY __int_as_float(0x7f800000)
-#define NAN __int_as_float(0x7fffffff)
-#define TF_FN static __device__ __forceinline__
-#define TF_AS_UINT(f) __float_as_uint(f)
-#define TF_AS_FLOAT(u) __uint_as_float(u)
-""" + _COMMON
-
-LANGUAGES = {
-    "opencl": Language(
-        "opencl", _OPENCL_PRELUDE,
-        kernel="__kernel __attribute__((reqd_work_group_size({bx}, {by}, {bz}))) void {name}({params})",
-        param="__global uchar* b{k}, long o{k}",
-        param_setup="__global {const}{type}* restrict {name} = (__global {const}{type}*)(b{k} + o{k});",
-        block_index="get_group_id({axis})", thread_index="get_local_id({axis})",
-        shared="__local ", barrier="barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);"),
-    "cuda": Language(
-        "cuda", _CUDA_PRELUDE,
-        kernel='extern "C" __global__ void __launch_bounds__({threads}, 1) {name}({params})',
-        param="{const}{type}* __restrict__ {name}", param_setup="",
-        block_index="blockIdx.{axis_name}", thread_index="threadIdx.{axis_name}",
-        shared="__shared__ ", barrier="__syncthreads();"),
-}
+LANGUAGES = languages()
 
 
 @dataclass
