@@ -12,9 +12,10 @@ reduction into a tiled one).  Groups are varied one at a time, the others at the
 nest uses one strategy and runs as its own launch, so the groups barely interact, and their
 product (144 tilings x 16 thread counts) would be mostly copies.  Configs that schedule to the
 same printed launches are one candidate (the schedules clamp tiles to the problem, so a 16-row
-GEMM prints the same for tm 16..128).
+GEMM prints the same for tm 16..128); the tuner prints candidates only as it draws them
+(``CandidateSpace``), since printing a whole space costs seconds per kernel.
 
-**Rejection** (``GpuMeasurer.check``).  A candidate is built exactly as compile builds it
+**Rejection** (``GpuMeasurer.build``).  A candidate is built exactly as compile builds it
 (``plan_program``: lowered, scheduled, verified, printed); then, for a CUDA target, or for an
 OpenCL one when NVRTC is installed (a proxy for register pressure: the same schedule printed as
 CUDA), its cubin's ptxas report goes through ``check_resources``.  A candidate that fails there
@@ -27,9 +28,10 @@ its outputs must match the first config that ran (the default) within ``rtol``; 
 seconds per call (copies in and out included, the same for every candidate).
 
 **Search** (``tune_gpu``).  Every kernel's default is measured first; then each next trial goes to
-the kernel with the largest ``weight x default latency / (records + 1)``, so trials are split
-across kernels by what they cost; within a kernel, a seeded random untried candidate or, half of
-the time, an untried neighbour (one knob changed) of the best so far.  Configs already in the
+the kernel with the largest ``weight x latency / (records + 1)`` (its default's latency, then its
+best so far), so trials are split across kernels by what they cost; within a kernel, a seeded
+random untried candidate or, half of the time, an untried neighbour (one knob changed) of the best
+so far.  Configs already in the
 database are never measured again, and those records count against ``trials`` (a second run with
 the same database does nothing).  Kernels that got records are then *confirmed* as the CPU tuner
 does (``api.ConfirmOptions``): the default and the best few re-timed round-robin, and compile
@@ -39,7 +41,6 @@ applies a tuned config only if it beat the default by more than the margin there
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import math
 import random
@@ -59,7 +60,7 @@ from ..ir.core import Operation
 from ..passes.lower.structured_to_loop import lower_kernel
 from ..schedule.gpu import DEFAULT_CONFIG, GpuConfig, gpu_schedule
 from .api import ConfirmOptions, _open_db, _shown
-from .apply import AUTO, tuning_from_db
+from .apply import tuning_from_db
 from .database import Confirmation, canonical_config
 from .measure import Result, _one_line, random_array
 from .tasks import Task, kernel_bytes, kernel_flops, lowered_function, single_kernel_function, workload_key
@@ -127,20 +128,44 @@ def printed_form(kernel: Operation, cfg: GpuConfig, target: GpuTarget) -> tuple:
     return tuple((p.text, p.grid, p.block) for p in compiled.launches)
 
 
-def gpu_space(kernel: Operation, target: GpuTarget) -> list[GpuConfig]:
-    """The distinct candidate configs of one ``structured.kernel``, the default first.
+class CandidateSpace:
+    """The candidates of one kernel, printed only when drawn: printing all of them costs seconds
+    per kernel (scheduling dominates), the search draws a few.
 
-    A config that schedules but breaks a limit of ``target`` stays in (the tuner records why it
-    was rejected); configs that print the same launches are kept once."""
-    seen: set = set()
-    out: list[GpuConfig] = []
-    for cfg in itertools.chain([DEFAULT_CONFIG], *(group_configs(g, target.max_threads_per_block)
-                                                   for g in knob_groups(kernel, target))):
-        form = printed_form(kernel, cfg, target)
-        if form not in seen:
-            seen.add(form)
-            out.append(cfg)
-    return out
+    ``configs``: the default, then every config of the kernel's knob groups that ``problems``
+    allows (a config that schedules but breaks a limit of the target stays in: the tuner records
+    why it was rejected).  ``admit`` prints a config and says whether it is new; one that prints
+    like an admitted one is a copy, never drawn again."""
+
+    def __init__(self, kernel: Operation, target: GpuTarget):
+        self.kernel, self.target = kernel, target
+        configs = itertools.chain([DEFAULT_CONFIG], *(group_configs(g, target.max_threads_per_block)
+                                                      for g in knob_groups(kernel, target)))
+        self.configs = list(dict.fromkeys(configs))
+        self.keys = [canonical_config(config_dict(c)) for c in self.configs]
+        self.copies: set[str] = set()
+        self._forms: dict[tuple, GpuConfig] = {}
+
+    def admit(self, cfg: GpuConfig) -> bool:
+        """Whether ``cfg`` prints launches no other admitted config prints (idempotent)."""
+        key = canonical_config(config_dict(cfg))
+        if key in self.copies:
+            return False
+        first = self._forms.setdefault(printed_form(self.kernel, cfg, self.target), cfg)
+        if first != cfg:
+            self.copies.add(key)
+        return first == cfg
+
+    def open_configs(self, tried: set[str]) -> list[GpuConfig]:
+        """The configs neither tried nor known to be copies."""
+        return [c for c, k in zip(self.configs, self.keys) if k not in tried and k not in self.copies]
+
+
+def gpu_space(kernel: Operation, target: GpuTarget) -> list[GpuConfig]:
+    """The distinct candidate configs of one ``structured.kernel``, the default first: every
+    config of ``CandidateSpace`` that prints launches no earlier one prints."""
+    space = CandidateSpace(kernel, target)
+    return [c for c in space.configs if space.admit(c)]
 
 
 def neighbours(cfg: GpuConfig, space: Sequence[GpuConfig]) -> list[GpuConfig]:
@@ -244,6 +269,7 @@ class GpuMeasurer:
             program, binary = self.build(task, cfg)
         except CompileError as exc:
             return Result(config, error=f"rejected before measurement: {exc}")
+        model = None
         try:
             model = self._model(program, binary)
             error = self._check_outputs(task, model)
@@ -252,19 +278,27 @@ class GpuMeasurer:
             return Result(config, tuple(self._time(model, self._bench(task).inputs)))
         except Exception as exc:         # noqa: BLE001 - a driver failure costs this candidate only
             return Result(config, error=_one_line(exc))
+        finally:
+            _release(model)
 
     def time_round_robin(self, task: Task, configs: Sequence[GpuConfig], rounds: int,
                          min_repeat_s: float) -> list[list[float]]:
         """Seconds per call of each config in each of ``rounds`` rounds, the configs taking turns
         in every round (a load that comes and goes hits all of them alike)."""
         inputs = self._bench(task).inputs
-        models = [self._model(*self.build(task, cfg)) for cfg in configs]
-        repeats = [self._repeats(m, inputs, min_repeat_s) for m in models]
-        rows: list[list[float]] = [[] for _ in models]
-        for _ in range(rounds):
-            for row, m, n in zip(rows, models, repeats):
-                row.append(self._seconds(m, inputs, 1, n))
-        return rows
+        models: list = []
+        try:
+            for cfg in configs:
+                models.append(self._model(*self.build(task, cfg)))
+            repeats = [self._repeats(m, inputs, min_repeat_s) for m in models]
+            rows: list[list[float]] = [[] for _ in models]
+            for _ in range(rounds):
+                for row, m, n in zip(rows, models, repeats):
+                    row.append(self._seconds(m, inputs, 1, n))
+            return rows
+        finally:
+            for m in models:
+                _release(m)
 
     def _model(self, program: GpuProgram, binary: Any):
         if program.language == "opencl":
@@ -323,6 +357,13 @@ def _check_runtime(target: GpuTarget) -> None:
                                    "tune with target='opencl', or on a machine with the GPU")
 
 
+def _release(model) -> None:
+    """Frees a CUDA model's device memory now (an OpenCL model's buffers go with the object)."""
+    close = getattr(model, "close", None)
+    if close is not None:
+        close()
+
+
 def _runtime_timer(language: str) -> Callable[..., float]:
     """The runtime's ``time_call`` (median milliseconds of ``model(*inputs)``) for ``language``."""
     if language == "cuda":
@@ -345,10 +386,9 @@ def _relative_error(got: np.ndarray, want: np.ndarray) -> float:
 class GpuSearch:
     """One kernel's candidates: which were tried (here or in the database), the best so far."""
 
-    def __init__(self, task: Task, space_of: Callable[[], list[GpuConfig]], rng: random.Random):
-        self.task, self.rng = task, rng
-        self._space_of = space_of
-        self._space: list[GpuConfig] | None = None
+    def __init__(self, task: Task, target: GpuTarget, rng: random.Random):
+        self.task, self.target, self.rng = task, target, rng
+        self._space: CandidateSpace | None = None
         self.tried: set[str] = set()
         self.default_s = math.inf
         self.best: tuple[float, GpuConfig] | None = None
@@ -366,17 +406,20 @@ class GpuSearch:
             self.records += 1
 
     @property
-    def space(self) -> list[GpuConfig]:
-        """The candidates, made on first use: printing every config of a kernel costs seconds, and
-        a kernel whose budget ends at its default never needs them."""
+    def space(self) -> CandidateSpace:
+        """Made on first use (a kernel whose budget ends at its default never needs it), with the
+        configs tried before admitted first, so that their copies are never measured."""
         if self._space is None:
-            self._space = self._space_of()
+            self._space = CandidateSpace(self.task.kernel, self.target)
+            for c, k in zip(self._space.configs, self._space.keys):
+                if k in self.tried:
+                    self._space.admit(c)
         return self._space
 
     @property
     def space_size(self) -> int | None:
-        """How many candidates, if the space was made."""
-        return len(self._space) if self._space is not None else None
+        """How many candidates before deduplication, if the space was made."""
+        return len(self._space.configs) if self._space is not None else None
 
     def _add(self, cfg: GpuConfig, seconds: float) -> None:
         if canonical_config(config_dict(cfg)) == DEFAULT_KEY:
@@ -390,22 +433,19 @@ class GpuSearch:
     def default_done(self) -> bool:
         return DEFAULT_KEY in self.tried
 
-    def untried(self) -> list[GpuConfig]:
-        return [c for c in self.space if canonical_config(config_dict(c)) not in self.tried]
-
     def next_config(self) -> GpuConfig | None:
         """The default first; then half of the time an untried neighbour of the best so far, else
-        a random untried config; None when the space is used up."""
+        a random untried config (copies of tried ones are skipped); None when none is left."""
         if not self.default_done:
             return DEFAULT_CONFIG
-        left = self.untried()
-        if not left:
-            return None
-        if self.best is not None and self.rng.random() < 0.5:
-            near = neighbours(self.best[1], left)
-            if near:
-                return self.rng.choice(near)
-        return self.rng.choice(left)
+        while True:
+            left = self.space.open_configs(self.tried)
+            if not left:
+                return None
+            near = neighbours(self.best[1], left) if self.best is not None and self.rng.random() < 0.5 else []
+            cfg = self.rng.choice(near or left)
+            if self.space.admit(cfg):
+                return cfg
 
     def observe(self, cfg: GpuConfig, result: Result) -> None:
         self.tried.add(canonical_config(result.config))
@@ -439,23 +479,20 @@ def _config_from_dict(config: dict | None) -> GpuConfig | None:
 
 def _next_task(searches: list[GpuSearch], trials: int, exhausted: set[int]) -> int | None:
     """Which kernel gets the next trial: one whose default was never measured, else the largest
-    ``weight x default latency / (records + 1)``; None when ``trials`` records exist."""
+    ``weight x latency / (records + 1)``, the latency being the best so far (the default's until
+    something beats it: a kernel already made fast stops drawing trials its old time would earn);
+    None when ``trials`` records exist or every space is used up."""
     if sum(s.records for s in searches) >= trials:
         return None
     for i, s in enumerate(searches):
         if not s.default_done:
             return i
-    finite = [s.task.weight * s.default_s for s in searches if math.isfinite(s.default_s)]
-    fallback = max(finite, default=1.0)         # a kernel whose default fails must find one that runs
+    costs = [s.task.weight * s.best[0] if s.best is not None else math.nan for s in searches]
+    fallback = max((c for c in costs if math.isfinite(c)), default=1.0)   # nothing runs yet: find one that does
     open_ = [i for i in range(len(searches)) if i not in exhausted]
     if not open_:
         return None
-
-    def share(i: int) -> float:
-        s = searches[i]
-        w = s.task.weight * s.default_s if math.isfinite(s.default_s) else fallback
-        return w / (s.records + 1)
-    return max(open_, key=share)
+    return max(open_, key=lambda i: (costs[i] if math.isfinite(costs[i]) else fallback) / (searches[i].records + 1))
 
 
 # ---- report --------------------------------------------------------------------------------------
@@ -474,7 +511,7 @@ class GpuKernelReport:
     measured: int                    # timed in this run
     rejected: int                    # rejected before measurement in this run
     records: int                     # in the database after this run (this target)
-    space: int | None                # distinct candidates (None: never needed, so never made)
+    space: int | None                # candidates before deduplication (None: never needed, never made)
     confirmed: float = math.nan
 
     @property
@@ -503,11 +540,18 @@ class GpuTuneReport:
         vals = [k.weight * getattr(k, which) for k in self.kernels]
         return sum(vals) if all(math.isfinite(v) for v in vals) else math.nan
 
+    def to_dict(self) -> dict:
+        """The report as JSON-ready data (what ``tensorforge tune --json`` writes for the CPU)."""
+        return {"target": self.target_key, "db": self.db_path, "trials": self.trials, "seconds": self.seconds,
+                "stopped": self.stopped,
+                "kernels": [dict(dataclasses.asdict(k), speedup=k.speedup) for k in self.kernels]}
+
     def __str__(self) -> str:
         lines = [f"{'kernel':22s} {'x':>3s} {'space':>5s} {'meas':>4s} {'rej':>3s} {'default ms':>10s} "
                  f"{'best ms':>9s} {'speedup':>7s} {'confirmed':>9s}  applied config"]
         for k in self.kernels:
-            lines.append(f"{k.name[:22]:22s} {k.weight:3d} {k.space if k.space is not None else '-':>5} {k.measured:4d} {k.rejected:3d} "
+            space = k.space if k.space is not None else "-"
+            lines.append(f"{k.name[:22]:22s} {k.weight:3d} {space:>5} {k.measured:4d} {k.rejected:3d} "
                          f"{_shown(k.default_s * 1e3, 10, 3)} {_shown(k.best_s * 1e3, 9, 3)} "
                          f"{_shown(k.speedup, 7, 2)} {_shown(k.confirmed, 9, 3)}  {k.config_text}")
         d, b = self.model_estimate("default_s"), self.model_estimate("best_s")
@@ -545,7 +589,7 @@ def tune_gpu(model: Any, example_inputs: Sequence | None = None, target: str | G
         searches = []
         for i, t in enumerate(tasks):
             database.add_workload(t.workload())
-            s = GpuSearch(t, functools.partial(gpu_space, t.kernel, gpu), random.Random(seed * 7919 + i))
+            s = GpuSearch(t, gpu, random.Random(seed * 7919 + i))
             s.load(database.records(t.key, target_key))
             searches.append(s)
         left = max(0, trials - sum(s.records for s in searches))
@@ -592,7 +636,11 @@ def _confirm(measurer: GpuMeasurer, database, s: GpuSearch, target_key: str, con
     top = s.top(confirm.top)
     if not top or not math.isfinite(s.default_s):
         return
-    rows = measurer.time_round_robin(s.task, [DEFAULT_CONFIG] + top, confirm.rounds, confirm.min_repeat_s)
+    try:
+        rows = measurer.time_round_robin(s.task, [DEFAULT_CONFIG] + top, confirm.rounds, confirm.min_repeat_s)
+    except TensorforgeError as exc:          # unconfirmed: ``best`` falls back to the search's medians
+        warnings.warn(f"confirming kernel {s.task.name} failed: {_one_line(exc)}")
+        return
     database.add_confirmation(Confirmation(s.task.key, target_key, (DEFAULT_MARK, *map(config_dict, top)),
                                            tuple(map(tuple, rows)), "wall", database.count(s.task.key, target_key)))
 
@@ -612,13 +660,11 @@ def _row(database, s: GpuSearch, target_key: str, confirm: ConfirmOptions) -> Gp
 
 
 # ---- compile time --------------------------------------------------------------------------------
-def gpu_tuning_from_db(db: Any = AUTO, target: GpuTarget | None = None
-                       ) -> Callable[[Operation], GpuConfig | None] | None:
+def gpu_tuning_from_db(db: Any, target: GpuTarget) -> Callable[[Operation], GpuConfig | None] | None:
     """``config_for`` for ``plan_program``: each kernel's best record for ``target`` in ``db`` as
     a GpuConfig (None: the default), memoised per workload; None when there is no database
     (``db`` as ``apply.tuning_from_db`` takes it: "auto" is the default database if it exists).
     A stored config this tensorforge cannot build any more is skipped with a warning."""
-    target = resolve_target(target or "opencl")
     tuning = tuning_from_db(db, target)
     if tuning is None:
         return None
@@ -627,6 +673,7 @@ def gpu_tuning_from_db(db: Any = AUTO, target: GpuTarget | None = None
     def config_for(kernel: Operation) -> GpuConfig | None:
         key = workload_key(kernel)
         if key not in memo:
+            # the raw lookup: ``Tuning.config_for`` keeps only the CPU's config kinds
             memo[key] = _usable(tuning._lookup(key), kernel, target)
         return memo[key]
 

@@ -3,6 +3,7 @@ temporary database, compile applying what it found, and candidates rejected befo
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -16,8 +17,8 @@ import tensorforge  # noqa: E402
 from tensorforge.codegen.target import GpuTarget  # noqa: E402
 from tensorforge.schedule.gpu import DEFAULT_CONFIG, GpuConfig  # noqa: E402
 from tensorforge.tune.database import Record, TuningDatabase  # noqa: E402
-from tensorforge.tune.gpu import (DEFAULT_KEY, GpuMeasurer, GpuTuneReport, config_dict, gpu_lowered_function,  # noqa: E402
-                                  gpu_space, gpu_tasks, gpu_tuning_from_db, printed_form, resolve_target,
+from tensorforge.tune.gpu import (DEFAULT_KEY, GpuMeasurer, GpuTuneReport, config_dict,  # noqa: E402
+                                  gpu_lowered_function, gpu_space, gpu_tasks, gpu_tuning_from_db, printed_form, resolve_target,
                                   schedule_strategies, tune_gpu)
 
 MAX_REL_ERR = 1e-4
@@ -75,7 +76,7 @@ def test_tune_records_configs_for_the_gpu_target(tuned, tasks, target):
     assert isinstance(report, GpuTuneReport) and report.trials == 6
     assert {k.name for k in report.kernels} == {t.name for t in tasks}
     assert all(np.isfinite(k.default_s) and k.best_s <= k.default_s for k in report.kernels)
-    assert "gemm" in str(report)
+    assert "gemm" in str(report) and json.loads(json.dumps(report.to_dict()))["trials"] == 6
     with TuningDatabase(path, readonly=True) as db:
         for t in tasks:
             records = db.records(t.key, target.key())

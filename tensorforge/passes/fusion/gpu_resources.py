@@ -9,9 +9,9 @@ and vetoed with ptxas's numbers when it does not fit: more registers per thread 
 allows, more per block than an SM holds, more static shared memory than a block may declare, or
 any spill.  An OpenCL target is judged the same way, the CUDA build standing in for it.
 
-Compiles are cached three ways: per structure of the candidate (``kernel_key``: the same merge
-in every layer of a model is generated once), per source hash in this process (a candidate
-rebuilt in a later round or another compile), and on disk by ``compile_cuda`` (another process).
+Verdicts are cached per target and structure of the candidate (``kernel_key``: the same merge in
+every layer of a model, or in the next compile of the model, is generated once); ptxas's reports
+per source hash, in this process and on disk (``compile_cuda``'s cache, for the next process).
 Candidates that cannot press registers skip the compile: no reduction (so no GEMM micro-tile,
 no block reduction) and fewer than ``SKIP_BELOW_OPS`` scalar ops.
 """
@@ -32,10 +32,13 @@ Oracle = Callable[[Operation], "str | None"]
 # candidates of the zoo models for sm_90: elementwise kernels of up to 1000+ ops, one thread per
 # point, used at most 32 registers (the inputs' pointers and the index arithmetic dominate), far
 # from 255 per thread or 65536 / 256 threads per SM.
-SKIP_BELOW_OPS = 256
+SKIP_BELOW_OPS = 1024
 KERNEL_NAME = "k"                    # launches print as k_0, k_1, ...: one name, so sources dedupe
 OPTIONS = ("--fmad=false",)          # what the CUDA runtime compiles with (runtime/gpu_model.py)
 
+# Generating a candidate's code costs more than reading its cubin from the disk cache, so verdicts
+# are kept per (target, kernel structure): the backend dedupes kernels by the same key.
+_VERDICTS: dict[tuple[str, str], str | None] = {}
 _RESOURCES: dict[str, Mapping[str, Any]] = {}     # sha256(arch, source) -> ptxas's report per kernel
 
 
@@ -49,16 +52,16 @@ def gpu_resource_oracle(target: Any) -> Oracle | None:
         return None
     cuda = dataclasses.replace(target, language="cuda")
     arch = target.arch or "sm_90"
-    seen: dict[str, str | None] = {}
+    where = f"{cuda.key()}:{arch}"
 
     def check(kernel: Operation) -> str | None:
         if not may_press_registers(kernel):
             return None
         from ...codegen.driver import kernel_key
-        key = kernel_key(kernel)
-        if key not in seen:
-            seen[key] = _judge(kernel, cuda, arch)
-        return seen[key]
+        key = (where, kernel_key(kernel))
+        if key not in _VERDICTS:
+            _VERDICTS[key] = _judge(kernel, cuda, arch)
+        return _VERDICTS[key]
 
     return check
 

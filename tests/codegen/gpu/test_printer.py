@@ -1,0 +1,38 @@
+"""The two GPU printers differ only by their token tables: the same scheduled kernel printed as
+OpenCL C and as CUDA C has the same statements once the language's spellings are swapped."""
+from __future__ import annotations
+
+from tensorforge.codegen.gpu.printer import LANGUAGES, print_launches
+from tensorforge.passes.lower.structured_to_loop import lower_kernel
+from tensorforge.schedule.gpu import gpu_schedule
+
+from tests.schedule import kernels
+
+
+def _body(text: str, language: str) -> list[str]:
+    """The statements of a kernel after its signature and parameter setup, in OpenCL spelling."""
+    cuda = LANGUAGES["cuda"]
+    ocl = LANGUAGES["opencl"]
+    lines = text.splitlines()[1:]
+    if language == "opencl":
+        lines = [l for l in lines if "restrict p" not in l or "= (__global" not in l]
+        return lines
+    out = []
+    for line in lines:
+        for axis, n in (("x", 0), ("y", 1), ("z", 2)):
+            line = line.replace(cuda.block_index.format(axis=n, axis_name=axis), ocl.block_index.format(axis=n))
+            line = line.replace(cuda.thread_index.format(axis=n, axis_name=axis), ocl.thread_index.format(axis=n))
+        out.append(line.replace(cuda.barrier, ocl.barrier).replace(cuda.shared, ocl.shared))
+    return out
+
+
+def test_opencl_and_cuda_print_the_same_statements():
+    for make in (lambda: kernels.matmul(40, 36, 24), lambda: kernels.softmax(6, 100)):
+        fn = lower_kernel(make())
+        gpu_schedule(fn, 256)
+        printed = {lang: print_launches(fn, lang, "k")[0] for lang in ("opencl", "cuda")}
+        assert [p.name for p in printed["opencl"]] == [p.name for p in printed["cuda"]]
+        for o, c in zip(printed["opencl"], printed["cuda"]):
+            assert (o.grid, o.block, o.shared_bytes) == (c.grid, c.block, c.shared_bytes)
+            assert o.text.startswith("__kernel") and c.text.startswith('extern "C" __global__')
+            assert _body(o.text, "opencl") == _body(c.text, "cuda")
