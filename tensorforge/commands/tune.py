@@ -27,9 +27,14 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     sizes, ranges = parse_shape_specs(args.shape)
     lm = load_model(args.model, args.batch, sizes, ranges=ranges)
     db = args.db or default_db_path()
-    report = tune(lm.import_module(), trials=args.trials, db=db, timeout_s=args.time_budget,
-                  progress=not args.quiet, batch_size=args.measure_batch, per_task=args.per_task, kinds=kinds,
-                  seed=args.seed)
+    if args.target != "cpu":
+        from ..tune.gpu import tune_gpu
+        report = tune_gpu(lm.import_module(), target=args.target, trials=args.trials, db=db,
+                          timeout_s=args.time_budget, seed=args.seed, progress=not args.quiet)
+    else:
+        report = tune(lm.import_module(), trials=args.trials, db=db, timeout_s=args.time_budget,
+                      progress=not args.quiet, batch_size=args.measure_batch, per_task=args.per_task, kinds=kinds,
+                      seed=args.seed)
     print(report)
     if args.json:
         with open(args.json, "w") as f:
@@ -54,6 +59,9 @@ def register(sub) -> None:
     p.add_argument("--per-task", type=int, metavar="N", help="at most N records per task")
     p.add_argument("--kinds", default="gemm,conv,loop", help="task kinds to tune (default gemm,conv,loop)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--target", choices=("cpu", "opencl", "cuda"), default="cpu",
+                   help="tune for this backend: opencl/cuda vary the GPU schedules' tiles and threads per "
+                        "block (docs/gpu.md), measured on the OpenCL driver or an NVIDIA GPU")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=_cmd_tune)

@@ -38,8 +38,9 @@ class GpuModel:
             from .opencl import OpenCLModel
             return OpenCLModel(self.program, input_names=[s.name for s in self.inputs],
                                output_names=[s.name for s in self.outputs])
+        from ..codegen.cuda.language import COMPILE_OPTIONS
         from ..codegen.cuda.nvrtc import compile_cuda
-        self.binary = compile_cuda(self.source, self.target.arch or "sm_90", ("--fmad=false",))
+        self.binary = compile_cuda(self.source, self.target.arch or "sm_90", COMPILE_OPTIONS)
         for name, info in self.program.kernels.items():
             res = self.binary.resources.get(name)
             if res is not None:

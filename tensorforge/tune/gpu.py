@@ -51,6 +51,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..codegen.cuda.language import COMPILE_OPTIONS
 from ..codegen.gpu.backend import compile_kernel, gpu_target, plan_program
 from ..codegen.gpu.program import GpuProgram
 from ..codegen.target import GpuTarget
@@ -75,7 +76,6 @@ STRATEGY_KNOBS = {"tiled contraction": ("tm", "tn", "tk", "micro"),
                   "block reduction": ("reduce_threads",),
                   "flat": ("flat_threads",)}
 PROBE = GpuConfig(tm=min(TILES), tn=min(TILES), micro=min(MICROS))
-CUDA_OPTIONS = ("--fmad=false",)        # what GpuModel compiles with: the cubin checked is the one run
 DEFAULT_MARK = {"kind": "default"}      # a Confirmation's first config (``check_confirmation``)
 
 
@@ -245,13 +245,13 @@ class GpuMeasurer:
         from ..codegen.cuda.nvrtc import check_resources, compile_cuda, nvrtc_available
         t = self.target
         if t.language == "cuda":
-            binary = compile_cuda(program.source, t.arch or "sm_90", CUDA_OPTIONS)
+            binary = compile_cuda(program.source, t.arch or "sm_90", COMPILE_OPTIONS)
             cuda_program = program
         elif nvrtc_available():
             proxy = dataclasses.replace(t, language="cuda", arch=t.arch or "sm_90")
             cuda_program = plan_program(task.func, proxy, config_for=lambda op: cfg)
             try:
-                binary = compile_cuda(cuda_program.source, proxy.arch, CUDA_OPTIONS)
+                binary = compile_cuda(cuda_program.source, proxy.arch, COMPILE_OPTIONS)
             except CompileError as exc:          # the proxy's own failure says nothing about OpenCL
                 warnings.warn(f"register check of {task.name} skipped: {_one_line(exc)}")
                 return None, []

@@ -30,3 +30,17 @@ def test_run_on_opencl(capsys):
     code, out, err = run_cli(["run", "mlp_small", "--target", "opencl", "--random", "--repeats", "2"], capsys)
     assert code == 0, err
     assert "target opencl" in out and "latency: median" in out
+
+
+def test_tune_for_opencl_writes_gpu_records(tmp_path, capsys):
+    from tensorforge.runtime.opencl import opencl_available
+    if not opencl_available():
+        pytest.skip("no OpenCL driver")
+    db = tmp_path / "t.sqlite"
+    code, out, err = run_cli(["tune", "mlp_small", "--target", "opencl", "--trials", "4", "--db", db, "--quiet"],
+                             capsys)
+    assert code == 0, err
+    from tensorforge.codegen.target import GpuTarget
+    from tensorforge.tune.database import TuningDatabase
+    with TuningDatabase(db) as database:
+        assert database.count(target_key=GpuTarget.opencl_default().key()) >= 3

@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from ..gpu.language import COMMON, Language
 
+# NVRTC options of every CUDA build: IEEE arithmetic (no multiply-add contraction), as the C
+# backend and OpenCL (FP_CONTRACT OFF) compute.  The tuner and the fusion veto check cubins built
+# with these, so what they measure is what runs.
+COMPILE_OPTIONS = ("--fmad=false",)
+
 PRELUDE = r"""typedef long long int64_t; typedef int int32_t; typedef short int16_t; typedef signed char int8_t;
 typedef unsigned long long uint64_t; typedef unsigned int uint32_t; typedef unsigned short uint16_t;
 typedef unsigned char uint8_t;
