@@ -29,7 +29,6 @@ False, never raises, on a machine without a driver.
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import statistics
 import sys
@@ -39,12 +38,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..codegen.cuda.nvrtc import INSTALL_HINT, CudaBinary, compile_cuda
+from ..codegen.cuda.nvrtc import CudaBinary, compile_cuda, import_binding
 from ..codegen.gpu.program import GpuProgram, Launch
-from ..errors import InputShapeError, ResourceError, TensorforgeError
+from ..errors import InputShapeError, TensorforgeError
 from ..ir.types import DType
 from .native import _torch_dtype
-from .signature import TensorSpec
+from .signature import TensorSpec, host_array
 
 ALIGN = 256                     # cudaMalloc's own alignment; every region starts at a multiple
 SYNC_ENV = "TENSORFORGE_CUDA_SYNC"
@@ -151,11 +150,7 @@ def kernel_params(pointers: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
 
 def _driver():
     """``cuda.bindings.driver``, or the ``ResourceError`` saying what to install (tests swap it)."""
-    try:
-        return importlib.import_module("cuda.bindings.driver")
-    except ImportError as exc:
-        raise ResourceError(f"running CUDA needs the CUDA bindings, which are not installed ({exc}): "
-                            f"{INSTALL_HINT}") from exc
+    return import_binding("driver", "running CUDA needs the CUDA bindings")
 
 
 @functools.lru_cache(maxsize=1)
@@ -377,17 +372,7 @@ class CudaModel:
         """Input ``i`` as a C-contiguous NumPy array of the spec's dtype and shape."""
         what = f"input #{i} {spec.describe()}"
         _check_host_dtype(spec, what)
-        if isinstance(x, np.ndarray):
-            if x.dtype != spec.np_dtype:
-                raise TensorforgeError(f"{what}: got dtype {x.dtype}; convert it with .astype(np.{spec.np_dtype})")
-        else:
-            try:
-                x = np.asarray(x, dtype=spec.np_dtype)
-            except (TypeError, ValueError) as exc:
-                raise TensorforgeError(f"{what}: cannot convert a {type(x).__name__} to an array ({exc})") from None
-        if x.shape != tuple(spec.shape):
-            raise InputShapeError(f"{what}: got shape {list(x.shape)}; the model was compiled for {list(spec.shape)}")
-        return np.ascontiguousarray(x)
+        return host_array(x, spec, what)
 
     def _place_outputs(self, call: _Call, out: Sequence[Any] | None) -> list:
         """The result objects and the pointers the kernels write: ``out=``'s, new torch CUDA

@@ -54,7 +54,7 @@ from ..errors import InputShapeError, TensorforgeError
 from ..ir.symbolic import SymbolTable, evaluate, evaluate_shape
 from .arena_plan import DynamicPlan
 from .buffers import POOL_MIN_BYTES, OutputPool, Pool, allocate, check_available, is_aligned, out_of_memory
-from .signature import TensorSpec
+from .signature import TensorSpec, as_array
 
 # The C ABI of a model library (codegen/c/model.py emits it).
 ENTRY = "tf_run"                  # void tf_run(void* const* in, void* const* out, char* arena, const char* w)
@@ -802,15 +802,7 @@ class NativeModel:
                 raise TensorforgeError(f"{what}: the tensor is on {x.device}; move it with .cpu()")
             x = x if x.is_contiguous() else x.contiguous()
             return x.data_ptr(), x, True
-        if isinstance(x, _ndarray):
-            if x.dtype != spec.np_dtype:
-                raise TensorforgeError(f"{what}: got dtype {x.dtype}; convert it with .astype(np.{spec.np_dtype})")
-        else:
-            try:
-                x = np.asarray(x, dtype=spec.np_dtype)
-            except (TypeError, ValueError) as exc:
-                raise TensorforgeError(f"{what}: cannot convert a {type(x).__name__} to an array ({exc})") from None
-        x = np.ascontiguousarray(x)
+        x = np.ascontiguousarray(as_array(x, spec, what))
         return _address(x), x, False
 
     def _set_dynamic_outputs(self, out: Sequence[Any], shapes: list[tuple[int, ...]], optrs) -> list:

@@ -43,9 +43,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..codegen.gpu.program import BufferRef, GpuProgram, Launch
-from ..errors import CompileError, InputShapeError, TensorforgeError
+from ..errors import CompileError, TensorforgeError
 from .native import _is_torch_tensor, _torch
-from .signature import TensorSpec
+from .signature import TensorSpec, host_array
 
 ENV_DEVICE = "TENSORFORGE_OPENCL_DEVICE"
 MIN_ALIGN = 256                   # bytes: the least alignment of a region in the device allocation
@@ -393,19 +393,7 @@ class OpenCLModel:
 
 def _host_array(what: str, spec: TensorSpec, x: Any, is_torch: bool) -> np.ndarray:
     """``x`` as a contiguous array of ``spec``'s dtype and shape, or an error naming ``what``."""
-    if is_torch:
-        x = _torch_array(what, spec, x)
-    elif isinstance(x, np.ndarray):
-        if x.dtype != spec.np_dtype:
-            raise TensorforgeError(f"{what}: got dtype {x.dtype}; convert it with .astype(np.{spec.np_dtype})")
-    else:
-        try:
-            x = np.asarray(x, dtype=spec.np_dtype)
-        except (TypeError, ValueError) as exc:
-            raise TensorforgeError(f"{what}: cannot convert a {type(x).__name__} to an array ({exc})") from None
-    if x.shape != spec.shape:
-        raise InputShapeError(f"{what}: got shape {list(x.shape)}; the model was compiled for {list(spec.shape)}")
-    return np.ascontiguousarray(x)
+    return host_array(_torch_array(what, spec, x) if is_torch else x, spec, what)
 
 
 def _torch_array(what: str, spec: TensorSpec, t) -> np.ndarray:

@@ -101,3 +101,27 @@ def specs_from_values(values: Sequence, types: Sequence[TensorType], prefix: str
             name = f"{name}_{i}"
         names.append(name)
     return [TensorSpec.from_type(n, t) for n, t in zip(names, types)]
+
+
+def as_array(x: Any, spec: TensorSpec, what: str) -> np.ndarray:
+    """``x`` (a NumPy array, or anything NumPy converts) as an array of ``spec``'s dtype: an array
+    of another dtype is an error saying how to convert it (no silent cast), other objects convert."""
+    from ..errors import TensorforgeError
+    if isinstance(x, np.ndarray):
+        if x.dtype != spec.np_dtype:
+            raise TensorforgeError(f"{what}: got dtype {x.dtype}; convert it with .astype(np.{spec.np_dtype})")
+        return x
+    try:
+        return np.asarray(x, dtype=spec.np_dtype)
+    except (TypeError, ValueError) as exc:
+        raise TensorforgeError(f"{what}: cannot convert a {type(x).__name__} to an array ({exc})") from None
+
+
+def host_array(x: Any, spec: TensorSpec, what: str) -> np.ndarray:
+    """``x`` as a C-contiguous array of a static ``spec``'s dtype and shape (``as_array`` plus the
+    shape check), or an error naming ``what``."""
+    from ..errors import InputShapeError
+    x = as_array(x, spec, what)
+    if tuple(x.shape) != tuple(spec.shape):
+        raise InputShapeError(f"{what}: got shape {list(x.shape)}; the model was compiled for {list(spec.shape)}")
+    return np.ascontiguousarray(x)

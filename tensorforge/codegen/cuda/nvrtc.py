@@ -168,13 +168,18 @@ class CudaBinary:
     arch: str = "sm_90"
 
 
+def import_binding(module: str, purpose: str):
+    """``cuda.bindings.<module>``, or the ``ResourceError`` saying that ``purpose`` needs it and
+    which wheels to install."""
+    try:
+        return importlib.import_module(f"cuda.bindings.{module}")
+    except ImportError as exc:
+        raise ResourceError(f"{purpose}, which is not installed ({exc}): {INSTALL_HINT}") from exc
+
+
 def _nvrtc():
     """The NVRTC bindings, or the ``ResourceError`` saying which wheels to install."""
-    try:
-        return importlib.import_module("cuda.bindings.nvrtc")
-    except ImportError as exc:
-        raise ResourceError(f"compiling CUDA needs NVRTC, which is not installed ({exc}): "
-                            f"{INSTALL_HINT}") from exc
+    return import_binding("nvrtc", "compiling CUDA needs NVRTC")
 
 
 @functools.lru_cache(maxsize=1)
