@@ -69,10 +69,15 @@ def _explain_fusion(args: argparse.Namespace, module) -> None:
     its reason, and writes a picture of the fused graph (Graphviz where ``dot`` exists)."""
     from ..passes.fusion.explain import explain_fusion, write_picture
 
+    target = None
+    if args.target != "cpu":          # GPU fusion also asks ptxas whether each candidate fits
+        from ..codegen.gpu.backend import gpu_target
+        target = gpu_target(args.target)
     t0 = time.perf_counter()
-    report = explain_fusion(module, pipeline=args.fusion_pipeline)
+    report = explain_fusion(module, target, pipeline=args.fusion_pipeline)
     print()
-    print(f"fusion    {args.fusion_pipeline} ({(time.perf_counter() - t0) * 1e3:.0f} ms)")
+    where = f" for {args.target}" if target is not None else ""
+    print(f"fusion    {args.fusion_pipeline}{where} ({(time.perf_counter() - t0) * 1e3:.0f} ms)")
     print(report.text())
     stem = os.path.splitext(os.path.basename(args.model))[0]
     out = write_picture(report.log, args.output or f"{stem}.fusion.svg", title=stem)
@@ -150,7 +155,8 @@ def register(sub) -> None:
                    help="picture for --fusion (.svg/.png via Graphviz, .dot; default MODEL.fusion.svg)")
     e.add_argument("--target", choices=("cpu", "opencl", "cuda"), default="cpu",
                    help="--html: the backend to report on; opencl/cuda list the GPU kernels with threads, "
-                        "shared memory and (cuda) registers and spills from NVRTC")
+                        "shared memory and (cuda) registers and spills from NVRTC. --fusion: the target to "
+                        "fuse for; opencl/cuda veto merges ptxas says do not fit, citing its numbers")
     e.add_argument("--html", default=None, metavar="FILE",
                    help="write one self-contained HTML report: graphs before/after, passes, fusion, every "
                         "kernel with its schedule, C and share of the run, the memory plan")

@@ -74,8 +74,8 @@ class Fusion:
 
     # ---- the merge ---------------------------------------------------------------------------
     def try_merge(self, members: Sequence[Operation], strategy: str, rule: Rule | None = None) -> Operation | None:
-        """Merges ``members`` into one kernel if the rules, the cycle check and the cost model
-        allow; returns the new kernel or None.  Every outcome is logged."""
+        """Merges ``members`` into one kernel if the rules, the cycle check, the cost model and
+        (GPU) ``resources`` allow; returns the new kernel or None.  Every outcome is logged."""
         members = sorted(set(members), key=self.graph.position)
         key = tuple(id(k) for k in members)
         if key in self._rejected:

@@ -21,46 +21,50 @@ import dataclasses
 import hashlib
 from typing import Any, Callable, Mapping
 
+from ...codegen.cuda.language import COMPILE_OPTIONS
+from ...codegen.cuda.nvrtc import KernelResources, block_registers, compile_cuda, nvrtc_available
+from ...codegen.driver import kernel_key
+from ...codegen.gpu.backend import compile_kernel
+from ...codegen.gpu.printer import LANGUAGES
+from ...codegen.target import GpuTarget
 from ...dialects.structured.ops import KernelView
+from ...errors import CompileError
 from ...ir.core import Operation
 from ..lower.graph_to_kernels import is_library_kernel
 from .cost import kernel_ops
 
-Oracle = Callable[[Operation], "str | None"]
+Oracle = Callable[[Operation], str | None]
 
-# Elementwise kernels (no reduction) below this many scalar ops are not compiled.  Measured on the
-# candidates of the zoo models for sm_90: elementwise kernels of up to 1000+ ops, one thread per
-# point, used at most 32 registers (the inputs' pointers and the index arithmetic dominate), far
-# from 255 per thread or 65536 / 256 threads per SM.
-SKIP_BELOW_OPS = 1024
+# Elementwise kernels (no reduction) below this many scalar ops are not compiled.  Measured for sm_90
+# (one thread per point, 256 per block): elementwise candidates of 5 to 1500 scalar ops used 14 to 40
+# registers, set by the values live at once (which the cost model's register veto bounds), not by
+# their size, far from 255 per thread; their compile time grows with size instead (a 1500-op chain
+# of sin: 11 s).  Every reduction is compiled: a tiled GEMM alone takes 60 to 190 registers.
+SKIP_BELOW_OPS = 2000
 KERNEL_NAME = "k"                    # launches print as k_0, k_1, ...: one name, so sources dedupe
-OPTIONS = ("--fmad=false",)          # what the CUDA runtime compiles with (runtime/gpu_model.py)
 
 # Generating a candidate's code costs more than reading its cubin from the disk cache, so verdicts
 # are kept per (target, kernel structure): the backend dedupes kernels by the same key.
 _VERDICTS: dict[tuple[str, str], str | None] = {}
-_RESOURCES: dict[str, Mapping[str, Any]] = {}     # sha256(arch, source) -> ptxas's report per kernel
+_RESOURCES: dict[str, Mapping[str, KernelResources]] = {}      # sha256(arch, source) -> ptxas report
 
 
 def gpu_resource_oracle(target: Any) -> Oracle | None:
     """``kernel -> reason | None``: why ptxas says a candidate kernel would not fit ``target``
-    (None: it fits, or it cannot be judged).  None when ``target`` is not a GPU target or NVRTC
-    is not installed."""
-    from ...codegen.cuda.nvrtc import nvrtc_available
-    from ...codegen.target import GpuTarget
-    if not isinstance(target, GpuTarget) or not nvrtc_available():
+    (None: it fits, or it cannot be judged).  None when ``target`` is not a CUDA target or NVRTC
+    is not installed: ptxas's numbers describe NVIDIA hardware, and an OpenCL build (often on
+    another vendor's device) should not pay a CUDA compile per fusion candidate."""
+    if not isinstance(target, GpuTarget) or target.language != "cuda" or not nvrtc_available():
         return None
-    cuda = dataclasses.replace(target, language="cuda")
     arch = target.arch or "sm_90"
-    where = f"{cuda.key()}:{arch}"
+    where = f"{target.key()}:{arch}"
 
     def check(kernel: Operation) -> str | None:
         if not may_press_registers(kernel):
             return None
-        from ...codegen.driver import kernel_key
         key = (where, kernel_key(kernel))
         if key not in _VERDICTS:
-            _VERDICTS[key] = _judge(kernel, cuda, arch)
+            _VERDICTS[key] = _judge(kernel, target, arch)
         return _VERDICTS[key]
 
     return check
@@ -77,44 +81,51 @@ def may_press_registers(kernel: Operation) -> bool:
     return kernel_ops(kernel) >= SKIP_BELOW_OPS
 
 
-def _judge(kernel: Operation, target: Any, arch: str) -> str | None:
-    """The veto for one kernel, or None; a kernel the backend cannot generate is not judged here
-    (the backend reports it when it compiles the chosen kernels)."""
+def _judge(kernel: Operation, target: GpuTarget, arch: str) -> str | None:
+    """The veto for one kernel, or None.  A kernel the backend cannot generate is not judged here
+    (the backend reports it if it is chosen).  One that ptxas refuses (too much shared memory, too
+    many resources) is vetoed on a CUDA target, which could not build it either; for OpenCL the
+    CUDA build is only a stand-in, and its failure says nothing (as in ``tune/gpu.py``)."""
     built = cuda_source(kernel, target)
     if built is None:
         return None
     source, threads = built
-    problems = resource_problems(ptxas_report(source, arch), target, threads)
+    try:
+        problems = resource_problems(ptxas_report(source, arch), target, threads)
+    except CompileError as exc:
+        if target.language != "cuda":
+            return None
+        problems = [str(exc).splitlines()[0]]
     return f"GPU resources (ptxas {arch}): {'; '.join(problems)}" if problems else None
 
 
-def cuda_source(kernel: Operation, target: Any) -> tuple[str, dict[str, int]] | None:
-    """The CUDA program the backend would build for ``kernel`` alone (prelude and its launches),
-    and each launch's threads per block; None when lowering or scheduling fails."""
-    from ...codegen.gpu.backend import compile_kernel
-    from ...codegen.gpu.printer import LANGUAGES
+def cuda_source(kernel: Operation, target: GpuTarget) -> tuple[str, dict[str, int]] | None:
+    """The CUDA program the backend would build for ``kernel`` alone on ``target`` (prelude and its
+    launches; an OpenCL target's schedule printed as CUDA), and each launch's threads per block;
+    None when the backend cannot generate it (lowering, scheduling, its verifier or the printer
+    raises)."""
     try:
-        _, infos = compile_kernel(kernel, KERNEL_NAME, target)
+        _, infos = compile_kernel(kernel, KERNEL_NAME, dataclasses.replace(target, language="cuda"))
     except Exception:      # noqa: BLE001 - any failure means "not judged"; the backend reports it later
         return None
     source = LANGUAGES["cuda"].prelude + "\n" + "\n".join(i.source for i in infos.values())
     return source, {name: i.threads for name, i in infos.items()}
 
 
-def ptxas_report(source: str, arch: str) -> Mapping[str, Any]:
+def ptxas_report(source: str, arch: str) -> Mapping[str, KernelResources]:
     """ptxas's resources per kernel of ``source``, compiled once per process (and once per
     machine through ``compile_cuda``'s disk cache)."""
-    from ...codegen.cuda.nvrtc import compile_cuda
     digest = hashlib.sha256(f"{arch}\0{source}".encode()).hexdigest()
     if digest not in _RESOURCES:
-        _RESOURCES[digest] = compile_cuda(source, arch, OPTIONS).resources
+        _RESOURCES[digest] = compile_cuda(source, arch, COMPILE_OPTIONS).resources
     return _RESOURCES[digest]
 
 
-def resource_problems(resources: Mapping[str, Any], target: Any, threads: Mapping[str, int]) -> list[str]:
-    """One short clause per limit a kernel of ``resources`` breaks on ``target``, with the numbers."""
-    from ...codegen.cuda.nvrtc import block_registers
-    out = []
+def resource_problems(resources: Mapping[str, KernelResources], target: GpuTarget,
+                      threads: Mapping[str, int]) -> list[str]:
+    """One short clause per limit a kernel of ``resources`` breaks on ``target``, with the numbers
+    (``nvrtc.check_resources`` says the same at length, for a report; a log line wants it short)."""
+    out: list[str] = []
     for name, r in resources.items():
         n = threads.get(name, 0)
         if r.registers > target.registers_per_thread:
