@@ -7,7 +7,7 @@ passed every other check is printed as CUDA the way the backend prints it
 (``codegen/gpu/backend.py:compile_kernel``), compiled by NVRTC for the target's architecture,
 and vetoed with ptxas's numbers when it does not fit: more registers per thread than the target
 allows, more per block than an SM holds, more static shared memory than a block may declare, or
-any spill.  An OpenCL target is judged the same way, the CUDA build standing in for it.
+any spill.  Only CUDA targets are judged: ptxas's numbers describe NVIDIA hardware.
 
 Verdicts are cached per target and structure of the candidate (``kernel_key``: the same merge in
 every layer of a model, or in the next compile of the model, is generated once); ptxas's reports
@@ -84,8 +84,7 @@ def may_press_registers(kernel: Operation) -> bool:
 def _judge(kernel: Operation, target: GpuTarget, arch: str) -> str | None:
     """The veto for one kernel, or None.  A kernel the backend cannot generate is not judged here
     (the backend reports it if it is chosen).  One that ptxas refuses (too much shared memory, too
-    many resources) is vetoed on a CUDA target, which could not build it either; for OpenCL the
-    CUDA build is only a stand-in, and its failure says nothing (as in ``tune/gpu.py``)."""
+    many resources) is vetoed: the CUDA build could not use it either."""
     built = cuda_source(kernel, target)
     if built is None:
         return None
@@ -93,15 +92,13 @@ def _judge(kernel: Operation, target: GpuTarget, arch: str) -> str | None:
     try:
         problems = resource_problems(ptxas_report(source, arch), target, threads)
     except CompileError as exc:
-        if target.language != "cuda":
-            return None
         problems = [str(exc).splitlines()[0]]
     return f"GPU resources (ptxas {arch}): {'; '.join(problems)}" if problems else None
 
 
 def cuda_source(kernel: Operation, target: GpuTarget) -> tuple[str, dict[str, int]] | None:
     """The CUDA program the backend would build for ``kernel`` alone on ``target`` (prelude and its
-    launches; an OpenCL target's schedule printed as CUDA), and each launch's threads per block;
+    launches), and each launch's threads per block;
     None when the backend cannot generate it (lowering, scheduling, its verifier or the printer
     raises)."""
     try:
