@@ -37,7 +37,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         return _explain_gpu(args, module, inputs)
     if args.html or args.bisect:
         return _explain_native(args, module, inputs)
-    pm = PassManager.parse(args.pipeline) if args.pipeline else default_pipeline(layout=args.layout)
+    pm = PassManager.parse(args.pipeline) if args.pipeline else default_pipeline(args.target, layout=args.layout)
     before, rows = trace_pipeline(module, pm)
     after = rows[-1].after if rows else before
     mib = 1 << 20
