@@ -148,6 +148,9 @@ def kernel_params(pointers: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
 
 # ---- the driver -----------------------------------------------------------------------------------
 
+VECTOR_ALIGN = 16          # bytes: what a float4 load of the GPU kernels assumes of every buffer
+
+
 def _driver():
     """``cuda.bindings.driver``, or the ``ResourceError`` saying what to install (tests swap it)."""
     return import_binding("driver", "running CUDA needs the CUDA bindings")
@@ -366,7 +369,9 @@ class CudaModel:
             raise InputShapeError(f"{what}: got shape {list(x.shape)}; the model was compiled for {list(spec.shape)}")
         if (x.device.index or 0) != self.device:
             raise TensorforgeError(f"{what}: the tensor is on {x.device}; the model runs on cuda:{self.device}")
-        return x if x.is_contiguous() else x.contiguous()
+        x = x if x.is_contiguous() else x.contiguous()
+        # vector loads (float4) need 16-byte aligned buffers; a view into another tensor may not be
+        return x if x.data_ptr() % VECTOR_ALIGN == 0 else x.clone()
 
     def _host_array(self, x: Any, spec: TensorSpec, i: int) -> np.ndarray:
         """Input ``i`` as a C-contiguous NumPy array of the spec's dtype and shape."""

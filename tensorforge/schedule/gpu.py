@@ -48,6 +48,7 @@ class GpuConfig:
     micro: int = 4                     # each thread's register tile is micro x micro
     flat_threads: int = 256            # threads per block of the flat strategy
     reduce_threads: int = 256          # most threads per block of a block reduction
+    vector: int = 4                    # neighbours one thread of the flat strategy takes (vector loads)
     # One block per output pays when outputs alone would leave most threads of the GPU idle (rows
     # of a softmax or a norm), or when each output sums so many terms that one thread would run long.
     block_reduce_max_outputs: int = 4096
@@ -64,11 +65,13 @@ class GpuConfig:
             n = getattr(self, name)
             if n > max_threads or n & (n - 1):
                 out.append(f"{name}={n} must be a power of two <= {max_threads}")
+        if self.vector not in (1, 2, 4):
+            out.append(f"vector={self.vector} must be 1, 2 or 4")
         return out
 
     def describe(self) -> str:
-        return (f"tile {self.tm}x{self.tn}x{self.tk}, micro {self.micro}x{self.micro}, flat {self.flat_threads}, "
-                f"reduce {self.reduce_threads}")
+        return (f"tile {self.tm}x{self.tn}x{self.tk}, micro {self.micro}x{self.micro}, flat {self.flat_threads}"
+                f"x{self.vector}, reduce {self.reduce_threads}")
 
 
 DEFAULT_CONFIG = GpuConfig()
@@ -394,16 +397,21 @@ def _schedule_nest(nest: Operation, max_threads: int, cfg: GpuConfig) -> str:
             block_reduce(nest, red, threads)
             return f"block reduction ({outputs} blocks x {threads} threads over {red.depth})"
     threads = min(cfg.flat_threads, max_threads)
-    points = flat(nest, threads)
+    points = flat(nest, threads, cfg.vector)
     return f"flat ({points} points, {threads} threads per block)"
 
 
 # ---- 3. flat ----------------------------------------------------------------------------------------
-def flat(nest: Operation, threads: int) -> int:
-    """One thread per point of the nest's parallel loops; returns the number of points."""
+def flat(nest: Operation, threads: int, vector: int = 1) -> int:
+    """One thread per point of the nest's parallel loops; returns the number of points.  With
+    ``vector`` > 1 and an innermost extent it divides, each thread takes ``vector`` neighbours along
+    the innermost loop in a ``vectorize`` loop (the printers turn its contiguous float loads and
+    stores into vector loads and stores)."""
     prefix = parallel_prefix(nest)
     extents = [extent(l) for l in prefix]
-    points = math.prod(extents)
+    lanes = vector if vector > 1 and extents[-1] % vector == 0 and _straight(prefix[-1]) else 1
+    groups = extents[:-1] + [extents[-1] // lanes]
+    points = math.prod(groups)
     threads = min(threads, max(32, 1 << (points - 1).bit_length()))
     blocks = -(-points // threads)
     blk, b = _launch_builder(nest)
@@ -411,11 +419,19 @@ def flat(nest: Operation, threads: int) -> int:
     _, tb, t = _loop(bb, threads, "thread.x", "gpu.tx")
     lin = _linear(tb, [(g, threads), (t, 1)])
     inner = _guard(tb, _below(tb, lin, points) if blocks * threads != points else None)
-    mapping = {iv(l): v for l, v in zip(prefix, _delinearize(inner, lin, extents))}
+    mapping = {iv(l): v for l, v in zip(prefix, _delinearize(inner, lin, groups))}
+    if lanes > 1:
+        _, inner, lane = _loop(inner, lanes, "vectorize", "gpu.lane")
+        mapping[iv(prefix[-1])] = _linear(inner, [(mapping[iv(prefix[-1])], lanes), (lane, 1)])
     _clone_into(inner, _prefix_pure(prefix), mapping)
     _clone_into(inner, list(body(prefix[-1])), mapping)
     _replace(nest, list(blk))
-    return points
+    return points * lanes
+
+
+def _straight(loop: Operation) -> bool:
+    """Whether a loop's body is straight-line code (no loops or guards): what a vector loop holds."""
+    return not any(op.regions for op in body(loop))
 
 
 # ---- 2. block reduction ---------------------------------------------------------------------------

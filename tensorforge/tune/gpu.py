@@ -70,11 +70,12 @@ TILES = (16, 32, 64, 128)
 DEPTHS = (8, 16, 32)
 MICROS = (2, 4, 8)
 THREADS = (64, 128, 256, 512)
+VECTORS = (1, 2, 4)
 KNOB_VALUES = {"tm": TILES, "tn": TILES, "tk": DEPTHS, "micro": MICROS,
-               "flat_threads": THREADS, "reduce_threads": THREADS}
+               "flat_threads": THREADS, "reduce_threads": THREADS, "vector": VECTORS}
 STRATEGY_KNOBS = {"tiled contraction": ("tm", "tn", "tk", "micro"),
                   "block reduction": ("reduce_threads",),
-                  "flat": ("flat_threads",)}
+                  "flat": ("flat_threads", "vector")}
 PROBE = GpuConfig(tm=min(TILES), tn=min(TILES), micro=min(MICROS))
 DEFAULT_MARK = {"kind": "default"}      # a Confirmation's first config (``check_confirmation``)
 

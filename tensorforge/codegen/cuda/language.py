@@ -31,4 +31,6 @@ CUDA = Language(
     kernel='extern "C" __global__ void __launch_bounds__({threads}, 1) {name}({params})',
     param="{const}{type}* __restrict__ {name}", param_setup="",
     block_index="blockIdx.{axis_name}", thread_index="threadIdx.{axis_name}",
-    shared="__shared__ ", barrier="__syncthreads();")
+    shared="__shared__ ", barrier="__syncthreads();",
+    vector_load="(*(const float{n}*)({ptr}))", vector_store="*(float{n}*)({ptr}) = {value};",
+    vector_value="make_float{n}({lanes})", components=(".x", ".y", ".z", ".w"))

@@ -20,6 +20,10 @@ class Language:
     thread_index: str
     shared: str             # declaration prefix of a shared array
     barrier: str
+    vector_load: str = ""   # "{n}" lanes from "{ptr}" (a float pointer expression) -> a float{n} value
+    vector_store: str = ""  # "{value}" (a float{n}) to "{ptr}"
+    vector_value: str = ""  # a float{n} from "{lanes}" (comma-separated floats)
+    components: tuple[str, ...] = ()   # lane k of a float{n} value: the suffix components[k]
 
 
 # Helpers written once, on top of each language's bit-reinterpretation macros.

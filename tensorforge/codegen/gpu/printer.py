@@ -16,7 +16,7 @@ from ...errors import CompileError
 from ...ir.core import Operation, Value
 from ...dialects.scalar import INDEX
 from ...ir.types import BufferType, DType, IndexType
-from ...schedule.analysis import ALLOC, FOR, body, extent, is_pure, walk_ops
+from ...schedule.analysis import ALLOC, FOR, LOAD, STORE, body, extent, is_pure, walk_ops
 from .language import Language, languages
 from .verify import launch_shape, shared_bytes
 from ..c import vmath
@@ -147,11 +147,105 @@ class GpuEmitter(FunctionEmitter):
             self.block(body(op), depth + 1)
             self.lines.append(f"{ind}}}" + ("}" if partial else ""))
             return
+        if kind == "vectorize" and self.lang.vector_load:
+            self._vector_loop(op, depth)
+            return
         if kind == "unroll":
             self.lines.append(f"{ind}#pragma unroll")
         self.lines.append(f"{ind}for ({c_type(INDEX)} {v} = {a['lb']}; {v} < {a['ub']}; {v} += {a['step']}) {{")
         self.block(body(op), depth + 1)
         self.lines.append(f"{ind}}}")
+
+
+    def _vector_loop(self, op: Operation, depth: int) -> None:
+        """A ``vectorize`` loop, unrolled: each contiguous, aligned float load and store of its body
+        becomes one vector access (lane k reads component k; the stores go out after the last lane)."""
+        ind = "  " * depth + "  "
+        n = extent(op)
+        lane_iv = body(op).args[0]
+        children = list(body(op))
+        vectors = _vector_accesses(children, lane_iv, n, body(self.fn))
+        loaded: dict[int, str] = {}
+        stored: dict[int, list[str]] = {}
+        pointers: dict[int, str] = {}
+        self.lines.append(f"{'  ' * depth}{{")
+        for lane in range(n):
+            self.names[id(lane_iv)] = str(lane)
+            for c in children:
+                if id(c) not in vectors:
+                    self.op(c, depth + 1)
+                elif c.name == LOAD:
+                    if lane == 0:
+                        loaded[id(c)] = self.fresh("w")
+                        ptr = f"{self.name(c.operands[0])} + {self.index_of(c.operands[0], c.operands[1:])}"
+                        self.lines.append(f"{ind}const float{n} {loaded[id(c)]} = "
+                                          f"{self.lang.vector_load.format(n=n, ptr=ptr)};")
+                    self.names[id(c.results[0])] = loaded[id(c)] + self.lang.components[lane]
+                else:
+                    if lane == 0:
+                        pointers[id(c)] = f"{self.name(c.operands[1])} + {self.index_of(c.operands[1], c.operands[2:])}"
+                    stored.setdefault(id(c), []).append(self.name(c.operands[0]))
+        for c in children:
+            if id(c) in stored:
+                value = self.lang.vector_value.format(n=n, lanes=", ".join(stored[id(c)]))
+                self.lines.append(ind + self.lang.vector_store.format(n=n, value=value, ptr=pointers[id(c)]))
+        self.lines.append(f"{'  ' * depth}}}")
+
+
+def _vector_accesses(ops: list[Operation], lane: Value, n: int, top) -> set[int]:
+    """The loads and stores among ``ops`` that move ``n`` neighbouring floats of a global buffer:
+    float32, no padding, an offset of the form ``n*k + lane`` (so aligned to the vector, given
+    buffers that start 16-byte aligned: the memory plan's offsets are multiples of 64).  None when
+    the body stores a buffer it also loads (the stores move after the last lane)."""
+    loads = [op for op in ops if op.name == LOAD]
+    stores = [op for op in ops if op.name == STORE]
+    if {id(op.operands[0]) for op in loads} & {id(op.operands[1]) for op in stores}:
+        return set()
+    out = set()
+    for op in loads + stores:
+        buf = op.operands[0] if op.name == LOAD else op.operands[1]
+        idx = op.operands[1:] if op.name == LOAD else op.operands[2:]
+        t = buf.type
+        global_buffer = buf.op is None or buf.op.parent is top
+        if (global_buffer and t.dtype is DType.f32 and t.rank and t.is_static and op.attributes.get("pad") is None
+                and _aligned_lanes(idx, t.shape, lane, n)):
+            out.add(id(op))
+    return out
+
+
+def _aligned_lanes(idx, shape, lane: Value, n: int) -> bool:
+    """Whether the row-major offset of ``idx`` is ``n*k + lane`` for some integer ``k``: linear in
+    the lane with coefficient 1, every other term (loop variables and opaque index values alike) a
+    multiple of ``n``."""
+    total: dict = {}
+    stride = 1
+    for i, d in zip(reversed(idx), reversed(shape)):
+        for key, c in _linear_terms(i).items():
+            total[key] = total.get(key, 0) + c * stride
+        stride *= d
+    lane_coeff = total.pop(id(lane), 0)
+    return lane_coeff == 1 and all(c % n == 0 for c in total.values())
+
+
+def _linear_terms(v: Value) -> dict:
+    """``v`` as ``{id(atom): coefficient, None: constant}``: sums and constant multiples are
+    expanded, anything else (a loop variable, a division, a load) is an atom."""
+    op = v.op
+    if op is not None and op.name == "scalar.const":
+        return {None: int(op.attributes["value"])}
+    if op is not None and op.name in ("scalar.add", "scalar.sub"):
+        a, b = (_linear_terms(x) for x in op.operands)
+        sign = 1 if op.name == "scalar.add" else -1
+        for key, c in b.items():
+            a[key] = a.get(key, 0) + sign * c
+        return a
+    if op is not None and op.name == "scalar.mul":
+        a, b = (_linear_terms(x) for x in op.operands)
+        for const, other in ((a, b), (b, a)):
+            if set(const) <= {None}:
+                k = const.get(None, 0)
+                return {key: c * k for key, c in other.items()}
+    return {id(v): 1}
 
 
 def print_launches(fn: Operation, language: str, base_name: str) -> tuple[list[PrintedLaunch], list[Value]]:

@@ -43,4 +43,6 @@ OPENCL = Language(
     param="__global uchar* b{k}, long o{k}",
     param_setup="__global {const}{type}* restrict {name} = (__global {const}{type}*)(b{k} + o{k});",
     block_index="get_group_id({axis})", thread_index="get_local_id({axis})",
-    shared="__local ", barrier="barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);")
+    shared="__local ", barrier="barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);",
+    vector_load="vload{n}(0, {ptr})", vector_store="vstore{n}({value}, 0, {ptr});",
+    vector_value="(float{n})({lanes})", components=(".s0", ".s1", ".s2", ".s3"))

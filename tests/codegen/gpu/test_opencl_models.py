@@ -55,3 +55,20 @@ def test_padded_convolution_runs_as_a_tiled_contraction():
     with torch.no_grad():
         want = conv(x).numpy().astype(np.float64)
     assert _rel_err(_first(cm(x)), want) < MAX_REL_ERR
+
+
+def test_elementwise_kernels_move_float4_vectors():
+    """A flat elementwise kernel whose innermost extent is a multiple of 4: each thread takes four
+    neighbours, loaded and stored as one vector each (vload4/vstore4; float4 in CUDA)."""
+    class Mix(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.relu(x * 2 + y) - x
+
+    x, y = torch.randn(4, 6, 40), torch.randn(4, 6, 40)
+    x[0, 0, :4] = float("nan")
+    y[1, 2, 8] = float("inf")
+    cm = tf.compile(Mix(), (x, y), target="opencl", db=None)
+    assert "vload4(0, " in cm.source and "vstore4(" in cm.source
+    with torch.no_grad():
+        want = Mix()(x, y).numpy()
+    np.testing.assert_array_equal(_first(cm(x, y)), want)       # NaN and Inf where torch has them

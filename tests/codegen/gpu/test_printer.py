@@ -2,6 +2,8 @@
 OpenCL C and as CUDA C has the same statements once the language's spellings are swapped."""
 from __future__ import annotations
 
+import re
+
 from tensorforge.codegen.gpu.printer import LANGUAGES, print_launches
 from tensorforge.passes.lower.structured_to_loop import lower_kernel
 from tensorforge.schedule.gpu import gpu_schedule
@@ -22,8 +24,17 @@ def _body(text: str, language: str) -> list[str]:
         for axis, n in (("x", 0), ("y", 1), ("z", 2)):
             line = line.replace(cuda.block_index.format(axis=n, axis_name=axis), ocl.block_index.format(axis=n))
             line = line.replace(cuda.thread_index.format(axis=n, axis_name=axis), ocl.thread_index.format(axis=n))
-        out.append(line.replace(cuda.barrier, ocl.barrier).replace(cuda.shared, ocl.shared))
+        line = line.replace(cuda.barrier, ocl.barrier).replace(cuda.shared, ocl.shared)
+        out.append(_vector_spelling(line))
     return out
+
+
+def _vector_spelling(line: str) -> str:
+    """A CUDA vector load, store or lane (float4 casts, make_float4, .x) in OpenCL's spelling."""
+    line = re.sub(r"= \(\*\(const float(\d)\*\)\((.*)\)\);$", r"= vload\1(0, \2);", line)
+    line = re.sub(r"^(\s*)\*\(float(\d)\*\)\((.*)\) = make_float\d\((.*)\);$", r"\1vstore\2((float\2)(\4), 0, \3);",
+                  line)
+    return re.sub(r"(w\d+)\.([xyzw])", lambda m: f"{m.group(1)}.s{'xyzw'.index(m.group(2))}", line)
 
 
 def test_opencl_and_cuda_print_the_same_statements():
