@@ -42,7 +42,7 @@ from ..codegen.cuda.nvrtc import CudaBinary, compile_cuda, import_binding
 from ..codegen.gpu.program import GpuProgram, Launch
 from ..errors import InputShapeError, TensorforgeError
 from ..ir.types import DType
-from .native import _torch_dtype
+from .native import torch_dtype
 from .signature import TensorSpec, host_array
 
 ALIGN = 256                     # cudaMalloc's own alignment; every region starts at a multiple
@@ -196,12 +196,12 @@ def check_call(drv, result: tuple, call: str, kernel: str | None = None):
 
 # ---- the model ----------------------------------------------------------------------------------
 
-def _torch():
+def loaded_torch():
     return sys.modules.get("torch")
 
 
 def _is_torch(x: Any) -> bool:
-    torch = _torch()
+    torch = loaded_torch()
     return torch is not None and isinstance(x, torch.Tensor)
 
 
@@ -327,7 +327,7 @@ class CudaModel:
         if out is not None:
             return list(out)
         if call.torch_out and call.torch_device is None:
-            return [_torch().from_numpy(r) for r in results]
+            return [loaded_torch().from_numpy(r) for r in results]
         return results
 
     def _place_input(self, call: _Call, i: int, x: Any) -> None:
@@ -362,7 +362,7 @@ class CudaModel:
 
     def _device_tensor(self, x, spec: TensorSpec, what: str):
         """``x`` checked against ``spec`` (dtype, shape, device), contiguous."""
-        want = _torch_dtype(spec)
+        want = torch_dtype(spec)
         if x.dtype != want:
             raise TensorforgeError(f"{what}: got a {x.dtype} tensor; convert it with .to({want})")
         if tuple(x.shape) != tuple(spec.shape):
@@ -387,7 +387,7 @@ class CudaModel:
         results = []
         for j, spec in enumerate(self.outputs):
             if call.torch_device is not None:
-                t = _torch().empty(tuple(spec.shape), dtype=_torch_dtype(spec), device=call.torch_device)
+                t = loaded_torch().empty(tuple(spec.shape), dtype=torch_dtype(spec), device=call.torch_device)
                 call.outputs.append(t.data_ptr())
                 results.append(t)
                 continue
@@ -423,7 +423,7 @@ class CudaModel:
         torch stream is waited for here."""
         if call.torch_device is None:
             return
-        stream = _torch().cuda.current_stream(call.torch_device)
+        stream = loaded_torch().cuda.current_stream(call.torch_device)
         if stream.cuda_stream != 0:
             stream.synchronize()
 

@@ -157,13 +157,13 @@ def _nbytes(specs: Sequence[tuple[tuple[int, ...], np.dtype]]) -> int:
 _torch_tensor: type | None = None     # torch.Tensor once torch is imported (for the fast path)
 
 
-def _torch():
+def loaded_torch():
     return sys.modules.get("torch")
 
 
-def _is_torch_tensor(x: Any) -> bool:
+def is_torch_tensor(x: Any) -> bool:
     global _torch_tensor
-    torch = _torch()
+    torch = loaded_torch()
     if torch is None or not isinstance(x, torch.Tensor):
         return False
     _torch_tensor = torch.Tensor
@@ -279,7 +279,7 @@ class NativeModel:
             self._fast_accepts_torch()
 
     def _fast_accepts_torch(self) -> None:
-        torch = _torch()
+        torch = loaded_torch()
         if self._fast is not None and torch is not None:
             self._fast.set_torch(torch.Tensor, torch.from_numpy, tuple(self._in_torch_dtypes))
 
@@ -546,16 +546,16 @@ class NativeModel:
             finally:
                 self._give_outputs(slots)
         if as_torch and out is None:
-            from_numpy = _torch().from_numpy
+            from_numpy = loaded_torch().from_numpy
             return [from_numpy(o) for o in outs]
         return outs
 
     def _slow_input(self, i: int, x: Any) -> tuple[int, Any, bool]:
         """(address, object to keep alive, is torch) for anything but an exact NumPy match."""
         spec = self.inputs[i]
-        if _is_torch_tensor(x):
+        if is_torch_tensor(x):
             if self._in_torch_dtypes[i] is None:
-                self._in_torch_dtypes = [_torch_dtype(s) for s in self.inputs]
+                self._in_torch_dtypes = [torch_dtype(s) for s in self.inputs]
                 self._fast_accepts_torch()
             return self._torch_address(spec, x, f"input #{i} {spec.describe()}") + (True,)
         if isinstance(x, _ndarray):
@@ -575,7 +575,7 @@ class NativeModel:
         return _address(x), x, False
 
     def _torch_address(self, spec: TensorSpec, t, what: str) -> tuple[int, Any]:
-        want = _torch_dtype(spec)
+        want = torch_dtype(spec)
         if t.dtype != want:
             raise TensorforgeError(f"{what}: got {t.dtype}; convert it with .to({want})")
         if t.device.type != "cpu":
@@ -605,7 +605,7 @@ class NativeModel:
         """The address of ``out[j]`` when it is not a plain writeable match, or a clear error."""
         spec = self.outputs[j]
         what = f"out[{j}] for output {spec.describe()}"
-        if _is_torch_tensor(o):
+        if is_torch_tensor(o):
             ptr, kept = self._torch_address(spec, o, what)
             if kept is not o:
                 raise TensorforgeError(f"{what}: must be contiguous")
@@ -737,7 +737,7 @@ class NativeModel:
         finally:
             self._give_outputs(slots)
         if as_torch and out is None:
-            from_numpy = _torch().from_numpy
+            from_numpy = loaded_torch().from_numpy
             return [from_numpy(o) for o in outs]
         return outs
 
@@ -785,7 +785,7 @@ class NativeModel:
             prefix = o.reshape(-1)[:n].reshape(shape)
             outs[j] = prefix.copy() if 2 * n < o.size else prefix
         if as_torch:
-            from_numpy = _torch().from_numpy
+            from_numpy = loaded_torch().from_numpy
             return [from_numpy(o) for o in outs]
         return outs
 
@@ -794,8 +794,8 @@ class NativeModel:
         shape is checked against the symbols afterwards, for all inputs together."""
         spec = self.inputs[i]
         what = f"input #{i} {spec.describe()}"
-        if _is_torch_tensor(x):
-            want = _torch_dtype(spec)
+        if is_torch_tensor(x):
+            want = torch_dtype(spec)
             if x.dtype != want:
                 raise TensorforgeError(f"{what}: got {x.dtype}; convert it with .to({want})")
             if x.device.type != "cpu":
@@ -814,11 +814,11 @@ class NativeModel:
         for j, (o, shape) in enumerate(zip(out, shapes)):
             spec = self.outputs[j]
             what = f"out[{j}] for output {spec.describe()}"
-            if _is_torch_tensor(o):
-                if o.dtype != _torch_dtype(spec) or o.device.type != "cpu" or tuple(o.shape) != shape \
+            if is_torch_tensor(o):
+                if o.dtype != torch_dtype(spec) or o.device.type != "cpu" or tuple(o.shape) != shape \
                         or not o.is_contiguous():
                     raise TensorforgeError(f"{what}: got a {o.dtype} tensor {list(o.shape)} on {o.device}; this call "
-                                           f"needs a contiguous CPU {_torch_dtype(spec)} tensor of shape {list(shape)}")
+                                           f"needs a contiguous CPU {torch_dtype(spec)} tensor of shape {list(shape)}")
                 addresses.append(o.data_ptr())
                 continue
             if not isinstance(o, _ndarray) or o.dtype != spec.np_dtype or o.shape != shape:
@@ -845,8 +845,8 @@ class _Bound:
         self.out_plan = [(tuple(shape), np.dtype(dtype), _nbytes([(shape, dtype)])) for shape, dtype in out_specs]
 
 
-def _torch_dtype(spec: TensorSpec):
-    return getattr(_torch(), _TORCH_DTYPES[spec.dtype])
+def torch_dtype(spec: TensorSpec):
+    return getattr(loaded_torch(), _TORCH_DTYPES[spec.dtype])
 
 
 _TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i8": "int8",

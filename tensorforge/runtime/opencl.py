@@ -44,7 +44,7 @@ import numpy as np
 
 from ..codegen.gpu.program import BufferRef, GpuProgram, Launch
 from ..errors import CompileError, TensorforgeError
-from .native import _is_torch_tensor, _torch
+from .native import is_torch_tensor, loaded_torch
 from .signature import TensorSpec, host_array
 
 ENV_DEVICE = "TENSORFORGE_OPENCL_DEVICE"
@@ -355,7 +355,7 @@ class OpenCLModel:
         with self._call_lock:
             self._run(arrays, outs)
         if as_torch:
-            from_numpy = _torch().from_numpy
+            from_numpy = loaded_torch().from_numpy
             return [from_numpy(o) for o in outs]
         return outs
 
@@ -385,7 +385,7 @@ class OpenCLModel:
             raise TensorforgeError(f"the model takes {len(self.inputs)} input(s) ({names}), got {len(inputs)}")
         arrays, as_torch = [], False
         for i, (spec, x) in enumerate(zip(self.inputs, inputs)):
-            is_torch = _is_torch_tensor(x)
+            is_torch = is_torch_tensor(x)
             arrays.append(_host_array(f"input #{i} {spec.describe()}", spec, x, is_torch))
             as_torch |= is_torch
         return arrays, as_torch
@@ -398,7 +398,7 @@ def _host_array(what: str, spec: TensorSpec, x: Any, is_torch: bool) -> np.ndarr
 
 def _torch_array(what: str, spec: TensorSpec, t) -> np.ndarray:
     """A CPU torch tensor's memory as a NumPy array (no copy), after checking dtype and device."""
-    want = getattr(_torch(), spec.np_dtype.name)
+    want = getattr(loaded_torch(), spec.np_dtype.name)
     if t.dtype != want:
         raise TensorforgeError(f"{what}: got {t.dtype}; convert it with .to({want})")
     if t.device.type != "cpu":

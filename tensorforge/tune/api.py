@@ -96,8 +96,8 @@ class TuneReport:
                  f"{'best ms':>9s} {'GFLOP/s':>8s} {'speedup':>7s}  confirmed"]
         for t in self.tasks:
             lines.append(f"{t.name[:28]:28s} {t.kind:5s} {t.weight:3d} {t.trials:6d} {t.records:7d} "
-                         f"{_shown(t.default_s * 1e3, 10, 3)} {_shown(t.best_s * 1e3, 9, 3)} "
-                         f"{_shown(t.gflops, 8, 1)} {_shown(t.speedup, 7, 2)}  {t.decision}")
+                         f"{shown(t.default_s * 1e3, 10, 3)} {shown(t.best_s * 1e3, 9, 3)} "
+                         f"{shown(t.gflops, 8, 1)} {shown(t.speedup, 7, 2)}  {t.decision}")
         d, b = self.model_estimate("default_s"), self.model_estimate("applied_s")
         if math.isfinite(d) and math.isfinite(b) and b > 0:
             estimate = f"kernels per model run: default {d * 1e3:.3f} ms, tuned {b * 1e3:.3f} ms ({d / b:.2f}x)"
@@ -109,12 +109,12 @@ class TuneReport:
         return "\n".join(lines)
 
 
-def _shown(value: float, width: int, digits: int) -> str:
+def shown(value: float, width: int, digits: int) -> str:
     """``value`` right-aligned in ``width`` columns, or "-" when it was not measured (nan/inf)."""
     return f"{value:{width}.{digits}f}" if math.isfinite(value) else f"{'-':>{width}s}"
 
 
-def _open_db(db: Any):
+def open_db(db: Any):
     from .database import TuningDatabase
     if isinstance(db, TuningDatabase):
         return db, False
@@ -178,7 +178,7 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
     else:
         tasks = extract_tasks(model, example_inputs, target, passes, kinds, shapes=shapes,
                               dynamic_shapes=dynamic_shapes)
-    database, own_db = _open_db(db)
+    database, own_db = open_db(db)
     own_measurer = measurer is None
     report = TuneReport(target_key, str(getattr(database, "path", db)))
     try:

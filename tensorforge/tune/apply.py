@@ -44,6 +44,11 @@ class Tuning:
     def fixed(cls, configs: dict[str, dict], target=None) -> "Tuning":
         return cls(configs.get, target)
 
+    def stored_config(self, key: str) -> dict | None:
+        """The database's chosen config for workload ``key`` as stored, of any kind (the GPU
+        tuner's configs included; ``config_for`` keeps the CPU kinds only)."""
+        return self._lookup(key)
+
     def config_for(self, kernel: Operation) -> dict | None:
         key = workload_key(kernel)
         if key not in self._memo:

@@ -60,10 +60,10 @@ from ..ir.builtin import FuncOp
 from ..ir.core import Operation
 from ..passes.lower.structured_to_loop import lower_kernel
 from ..schedule.gpu import DEFAULT_CONFIG, GpuConfig, gpu_schedule
-from .api import ConfirmOptions, _open_db, _shown
+from .api import ConfirmOptions, open_db, shown
 from .apply import tuning_from_db
 from .database import Confirmation, canonical_config
-from .measure import Result, _one_line, random_array
+from .measure import Result, one_line, random_array
 from .tasks import Task, kernel_bytes, kernel_flops, lowered_function, single_kernel_function, workload_key
 
 TILES = (16, 32, 64, 128)
@@ -254,7 +254,7 @@ class GpuMeasurer:
             try:
                 binary = compile_cuda(cuda_program.source, proxy.arch, COMPILE_OPTIONS)
             except CompileError as exc:          # the proxy's own failure says nothing about OpenCL
-                warnings.warn(f"register check of {task.name} skipped: {_one_line(exc)}")
+                warnings.warn(f"register check of {task.name} skipped: {one_line(exc)}")
                 return None, []
         else:
             return None, []
@@ -278,7 +278,7 @@ class GpuMeasurer:
                 return Result(config, error=error)
             return Result(config, tuple(self._time(model, self._bench(task).inputs)))
         except Exception as exc:         # noqa: BLE001 - a driver failure costs this candidate only
-            return Result(config, error=_one_line(exc))
+            return Result(config, error=one_line(exc))
         finally:
             _release(model)
 
@@ -553,8 +553,8 @@ class GpuTuneReport:
         for k in self.kernels:
             space = k.space if k.space is not None else "-"
             lines.append(f"{k.name[:22]:22s} {k.weight:3d} {space:>5} {k.measured:4d} {k.rejected:3d} "
-                         f"{_shown(k.default_s * 1e3, 10, 3)} {_shown(k.best_s * 1e3, 9, 3)} "
-                         f"{_shown(k.speedup, 7, 2)} {_shown(k.confirmed, 9, 3)}  {k.config_text}")
+                         f"{shown(k.default_s * 1e3, 10, 3)} {shown(k.best_s * 1e3, 9, 3)} "
+                         f"{shown(k.speedup, 7, 2)} {shown(k.confirmed, 9, 3)}  {k.config_text}")
         d, b = self.model_estimate("default_s"), self.model_estimate("best_s")
         estimate = (f"kernels per model run: default {d * 1e3:.3f} ms, best {b * 1e3:.3f} ms ({d / b:.2f}x)"
                     if math.isfinite(d) and math.isfinite(b) and b > 0 else "no model estimate (kernels unmeasured)")
@@ -584,7 +584,7 @@ def tune_gpu(model: Any, example_inputs: Sequence | None = None, target: str | G
     measurer = measurer or GpuMeasurer(gpu, seed=seed)
     func = model if isinstance(model, FuncOp) else gpu_lowered_function(model, example_inputs, gpu, passes)
     tasks = gpu_tasks(func)
-    database, own_db = _open_db(db)
+    database, own_db = open_db(db)
     report = GpuTuneReport(target_key, str(getattr(database, "path", db)))
     try:
         searches = []
@@ -640,7 +640,7 @@ def _confirm(measurer: GpuMeasurer, database, s: GpuSearch, target_key: str, con
     try:
         rows = measurer.time_round_robin(s.task, [DEFAULT_CONFIG] + top, confirm.rounds, confirm.min_repeat_s)
     except TensorforgeError as exc:          # unconfirmed: ``best`` falls back to the search's medians
-        warnings.warn(f"confirming kernel {s.task.name} failed: {_one_line(exc)}")
+        warnings.warn(f"confirming kernel {s.task.name} failed: {one_line(exc)}")
         return
     database.add_confirmation(Confirmation(s.task.key, target_key, (DEFAULT_MARK, *map(config_dict, top)),
                                            tuple(map(tuple, rows)), "wall", database.count(s.task.key, target_key)))
@@ -675,7 +675,7 @@ def gpu_tuning_from_db(db: Any, target: GpuTarget) -> Callable[[Operation], GpuC
         key = workload_key(kernel)
         if key not in memo:
             # the raw lookup: ``Tuning.config_for`` keeps only the CPU's config kinds
-            memo[key] = _usable(tuning._lookup(key), kernel, target)
+            memo[key] = _usable(tuning.stored_config(key), kernel, target)
         return memo[key]
 
     return config_for

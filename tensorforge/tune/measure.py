@@ -305,7 +305,7 @@ class Measurer:
             try:
                 lib, weights, layout = job.result()
             except Exception as exc:     # noqa: BLE001 - a build error costs this candidate only
-                res.error = f"build failed: {_one_line(exc)}"
+                res.error = f"build failed: {one_line(exc)}"
                 res.build_s = job.seconds
                 results.append(res)
                 continue
@@ -358,7 +358,7 @@ class Measurer:
                 lib, weights, layout = job.result()
             except Exception as exc:     # noqa: BLE001 - reported with the task's name
                 raise TensorforgeError(f"confirming task {task.name}: config {config} no longer builds: "
-                                       f"{_one_line(exc)}") from None
+                                       f"{one_line(exc)}") from None
             reqs.append(dict(_request(lib, weights, layout, b), threads=self.threads, min_repeat_s=min_repeat_s))
         try:
             reply = self.runner.request({"interleave": reqs, "rounds": int(rounds)},
@@ -487,7 +487,7 @@ def random_array(shape: Sequence[int], dtype, rng: np.random.Generator) -> np.nd
     return np.zeros(tuple(shape), dtype=dt)
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {' | '.join(text[:4])}"[:600]
 

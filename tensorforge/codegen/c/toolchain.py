@@ -181,7 +181,7 @@ def in_writable_cache(write: Callable[[Path], _T], what: str) -> _T:
 def write_cache_file(relative: Path, data: str | bytes, what: str) -> Path:
     """Writes ``data`` at ``relative`` in the writable cache (atomically) and returns its path."""
     def write(root: Path) -> Path:
-        _atomic_write(root / relative, data)
+        atomic_write(root / relative, data)
         return root / relative
     return in_writable_cache(write, what)
 
@@ -233,7 +233,7 @@ def source_digest(source: str, target: Target, extra_flags: tuple[str, ...] = ()
     return h.hexdigest()
 
 
-def _atomic_write(path: Path, data: str | bytes) -> None:
+def atomic_write(path: Path, data: str | bytes) -> None:
     """Writes ``data`` under a unique temporary name beside ``path`` (its folder made if missing),
     then renames it: a concurrent reader sees the whole file or none."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -367,7 +367,7 @@ def _unit_object(text: str, target: Target, extra_flags: tuple[str, ...], name: 
     def build(root: Path) -> Path:
         obj = root / relative
         src = obj.with_suffix(".c")
-        _atomic_write(src, text)
+        atomic_write(src, text)
         fd, tmp = tempfile.mkstemp(dir=obj.parent, prefix=obj.name + ".", suffix=".tmp.o")
         os.close(fd)
         try:
@@ -445,9 +445,9 @@ def _build(source: str, relative: Path, target: Target, extra_flags: tuple[str, 
         so_path = root / relative
         c_path = so_path.with_suffix(".c")
         main_path = c_path.with_suffix(".main.c") if units else c_path
-        _atomic_write(c_path, source)
+        atomic_write(c_path, source)
         if units:
-            _atomic_write(main_path, main)
+            atomic_write(main_path, main)
         _run_compiler(main_path, so_path, target, extra_flags, name, units)
         return so_path
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ...errors import CompileError, ResourceError, TensorforgeError
-from ..c.toolchain import _atomic_write, cached_file, in_writable_cache
+from ..c.toolchain import atomic_write, cached_file, in_writable_cache
 from ..target import GpuTarget
 
 INSTALL_HINT = "pip install 'tensorforge[cuda]'"
@@ -274,9 +274,9 @@ def _read_cached(relative: Path) -> tuple[bytes, str] | None:
 
 def _write_entry(cubin_path: Path, source: str, cubin: bytes, log: str) -> Path:
     """The source and the log first, the cubin last: a reader that finds the cubin finds the log."""
-    _atomic_write(cubin_path.with_suffix(".cu"), source)
-    _atomic_write(cubin_path.with_suffix(".log"), log)
-    _atomic_write(cubin_path, cubin)
+    atomic_write(cubin_path.with_suffix(".cu"), source)
+    atomic_write(cubin_path.with_suffix(".log"), log)
+    atomic_write(cubin_path, cubin)
     return cubin_path
 
 
@@ -336,7 +336,7 @@ def _keep_source(relative: Path, source: str) -> Path | None:
 
 
 def _write_source(path: Path, source: str) -> Path:
-    _atomic_write(path, source)
+    atomic_write(path, source)
     return path
 
 
