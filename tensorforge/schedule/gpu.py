@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..dialects.loop.ops import GPU_BLOCK_KINDS
 from ..dialects.scalar import INDEX
 from ..ir.builder import Builder
 from ..ir.core import Block, Operation, Region, Value
@@ -93,9 +94,14 @@ def gpu_schedule(fn: Operation, max_threads: int = 1024, config: GpuConfig | Non
     s = Schedule(fn, check=False)
     inline_producers(s, set())
     fused = fuse_epilogues(fn)
+    _hoist_scratch(fn)
     _wrap_loose_statements(fn)
     done = []
-    for nest in [op for op in body(fn) if op.name == FOR]:
+    for group, r in row_groups([op for op in body(fn) if op.name == FOR], config):
+        threads = min(config.reduce_threads, max_threads)
+        row_fused(group, r, threads)
+        done.append(f"row fusion ({len(group)} nests in one launch, a block of {threads} threads per row)")
+    for nest in [op for op in body(fn) if op.name == FOR and op.attributes["kind"] not in GPU_BLOCK_KINDS]:
         done.append(_schedule_nest(nest, max_threads, config))
     if fused:
         done.append(f"{fused} elementwise consumer(s) fused into their producer's epilogue")
@@ -354,6 +360,20 @@ def _launch_builder(nest: Operation) -> tuple[Block, Builder]:
 
 
 # ---- the nest before scheduling ---------------------------------------------------------------------
+def _hoist_scratch(fn: Operation) -> None:
+    """The global scratch buffers (top-level allocs, which take no operands) go first, so that a
+    launch that merges several nests sees every buffer they use declared before it."""
+    blk = body(fn)
+    allocs = [op for op in blk if op.name == ALLOC]
+    for op in reversed(allocs):
+        op.detach()
+        if blk.first is None:
+            blk.append(op)
+        else:
+            blk.insert_before(op, blk.first)
+
+
+
 def _wrap_loose_statements(fn: Operation) -> None:
     """Top-level statements outside any parallel loop (a reduction to a scalar, a scalar store) go
     into a loop of one iteration, so that every top-level nest is a loop the strategies handle."""
@@ -438,12 +458,19 @@ def _straight(loop: Operation) -> bool:
 def block_reduce(nest: Operation, red: Reduction, threads: int) -> None:
     """One block per output; its threads reduce strided slices, then a shared-memory tree."""
     extents = [extent(l) for l in red.prefix]
-    depth_extents = [extent(l) for l in red.loops]
-    depth = red.depth
-    acc_t = red.acc.attributes["type"]
     blk, b = _launch_builder(nest)
     _, bb, g = _loop(b, math.prod(extents), "block.x", "gpu.bx")
     mapping = {iv(l): v for l, v in zip(red.prefix, _delinearize(bb, g, extents))}
+    _reduce_phase(bb, red, nest, threads, mapping)
+    _replace(nest, list(blk))
+
+
+def _reduce_phase(bb: Builder, red: Reduction, nest: Operation, threads: int, mapping: dict[Value, Value]) -> None:
+    """In a block whose output point ``mapping`` gives: the threads' strided partial results, the
+    shared-memory tree, and one thread finishing the output."""
+    depth_extents = [extent(l) for l in red.loops]
+    depth = red.depth
+    acc_t = red.acc.attributes["type"]
     _clone_into(bb, _prefix_pure(red.prefix), mapping)
     partial = bb.create(ALLOC, [], {"type": BufferType((threads,), acc_t.dtype), "tag": "gpu.partial",
                                     "space": "shared"}).results[0]
@@ -474,7 +501,96 @@ def block_reduce(nest: Operation, red: Reduction, threads: int) -> None:
     total = ob.create(LOAD, [partial, _index(ob, 0)]).results[0]
     out_map = {iv(l): mapping[iv(l)] for l in red.prefix}
     _finish(ob, red, total, out_map, nest)
-    _replace(nest, list(blk))
+
+
+# ---- row fusion ------------------------------------------------------------------------------------
+def row_groups(nests: list[Operation], cfg: GpuConfig) -> list[tuple[list[Operation], int]]:
+    """Runs of consecutive nests that one block per row can compute together: a long reduction over
+    each row (softmax's maximum, a norm's mean), then nests over the same rows (more row
+    statistics, the normalisation) that exchange data only within a row."""
+    groups, i = [], 0
+    while i < len(nests):
+        red = as_reduction(nests[i])
+        rows = math.prod(extent(l) for l in red.prefix) if red is not None else 0
+        if red is None or red.depth < 64 or rows >= cfg.block_reduce_max_outputs:
+            i += 1
+            continue
+        r, extents = len(red.prefix), [extent(l) for l in red.prefix]
+        j = i + 1
+        while j < len(nests) and _joins(nests[j], r, extents):
+            j += 1
+        if j - i >= 2 and _within_rows(nests[i:j], r):
+            groups.append((nests[i:j], r))
+            i = j
+        else:
+            i += 1
+    return groups
+
+
+def _joins(nest: Operation, r: int, extents: list[int]) -> bool:
+    prefix = parallel_prefix(nest)
+    if len(prefix) < r or [extent(l) for l in prefix[:r]] != extents:
+        return False
+    red = as_reduction(nest)
+    return (red is not None and len(red.prefix) == r) or _straight(prefix[-1])
+
+
+def _within_rows(nests: list[Operation], r: int) -> bool:
+    """Whether every buffer one nest of the group writes and a later one reads is addressed by the
+    row (its first ``r`` indices are the nest's row loops), so a block only needs its own row."""
+    written: set[int] = set()
+    for nest in nests:
+        rows = [iv(l) for l in parallel_prefix(nest)[:r]]
+        for op in nest.walk():
+            if op.name not in (LOAD, STORE):
+                continue
+            buf = op.operands[0] if op.name == LOAD else op.operands[1]
+            if buf.op is not None and buf.op.parent is not nest.parent:
+                continue                      # the nest's own accumulators and temporaries
+            idx = list(op.operands[1:] if op.name == LOAD else op.operands[2:])
+            if (op.name == STORE or id(buf) in written) and idx[:r] != rows:
+                return False
+            if op.name == STORE:
+                written.add(id(buf))
+    return True
+
+
+def row_fused(nests: list[Operation], r: int, threads: int) -> None:
+    """One launch for the group: a block per row runs each nest as a phase (a block reduction, or
+    its threads striding over the row's points), with a barrier between phases so that a phase
+    reads what the previous ones wrote."""
+    first = parallel_prefix(nests[0])[:r]
+    extents = [extent(l) for l in first]
+    blk, b = _launch_builder(nests[0])
+    _, bb, g = _loop(b, math.prod(extents), "block.x", "gpu.bx")
+    rows = _delinearize(bb, g, extents)
+    for k, nest in enumerate(nests):
+        prefix = parallel_prefix(nest)
+        mapping = {iv(l): v for l, v in zip(prefix[:r], rows)}
+        red = as_reduction(nest)
+        if red is not None and len(red.prefix) == r:
+            _reduce_phase(bb, red, nest, threads, mapping)
+        else:
+            _stride_phase(bb, nest, prefix, r, threads, mapping)
+        if k < len(nests) - 1:
+            bb.create(BARRIER, [])
+    _replace(nests[0], list(blk))
+    for nest in nests[1:]:
+        nest.erase()
+
+
+def _stride_phase(bb: Builder, nest: Operation, prefix: list[Operation], r: int, threads: int,
+                  mapping: dict[Value, Value]) -> None:
+    """The points of one row of an elementwise nest, the block's threads striding over them."""
+    extents = [extent(l) for l in prefix[r:]]
+    points = math.prod(extents)
+    _, tb, t = _loop(bb, threads, "thread.x", "gpu.tx")
+    _, sb, e = _loop(tb, -(-points // threads), "serial", "gpu.stride")
+    flat_k = _linear(sb, [(e, threads), (t, 1)])
+    inner = _guard(sb, _below(sb, flat_k, points) if points % threads else None)
+    mapping.update({iv(l): v for l, v in zip(prefix[r:], _delinearize(inner, flat_k, extents))})
+    _clone_into(inner, _prefix_pure(prefix), mapping)
+    _clone_into(inner, list(body(prefix[-1])), mapping)
 
 
 def _finish(b: Builder, red: Reduction, total: Value, mapping: dict[Value, Value], nest: Operation) -> None:

@@ -35,7 +35,9 @@ def _run(kernel, fn, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]
 @pytest.mark.parametrize("make, strategy", [
     (lambda: kernels.matmul(40, 36, 24), "tiled contraction"),
     (lambda: kernels.row_max(8, 300), "block reduction"),
-    (lambda: kernels.softmax(6, 100), "block reduction"),
+    (lambda: kernels.softmax(6, 100), "row fusion"),
+    (lambda: kernels.two_stage(5, 70), "row fusion"),
+    (lambda: kernels.softmax(6, 40), "flat"),
     (lambda: kernels.col_sum(5, 7), "flat"),
     (lambda: kernels.elementwise_chain(9, 13), "flat"),
 ])
@@ -63,6 +65,22 @@ def test_a_barrier_removed_from_the_scheduled_gemm_is_caught(which):
         got, want = _run(kernel, fn, seed)
         wrong += not np.allclose(got[0], want[0], rtol=1e-4, atol=1e-4)
     assert wrong > 0
+
+
+def test_row_fused_softmax_needs_the_barriers_between_its_phases():
+    """Softmax as one launch: maximum, sum of exponentials, normalisation, a block per row.  Each
+    phase reads what the previous one wrote; without the barrier between two phases (the one after
+    a phase's last store) some thread order reads a stale row statistic."""
+    kernel = kernels.softmax(4, 96)
+    fn, plan = _scheduled(kernel)
+    assert plan.describe().startswith("row fusion (3 nests")
+    assert len([op for op in fn.regions[0].blocks[0] if op.name == "loop.for"]) == 1
+    got, want = _run(kernel, fn)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-7)
+    block = next(op for op in fn.walk() if op.name == "loop.for" and op.attributes["kind"] == "block.x")
+    between = [op for op in block.regions[0].blocks[0] if op.name == "loop.barrier"]
+    between[-1].erase()                    # the barrier before the normalisation phase
+    assert any(not np.allclose(_run(kernel, fn, seed)[0][0], want[0], rtol=1e-4, atol=1e-6) for seed in range(4))
 
 
 def _matmul_bias_relu(m: int, n: int, k: int):
