@@ -12,7 +12,7 @@ import pytest
 from tensorforge.codegen.cuda.nvrtc import nvrtc_available
 from tensorforge.codegen.target import GpuTarget, Target
 from tensorforge.errors import CompileError
-from tensorforge.ir import Module, tensor, verify
+from tests.passes.test_fusion import graph_module
 from tensorforge.passes.fusion import FusionLog, fuse_function
 from tensorforge.passes.fusion import gpu_resources
 from tensorforge.passes.fusion.analysis import kernels_of
@@ -24,15 +24,6 @@ pytestmark = pytest.mark.skipif(not nvrtc_available(), reason="NVRTC missing (pi
 # The GEMMs below take 14 to 62 registers x 64 to 256 threads per block: far below the H200's 65536
 # per SM, above 4096.
 TINY = dataclasses.replace(GpuTarget.h200(), registers_per_sm=4096)
-
-
-def graph_module(shapes, build):
-    m = Module()
-    f = m.add_function("main", [tensor(s) for s in shapes])
-    outs = build(f.builder().graph, *f.args)
-    f.set_return(list(outs) if isinstance(outs, (list, tuple)) else [outs])
-    verify(m)
-    return m
 
 
 def elementwise_chain():
