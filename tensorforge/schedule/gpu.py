@@ -507,15 +507,17 @@ def _reduce_phase(bb: Builder, red: Reduction, nest: Operation, threads: int, ma
 def row_groups(nests: list[Operation], cfg: GpuConfig) -> list[tuple[list[Operation], int]]:
     """Runs of consecutive nests that one block per row can compute together: a long reduction over
     each row (softmax's maximum, a norm's mean), then nests over the same rows (more row
-    statistics, the normalisation) that exchange data only within a row."""
+    statistics, the normalisation) that exchange data only within a row.  The rows are the
+    reduction's parallel loops without trailing loops of extent 1 (kept dims)."""
     groups, i = [], 0
     while i < len(nests):
         red = as_reduction(nests[i])
+        r = _row_loops(red.prefix) if red is not None else 0
         rows = math.prod(extent(l) for l in red.prefix) if red is not None else 0
-        if red is None or red.depth < 64 or rows >= cfg.block_reduce_max_outputs:
+        if red is None or r == 0 or red.depth < 64 or rows >= cfg.block_reduce_max_outputs:
             i += 1
             continue
-        r, extents = len(red.prefix), [extent(l) for l in red.prefix]
+        extents = [extent(l) for l in red.prefix[:r]]
         j = i + 1
         while j < len(nests) and _joins(nests[j], r, extents):
             j += 1
@@ -527,12 +529,27 @@ def row_groups(nests: list[Operation], cfg: GpuConfig) -> list[tuple[list[Operat
     return groups
 
 
+def _row_loops(prefix: list[Operation]) -> int:
+    """How many leading loops of ``prefix`` index rows: all but the trailing ones of extent 1."""
+    r = len(prefix)
+    while r and extent(prefix[r - 1]) == 1:
+        r -= 1
+    return r
+
+
+def _row_reduction(nest: Operation, r: int) -> Reduction | None:
+    """The nest as one reduction per row (its parallel loops past the rows all of extent 1)."""
+    red = as_reduction(nest)
+    if red is None or len(red.prefix) < r or any(extent(l) != 1 for l in red.prefix[r:]):
+        return None
+    return red
+
+
 def _joins(nest: Operation, r: int, extents: list[int]) -> bool:
     prefix = parallel_prefix(nest)
     if len(prefix) < r or [extent(l) for l in prefix[:r]] != extents:
         return False
-    red = as_reduction(nest)
-    return (red is not None and len(red.prefix) == r) or _straight(prefix[-1])
+    return _row_reduction(nest, r) is not None or _straight(prefix[-1])
 
 
 def _within_rows(nests: list[Operation], r: int) -> bool:
@@ -567,8 +584,9 @@ def row_fused(nests: list[Operation], r: int, threads: int) -> None:
     for k, nest in enumerate(nests):
         prefix = parallel_prefix(nest)
         mapping = {iv(l): v for l, v in zip(prefix[:r], rows)}
-        red = as_reduction(nest)
-        if red is not None and len(red.prefix) == r:
+        red = _row_reduction(nest, r)
+        if red is not None:
+            mapping.update({iv(l): _index(bb, 0) for l in red.prefix[r:]})
             _reduce_phase(bb, red, nest, threads, mapping)
         else:
             _stride_phase(bb, nest, prefix, r, threads, mapping)

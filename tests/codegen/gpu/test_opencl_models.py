@@ -72,3 +72,26 @@ def test_elementwise_kernels_move_float4_vectors():
     with torch.no_grad():
         want = Mix()(x, y).numpy()
     np.testing.assert_array_equal(_first(cm(x, y)), want)       # NaN and Inf where torch has them
+
+
+def test_attention_runs_as_tiled_scores_a_row_fused_softmax_and_tiled_values():
+    """``scaled_dot_product_attention`` (one graph.attention op): the scores and the weighted sum
+    of v are tiled contractions, the masked softmax between them one launch with a block per
+    query row; a NaN query poisons its row as in torch, the causal mask holds."""
+    class Attend(torch.nn.Module):
+        def forward(self, q, k, v):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    q, k, v = (torch.randn(2, 3, 80, 16) for _ in range(3))
+    q[1, 2, 7, 5] = float("nan")
+    cm = tf.compile(Attend(), (q, k, v), target="opencl", db=None)
+    kernel = next(iter(cm.native.program.kernels.values()))
+    plan = kernel.schedule
+    assert plan.startswith("row fusion (4 nests") and plan.count("tiled contraction") == 2, plan
+    assert len(cm.native.program.launches) == 3
+    with torch.no_grad():
+        want = Attend()(q, k, v).numpy()
+    got = _first(cm(q, k, v))
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    keep = ~np.isnan(want)
+    assert _rel_err(got[keep], want[keep].astype(np.float64)) < MAX_REL_ERR
