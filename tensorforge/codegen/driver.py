@@ -21,6 +21,7 @@ from ..ir.builtin import FuncOp, ModuleOp
 from ..ir.core import Operation, Value
 from ..ir.structure import structural_hash
 from ..passes.memory.plan import ALIGN
+from ..runtime.arena_plan import aligned
 from ..runtime.buffers import aligned_empty
 
 BACKENDS = ("cpu", "opencl", "cuda")
@@ -110,10 +111,6 @@ def needs_arena(outputs: dict[int, int]) -> Callable[[Value], bool]:
     return lambda v: v.op is not None and v.op.name == "structured.kernel" and id(v) not in outputs
 
 
-def _aligned(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
-
-
 def weight_blob(func: FuncOp, extra: Sequence[np.ndarray] = (), skip: AbstractSet[int] = frozenset()
                 ) -> tuple[np.ndarray, dict[int, int]]:
     """All used constants of ``func`` in one aligned blob, and id(value) -> byte offset.
@@ -131,7 +128,7 @@ def weight_blob(func: FuncOp, extra: Sequence[np.ndarray] = (), skip: AbstractSe
     for key, arr in arrays + [(id(a), a) for a in extra]:
         offsets[key] = pos
         entries.append((pos, arr))
-        pos += _aligned(arr.nbytes)
+        pos += aligned(arr.nbytes)
     blob = aligned_empty(max(pos, ALIGN))
     end = 0
     for off, arr in entries:

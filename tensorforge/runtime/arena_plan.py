@@ -27,9 +27,10 @@ ALIGN = 64
 CACHE_SIZE = 64                   # distinct dims tuples whose placement a plan remembers
 
 
-def aligned(n: int) -> int:
-    """``n`` rounded up to the arena alignment (every buffer starts on a 64-byte boundary)."""
-    return (n + ALIGN - 1) // ALIGN * ALIGN
+def aligned(n: int, align: int = ALIGN) -> int:
+    """``n`` rounded up to a multiple of ``align`` (default the arena's: every buffer starts on a
+    64-byte boundary)."""
+    return (n + align - 1) // align * align
 
 
 def place(sizes: Sequence[int], intervals: Sequence[tuple[int, int]]) -> tuple[list[int], int]:

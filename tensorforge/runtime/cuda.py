@@ -39,10 +39,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..codegen.cuda.nvrtc import CudaBinary, compile_cuda, import_binding
-from ..codegen.gpu.program import GpuProgram, Launch
+from ..codegen.gpu.program import GpuProgram, Launch, pack_regions
 from ..errors import InputShapeError, TensorforgeError
 from ..ir.types import DType
 from .native import torch_dtype
+from .arena_plan import aligned
 from .signature import TensorSpec, host_array
 
 ALIGN = 256                     # cudaMalloc's own alignment; every region starts at a multiple
@@ -51,10 +52,6 @@ _FIXED_REGIONS = ("weights", "arena", "scratch")
 
 
 # ---- the device-memory plan (pure) -------------------------------------------------------------
-
-def align_up(n: int, alignment: int = ALIGN) -> int:
-    return -(-n // alignment) * alignment
-
 
 @dataclass(frozen=True)
 class DeviceLayout:
@@ -79,13 +76,10 @@ def layout_regions(program: GpuProgram) -> DeviceLayout:
     not allocate 0 bytes)."""
     sizes = [program.weights.nbytes, program.arena_bytes, program.scratch_bytes,
              *(t.nbytes for t in program.input_types), *(t.nbytes for t in program.output_types)]
-    offsets, end = [], 0
-    for size in sizes:
-        offsets.append(end)
-        end = align_up(end + int(size))
+    offsets, end = pack_regions(sizes, ALIGN)
     n_in = len(program.input_types)
     return DeviceLayout(offsets[0], offsets[1], offsets[2], tuple(offsets[3:3 + n_in]), tuple(offsets[3 + n_in:]),
-                        max(end, ALIGN))
+                        max(aligned(end, ALIGN), ALIGN))
 
 
 def region_bytes(program: GpuProgram, region: str, index: int = 0) -> int:

@@ -42,7 +42,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..codegen.gpu.program import BufferRef, GpuProgram, Launch
+from ..codegen.gpu.program import BufferRef, GpuProgram, Launch, pack_regions
 from ..errors import CompileError, TensorforgeError
 from .native import is_torch_tensor, loaded_torch
 from .signature import TensorSpec, host_array
@@ -232,12 +232,8 @@ def _specs(types: Sequence, names: Sequence[str] | None, kind: str) -> list[Tens
 
 def _layout(sizes: dict[str, int], align: int) -> dict[str, tuple[int, int]]:
     """(offset, bytes) of each region, in order, each offset a multiple of ``align``."""
-    regions, end = {}, 0
-    for name, nbytes in sizes.items():
-        start = -(-end // align) * align
-        regions[name] = (start, int(nbytes))
-        end = start + int(nbytes)
-    return regions
+    offsets, _ = pack_regions(list(sizes.values()), align)
+    return {name: (start, int(n)) for (name, n), start in zip(sizes.items(), offsets)}
 
 
 class OpenCLModel:

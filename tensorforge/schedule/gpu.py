@@ -1,24 +1,29 @@
 """The schedule every kernel gets on a GPU (docs/gpu.md).
 
-A freshly lowered ``loop.func`` holds one top-level nest per compute.  Each nest becomes one launch
-(a launch boundary is a grid-wide barrier, so intermediates between nests stay in global scratch).
-Cheap injective producers are inlined first (``default.inline_producers``, as on the CPU).  Then
-each nest is rebuilt by the first strategy that fits it:
+A freshly lowered ``loop.func`` holds one top-level nest per compute.  Cheap injective producers
+are inlined first (``default.inline_producers``, as on the CPU), and an elementwise consumer that
+reads an intermediate at exactly the point its producer writes moves into the producer's nest
+(``fuse_epilogues``).  Runs of nests over the same rows that exchange data only within a row (a
+softmax, a norm) become one launch with a block per row (``row_fused``).  Every other nest becomes
+one launch (a launch boundary is a grid-wide barrier, so intermediates between nests stay in
+global scratch), rebuilt by the first strategy that fits it:
 
 1. **tiled contraction**: a sum of products ``x(i, k) * y(j, k)`` with enough rows, columns and
-   depth (matmul, batched matmul, dense convolution): a block computes a ``TM x TN`` output tile;
-   its threads stage ``TK``-deep slices of ``x`` and ``y`` into shared memory together, wait at a
-   barrier, and each accumulates a ``4 x 4`` register micro-tile from them; the epilogue (what the
-   nest does with the sum) runs on the registers.
-2. **block reduction**: a reduction over many elements with few outputs (softmax and norm row
-   statistics, global pooling): one block per output, its threads stride over the reduced
-   elements, then combine their partial results in shared memory in a tree, a barrier per level.
+   depth (matmul, batched matmul, dense and padded convolution): a block computes a ``tm x tn``
+   output tile; its threads stage ``tk``-deep slices of ``x`` and ``y`` into shared memory
+   together, wait at a barrier, and each accumulates a ``micro x micro`` register tile from them;
+   the epilogue (what the nest does with the sum) runs on the registers.
+2. **block reduction**: a reduction over many elements with few outputs (pooling, GEMV): one block
+   per output, its threads stride over the reduced elements, then combine their partial results
+   in shared memory in a tree, a barrier per level.
 3. **flat**: everything else (elementwise nests, short reductions): the parallel loops are
-   flattened into one index space, one thread per point, blocks of ``threads`` threads; a thread
-   runs the rest of the nest (a short reduction) itself.
+   flattened into one index space, one thread per point (or per ``vector`` neighbours, which the
+   printers load and store as vectors), blocks of ``flat_threads`` threads; a thread runs the rest
+   of the nest (a short reduction) itself.
 
-The nests are rebuilt by construction rather than by chains of CPU primitives: the bodies are
-cloned with the loop variables mapped to values computed from the block and thread indices.
+The knobs are a ``GpuConfig``.  The nests are rebuilt by construction rather than by chains of CPU
+primitives: the bodies are cloned with the loop variables mapped to values computed from the
+block and thread indices.
 """
 from __future__ import annotations
 
@@ -31,7 +36,8 @@ from ..dialects.scalar import INDEX
 from ..ir.builder import Builder
 from ..ir.core import Block, Operation, Region, Value
 from ..ir.types import BufferType, ScalarType
-from .analysis import ALLOC, FOR, LOAD, STORE, accesses, body, extent, is_pure, iv, iv_deps, top_level
+from .analysis import (ALLOC, FOR, LOAD, STORE, accesses, body, buffer_of, extent, indices, is_pure, iv, iv_deps,
+                       top_level)
 from .default import inline_producers
 from .primitives import Schedule
 
@@ -155,15 +161,11 @@ def _fuse_consumer(fn: Operation, alloc: Operation) -> bool:
 def _nothing_between(producer: Operation, consumer: Operation, leaf: Block) -> bool:
     """Whether the consumer may run at the producer's place: no nest in between writes what it reads
     or touches what it writes."""
-    touched: set[int] = set()
-    for op in leaf:
-        if op.name in (LOAD, STORE):
-            touched.add(id(op.operands[0] if op.name == LOAD else op.operands[1]))
+    touched = {id(buffer_of(op)) for op in leaf if op.name in (LOAD, STORE)}
     cur = producer.next
     while cur is not None and cur is not consumer:
-        for op in [cur] + list(cur.walk()):
-            if op.name in (LOAD, STORE) and id(op.operands[0] if op.name == LOAD else op.operands[1]) in touched:
-                return False
+        if any(op.name in (LOAD, STORE) and id(buffer_of(op)) in touched for op in cur.walk()):
+            return False
         cur = cur.next
     return True
 
@@ -171,10 +173,16 @@ def _nothing_between(producer: Operation, consumer: Operation, leaf: Block) -> b
 # ---- nest structure ------------------------------------------------------------------------------
 def parallel_prefix(nest: Operation) -> list[Operation]:
     """The loops at the top of ``nest`` that are perfectly nested (pure ops aside) and not reductions."""
-    chain = [nest]
+    return _chain(nest, reduction=False)
+
+
+def _chain(loop: Operation, reduction: bool) -> list[Operation]:
+    """``loop`` and the loops perfectly nested under it (pure ops aside) whose ``reduction`` flag is
+    ``reduction``."""
+    chain = [loop]
     while True:
         inner = [op for op in body(chain[-1]) if not is_pure(op)]
-        if len(inner) == 1 and inner[0].name == FOR and not inner[0].attributes.get("reduction"):
+        if len(inner) == 1 and inner[0].name == FOR and bool(inner[0].attributes.get("reduction")) == reduction:
             chain.append(inner[0])
         else:
             return chain
@@ -187,7 +195,6 @@ class Reduction:
     prefix: list[Operation]
     acc: Operation                  # the rank-0 loop.alloc
     loops: list[Operation]          # the reduction loops, outermost first (perfectly nested)
-    update: Operation               # the store of comb(acc, term) into acc
     combine: Operation              # the scalar combiner op
     term: Value                     # what is combined in per iteration
     after: list[Operation]          # ops of the innermost P body after the reduction loops
@@ -206,14 +213,8 @@ def as_reduction(nest: Operation) -> Reduction | None:
     if len(allocs) != 1 or len(rloops) != 1 or allocs[0].attributes["type"].rank != 0:
         return None
     acc = allocs[0].results[0]
-    chain = [rloops[0]]
-    while True:
-        inner = [op for op in body(chain[-1]) if not is_pure(op)]
-        if len(inner) == 1 and inner[0].name == FOR and inner[0].attributes.get("reduction"):
-            chain.append(inner[0])
-        else:
-            break
-    if not all(l.attributes.get("reduction") for l in chain):
+    chain = _chain(rloops[0], reduction=True)
+    if not chain[0].attributes.get("reduction"):
         return None
     leaf = [op for op in body(chain[-1]) if not is_pure(op)]
     stores = [op for op in leaf if op.name == STORE and op.operands[1] is acc]
@@ -231,7 +232,7 @@ def as_reduction(nest: Operation) -> Reduction | None:
     else:
         return None
     after = ops[ops.index(rloops[0]) + 1:]
-    return Reduction(prefix, allocs[0], chain, stores[0], comb, term, after)
+    return Reduction(prefix, allocs[0], chain, comb, term, after)
 
 
 def _other_loads(leaf: list[Operation], acc: Value) -> int:
@@ -337,14 +338,27 @@ def _inside(op: Operation, block: Block) -> bool:
     return False
 
 
+def _clone_deps(b: Builder, values: Sequence[Value], mapping: dict[Value, Value], within: Block) -> None:
+    """Clones the ops of ``within`` that ``values`` depend on (index math computed at an outer level
+    of the original nest, a factor's loads) and that are not cloned yet."""
+    for v in values:
+        for dep in _slice(v, within, mapping):
+            b.insert(dep.clone(mapping))
+
+
 def _clone_with_deps(b: Builder, ops: Sequence[Operation], mapping: dict[Value, Value], within: Block) -> None:
-    """Clones ``ops`` in order, each after the ops of ``within`` its operands depend on (index math
-    computed at an outer level of the original nest) that are not cloned yet."""
+    """Clones ``ops`` in order, each after what its operands depend on (``_clone_deps``)."""
     for op in ops:
-        for v in op.operands:
-            for dep in _slice(v, within, mapping):
-                b.insert(dep.clone(mapping))
+        _clone_deps(b, op.operands, mapping, within)
         b.insert(op.clone(mapping))
+
+
+def _strided(b: Builder, count: int, step: int, start: Value, kind: str, tag_: str) -> tuple[Builder, Value]:
+    """``for e < ceil(count / step): k = e*step + start; if k < count: ...``: the points a thread
+    takes when a block's ``step`` threads stride over ``count``; the builder inside and ``k``."""
+    _, sb, e = _loop(b, -(-count // step), kind, tag_)
+    k = _linear(sb, [(e, step), (start, 1)])
+    return _guard(sb, _below(sb, k, count) if count % step else None), k
 
 
 def _replace(nest: Operation, new_ops: list[Operation]) -> None:
@@ -373,25 +387,23 @@ def _hoist_scratch(fn: Operation) -> None:
             blk.insert_before(op, blk.first)
 
 
-
 def _wrap_loose_statements(fn: Operation) -> None:
     """Top-level statements outside any parallel loop (a reduction to a scalar, a scalar store) go
     into a loop of one iteration, so that every top-level nest is a loop the strategies handle."""
     blk = body(fn)
     run: list[Operation] = []
+    wrapped = 0
 
     def flush() -> None:
+        nonlocal wrapped
         if not run:
             return
         used_later = any(top_level(u) not in run for op in run for r in op.results for u, _ in r.uses)
         if not used_later:
-            anchor = run[0]
-            region = Region([Block([INDEX])])
-            Builder.before(anchor).create(FOR, [], {"lb": 0, "ub": 1, "step": 1, "kind": "serial",
-                                                           "reduction": False, "tag": f"stmt{id(anchor) % 997}"},
-                                                 regions=[region])
+            loop, _, _ = _loop(Builder.before(run[0]), 1, "serial", f"gpu.stmt{wrapped}")
+            wrapped += 1
             for op in run:
-                region.blocks[0].append(op.detach())
+                body(loop).append(op.detach())
         run.clear()
 
     for op in list(blk):
@@ -480,9 +492,7 @@ def _reduce_phase(bb: Builder, red: Reduction, nest: Operation, threads: int, ma
     leaf = body(red.prefix[-1])
     before = list(leaf)[:list(leaf).index(red.loops[0])]
     _clone_into(tb, [op for op in before if op is not red.acc], mapping)       # the initial store
-    _, sb, e = _loop(tb, -(-depth // threads), "serial", "gpu.stride")
-    flat_k = _linear(sb, [(e, threads), (t, 1)])
-    inner = _guard(sb, _below(sb, flat_k, depth) if depth % threads else None)
+    inner, flat_k = _strided(tb, depth, threads, t, "serial", "gpu.stride")
     for l, v in zip(red.loops, _delinearize(inner, flat_k, depth_extents)):
         mapping[iv(l)] = v
     _clone_with_deps(inner, list(body(red.loops[-1])), mapping, body(nest))
@@ -561,11 +571,10 @@ def _within_rows(nests: list[Operation], r: int) -> bool:
         for op in nest.walk():
             if op.name not in (LOAD, STORE):
                 continue
-            buf = op.operands[0] if op.name == LOAD else op.operands[1]
+            buf = buffer_of(op)
             if buf.op is not None and buf.op.parent is not nest.parent:
                 continue                      # the nest's own accumulators and temporaries
-            idx = list(op.operands[1:] if op.name == LOAD else op.operands[2:])
-            if (op.name == STORE or id(buf) in written) and idx[:r] != rows:
+            if (op.name == STORE or id(buf) in written) and indices(op)[:r] != rows:
                 return False
             if op.name == STORE:
                 written.add(id(buf))
@@ -603,9 +612,7 @@ def _stride_phase(bb: Builder, nest: Operation, prefix: list[Operation], r: int,
     extents = [extent(l) for l in prefix[r:]]
     points = math.prod(extents)
     _, tb, t = _loop(bb, threads, "thread.x", "gpu.tx")
-    _, sb, e = _loop(tb, -(-points // threads), "serial", "gpu.stride")
-    flat_k = _linear(sb, [(e, threads), (t, 1)])
-    inner = _guard(sb, _below(sb, flat_k, points) if points % threads else None)
+    inner, flat_k = _strided(tb, points, threads, t, "serial", "gpu.stride")
     mapping.update({iv(l): v for l, v in zip(prefix[r:], _delinearize(inner, flat_k, extents))})
     _clone_into(inner, _prefix_pure(prefix), mapping)
     _clone_into(inner, list(body(prefix[-1])), mapping)
@@ -616,7 +623,7 @@ def _finish(b: Builder, red: Reduction, total: Value, mapping: dict[Value, Value
     for op in red.after:
         if op.name == LOAD and op.operands[0] is red.acc.results[0]:
             mapping[op.results[0]] = total
-    _clone_with_deps(b, [op for op in red.after if op.results[:1] == [] or op.results[0] not in mapping],
+    _clone_with_deps(b, [op for op in red.after if not op.results or op.results[0] not in mapping],
                      mapping, body(nest))
 
 
@@ -730,7 +737,9 @@ def tiled_contraction(nest: Operation, red: Reduction, plan: ContractionPlan) ->
     acc = tb.create(ALLOC, [], {"type": BufferType((micro, micro), acc_t.dtype), "tag": "gpu.acc",
                                 "space": "local"}).results[0]
     init = _init_value(red)
-    _for_tile(tb, micro, lambda ib, mi, mj: ib.create(STORE, [ib.insert(init.clone({})).results[0], acc, mi, mj]))
+    for mi in range(micro):
+        for mj in range(micro):
+            tb.create(STORE, [tb.insert(init.clone({})).results[0], acc, _index(tb, mi), _index(tb, mj)])
     tid = _linear(tb, [(ty, tx_n), (tx, 1)])
     _, kb, ko = _loop(tb, -(-depth // tk), "serial", "gpu.ko")
     for factor, mask, tile, width, loops, exts, offset in (
@@ -767,21 +776,11 @@ def _init_value(red: Reduction) -> Operation:
     return src
 
 
-def _for_tile(b: Builder, micro: int, fn) -> None:
-    for mi in range(micro):
-        for mj in range(micro):
-            fn(b, _index(b, mi), _index(b, mj))
-
-
 def _stage(b: Builder, factor: Value, mask: Value | None, tile: Value, width: int, tk: int, nthreads: int,
-           tid: Value, ko: Value,
-           tile_index: Value, loops: list[Operation], exts: list[int], red: Reduction, depth_ext: list[int],
-           base: dict[Value, Value], nest: Operation) -> None:
+           tid: Value, ko: Value, tile_index: Value, loops: list[Operation], exts: list[int], red: Reduction,
+           depth_ext: list[int], base: dict[Value, Value], nest: Operation) -> None:
     """Threads copy the ``tk x width`` slice of one factor into shared memory together, zeros outside."""
-    total = tk * width
-    _, sb, e = _loop(b, -(-total // nthreads), "unroll", f"gpu.stage{width}")
-    lin = _linear(sb, [(e, nthreads), (tid, 1)])
-    inner = _guard(sb, _below(sb, lin, total) if total % nthreads else None)
+    inner, lin = _strided(b, tk * width, nthreads, tid, "unroll", f"gpu.stage{width}")
     kk = _arith(inner, "div", lin, width)
     col = _arith(inner, "mod", lin, width)
     zero = inner.create("scalar.const", [], {"value": 0, "type": ScalarType(tile.type.dtype)}).results[0]
@@ -793,9 +792,7 @@ def _stage(b: Builder, factor: Value, mask: Value | None, tile: Value, width: in
     mapping = dict(base)
     mapping.update({iv(l): v for l, v in zip(loops, _delinearize(ib, pos, exts))})
     mapping.update({iv(l): v for l, v in zip(red.loops, _delinearize(ib, k, depth_ext))})
-    for v in (factor,) if mask is None else (factor, mask):
-        for dep in _slice(v, body(nest), mapping):
-            ib.insert(dep.clone(mapping))
+    _clone_deps(ib, [factor] if mask is None else [factor, mask], mapping, body(nest))
     value = mapping.get(factor, factor)
     if mask is not None:
         value = ib.create("scalar.select", [mapping.get(mask, mask), value, zero]).results[0]

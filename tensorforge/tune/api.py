@@ -60,7 +60,7 @@ class TaskReport:
 
     @property
     def speedup(self) -> float:
-        return self.default_s / self.best_s if math.isfinite(self.default_s) and self.best_s > 0 else math.nan
+        return speedup(self.default_s, self.best_s)
 
     @property
     def gflops(self) -> float:
@@ -81,8 +81,7 @@ class TuneReport:
     def model_estimate(self, which: str = "best_s") -> float:
         """Sum of weight x latency over the tasks (what the kernels cost per model run);
         ``which``: "default_s", "best_s" (the search's best) or "applied_s" (what compile applies)."""
-        vals = [t.weight * getattr(t, which) for t in self.tasks]
-        return sum(vals) if all(math.isfinite(v) for v in vals) else math.nan
+        return weighted_total(self.tasks, which)
 
     def to_dict(self) -> dict:
         return {"target": self.target_key, "db": self.db_path, "trials": self.trials, "seconds": self.seconds,
@@ -107,6 +106,18 @@ class TuneReport:
         lines.append(f"{self.trials} trials in {self.seconds:.1f} s{' (' + self.stopped + ')' if self.stopped else ''}"
                      f"; {estimate}; db {self.db_path}")
         return "\n".join(lines)
+
+
+def speedup(default_s: float, best_s: float) -> float:
+    """How many times faster the best is than the default (NaN while either is unmeasured)."""
+    return default_s / best_s if math.isfinite(default_s) and best_s > 0 else math.nan
+
+
+def weighted_total(rows, which: str) -> float:
+    """Sum of ``row.weight x row.<which>`` (a latency: what the kernels cost per model run);
+    NaN while any row is unmeasured."""
+    vals = [r.weight * getattr(r, which) for r in rows]
+    return sum(vals) if all(math.isfinite(v) for v in vals) else math.nan
 
 
 def shown(value: float, width: int, digits: int) -> str:

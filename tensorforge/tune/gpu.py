@@ -60,7 +60,7 @@ from ..ir.builtin import FuncOp
 from ..ir.core import Operation
 from ..passes.lower.structured_to_loop import lower_kernel
 from ..schedule.gpu import DEFAULT_CONFIG, GpuConfig, gpu_schedule
-from .api import ConfirmOptions, open_db, shown
+from .api import ConfirmOptions, open_db, shown, speedup, weighted_total
 from .apply import tuning_from_db
 from .database import Confirmation, canonical_config
 from .measure import Result, one_line, random_array
@@ -517,7 +517,7 @@ class GpuKernelReport:
 
     @property
     def speedup(self) -> float:
-        return self.default_s / self.best_s if math.isfinite(self.default_s) and self.best_s > 0 else math.nan
+        return speedup(self.default_s, self.best_s)
 
     @property
     def config_text(self) -> str:
@@ -538,8 +538,7 @@ class GpuTuneReport:
 
     def model_estimate(self, which: str = "best_s") -> float:
         """Sum of weight x latency over the kernels (``which``: "default_s" or "best_s")."""
-        vals = [k.weight * getattr(k, which) for k in self.kernels]
-        return sum(vals) if all(math.isfinite(v) for v in vals) else math.nan
+        return weighted_total(self.kernels, which)
 
     def to_dict(self) -> dict:
         """The report as JSON-ready data (what ``tensorforge tune --json`` writes for the CPU)."""

@@ -119,7 +119,7 @@ def emit_kernel(op: Operation, schedule: Schedule | None, tensorized: Prepared |
 
 
 def _c_name(op: Operation, index: int) -> str:
-    base = "".join(ch if ch.isalnum() else "_" for ch in op.attributes.get("sym_name", "k"))
+    base = c_identifier(op.attributes.get("sym_name", "k"))
     return f"k{index}_{base}"
 
 

@@ -102,6 +102,15 @@ def parse_ptxas_report(log: str) -> dict[str, KernelResources]:
     return {name: KernelResources(**fields) for name, fields in found.items()}
 
 
+@dataclass(frozen=True)
+class LimitBreak:
+    """One limit a kernel breaks, said two ways from the same check: ``short`` for a log line (the
+    fusion veto), ``long`` with the advice, for a report."""
+
+    short: str
+    long: str
+
+
 def check_resources(resources: Mapping[str, KernelResources], target: GpuTarget,
                     threads_per_block: Mapping[str, int]) -> list[str]:
     """What in ``resources`` would fail to launch or run slowly on ``target``, one sentence per
@@ -111,9 +120,7 @@ def check_resources(resources: Mapping[str, KernelResources], target: GpuTarget,
     register and shared-memory limits because a launch past them fails outright.  A kernel in
     ``threads_per_block`` that ptxas did not report is listed too: the runtime would not find it.
     """
-    problems: list[str] = []
-    for name, r in resources.items():
-        problems += _kernel_problems(name, r, target, threads_per_block.get(name))
+    problems = [b.long for b in limit_breaks(resources, target, threads_per_block)]
     for name in threads_per_block:
         if name not in resources:
             problems.append(f"kernel '{name}': ptxas reported no such kernel (not an extern \"C\" __global__ "
@@ -121,29 +128,45 @@ def check_resources(resources: Mapping[str, KernelResources], target: GpuTarget,
     return problems
 
 
-def _kernel_problems(name: str, r: KernelResources, target: GpuTarget, threads: int | None) -> list[str]:
-    problems = []
+def limit_breaks(resources: Mapping[str, KernelResources], target: GpuTarget,
+                 threads_per_block: Mapping[str, int]) -> list[LimitBreak]:
+    """Every limit of ``target`` a kernel of ``resources`` breaks, in kernel order."""
+    return [b for name, r in resources.items() for b in _kernel_breaks(name, r, target, threads_per_block.get(name))]
+
+
+def _kernel_breaks(name: str, r: KernelResources, target: GpuTarget, threads: int | None) -> list[LimitBreak]:
+    breaks = []
     if r.spills:
-        problems.append(f"kernel '{name}' spills registers to local memory ({r.spill_stores} bytes stored, "
-                        f"{r.spill_loads} bytes loaded per thread): keep fewer values live per thread "
-                        f"(smaller tiles, less unrolling)")
+        breaks.append(LimitBreak(
+            f"{name} spills {r.spill_stores} B stored, {r.spill_loads} B loaded per thread",
+            f"kernel '{name}' spills registers to local memory ({r.spill_stores} bytes stored, "
+            f"{r.spill_loads} bytes loaded per thread): keep fewer values live per thread "
+            f"(smaller tiles, less unrolling)"))
     if r.registers > target.registers_per_thread:
-        problems.append(f"kernel '{name}' uses {r.registers} registers per thread, more than the "
-                        f"{target.registers_per_thread} of {target.name}")
+        breaks.append(LimitBreak(
+            f"{name} uses {r.registers} registers > {target.registers_per_thread} per thread",
+            f"kernel '{name}' uses {r.registers} registers per thread, more than the "
+            f"{target.registers_per_thread} of {target.name}"))
     if threads is not None:
         if threads > target.max_threads_per_block:
-            problems.append(f"kernel '{name}' is launched with {threads} threads per block, more than the "
-                            f"{target.max_threads_per_block} of {target.name}")
+            breaks.append(LimitBreak(
+                f"{name} takes {threads} threads > {target.max_threads_per_block} per block",
+                f"kernel '{name}' is launched with {threads} threads per block, more than the "
+                f"{target.max_threads_per_block} of {target.name}"))
         need = block_registers(r.registers, threads, target.warp_size)
         if need > target.registers_per_sm:
-            problems.append(f"kernel '{name}' needs {need} registers per block ({r.registers} per thread x "
-                            f"{threads} threads, given per warp in units of {_REGISTER_UNIT}), more than the "
-                            f"{target.registers_per_sm} of one SM of {target.name}: its launch fails (too many "
-                            f"resources requested); use fewer threads per block or fewer registers")
+            breaks.append(LimitBreak(
+                f"{name} uses {r.registers} registers x {threads} threads > {target.registers_per_sm} per SM",
+                f"kernel '{name}' needs {need} registers per block ({r.registers} per thread x "
+                f"{threads} threads, given per warp in units of {_REGISTER_UNIT}), more than the "
+                f"{target.registers_per_sm} of one SM of {target.name}: its launch fails (too many "
+                f"resources requested); use fewer threads per block or fewer registers"))
     if r.shared_bytes > target.shared_per_block:
-        problems.append(f"kernel '{name}' declares {r.shared_bytes} bytes of static shared memory, more than the "
-                        f"{target.shared_per_block} a block may declare on {target.name}")
-    return problems
+        breaks.append(LimitBreak(
+            f"{name} declares {r.shared_bytes} B shared > {target.shared_per_block} per block",
+            f"kernel '{name}' declares {r.shared_bytes} bytes of static shared memory, more than the "
+            f"{target.shared_per_block} a block may declare on {target.name}"))
+    return breaks
 
 
 def block_registers(registers: int, threads: int, warp_size: int = 32) -> int:

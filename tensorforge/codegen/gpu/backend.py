@@ -17,18 +17,20 @@ from ...errors import CompileError
 from ...ir.builder import Builder, make_op
 from ...ir.builtin import FuncOp, ModuleOp
 from ...ir.core import Block, Operation, Region
-from ...ir.symbolic import symbol_table_of
+from ...ir.symbolic import c_identifier, symbol_table_of
 from ...ir.types import BufferType, DType
 from ...passes.lower.graph_to_kernels import is_library_kernel
 from ...passes.lower.structured_to_loop import lower_kernel
 from ...passes.memory.plan import plan_memory
+from ...runtime.arena_plan import aligned
 from ...runtime.signature import specs_from_values
 from ...schedule.gpu import GpuConfig, flat, gpu_schedule
 from ..driver import (Placement, check_lowered, kernel_key, kernels, lower_for, needs_arena, output_slots,
                       weight_blob)
 from ..target import GpuTarget
 from .printer import LANGUAGES, print_launches, scratch_types
-from .program import BufferRef, GpuProgram, KernelInfo, Launch
+from .program import BufferRef, GpuProgram, KernelInfo, Launch, pack_regions
+from .verify import verify_gpu_kernel
 
 SCRATCH_ALIGN = 256
 
@@ -43,8 +45,8 @@ class _Compiled:
 
 
 def gpu_target(language: str) -> GpuTarget:
-    """The target a language compiles for: the H200 for CUDA; for OpenCL the portable limits, or
-    the device's own when it allows less."""
+    """The target a language compiles for: the H200 for CUDA; for OpenCL the portable limits
+    (``GpuTarget.opencl_default``), which every device tensorforge targets allows."""
     if language == "cuda":
         return GpuTarget.h200()
     return GpuTarget.opencl_default()
@@ -52,10 +54,6 @@ def gpu_target(language: str) -> GpuTarget:
 
 def _where(loc) -> BufferRef:
     return BufferRef(loc.region, loc.offset, loc.index)
-
-
-def _align(n: int) -> int:
-    return (n + SCRATCH_ALIGN - 1) // SCRATCH_ALIGN * SCRATCH_ALIGN
 
 
 def compile_kernel(op: Operation, cname: str, target: GpuTarget, config: GpuConfig | None = None
@@ -68,23 +66,12 @@ def compile_kernel(op: Operation, cname: str, target: GpuTarget, config: GpuConf
                            f"or int8/bf16) and no GPU form yet; compile with target='cpu'")
     fn = lower_kernel(op, cname)
     plan = gpu_schedule(fn, target.max_threads_per_block, config)
-    _verify(fn, target)
+    verify_gpu_kernel(fn, target)
     printed, _ = print_launches(fn, target.language, cname)
-    offsets, pos = [], 0
-    for t in scratch_types(fn):
-        offsets.append(pos)
-        pos += _align(t.nbytes)
+    offsets, end = pack_regions([t.nbytes for t in scratch_types(fn)], SCRATCH_ALIGN)
     infos = {p.name: KernelInfo(p.name, p.text, p.block[0] * p.block[1] * p.block[2], p.shared_bytes,
                                 plan.describe(), op.attributes.get("sym_name", "")) for p in printed}
-    return _Compiled(printed, offsets, pos), infos
-
-
-def _verify(fn: Operation, target: GpuTarget) -> None:
-    try:
-        from .verify import verify_gpu_kernel
-    except ImportError:          # the verifier is optional while it is being built
-        return
-    verify_gpu_kernel(fn, target)
+    return _Compiled(printed, offsets, aligned(end, SCRATCH_ALIGN)), infos
 
 
 def _copy_kernel(nbytes: int, language: str) -> tuple[_Compiled, dict[str, KernelInfo]]:
@@ -127,7 +114,7 @@ def plan_program(func: FuncOp, target: GpuTarget,
         key = kernel_key(op)
         cname = by_key.get(key)
         if cname is None:
-            cname = f"k{len(by_key)}_{_c_identifier(op.attributes.get('sym_name', 'k'))}"
+            cname = f"k{len(by_key)}_{c_identifier(op.attributes.get('sym_name', 'k'))}"
             by_key[key] = cname
             compiled[cname], more = compile_kernel(op, cname, target, config_for(op) if config_for else None)
             infos.update(more)
@@ -146,13 +133,13 @@ def plan_program(func: FuncOp, target: GpuTarget,
             infos.update(more)
         args = (_where(placement.of(v)), BufferRef("output", 0, j))
         launches += [Launch(p.name, p.grid, p.block, args) for p in compiled[cname].launches]
-    source = LANGUAGES[target.language].prelude + "\n" + "\n".join(i.source for i in infos.values())
-    return GpuProgram(target.language, source, launches, infos, blob, plan.arena_bytes, scratch,
+    return GpuProgram(target.language, program_source(target.language, infos), launches, infos, blob, plan.arena_bytes, scratch,
                       [a.type for a in func.args], [v.type for v in func.outputs])
 
 
-def _c_identifier(name: str) -> str:
-    return "".join(ch if ch.isalnum() else "_" for ch in name)
+def program_source(language: str, infos: dict[str, KernelInfo]) -> str:
+    """The source of a program: the language's prelude, then every kernel function."""
+    return LANGUAGES[language].prelude + "\n" + "\n".join(i.source for i in infos.values())
 
 
 def build_gpu(module: ModuleOp, language: str, threads: int | None = None, profile: bool = False,

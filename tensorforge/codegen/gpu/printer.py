@@ -12,21 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...dialects.loop.ops import GPU_BLOCK_KINDS, GPU_KINDS, GPU_THREAD_KINDS
+from ...dialects.scalar import INDEX
 from ...errors import CompileError
 from ...ir.core import Operation, Value
-from ...dialects.scalar import INDEX
 from ...ir.types import BufferType, DType, IndexType
-from ...schedule.analysis import ALLOC, FOR, LOAD, STORE, body, extent, is_pure, walk_ops
+from ...schedule.analysis import ALLOC, FOR, LOAD, STORE, body, buffer_of, extent, indices, is_pure, walk_ops
 from .language import Language, languages
 from .verify import launch_shape, shared_bytes
 from ..c import vmath
 from ..c.emit_loop import INDEX_SPELLING, FunctionEmitter, c_type
 
 INT32_LIMIT = 2 ** 31 - 1
-
-
 _AXES = {"x": 0, "y": 1, "z": 2}
-
 LANGUAGES = languages()
 
 
@@ -51,7 +48,7 @@ class GpuEmitter(FunctionEmitter):
         self.lang = lang
         self.params = params
         self.n_inputs = n_inputs
-        self.grid, self.block_dims = launch_shape(nest)
+        _, self.block_dims = launch_shape(nest)
 
     def _emit(self) -> str:
         decls, setup = [], []
@@ -156,7 +153,6 @@ class GpuEmitter(FunctionEmitter):
         self.block(body(op), depth + 1)
         self.lines.append(f"{ind}}}")
 
-
     def _vector_loop(self, op: Operation, depth: int) -> None:
         """A ``vectorize`` loop, unrolled: each contiguous, aligned float load and store of its body
         becomes one vector access (lane k reads component k; the stores go out after the last lane)."""
@@ -177,19 +173,23 @@ class GpuEmitter(FunctionEmitter):
                 elif c.name == LOAD:
                     if lane == 0:
                         loaded[id(c)] = self.fresh("w")
-                        ptr = f"{self.name(c.operands[0])} + {self.index_of(c.operands[0], c.operands[1:])}"
                         self.lines.append(f"{ind}const float{n} {loaded[id(c)]} = "
-                                          f"{self.lang.vector_load.format(n=n, ptr=ptr)};")
+                                          f"{self.lang.vector_load.format(n=n, ptr=self._address(c))};")
                     self.names[id(c.results[0])] = loaded[id(c)] + self.lang.components[lane]
                 else:
                     if lane == 0:
-                        pointers[id(c)] = f"{self.name(c.operands[1])} + {self.index_of(c.operands[1], c.operands[2:])}"
+                        pointers[id(c)] = self._address(c)
                     stored.setdefault(id(c), []).append(self.name(c.operands[0]))
         for c in children:
             if id(c) in stored:
                 value = self.lang.vector_value.format(n=n, lanes=", ".join(stored[id(c)]))
                 self.lines.append(ind + self.lang.vector_store.format(n=n, value=value, ptr=pointers[id(c)]))
         self.lines.append(f"{'  ' * depth}}}")
+
+    def _address(self, access: Operation) -> str:
+        """The pointer a load or store reads or writes, as C (the buffer plus its row-major offset)."""
+        buf = buffer_of(access)
+        return f"{self.name(buf)} + {self.index_of(buf, indices(access))}"
 
 
 def _vector_accesses(ops: list[Operation], lane: Value, n: int, top) -> set[int]:
@@ -199,12 +199,11 @@ def _vector_accesses(ops: list[Operation], lane: Value, n: int, top) -> set[int]
     the body stores a buffer it also loads (the stores move after the last lane)."""
     loads = [op for op in ops if op.name == LOAD]
     stores = [op for op in ops if op.name == STORE]
-    if {id(op.operands[0]) for op in loads} & {id(op.operands[1]) for op in stores}:
+    if {id(buffer_of(op)) for op in loads} & {id(buffer_of(op)) for op in stores}:
         return set()
     out = set()
     for op in loads + stores:
-        buf = op.operands[0] if op.name == LOAD else op.operands[1]
-        idx = op.operands[1:] if op.name == LOAD else op.operands[2:]
+        buf, idx = buffer_of(op), indices(op)
         t = buf.type
         global_buffer = buf.op is None or buf.op.parent is top
         if (global_buffer and t.dtype is DType.f32 and t.rank and t.is_static and op.attributes.get("pad") is None

@@ -11,10 +11,23 @@ device allocation for weights + arena + scratch and turns every ``BufferRef`` in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 
+from ...runtime.arena_plan import aligned
+
 REGIONS = ("input", "output", "weights", "arena", "scratch")
+
+
+def pack_regions(sizes: Sequence[int], align: int) -> tuple[list[int], int]:
+    """Offsets of consecutive regions of ``sizes`` bytes, each starting on a multiple of ``align``,
+    and where the last one ends: the layout of one device allocation (or of a kernel's scratch)."""
+    offsets, end = [], 0
+    for size in sizes:
+        offsets.append(aligned(end, align))
+        end = offsets[-1] + int(size)
+    return offsets, end
 
 
 @dataclass(frozen=True)

@@ -17,15 +17,13 @@ no block reduction) and fewer than ``SKIP_BELOW_OPS`` scalar ops.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from typing import Any, Callable, Mapping
 
 from ...codegen.cuda.language import COMPILE_OPTIONS
-from ...codegen.cuda.nvrtc import KernelResources, block_registers, compile_cuda, nvrtc_available
+from ...codegen.cuda.nvrtc import KernelResources, compile_cuda, limit_breaks, nvrtc_available
 from ...codegen.driver import kernel_key
-from ...codegen.gpu.backend import compile_kernel
-from ...codegen.gpu.printer import LANGUAGES
+from ...codegen.gpu.backend import compile_kernel, program_source
 from ...codegen.target import GpuTarget
 from ...dialects.structured.ops import KernelView
 from ...errors import CompileError
@@ -102,11 +100,10 @@ def cuda_source(kernel: Operation, target: GpuTarget) -> tuple[str, dict[str, in
     None when the backend cannot generate it (lowering, scheduling, its verifier or the printer
     raises)."""
     try:
-        _, infos = compile_kernel(kernel, KERNEL_NAME, dataclasses.replace(target, language="cuda"))
+        _, infos = compile_kernel(kernel, KERNEL_NAME, target)
     except Exception:      # noqa: BLE001 - any failure means "not judged"; the backend reports it later
         return None
-    source = LANGUAGES["cuda"].prelude + "\n" + "\n".join(i.source for i in infos.values())
-    return source, {name: i.threads for name, i in infos.items()}
+    return program_source("cuda", infos), {name: i.threads for name, i in infos.items()}
 
 
 def ptxas_report(source: str, arch: str) -> Mapping[str, KernelResources]:
@@ -121,19 +118,8 @@ def ptxas_report(source: str, arch: str) -> Mapping[str, KernelResources]:
 def resource_problems(resources: Mapping[str, KernelResources], target: GpuTarget,
                       threads: Mapping[str, int]) -> list[str]:
     """One short clause per limit a kernel of ``resources`` breaks on ``target``, with the numbers
-    (``nvrtc.check_resources`` says the same at length, for a report; a log line wants it short)."""
-    out: list[str] = []
-    for name, r in resources.items():
-        n = threads.get(name, 0)
-        if r.registers > target.registers_per_thread:
-            out.append(f"{name} uses {r.registers} registers > {target.registers_per_thread} per thread")
-        if n and block_registers(r.registers, n, target.warp_size) > target.registers_per_sm:
-            out.append(f"{name} uses {r.registers} registers x {n} threads > {target.registers_per_sm} per SM")
-        if r.shared_bytes > target.shared_per_block:
-            out.append(f"{name} declares {r.shared_bytes} B shared > {target.shared_per_block} per block")
-        if r.spills:
-            out.append(f"{name} spills {r.spill_stores} B stored, {r.spill_loads} B loaded per thread")
-    return out
+    (the checks of ``nvrtc.check_resources``, worded for a log line)."""
+    return [b.short for b in limit_breaks(resources, target, threads)]
 
 
 __all__ = ["SKIP_BELOW_OPS", "cuda_source", "gpu_resource_oracle", "may_press_registers", "ptxas_report",
