@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[onnx,torch,bench,dev,tune,opencl,cuda]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[onnx,torch,bench,dev,tune,opencl,cuda,jax,ray]'
 	touch $(STAMP)
 
 demo: $(STAMP)
