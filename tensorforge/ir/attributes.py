@@ -70,6 +70,36 @@ class Dense:
 ATTR_SCALARS = (bool, int, float, str, DType, Type, Dense)
 
 
+class DialectAttr:
+    """An attribute in another dialect's syntax, ``#dialect.name<body>`` or ``#dialect<body>``,
+    kept as its text.  The generic parser (``parse_generic``) reads foreign modules such as
+    StableHLO; the frontend that imports them knows the dialect and parses ``body`` itself, so
+    the IR core needs no per-dialect attribute grammar."""
+
+    __slots__ = ("name", "body")
+
+    def __init__(self, name: str, body: str):
+        self.name, self.body = name, body
+
+    def __eq__(self, other):
+        return isinstance(other, DialectAttr) and (self.name, self.body) == (other.name, other.body)
+
+    def __hash__(self):
+        return hash((self.name, self.body))
+
+    def __repr__(self):
+        return f"#{self.name}<{self.body}>"
+
+
+class SymbolRef(str):
+    """A reference to a symbol (``@name``), e.g. the callee of ``func.call``."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"@{str(self)}"
+
+
 def check_attr(value: Any, where: str = "attribute") -> Any:
     """Normalise ``value`` into an attribute (lists become tuples, NumPy scalars become Python)."""
     if isinstance(value, np.generic):

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ParseError, TensorforgeError
-from .attributes import Dense
+from .attributes import Dense, DialectAttr, SymbolRef
 from .symbolic import split_symbol_list
 from .builder import make_op
 from .builtin import FunctionType, ModuleOp
@@ -42,6 +42,8 @@ _TOKEN_RE = re.compile(r"""
 | (?P<int>[-+]?\d+)
 | (?P<ident>[A-Za-z_][A-Za-z0-9_$.]*)
 | (?P<punct>->|\{-\#|\#-\}|[(){}\[\]<>,:=])
+| (?P<hash>\#[A-Za-z_][A-Za-z0-9_$.]*)
+| (?P<symbol>@[A-Za-z_][A-Za-z0-9_$.\-]*|@"[^"\\\n]*")
 | (?P<bad>.)
 """, re.X | re.S)
 _SHAPED_RE = re.compile(r'(tensor|memref)<((?:(?:\d+|\?)x)*)([A-Za-z][A-Za-z0-9]*)(?:\s*,\s*"([^"]*)")?>')
@@ -81,6 +83,34 @@ def parse_module(text: str, resources: dict | None = None, source: str = "<text>
         if gc_was_enabled:
             gc.enable()
     return module
+
+
+def parse_generic(text: str, source: str = "<text>") -> list[Operation]:
+    """The top-level ops of a module in another dialect set (e.g. StableHLO), as generic ops.
+
+    Nothing is looked up, inferred or verified: every op keeps its name, operands, result types,
+    regions and attributes as written, so a frontend can walk the tree and convert it.  Attributes
+    in a dialect's own syntax (``#stablehlo.conv<...>``) become ``DialectAttr`` (name and text),
+    ``@name`` a ``SymbolRef``, ``{...}`` a dict, and a key without a value (a unit attribute)
+    ``True``.  Errors are ``ParseError``s with ``source:line:col``, as for ``parse_module``.
+    """
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        end, blobs = _split_trailer(text, source)
+        parser = _Parser(text, end, {}, blobs, source, generic=True)
+        ops = []
+        while parser.kind != "eof":
+            if parser.kind == "hash":          # an alias definition (#loc1 = loc(...)): not needed
+                parser.next()
+                parser.expect("=", "'=' after an attribute alias")
+                parser.attr()
+                continue
+            ops.append(parser.operation())
+        return ops
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 def save_module(module: Operation, path: str | os.PathLike, large_elements: int = 64) -> None:
@@ -229,8 +259,9 @@ class _TrailerScanner:
 
 # ---- the parser -----------------------------------------------------------------------
 class _Parser:
-    def __init__(self, text: str, end: int, resources: dict, blobs: dict, source: str):
+    def __init__(self, text: str, end: int, resources: dict, blobs: dict, source: str, generic: bool = False):
         self.text, self.source = text, source
+        self.generic = generic      # parse_generic: ops are not looked up (see there)
         self.resources, self.blobs = resources, blobs
         self.lines = _Lines(text)
         kinds, texts, poss = [], [], []
@@ -329,8 +360,8 @@ class _Parser:
             self.expect("=")
         name_pos = self.pos
         name = _unquote(self.expect("string", 'an op name in quotes ("dialect.op")'), self, name_pos)
-        opdef = lookup(name)
-        if opdef is None:
+        opdef = None if self.generic else lookup(name)
+        if opdef is None and not self.generic:
             raise self.fail(f"unknown op '{name}' (no definition is registered under this name)", name_pos)
         self.expect("(")
         operands: list[tuple[Value, int]] = []
@@ -364,6 +395,7 @@ class _Parser:
         self.expect(":", "':' and the op's function type")
         sig_pos = self.pos
         in_types, out_types = self.signature()
+        self.skip_location()
         if len(in_types) != len(operands):
             raise self.fail(f"'{name}' has {len(operands)} operands but its type lists {len(in_types)}", sig_pos)
         for i, ((v, p), t) in enumerate(zip(operands, in_types)):
@@ -372,6 +404,11 @@ class _Parser:
         n_names = sum(c for _, c, _ in groups)
         if n_names != len(out_types):
             raise self.fail(f"'{name}' defines {len(out_types)} results but {n_names} are named", start)
+        if self.generic:
+            op = Operation(name, [v for v, _ in operands], out_types, attrs, regions, loc, None)
+            self.define_results(groups, op)
+            self.depth -= 1
+            return op
         if opdef.op_class is not None and (len(regions) != 1 or len(regions[0].blocks) != 1):
             raise self.fail(f"'{name}' needs exactly one region with one block", start)
         names = {k: attrs.pop(k) for k in (ARG_NAMES, RESULT_NAMES) if k in attrs} if name == "func.func" else {}
@@ -383,12 +420,26 @@ class _Parser:
             raise self.fail(msg if msg.startswith(f"'{name}'") else f"'{name}': {msg}", start) from None
         if names:
             self.apply_names(op, names, start)
+        self.define_results(groups, op)
+        self.depth -= 1
+        return op
+
+    def define_results(self, groups: list[tuple[str, int, int]], op: Operation) -> None:
         k = 0
         for rname, count, p in groups:
             self.define(rname, op.results[k:k + count], p)
             k += count
-        self.depth -= 1
-        return op
+
+    def skip_location(self) -> None:
+        """A trailing ``loc(...)`` (debug location) is read and dropped."""
+        if self.kind == "ident" and self.texts[self.i] == "loc" and self.kinds[self.i + 1] == "(":
+            self.i += 2
+            depth = 1
+            while depth:
+                if self.kind == "eof":
+                    raise self.fail("unterminated loc(...)")
+                depth += {"(": 1, ")": -1}.get(self.kind, 0)
+                self.i += 1
 
     def apply_names(self, func: Operation, names: dict[str, Any], pos: int) -> None:
         """``tf.arg_names`` / ``tf.result_names`` (see ``printer.function_name_attrs``) -> name hints."""
@@ -560,8 +611,11 @@ class _Parser:
                 key = self.expect("ident", "an attribute name")
             if key in attrs:
                 raise self.fail(f"attribute '{key}' is given twice", p)
-            self.expect("=", f"'=' and a value for attribute '{key}'")
-            attrs[key] = self.attr()
+            if self.generic and self.kind in (",", "}"):
+                attrs[key] = True                 # a unit attribute ({llvm.emit_c_interface})
+            else:
+                self.expect("=", f"'=' and a value for attribute '{key}'")
+                attrs[key] = self.attr()
             if self.accept("}"):
                 return
             self.expect(",", "',' or '}' in the attribute dictionary")
@@ -610,7 +664,38 @@ class _Parser:
                 self.expect(",", "',' or ']' in a list attribute")
         if kind in ("shaped", "("):
             return self.type()
+        if kind == "hash":
+            return self.dialect_attr()
+        if kind == "symbol":
+            self.i += 1
+            return SymbolRef(_unquote(tok[1:], self, p) if tok.startswith('@"') else tok[1:])
+        if kind == "{" and self.generic:
+            nested: dict[str, Any] = {}
+            self.attr_dict(nested)
+            return nested
         raise self.fail(f"expected an attribute value, got '{tok}'", p)
+
+    def dialect_attr(self) -> DialectAttr:
+        """``#name<body>`` (the body kept as text, nested ``<>`` balanced, ``->`` skipped) or ``#alias``."""
+        name = self.next()[1:]
+        if self.kind != "<":
+            return DialectAttr(name, "")
+        start = self.pos
+        self.i += 1
+        depth = 1
+        while True:
+            kind = self.kind
+            if kind == "eof":
+                raise self.fail(f"unterminated '#{name}<'", start)
+            if kind == "<":
+                depth += 1
+            elif kind == ">":
+                depth -= 1
+                if depth == 0:
+                    body = self.text[start + 1:self.pos]
+                    self.i += 1
+                    return DialectAttr(name, " ".join(body.split()))
+            self.i += 1
 
     def dense_array(self) -> tuple:
         self.i += 1
@@ -856,4 +941,4 @@ def _fix_attr_kinds(opdef, attrs: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
-__all__ = ["parse_module", "save_module", "load_module"]
+__all__ = ["parse_module", "parse_generic", "save_module", "load_module"]

@@ -1,0 +1,1 @@
+"""gather / scatter (the common forms), dynamic_slice."""
