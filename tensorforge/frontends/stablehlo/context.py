@@ -9,6 +9,7 @@ multiply instead of a multiply by a copied full-size tensor.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Sequence
 
 import numpy as np
@@ -27,6 +28,21 @@ class ImportContext:
         self.values: dict[int, Value] = {}       # id(StableHLO value) -> graph value
         self.lazy: dict[int, Value] = {}         # id(broadcast result) -> operand at the result's rank
         self.op: Operation | None = None         # the op being converted (for errors)
+        self.functions: dict[str, Operation] = {}   # the module's functions, for inlining calls
+        self.nesting = 0                         # > 0 while building inside a loop or branch body
+
+    @contextmanager
+    def building_in(self, block):
+        """Builds into ``block`` (a control-flow body) for the duration of the ``with``."""
+        saved = self.b, self.g
+        self.b = Builder.at_end(block)
+        self.g = self.b.graph
+        self.nesting += 1
+        try:
+            yield
+        finally:
+            self.b, self.g = saved
+            self.nesting -= 1
 
     # -- values ------------------------------------------------------------------------------
     def bind(self, shlo: Value, value: Value) -> None:
@@ -43,7 +59,8 @@ class ImportContext:
             if small is None:
                 raise self.fail(f"value {shlo} is used before it is defined")
             v = self.expand(small, shlo.type.shape)
-            self.values[id(shlo)] = v
+            if not self.nesting:      # a copy made inside a body must not be used after it
+                self.values[id(shlo)] = v
         return v
 
     def get_broadcastable(self, shlo: Value) -> Value:

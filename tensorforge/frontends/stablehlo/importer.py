@@ -76,9 +76,10 @@ def import_stablehlo(model, source: str | None = None) -> ModuleOp:
     module = ModuleOp.create()
     func = module.add_function("main", [a.type for a in body.args], [f"arg{i}" for i in range(len(body.args))])
     ctx = ImportContext(func.builder(), source or name)
+    ctx.functions = functions
     for a, v in zip(body.args, func.args):
         ctx.bind(a, v)
-    outs = convert_block(ctx, body, functions)
+    outs = convert_block(ctx, body)
     func.set_return(outs)
     if ftype is not None and [str(t) for t in ftype.results] != [str(v.type) for v in outs]:
         raise FrontendError(f"{entry.loc}: the function's results {[str(v.type) for v in outs]} do not match its "
@@ -110,7 +111,7 @@ def _entry(functions: dict[str, Operation], source: str) -> Operation:
     return public[0]
 
 
-def convert_block(ctx: ImportContext, block, functions: dict[str, Operation]) -> list[Value]:
+def convert_block(ctx: ImportContext, block) -> list[Value]:
     """Converts the ops of ``block`` (its arguments already bound); returns the graph values of its
     terminator's operands (``func.return`` / ``stablehlo.return``)."""
     for op in block:
@@ -118,7 +119,7 @@ def convert_block(ctx: ImportContext, block, functions: dict[str, Operation]) ->
         if op.name in ("func.return", "stablehlo.return"):
             return [ctx.get(v) for v in op.operands]
         if op.name == "func.call":
-            _inline_call(ctx, op, functions)
+            _inline_call(ctx, op)
             continue
         convert = CONVERTERS.get(op.name)
         if convert is None:
@@ -135,8 +136,8 @@ def convert_block(ctx: ImportContext, block, functions: dict[str, Operation]) ->
     raise FrontendError(f"{ctx.source}: a block ends without a return")
 
 
-def _inline_call(ctx: ImportContext, op: Operation, functions: dict[str, Operation]) -> None:
-    callee = functions.get(str(op.attributes.get("callee")))
+def _inline_call(ctx: ImportContext, op: Operation) -> None:
+    callee = ctx.functions.get(str(op.attributes.get("callee")))
     if callee is None:
         raise ctx.fail(f"calls '@{op.attributes.get('callee')}', which the module does not define")
     body = callee.regions[0].blocks[0]
@@ -145,6 +146,6 @@ def _inline_call(ctx: ImportContext, op: Operation, functions: dict[str, Operati
             ctx.bind(a, ctx.values[id(v)])
         else:
             ctx.bind_lazy(a, ctx.get_broadcastable(v))
-    outs = convert_block(ctx, body, functions)
+    outs = convert_block(ctx, body)
     for r, v in zip(op.results, outs):
         ctx.bind(r, v)
