@@ -644,6 +644,9 @@ class _Parser:
             if tok == "index":
                 self.i += 1
                 return IndexType()
+            if tok == "loc" and self.generic and self.kinds[self.i + 1] == "(":
+                self.skip_location()           # a location alias's value (#loc1 = loc(...))
+                return DialectAttr("loc", "")
             raise self.fail(f"unknown attribute value '{tok}'", p)
         if kind in ("int", "float", "hex"):
             self.i += 1
