@@ -68,14 +68,11 @@ class ImportContext:
         return self.values.get(id(shlo)) or self.lazy.get(id(shlo)) or self.get(shlo)
 
     def constant_of(self, shlo: Value) -> np.ndarray | None:
-        """The array of ``shlo`` when it is a compile-time constant (through pending broadcasts)."""
+        """The array of ``shlo`` when it is a compile-time constant (through pending broadcasts and
+        small computations on constants, e.g. a converted padding value)."""
         v = self.values.get(id(shlo)) or self.lazy.get(id(shlo))
-        if v is None or v.op is None:
-            return None
-        if v.op.name != "graph.constant":
-            return None
-        arr = v.op.attributes["value"].array
-        return np.broadcast_to(arr, shlo.type.shape)
+        arr = _fold(v, 4) if v is not None else None
+        return None if arr is None else np.broadcast_to(arr, shlo.type.shape)
 
     # -- errors ------------------------------------------------------------------------------
     def where(self) -> str:
@@ -111,3 +108,28 @@ class ImportContext:
     def scalar_like(self, value, t: TensorType, rank: int | None = None) -> Value:
         """A constant of ``t``'s dtype with ``rank`` size-1 dims (default: ``t``'s rank)."""
         return self.const(np.full((1,) * (t.rank if rank is None else rank), value, dtype=t.dtype.np), t.dtype)
+
+
+_FOLD_LIMIT = 1 << 16      # elements: folding is for scalars and small index tensors, not weights
+
+
+def _fold(v: Value, depth: int) -> np.ndarray | None:
+    """``v``'s value when it is a constant or a small region-free op on constants (else None)."""
+    op = v.op
+    if op is None:
+        return None
+    if op.name == "graph.constant":
+        return op.attributes["value"].array
+    if depth == 0 or op.regions or op.opdef is None or not v.type.is_static or v.type.num_elements > _FOLD_LIMIT:
+        return None
+    args = []
+    for operand in op.operands:
+        a = _fold(operand, depth - 1)
+        if a is None:
+            return None
+        args.append(a)
+    try:
+        outs = op.opdef.evaluate(args, op.attributes, [r.type for r in op.results])
+    except Exception:          # not foldable here (data-dependent, unsupported): leave it to run time
+        return None
+    return np.asarray(outs[list(op.results).index(v)])
