@@ -169,3 +169,11 @@ def test_a_traced_error_is_a_frontend_error():
         return -x
     with pytest.raises(FrontendError, match="jax could not lower"):
         tensorforge.compile(f, (rand(3),))
+
+
+def test_transposed_convolution_and_interior_padding():
+    x, w = rand(1, 5, 5, 3), rand(3, 3, 3, 4)
+    for strides, padding in (((2, 2), "SAME"), ((2, 2), "VALID"), ((3, 1), ((1, 0), (2, 2)))):
+        check(lambda x, w: lax.conv_transpose(x, w, strides, padding, dimension_numbers=("NHWC", "HWIO", "NHWC")),
+              x, w, rtol=1e-4, atol=1e-4)
+    check(lambda x: lax.pad(x, np.float32(-1.0), ((1, 2, 1), (0, -1, 2))), rand(3, 4))

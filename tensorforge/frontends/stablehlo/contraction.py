@@ -14,6 +14,7 @@ from ...ir.core import Operation
 from .attributes import conv_dims, dot_dims
 from .context import ImportContext
 from .importer import converts
+from .shape_ops import dilate
 
 
 @converts("stablehlo.dot_general", "stablehlo.dot")
@@ -56,17 +57,21 @@ def convolution(ctx: ImportContext, op: Operation) -> None:
     d = conv_dims(op.attributes.get("dimension_numbers"))
     n = len(d.input_spatial)
     a = op.attributes
-    if any(v != 1 for v in _ints(a.get("lhs_dilation"), n, 1)):
-        raise ctx.unsupported("with lhs_dilation (a transposed convolution) is not supported yet")
     if any(_ints(a.get("window_reversal"), n, 0)):
         raise ctx.unsupported("with window_reversal is not supported")
     if int(a.get("batch_group_count", 1)) != 1:
         raise ctx.unsupported("with batch_group_count > 1 is not supported")
     padding = a.get("padding")
     pad_pairs = np.asarray(padding.array).reshape(n, 2) if padding is not None else np.zeros((n, 2), np.int64)
-    if (pad_pairs < 0).any():
-        raise ctx.unsupported("with negative padding is not supported")
     x = ctx.transpose(ctx.get(op.operands[0]), (d.input_batch, d.input_feature, *d.input_spatial))
+    lhs_dilation = _ints(a.get("lhs_dilation"), n, 1)
+    if any(v != 1 for v in lhs_dilation) or (pad_pairs < 0).any():
+        # a transposed convolution (jax.lax.conv_transpose): zeros between the input's pixels, the
+        # padding (or cropping) applied explicitly, then an ordinary convolution
+        x = dilate(ctx, x, (1, 1) + lhs_dilation)
+        x = ctx.g.pad(x, pads=(0, 0, *pad_pairs[:, 0].tolist(), 0, 0, *pad_pairs[:, 1].tolist()), mode="constant",
+                      value=0.0)
+        pad_pairs = np.zeros((n, 2), np.int64)
     w = ctx.transpose(ctx.get(op.operands[1]), (d.kernel_out, d.kernel_in, *d.kernel_spatial))
     y = ctx.g.conv(x, w, strides=_ints(a.get("window_strides"), n, 1),
                    pads=tuple(int(p) for p in pad_pairs[:, 0]) + tuple(int(p) for p in pad_pairs[:, 1]),

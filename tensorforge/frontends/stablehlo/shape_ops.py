@@ -90,16 +90,37 @@ def reverse(ctx: ImportContext, op: Operation) -> None:
 def pad(ctx: ImportContext, op: Operation) -> None:
     low, high = _ints(op, "edge_padding_low"), _ints(op, "edge_padding_high")
     interior = _ints(op, "interior_padding")
-    if any(interior):
-        raise ctx.unsupported("with interior padding is not supported")
     value = ctx.constant_of(op.operands[1])
     if value is None:
         raise ctx.unsupported("with a padding value that is not a constant is not supported")
+    fill = float(np.asarray(value).reshape(-1)[0])
     x = ctx.get(op.operands[0])
+    if any(interior):
+        x = dilate(ctx, x, [i + 1 for i in interior], fill)
     if not any(low) and not any(high):
         ctx.bind(op.results[0], x)
         return
-    ctx.bind(op.results[0], ctx.g.pad(x, pads=low + high, mode="constant", value=float(np.asarray(value).item())))
+    ctx.bind(op.results[0], ctx.g.pad(x, pads=low + high, mode="constant", value=fill))
+
+
+def dilate(ctx: ImportContext, x, factors, fill: float = 0.0):
+    """``factors[d] - 1`` copies of ``fill`` between neighbours along every dim d (interior
+    padding, and a convolution's lhs_dilation): each dim gets a trailing axis padded to the factor,
+    the axes are merged, and the padding after the last element is cut off."""
+    shape = tuple(x.type.shape)
+    if all(f == 1 for f in factors):
+        return x
+    split = []
+    for n in shape:
+        split += [n, 1]
+    y = ctx.reshape(x, split)
+    pads = [0] * (2 * len(split))
+    for d, f in enumerate(factors):
+        pads[len(split) + 2 * d + 1] = f - 1
+    y = ctx.g.pad(y, pads=tuple(pads), mode="constant", value=fill)
+    y = ctx.reshape(y, [n * f for n, f in zip(shape, factors)])
+    ends = tuple(max(0, (n - 1) * f + 1) for n, f in zip(shape, factors))
+    return ctx.g.slice(y, starts=(0,) * len(shape), ends=ends, axes=tuple(range(len(shape))), steps=(1,) * len(shape))
 
 
 @converts("stablehlo.iota")
