@@ -17,7 +17,7 @@ from .ir.builtin import ModuleOp
 from .ir.interpreter import run_function
 from .ir.verifier import verify
 
-TARGETS = ("cpu", "opencl", "cuda", "interpreter")
+TARGETS = ("cpu", "opencl", "cuda", "mlir", "interpreter")
 
 
 def import_model(model: Any, example_inputs: Sequence | None = None,
@@ -46,9 +46,15 @@ def import_model(model: Any, example_inputs: Sequence | None = None,
         return model
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
+        if path.endswith(".mlir") or "stablehlo." in path:        # StableHLO text, or a file of it
+            from .frontends.stablehlo import import_stablehlo
+            if shapes:
+                raise TensorforgeError("shapes= binds the symbolic dimensions of an ONNX model; StableHLO "
+                                       "has static types")
+            return import_stablehlo(model)
         if not path.endswith(".onnx"):
-            raise TensorforgeError(f"cannot compile '{path}': expected an .onnx file "
-                                   f"(or pass a torch.nn.Module / onnx.ModelProto)")
+            raise TensorforgeError(f"cannot compile '{path}': expected an .onnx file or a StableHLO .mlir file "
+                                   f"(or pass a torch.nn.Module / onnx.ModelProto / JAX function)")
         from .frontends.onnx import import_onnx
         return import_onnx(path, example_inputs=example_inputs, shapes=shapes, dim_ranges=dim_ranges,
                            shape_hints=shape_hints)
@@ -73,8 +79,19 @@ def import_model(model: Any, example_inputs: Sequence | None = None,
             from .frontends.torch_symbolic import import_torch_dynamic
             return import_torch_dynamic(model, tuple(example_inputs), dynamic_shapes)
         return import_torch(model, tuple(example_inputs))
-    raise TensorforgeError(f"cannot compile a {kind}: pass a torch.nn.Module, an onnx.ModelProto "
-                           f"or a path to an .onnx file")
+    raise TensorforgeError(f"cannot compile a {kind}: pass a torch.nn.Module, an onnx.ModelProto, a JAX "
+                           f"function, or a path to an .onnx or StableHLO .mlir file")
+
+
+def _is_jax_function(model: Any) -> bool:
+    """A Python function (or jitted one) to lower with jax; modules, paths and protos are not."""
+    if isinstance(model, (ModuleOp, str, os.PathLike, bytes)):
+        return False
+    torch_mod = sys.modules.get("torch")
+    if torch_mod is not None and isinstance(model, torch_mod.nn.Module):
+        return False
+    from .frontends.stablehlo.jax_bridge import is_jax_function
+    return is_jax_function(model)
 
 
 def _is_onnx_model(model: Any) -> bool:
@@ -260,7 +277,9 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
 
     ``target="cpu"`` (the default) generates C for the host and loads it; ``"opencl"`` and
     ``"cuda"`` generate GPU kernels from the same IR (docs/gpu.md: OpenCL runs on any OpenCL
-    driver, CUDA is compiled by NVRTC and runs on an NVIDIA GPU); ``"interpreter"`` runs
+    driver, CUDA is compiled by NVRTC and runs on an NVIDIA GPU); ``"mlir"`` exports the loop level
+    as upstream MLIR compiled by mlir-opt-19/llc-19 alone (a slow cross-check of the C backend,
+    static shapes only); ``"interpreter"`` runs
     the verified graph in the NumPy reference interpreter.  ``threads`` is how many threads
     the native model runs on (default: all cores; change it later with ``set_threads``).
     ``passes`` selects the graph optimisation: None for
@@ -295,9 +314,13 @@ def compile(model: Any, example_inputs: Sequence | None = None, target: str = "c
     """
     if target not in TARGETS:
         raise TensorforgeError(f"unknown target '{target}' (choose from {', '.join(TARGETS)})")
-    if target in ("opencl", "cuda") and options.get("precision", "f32") != "f32":
+    if target in ("opencl", "cuda", "mlir") and options.get("precision", "f32") != "f32":
         raise TensorforgeError(f"precision='{options['precision']}' has CPU kernels only (VNNI, AVX512_BF16); "
                                f"compile for target='cpu', or leave precision at 'f32' on {target}")
+    if _is_jax_function(model):
+        from .frontends.stablehlo.jax_bridge import compile_jax
+        return compile_jax(model, example_inputs, lambda module: compile(
+            module, None, target=target, threads=threads, passes=passes, db=db, **options))
     model = _with_precision(model, example_inputs, options)
     from . import specialize
     max_specializations = options.pop("max_specializations", None)
@@ -353,7 +376,7 @@ def _compile_module(module: ModuleOp, model: Any, target: str, threads: int | No
     if target == "interpreter":
         return CompiledModel(module, target="interpreter")
     from .runtime.control_flow import ControlFlowModel, has_control_flow
-    if target in ("opencl", "cuda"):
+    if target in ("opencl", "cuda", "mlir"):
         if has_control_flow(module.main):
             raise TensorforgeError(f"models with control flow (If/Loop/Scan) have no {target} build yet; "
                                    f"compile with target='cpu'")
