@@ -14,6 +14,8 @@
   ``unsqueeze``, negations that cancel, integer cast chains;
 - ``pad-into-conv``: a zero ``pad`` of the spatial dims becomes the conv's own padding;
 - a transposed matrix operand of ``gemm``/``matmul`` becomes the GEMM's ``trans_a``/``trans_b``;
+- ``sink-transpose-*`` (``EXTRA_PATTERNS``, ``transpose_sinking.py``): transposes move below
+  elementwise ops and reductions, where transpose pairs of channels-last models cancel;
 - ``reshape-unary-reshape`` (``EXTRA_PATTERNS``): an activation between two reshapes that cancel
   (between two Linears over the last dim) loses them, so it can become the GEMM's epilogue;
 - LayerNorms over the channels of NCHW (``LAYOUT_PATTERNS``, off with ``norm_layout=false``): the
@@ -43,6 +45,7 @@ from ...ir.types import DType
 from ..registry import register_pass
 from .const_fold import with_folding
 from .simplify import SIMPLIFY_RULES, _GreedyPass
+from .transpose_sinking import TRANSPOSE_SINKING
 
 
 # ---- helpers the rules call --------------------------------------------------------------
@@ -133,6 +136,9 @@ def unsqueeze_axes(inner: Sequence[int], outer: Sequence[int], rank: int) -> tup
 CANONICAL_RULES: list[Rule] = [
     rule("const-rhs-add", "add(const(a), x)", "add(x, a)", where="not is_const(x)"),
     rule("const-rhs-mul", "mul(const(a), x)", "mul(x, a)", where="not is_const(x)"),
+    # StableHLO and ONNX Max spell ReLU as max with zero (NaN stays NaN either way)
+    rule("max-zero-relu", "max(x, 0)", "relu(x)", where="is_float(x)"),
+    rule("zero-max-relu", "max(0, x)", "relu(x)", where="is_float(x)"),
     rule("sub-const", "sub(x, const(a))", "add(x, neg(a))", where="not is_bool(x)"),
     rule("div-splat", "div(x, splat(v))", "mul(x, splat(1.0 / v))",
          where="is_float(x) and v != 0 and v == v and abs(v) < 1e300"),
@@ -273,7 +279,7 @@ def channel_norm_into_gemm_a(op: Operation, rewriter) -> bool:
     return True
 
 
-EXTRA_PATTERNS: tuple[Pattern, ...] = (reshape_unary_reshape,)
+EXTRA_PATTERNS: tuple[Pattern, ...] = (reshape_unary_reshape,) + TRANSPOSE_SINKING
 """Rewrites that read better as code than as a declarative rule."""
 
 

@@ -140,13 +140,13 @@
 // Only a 2-D transpose is a GEMM flag; the gemm operands are matrices anyway, so the stays
 // case is a transposed operand that reaches a gemm through another op.
 // CHECK:      "graph.transpose"
-// CHECK-NEXT: "graph.neg"
+// CHECK-NEXT: "graph.softmax"
 // CHECK-NEXT: "graph.gemm"({{.*}}) {alpha = 1.0 : f64, beta = 1.0 : f64, trans_a = false, trans_b = false}
 // CHECK:      sym_name = "transpose_into_gemm_b_stays_indirect"
 "func.func"() ({
 ^bb0(%a: tensor<2x3xf32>, %b: tensor<4x3xf32>):
   %t = "graph.transpose"(%b) {perm = array<i64: 1, 0>} : (tensor<4x3xf32>) -> tensor<3x4xf32>
-  %n = "graph.neg"(%t) : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  %n = "graph.softmax"(%t) {axis = 1} : (tensor<3x4xf32>) -> tensor<3x4xf32>
   %r = "graph.gemm"(%a, %n) {alpha = 1.0 : f64, beta = 1.0 : f64, trans_a = false, trans_b = false} : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
   "func.return"(%r) : (tensor<2x4xf32>) -> ()
 }) {sym_name = "transpose_into_gemm_b_stays_indirect", function_type = (tensor<2x3xf32>, tensor<4x3xf32>) -> (tensor<2x4xf32>)} : () -> ()
@@ -163,25 +163,25 @@
 
 // CHECK:      "graph.neg"
 // CHECK-NEXT: "graph.transpose"
-// CHECK-NEXT: "graph.exp"
+// CHECK-NEXT: "graph.softmax"
 // CHECK-NEXT: "graph.gemm"({{.*}}) {{.*}} trans_a = false
 // CHECK:      sym_name = "transpose_into_gemm_a_stays_indirect"
 "func.func"() ({
 ^bb0(%a: tensor<3x2xf32>, %b: tensor<3x4xf32>):
   %n = "graph.neg"(%a) : (tensor<3x2xf32>) -> tensor<3x2xf32>
   %t = "graph.transpose"(%n) {perm = array<i64: 1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
-  %e = "graph.exp"(%t) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %e = "graph.softmax"(%t) {axis = 1} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %r = "graph.gemm"(%e, %b) {alpha = 1.0 : f64, beta = 1.0 : f64, trans_a = false, trans_b = false} : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
   "func.return"(%r) : (tensor<2x4xf32>) -> ()
 }) {sym_name = "transpose_into_gemm_a_stays_indirect", function_type = (tensor<3x2xf32>, tensor<3x4xf32>) -> (tensor<2x4xf32>)} : () -> ()
 
-// CHECK:      "graph.exp"
+// CHECK:      "graph.softmax"
 // CHECK-NEXT: "graph.gemm"({{.*}}) {{.*}} trans_a = false
 // CHECK:      sym_name = "transpose_into_gemm_a_bias_stays_indirect"
 "func.func"() ({
 ^bb0(%a: tensor<3x2xf32>, %b: tensor<3x4xf32>, %c: tensor<4xf32>):
   %t = "graph.transpose"(%a) {perm = array<i64: 1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
-  %e = "graph.exp"(%t) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %e = "graph.softmax"(%t) {axis = 1} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %r = "graph.gemm"(%e, %b, %c) {alpha = 1.0 : f64, beta = 1.0 : f64, trans_a = false, trans_b = false} : (tensor<2x3xf32>, tensor<3x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   "func.return"(%r) : (tensor<2x4xf32>) -> ()
 }) {sym_name = "transpose_into_gemm_a_bias_stays_indirect", function_type = (tensor<3x2xf32>, tensor<3x4xf32>, tensor<4xf32>) -> (tensor<2x4xf32>)} : () -> ()
