@@ -1,5 +1,6 @@
 """The peers ``tensorforge bench`` times: torch eager, torch.compile (Inductor, with and without
-freezing) and onnxruntime, each set up on the same inputs and weights as tensorforge.
+freezing), onnxruntime and jax.jit (XLA on the CPU), each set up on the same inputs and weights as
+tensorforge.
 
 A peer that is not installed, does not apply to the model (torch peers need a torch model) or
 fails to set up is skipped with a one-line reason instead of stopping the benchmark: the point
@@ -11,10 +12,16 @@ network nor onnxscript.
 tool (``quantize_static``: QDQ, per-channel int8 weights, uint8 activations) on the same
 calibration samples tensorforge calibrates on; ``--precision bf16`` times onnxruntime in float32,
 as it has no bf16 path on CPUs.  Torch peers stay float32 either way.
+
+A JAX model (``tensorforge.models.jax_models`` or a user's factory, see ``commands/bench.py``)
+has the jax.jit peer alone: there is no torch module or ONNX file behind it.  XLA sizes its CPU
+thread pool when JAX starts, so ``threads`` does not reach it; below the core count the
+contender's note says so.
 """
 from __future__ import annotations
 
 import io
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -23,9 +30,9 @@ import numpy as np
 
 from ..commands.loading import LoadedModel, onnxruntime_session, torch_outputs
 
-PEERS = ("eager", "inductor", "inductor-freezing", "onnxruntime")
+PEERS = ("eager", "inductor", "inductor-freezing", "onnxruntime", "jax")
 LABELS = {"tensorforge": "tensorforge", "eager": "torch eager", "inductor": "torch.compile",
-          "inductor-freezing": "torch.compile+freezing", "onnxruntime": "onnxruntime"}
+          "inductor-freezing": "torch.compile+freezing", "onnxruntime": "onnxruntime", "jax": "jax.jit"}
 
 
 class PeerUnavailable(Exception):
@@ -49,6 +56,14 @@ class Contender:
         return f"{name} {self.precision}" if self.precision else name
 
 
+def default_peers(kind: str, precision: str = "f32") -> list[str]:
+    """The peers a bench without ``--peers`` times for a model of ``kind`` ("zoo", "onnx", "tfm"
+    or "jax"): only those that can run it, so that a table is not padded with skip notes."""
+    if kind == "jax":
+        return ["jax"]
+    return ["onnxruntime"] if precision != "f32" else [p for p in PEERS if p != "jax"]
+
+
 def make_peer(key: str, lm: LoadedModel, threads: int, precision: str = "f32",
               samples: Sequence[tuple] | None = None) -> Contender:
     """Sets up peer ``key`` (one of ``PEERS``) for ``lm``; raises ``PeerUnavailable`` with a reason.
@@ -57,15 +72,21 @@ def make_peer(key: str, lm: LoadedModel, threads: int, precision: str = "f32",
         raise PeerUnavailable(f"unknown peer '{key}' (known: {', '.join(PEERS)})")
     if key == "onnxruntime":
         return _onnxruntime(lm, threads, precision, samples)
-    peer = _torch_peer(key, lm)
+    peer = _jax_peer(lm, threads) if key == "jax" else _torch_peer(key, lm)
     if precision != "f32":
         peer.precision = "f32"
     return peer
 
 
+def _what(lm: LoadedModel) -> str:
+    """What kind of model ``lm`` is, for a skip reason."""
+    return {"zoo": "a PyTorch zoo model", "onnx": "an .onnx file", "jax": "a JAX function"}.get(
+        lm.kind, f"a .{lm.kind} file")
+
+
 def _require_torch_model(lm: LoadedModel):
     if lm.kind != "zoo":
-        raise PeerUnavailable(f"needs a PyTorch model; '{lm.name}' is a .{lm.kind} file")
+        raise PeerUnavailable(f"needs a PyTorch model; '{lm.name}' is {_what(lm)}")
     try:
         import torch
     except ImportError:
@@ -92,6 +113,36 @@ def _torch_peer(key: str, lm: LoadedModel) -> Contender:
     except Exception as e:                           # a missing C++ compiler, an unsupported op...
         raise PeerUnavailable(f"failed to compile: {type(e).__name__}: {_one_line(e)}") from None
     return Contender(key, run, [t.numpy() for t in torch_outputs(first)], time.perf_counter() - t0)
+
+
+def _jax_peer(lm: LoadedModel, threads: int) -> Contender:
+    """jax.jit of the model's function on XLA's CPU backend; each timed call waits for its result
+    (``block_until_ready``), since JAX dispatches asynchronously and returns before computing."""
+    if lm.kind != "jax":
+        raise PeerUnavailable(f"needs a JAX function; '{lm.name}' is {_what(lm)}")
+    try:
+        import jax
+    except ImportError:
+        raise PeerUnavailable("JAX is not installed (pip install 'tensorforge[jax]')") from None
+    fn = lm.model
+    t0 = time.perf_counter()
+    # A fresh wrapper, so that setup_s times XLA's compile even when the reference already jitted fn.
+    jitted = jax.jit(lambda *args: fn(*args))
+    args = [jax.device_put(a) for a in lm.inputs]      # on the device once, as a JAX user holds them
+
+    def run():
+        return jax.block_until_ready(jitted(*args))
+
+    try:
+        first = run()
+    except Exception as e:                           # a function jax cannot trace with these inputs
+        raise PeerUnavailable(f"jax.jit failed: {type(e).__name__}: {_one_line(e)}") from None
+    setup_s = time.perf_counter() - t0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    note = "" if threads >= cores else (f"XLA's CPU thread pool is sized when JAX starts (all {cores} cores "
+                                        f"unless XLA_FLAGS says otherwise), not by --threads {threads}")
+    outputs = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(first)]
+    return Contender("jax", run, outputs, setup_s, note=note)
 
 
 def _onnx_bytes(lm: LoadedModel) -> bytes:
@@ -162,6 +213,8 @@ def _onnxruntime(lm: LoadedModel, threads: int, precision: str = "f32",
                  samples: Sequence[tuple] | None = None) -> Contender:
     if lm.kind == "tfm":
         raise PeerUnavailable(f"'{lm.name}' is a compiled .tfm file; bench its .onnx or zoo model for peers")
+    if lm.kind == "jax":
+        raise PeerUnavailable(f"needs an ONNX or PyTorch model; '{lm.name}' is a JAX function")
     try:
         import onnxruntime  # noqa: F401
     except ImportError:

@@ -177,3 +177,12 @@ def test_transposed_convolution_and_interior_padding():
         check(lambda x, w: lax.conv_transpose(x, w, strides, padding, dimension_numbers=("NHWC", "HWIO", "NHWC")),
               x, w, rtol=1e-4, atol=1e-4)
     check(lambda x: lax.pad(x, np.float32(-1.0), ((1, 2, 1), (0, -1, 2))), rand(3, 4))
+
+
+def test_chlo_ops():
+    x = np.array([-3.0, -0.5, 0.0, 0.25, 2.0, np.inf, -np.inf, np.nan], np.float32)
+    check(lambda x: (jnp.square(x), jnp.isinf(x), jnp.isposinf(x), jnp.isneginf(x), jnp.arcsinh(x)), x,
+          rtol=1e-5, atol=1e-6)
+    y = np.array([0.1, 0.5, -0.9, 0.0], np.float32)
+    check(lambda y: (jnp.arctanh(y), jnp.arccosh(y + 2.0)), y, rtol=1e-5, atol=1e-6)
+    check(lambda z: lax.top_k(z, 3), rand(4, 9))

@@ -183,3 +183,43 @@ def hyperbolic(ctx: ImportContext, op: Operation) -> None:
     e_pos, e_neg = ctx.g.exp(x), ctx.g.exp(ctx.g.neg(x))
     combine = ctx.g.sub if op.name == "chlo.sinh" else ctx.g.add
     _bind(ctx, op, ctx.g.mul(combine(e_pos, e_neg), half))
+
+
+@converts("chlo.square")
+def square(ctx: ImportContext, op: Operation) -> None:
+    (x,) = operands_for(ctx, op)
+    _bind(ctx, op, ctx.g.mul(x, x))
+
+
+@converts("chlo.is_inf", "chlo.is_pos_inf", "chlo.is_neg_inf")
+def is_inf(ctx: ImportContext, op: Operation) -> None:
+    (x,) = operands_for(ctx, op)
+    if op.name == "chlo.is_inf":
+        _bind(ctx, op, ctx.g.eq(ctx.g.abs(x), _one(ctx, x, math.inf)))
+    else:
+        _bind(ctx, op, ctx.g.eq(x, _one(ctx, x, math.inf if op.name == "chlo.is_pos_inf" else -math.inf)))
+
+
+@converts("chlo.asinh", "chlo.acosh", "chlo.atanh")
+def inverse_hyperbolic(ctx: ImportContext, op: Operation) -> None:
+    """The textbook log forms (asinh's through |x| with the sign restored, so large negative x
+    does not cancel)."""
+    (x,) = operands_for(ctx, op)
+    g, one = ctx.g, _one(ctx, x, 1.0)
+    if op.name == "chlo.asinh":
+        a = g.abs(x)
+        _bind(ctx, op, g.mul(g.sign(x), g.log(g.add(a, g.sqrt(g.add(g.mul(a, a), one))))))
+    elif op.name == "chlo.acosh":
+        _bind(ctx, op, g.log(g.add(x, g.sqrt(g.sub(g.mul(x, x), one)))))
+    else:
+        _bind(ctx, op, g.mul(g.log(g.div(g.add(one, x), g.sub(one, x))), _one(ctx, x, 0.5)))
+
+
+@converts("chlo.top_k")
+def top_k(ctx: ImportContext, op: Operation) -> None:
+    """Largest ``k`` along the last dim, sorted, as ``jax.lax.top_k`` (values, then int32 indices)."""
+    x = ctx.get(op.operands[0])
+    k = int(op.attributes.get("k"))
+    values, indices = ctx.g.topk(x, k=k, axis=-1, largest=True, sorted=True)
+    ctx.bind(op.results[0], values)
+    ctx.bind(op.results[1], ctx.cast(indices, op.results[1].type.dtype))
