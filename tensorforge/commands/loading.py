@@ -1,4 +1,5 @@
-"""One loader for the MODEL argument of every command: a zoo name, an ``.onnx`` path or a ``.tfm`` file.
+"""One loader for the MODEL argument of every command: a zoo name, an ``.onnx`` path, a StableHLO
+``.mlir`` file or a ``.tfm`` file.
 
     lm = load_model("resnet18", batch=2)          # or "model.onnx", or "model.tfm"
     cm = lm.compile(threads=2)                    # a tensorforge.CompiledModel
@@ -46,7 +47,7 @@ class LoadedModel:
     """
 
     name: str
-    kind: str                                   # "zoo" | "onnx" | "tfm"
+    kind: str                                   # "zoo" | "onnx" | "stablehlo" | "tfm"
     model: Any
     inputs: list[np.ndarray]
     reference: Reference | None = None
@@ -79,6 +80,9 @@ class LoadedModel:
             from ..frontends.onnx import import_onnx
             return import_onnx(self.model, input_shapes=self.input_shapes, dim_ranges=self.ranges,
                                shape_hints=self._example_sizes())
+        if self.kind == "stablehlo":
+            from ..frontends.stablehlo import import_stablehlo
+            return import_stablehlo(self.path)
         from ..runtime.artifact import read_graph
         text = read_graph(self.path) if self.path else None
         if text is None:
@@ -115,12 +119,14 @@ class LoadedModel:
 
 
 def model_kind(spec: str) -> str:
-    """"tfm", "onnx" or "zoo" for a MODEL argument, by its suffix (else: a zoo name)."""
+    """"tfm", "onnx", "stablehlo" (``.mlir``) or "zoo" for a MODEL argument, by its suffix (else: a zoo name)."""
     low = spec.lower()
     if low.endswith(".tfm"):
         return "tfm"
     if low.endswith(".onnx"):
         return "onnx"
+    if low.endswith(".mlir"):
+        return "stablehlo"
     return "zoo"
 
 
@@ -189,6 +195,10 @@ def load_model(spec: str, batch: int | None = None, shapes: Mapping[str, int] | 
         return _load_tfm(spec, threads, seed, batch, dict(shapes or {}))
     if kind == "onnx":
         return _load_onnx(spec, batch, dict(shapes or {}), seed, threads, ranges)
+    if kind == "stablehlo":
+        if ranges or shapes or batch is not None:
+            raise TensorforgeError(f"'{spec}' is StableHLO, whose shapes are static: --batch and --shape do not apply")
+        return _load_stablehlo(spec, seed)
     return _load_zoo(spec, batch, ranges)
 
 
@@ -360,6 +370,18 @@ def _onnxruntime_reference(proto, names: list[str], threads: int | None) -> tupl
 
 # -- tfm ---------------------------------------------------------------------------------------
 
+def _load_stablehlo(path: str, seed: int) -> LoadedModel:
+    """A StableHLO text file: random inputs of its entry function's types, no reference (the
+    producer is not here to run it; bench a JAX function as FILE.py:FACTORY to get jax.jit)."""
+    from ..frontends.stablehlo import import_stablehlo
+    module = import_stablehlo(path)
+    args = module.main.args
+    inputs = random_inputs([(tuple(a.type.shape), a.type.dtype.np) for a in args], seed)
+    name = os.path.splitext(os.path.basename(path))[0]
+    return LoadedModel(name, "stablehlo", module, inputs, None, input_names=[f"arg{i}" for i in range(len(args))],
+                       path=path, reference_note="a StableHLO file carries no runnable reference")
+
+
 def _load_tfm(path: str, threads: int | None, seed: int, batch: int | None = None,
               shapes: Mapping[str, int] | None = None) -> LoadedModel:
     import tensorforge
@@ -397,7 +419,7 @@ def example_shapes(specs, table, sizes: Mapping[str, int], batch: int | None = N
 
 # -- command-line options ----------------------------------------------------------------------
 
-MODEL_HELP = "a zoo name (see `tensorforge zoo`), an .onnx file or a compiled .tfm file"
+MODEL_HELP = "a zoo name (see `tensorforge zoo`), an .onnx file, a StableHLO .mlir file or a compiled .tfm file"
 
 
 def add_model_arguments(parser, nargs: str | None = None, default=None) -> None:

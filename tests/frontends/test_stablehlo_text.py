@@ -116,3 +116,14 @@ def test_supported_ops_lists_the_families():
     for name in ("stablehlo.dot_general", "stablehlo.convolution", "stablehlo.reduce", "stablehlo.reduce_window",
                  "stablehlo.gather", "stablehlo.scatter", "stablehlo.while", "stablehlo.case", "chlo.erf"):
         assert name in ops
+
+
+def test_cli_runs_and_compiles_a_stablehlo_file(tmp_path, capsys):
+    from tensorforge.cli import main
+    path = tmp_path / "conv.stablehlo.mlir"
+    path.write_text(NHWC_CONV)
+    assert main(["run", str(path), "--random"]) == 0
+    assert "output0: float32[1, 3, 3, 4]" in capsys.readouterr().out
+    assert main(["compile", str(path), "-o", str(tmp_path / "conv.tfm")]) == 0
+    out = tensorforge.load(tmp_path / "conv.tfm")(np.ones((1, 6, 6, 2), np.float32), np.ones((3, 3, 2, 4), np.float32))
+    assert out[0, 1, 1, 0] == pytest.approx(18.0)
