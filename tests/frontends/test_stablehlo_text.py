@@ -94,8 +94,8 @@ def test_unsupported_op_is_one_line_with_its_location():
 
 
 def test_unsupported_form_names_the_op_and_what_is_missing():
-    text = NHWC_CONV.replace("lhs_dilation = array<i64: 1, 1>", "lhs_dilation = array<i64: 2, 2>")
-    with pytest.raises(UnsupportedOpError, match=r"^<stablehlo>:5:5: 'stablehlo.convolution' with lhs_dilation"):
+    text = NHWC_CONV.replace("batch_group_count = 1 : i64", "batch_group_count = 2 : i64")
+    with pytest.raises(UnsupportedOpError, match=r"^<stablehlo>:5:5: 'stablehlo.convolution' with batch_group_count"):
         import_stablehlo(text)
 
 
