@@ -5,6 +5,7 @@
     out = cm(*inputs)
 """
 from .api import CompiledModel, compile, import_model, load
+from .codegen.mlir import export_mlir
 from .errors import TensorforgeError
 from .quantization import Calibration, calibration_stats, quantize
 from . import tune          # callable: tensorforge.tune(model, inputs, trials=...) (see tune/__init__.py)

@@ -234,6 +234,9 @@ class CompiledModel:
         if self.native is None:
             raise TensorforgeError(f"{what} needs a native target; this model runs in the "
                                    f"{self.target} (compile with target='cpu')")
+        if self.target == "mlir":      # a cross-check build: no artifact, no thread pool
+            raise TensorforgeError(f"{what} needs a native target; target='mlir' models are not saved and run "
+                                   f"on one thread (compile with target='cpu')")
         return self.native
 
 

@@ -7,7 +7,8 @@
 A backend (``codegen/c``, ``codegen/opencl``, ``codegen/cuda``) only decides how one kernel
 becomes code and how the pieces become a runnable model; lowering, fusion, the memory plan, the
 weight layout and the deduplication of identical kernels happen here, once, for all of them.
-``build(module, "cpu" | "opencl" | "cuda")`` picks the backend by name.
+``build(module, "cpu" | "opencl" | "cuda" | "mlir")`` picks the backend by name (``mlir`` exports the
+loop level as upstream MLIR and lets upstream tools compile it: a cross-check of the C backend).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from ..passes.memory.plan import ALIGN
 from ..runtime.arena_plan import aligned
 from ..runtime.buffers import aligned_empty
 
-BACKENDS = ("cpu", "opencl", "cuda")
+BACKENDS = ("cpu", "opencl", "cuda", "mlir")
 
 
 def lower_for(module: ModuleOp, target: Any) -> ModuleOp:
@@ -150,4 +151,7 @@ def build(module: ModuleOp, target: str = "cpu", **options: Any):
     if target in ("opencl", "cuda"):
         from .gpu.backend import build_gpu
         return build_gpu(module, target, **options)
+    if target == "mlir":
+        from .mlir.backend import build_mlir
+        return build_mlir(module, **options)
     raise TensorforgeError(f"unknown backend '{target}' (choose from {', '.join(BACKENDS)})")

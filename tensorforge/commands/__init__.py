@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-COMMANDS = ("zoo", "demo", "explain", "bench", "compile", "quantize", "run", "db", "tune")
+COMMANDS = ("zoo", "demo", "explain", "bench", "compile", "quantize", "run", "db", "tune", "export_mlir")
 
 
 def register_all(subparsers) -> None:
