@@ -23,8 +23,8 @@ import numpy as np
 
 from ..errors import CompileError, TensorforgeError
 from ..ir.symbolic import SymbolTable
-from .native import is_torch_tensor, loaded_torch, torch_dtype
-from .signature import TensorSpec, host_array
+from .native import loaded_torch
+from .signature import TensorSpec, host_inputs
 
 ENTRY = "_mlir_ciface_main"
 _descriptor_types: dict[int, type] = {}
@@ -107,25 +107,4 @@ class MlirModel:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _host_inputs(self, inputs: Sequence[Any]) -> tuple[list[np.ndarray], bool]:
-        """The inputs as checked C-contiguous arrays, and whether any was a torch tensor."""
-        if len(inputs) != len(self.inputs):
-            names = ", ".join(s.name for s in self.inputs)
-            raise TensorforgeError(f"the model takes {len(self.inputs)} input(s) ({names}), got {len(inputs)}")
-        arrays, as_torch = [], False
-        for i, (spec, x) in enumerate(zip(self.inputs, inputs)):
-            what = f"input #{i} {spec.describe()}"
-            if is_torch_tensor(x):
-                x, as_torch = _torch_array(x, spec, what), True
-            # host_array's np.ascontiguousarray makes a rank-0 array rank 1; the descriptor needs rank 0
-            arrays.append(host_array(x, spec, what).reshape(tuple(spec.shape)))
-        return arrays, as_torch
-
-
-def _torch_array(t: Any, spec: TensorSpec, what: str) -> np.ndarray:
-    """A CPU torch tensor's memory as a NumPy array (no copy), after checking dtype and device."""
-    want = torch_dtype(spec)
-    if t.dtype != want:
-        raise TensorforgeError(f"{what}: got {t.dtype}; convert it with .to({want})")
-    if t.device.type != "cpu":
-        raise TensorforgeError(f"{what}: the tensor is on {t.device}; move it with .cpu()")
-    return t.detach().numpy()
+        return host_inputs(self.inputs, inputs)

@@ -44,8 +44,8 @@ import numpy as np
 
 from ..codegen.gpu.program import BufferRef, GpuProgram, Launch, pack_regions
 from ..errors import CompileError, TensorforgeError
-from .native import is_torch_tensor, loaded_torch
-from .signature import TensorSpec, host_array
+from .native import loaded_torch
+from .signature import TensorSpec, host_inputs
 
 ENV_DEVICE = "TENSORFORGE_OPENCL_DEVICE"
 MIN_ALIGN = 256                   # bytes: the least alignment of a region in the device allocation
@@ -375,31 +375,7 @@ class OpenCLModel:
         queue.finish()
 
     def _host_inputs(self, inputs: Sequence[Any]) -> tuple[list[np.ndarray], bool]:
-        """The inputs as contiguous NumPy arrays, checked; and whether any was a torch tensor."""
-        if len(inputs) != len(self.inputs):
-            names = ", ".join(s.name for s in self.inputs)
-            raise TensorforgeError(f"the model takes {len(self.inputs)} input(s) ({names}), got {len(inputs)}")
-        arrays, as_torch = [], False
-        for i, (spec, x) in enumerate(zip(self.inputs, inputs)):
-            is_torch = is_torch_tensor(x)
-            arrays.append(_host_array(f"input #{i} {spec.describe()}", spec, x, is_torch))
-            as_torch |= is_torch
-        return arrays, as_torch
-
-
-def _host_array(what: str, spec: TensorSpec, x: Any, is_torch: bool) -> np.ndarray:
-    """``x`` as a contiguous array of ``spec``'s dtype and shape, or an error naming ``what``."""
-    return host_array(_torch_array(what, spec, x) if is_torch else x, spec, what)
-
-
-def _torch_array(what: str, spec: TensorSpec, t) -> np.ndarray:
-    """A CPU torch tensor's memory as a NumPy array (no copy), after checking dtype and device."""
-    want = getattr(loaded_torch(), spec.np_dtype.name)
-    if t.dtype != want:
-        raise TensorforgeError(f"{what}: got {t.dtype}; convert it with .to({want})")
-    if t.device.type != "cpu":
-        raise TensorforgeError(f"{what}: the tensor is on {t.device}; move it with .cpu()")
-    return t.detach().numpy()
+        return host_inputs(self.inputs, inputs)
 
 
 def time_call(model: OpenCLModel, inputs: Sequence[Any], warmup: int = 3, repeats: int = 10) -> float:

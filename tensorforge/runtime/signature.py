@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..errors import TensorforgeError
 from ..ir.symbolic import Dim, SymbolTable, canonical, shape_symbols
 from ..ir.types import DType, TensorType
 
@@ -124,4 +125,30 @@ def host_array(x: Any, spec: TensorSpec, what: str) -> np.ndarray:
     x = as_array(x, spec, what)
     if tuple(x.shape) != tuple(spec.shape):
         raise InputShapeError(f"{what}: got shape {list(x.shape)}; the model was compiled for {list(spec.shape)}")
-    return np.ascontiguousarray(x)
+    return np.require(x, requirements="C")      # (np.ascontiguousarray would make a 0-d array 1-d)
+
+
+def cpu_torch_array(t: Any, spec: TensorSpec, what: str) -> np.ndarray:
+    """A CPU torch tensor's memory as a NumPy array (no copy), after checking dtype and device."""
+    import torch
+    want = getattr(torch, spec.np_dtype.name)
+    if t.dtype != want:
+        raise TensorforgeError(f"{what}: got {t.dtype}; convert it with .to({want})")
+    if t.device.type != "cpu":
+        raise TensorforgeError(f"{what}: the tensor is on {t.device}; move it with .cpu()")
+    return t.detach().numpy()
+
+
+def host_inputs(specs: Sequence[TensorSpec], inputs: Sequence[Any]) -> tuple[list[np.ndarray], bool]:
+    """A model's inputs as checked C-contiguous host arrays (CPU torch tensors without a copy), and
+    whether any was a torch tensor: what the runtimes that take host memory (OpenCL, MLIR) share."""
+    if len(inputs) != len(specs):
+        names = ", ".join(s.name for s in specs)
+        raise TensorforgeError(f"the model takes {len(specs)} input(s) ({names}), got {len(inputs)}")
+    arrays, as_torch = [], False
+    for i, (spec, x) in enumerate(zip(specs, inputs)):
+        what = f"input #{i} {spec.describe()}"
+        is_torch = type(x).__module__.startswith("torch")
+        arrays.append(host_array(cpu_torch_array(x, spec, what) if is_torch else x, spec, what))
+        as_torch |= is_torch
+    return arrays, as_torch

@@ -44,7 +44,7 @@ from ...ir.types import BufferType, IndexType, TensorType
 from ...passes.lower.structured_to_loop import lower_kernel
 from ...passes.memory.plan import ALIGN, plan_memory
 from ..driver import Placement, kernel_key, kernels, lower_for, needs_arena, output_slots, weight_blob
-from .scalar import STATIC_ONLY, Emitter, guarded_read, mlir_type, scalar_op
+from .scalar import STATIC_ONLY, Emitter, element_read, mlir_type, scalar_op
 from .structured_export import Weights, check_exportable, kernel_label
 from .target import MlirTarget
 
@@ -250,17 +250,7 @@ def _for(em: Emitter, op: Operation, names: dict[int, str], const_of: dict[str, 
 
 
 def _load(em: Emitter, op: Operation, names: dict[int, str]) -> str:
-    buf = op.operands[0]
-    src, mt = names[id(buf)], mlir_type(buf.type)
-    idx = [names[id(v)] for v in op.operands[1:]]
-
-    def read(ix: list[str]) -> str:
-        return em.op(f"memref.load {src}[{', '.join(ix)}] : {mt}")
-
-    pad = op.attributes.get("pad")
-    if pad is None:
-        return read(idx)
-    return guarded_read(em, idx, buf.type.shape, pad, op.results[0].type, read)
+    return element_read(em, op, names[id(op.operands[0])], [names[id(v)] for v in op.operands[1:]], "memref.load")
 
 
 __all__ = ["STACK_BYTES", "LoopProgram", "kernel_function_text", "loop_function_text", "loop_module_text",

@@ -602,6 +602,21 @@ def scalar_op(em: Emitter, op: Operation, args: Sequence[str], const_of: Mapping
                         const_of)
 
 
+def element_read(em: Emitter, op: Operation, src: str, indices: Sequence[str], read_op: str) -> str:
+    """``op`` (a ``structured.read`` or ``loop.load`` of ``src`` at ``indices``) as ``read_op``
+    (``tensor.extract`` / ``memref.load``), through ``guarded_read`` when it has a ``pad``."""
+    source = op.operands[0]
+    ty = mlir_type(source.type)
+
+    def read(ix: list[str]) -> str:
+        return em.op(f"{read_op} {src}[{', '.join(ix)}] : {ty}")
+
+    pad = op.attributes.get("pad")
+    if pad is None:
+        return read(list(indices))
+    return guarded_read(em, indices, source.type.shape, pad, op.results[0].type, read)
+
+
 def guarded_read(em: Emitter, indices: Sequence[str], shape: Sequence[int], pad: float, t: Type,
                  read: Callable[[list[str]], str]) -> str:
     """An element read whose out-of-range indices give ``pad`` (a padded convolution window):
@@ -632,5 +647,5 @@ def _pad_value(pad: float, t: Type) -> Any:
     return int(pad) if math.isfinite(pad) else (t.dtype.int_range[0] if pad < 0 else t.dtype.int_range[1])
 
 
-__all__ = ["Emitter", "SCALAR_OPS", "STATIC_ONLY", "cast_value", "element_type", "element_literal", "guarded_read",
+__all__ = ["Emitter", "SCALAR_OPS", "STATIC_ONLY", "cast_value", "element_type", "element_literal", "element_read", "guarded_read",
            "kind_of", "literal", "mlir_type", "scalar_op", "scalar_value", "static_dims"]

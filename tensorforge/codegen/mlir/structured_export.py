@@ -41,7 +41,7 @@ from ...ir.types import DType, ScalarType, TensorType
 from ...passes.lower.graph_to_kernels import is_library_kernel
 from ...passes.lower.structured_to_loop import accumulator_dtype
 from ..driver import check_lowered, lower_for, output_slots
-from .scalar import (Emitter, cast_value, element_literal, element_type, guarded_read, mlir_type, scalar_op,
+from .scalar import (Emitter, cast_value, element_literal, element_read, element_type, mlir_type, scalar_op,
                      scalar_value, static_dims)
 from .target import MlirTarget
 
@@ -313,17 +313,7 @@ def _body(em: Emitter, cv: ComputeView, names: dict[int, str], direct: dict[int,
 
 def _extract(em: Emitter, op: Operation, names: dict[int, str], vals: dict[int, str]) -> str:
     """A ``structured.read`` at computed indices: ``tensor.extract``, guarded when it has ``pad``."""
-    t = op.operands[0]
-    src, ty = names[id(t)], mlir_type(t.type)
-    idx = [vals[id(v)] for v in op.operands[1:]]
-
-    def read(ix: list[str]) -> str:
-        return em.op(f"tensor.extract {src}[{', '.join(ix)}] : {ty}")
-
-    pad = op.attributes.get("pad")
-    if pad is None:
-        return read(idx)
-    return guarded_read(em, idx, t.type.shape, pad, op.results[0].type, read)
+    return element_read(em, op, names[id(op.operands[0])], [vals[id(v)] for v in op.operands[1:]], "tensor.extract")
 
 
 def _round(em: Emitter, src: str, shape: list[int], acc: DType, dtype: DType) -> str:
