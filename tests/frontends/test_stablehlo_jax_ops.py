@@ -186,3 +186,9 @@ def test_chlo_ops():
     y = np.array([0.1, 0.5, -0.9, 0.0], np.float32)
     check(lambda y: (jnp.arctanh(y), jnp.arccosh(y + 2.0)), y, rtol=1e-5, atol=1e-6)
     check(lambda z: lax.top_k(z, 3), rand(4, 9))
+
+
+def test_sort_and_argsort():
+    x = rand(4, 6)
+    x[1, 2] = x[1, 4]                       # a tie: a stable sort keeps the first one first
+    check(lambda x: (jnp.sort(x, axis=-1), jnp.sort(x, axis=0), jnp.argsort(x, axis=1), jnp.argsort(-x, axis=0)), x)

@@ -21,7 +21,7 @@ import numpy as np
 
 from ...ir.core import Operation, Value
 from ...ir.types import DType
-from .attributes import gather_dims, scatter_dims
+from .attributes import enum_value, gather_dims, scatter_dims
 from .context import ImportContext
 from .importer import converts
 from .reduce import combiner
@@ -182,3 +182,40 @@ def dynamic_update_slice(ctx: ImportContext, op: Operation) -> None:
         coords.append(ctx.expand(ctx.g.add(line, start), ushape + (1,)))
     indices = coords[0] if rank == 1 else ctx.g.concat(coords, axis=rank)
     ctx.bind(op.results[0], ctx.g.scatter_nd(x, indices, upd, reduction="none"))
+
+
+@converts("stablehlo.sort")
+def sort(ctx: ImportContext, op: Operation) -> None:
+    """``jnp.sort`` / ``jnp.argsort``: one operand, or the operand with an iota along the sorted
+    dim (whose sorted copy is the permutation), ordered by a comparator ending in a ``LT`` (ascending)
+    or ``GT`` (descending) compare of the first operand's pair: ``graph.topk`` over the whole dim,
+    which keeps equal elements in their original order as a stable sort does.  NaNs are not
+    ordered by a total order here (jax puts them last)."""
+    block = op.regions[0].blocks[0]
+    ret = block.last
+    cmp = ret.operands[0].op if ret is not None and ret.operands else None
+    direction = enum_value(cmp.attributes.get("comparison_direction"), "direction") \
+        if cmp is not None and cmp.name == "stablehlo.compare" else None
+    if direction not in ("LT", "GT") or len(op.operands) > 2:
+        raise ctx.unsupported("is supported for one operand (or one with its iota) ordered by a less-than or "
+                              "greater-than comparator")
+    dim = int(op.attributes.get("dimension", -1))
+    x = ctx.get(op.operands[0])
+    rank = x.type.rank
+    dim %= rank
+    values, indices = ctx.g.topk(x, k=x.type.shape[dim], axis=dim, largest=direction == "GT", sorted=True)
+    ctx.bind(op.results[0], values)
+    if len(op.operands) == 2:
+        if not _is_iota_along(ctx, op.operands[1], dim):
+            raise ctx.unsupported("sorts a second operand that is not an iota along the sorted dimension")
+        ctx.bind(op.results[1], ctx.cast(indices, op.results[1].type.dtype))
+
+
+def _is_iota_along(ctx: ImportContext, v: Value, dim: int) -> bool:
+    arr = ctx.constant_of(v)
+    if arr is None:
+        return False
+    arr = np.asarray(arr)
+    shape = [1] * arr.ndim
+    shape[dim] = arr.shape[dim]
+    return bool((arr == np.arange(arr.shape[dim]).reshape(shape)).all())
