@@ -16,6 +16,8 @@
 - a transposed matrix operand of ``gemm``/``matmul`` becomes the GEMM's ``trans_a``/``trans_b``;
 - ``sink-transpose-*`` (``EXTRA_PATTERNS``, ``transpose_sinking.py``): transposes move below
   elementwise ops and reductions, where transpose pairs of channels-last models cancel;
+- ``sum-scaled-as-mean``, ``mean-var-as-layer-norm`` (``EXTRA_PATTERNS``, ``norm_patterns.py``): a
+  sum times 1/n is a mean, a spelled-out LayerNorm over the last dim is ``layer_norm``;
 - ``reshape-unary-reshape`` (``EXTRA_PATTERNS``): an activation between two reshapes that cancel
   (between two Linears over the last dim) loses them, so it can become the GEMM's epilogue;
 - LayerNorms over the channels of NCHW (``LAYOUT_PATTERNS``, off with ``norm_layout=false``): the
@@ -32,7 +34,6 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import ClassVar, Sequence
 
-import numpy as np
 
 from ...ir.builder import make_op
 from ...ir.core import Operation, Value
@@ -45,6 +46,7 @@ from ...ir.types import DType
 from ..registry import register_pass
 from .const_fold import with_folding
 from .simplify import SIMPLIFY_RULES, _GreedyPass
+from .norm_patterns import NORM_PATTERNS, layer_norm_parts
 from .transpose_sinking import TRANSPOSE_SINKING
 
 
@@ -279,34 +281,8 @@ def channel_norm_into_gemm_a(op: Operation, rewriter) -> bool:
     return True
 
 
-EXTRA_PATTERNS: tuple[Pattern, ...] = (reshape_unary_reshape,) + TRANSPOSE_SINKING
+EXTRA_PATTERNS: tuple[Pattern, ...] = (reshape_unary_reshape,) + TRANSPOSE_SINKING + NORM_PATTERNS
 """Rewrites that read better as code than as a declarative rule."""
-
-
-def _mean_over(v: Value, x: Value | None, axis: int) -> Value | None:
-    """The operand of ``v = reduce_mean(operand, axes=[axis], keepdims=True)`` (which must be ``x``
-    when given), else None."""
-    op = v.op
-    if op is None or op.name != "graph.reduce_mean" or not op.attributes.get("keepdims", False):
-        return None
-    src = op.operands[0]
-    rank = len(src.type.shape)
-    if tuple(a % rank for a in op.attributes.get("axes", ())) != (axis,) or (x is not None and src is not x):
-        return None
-    return src
-
-
-def _squares(v: Value, d: Value) -> bool:
-    """``v`` is ``d * d`` or ``d ** 2``."""
-    op = v.op
-    if op is None:
-        return False
-    if op.name == "graph.mul":
-        return op.operands[0] is d and op.operands[1] is d
-    if op.name == "graph.pow" and op.operands[0] is d:
-        e = constant_value(op.operands[1])
-        return e is not None and e.size == 1 and float(e.reshape(())) == 2.0
-    return False
 
 
 @pattern("graph.div", name="channel-mean-var-as-layer-norm")
@@ -317,32 +293,15 @@ def channel_mean_var_as_layer_norm(op: Operation, rewriter) -> bool:
     kernel that reduces across the channel planes a row of pixels at a time (the spelled-out form
     materialises ``x - u`` in full, read by the variance and the division), with the norm lowering's
     corrected two-pass statistics; NaN and Inf in a pixel's channels give NaN there, as torch."""
-    d, s = op.operands
-    x = op.results[0].type
-    rank = len(x.shape)
-    if rank < 3 or not x.dtype.is_float or d.op is None or d.op.name != "graph.sub" or s.op is None \
-            or s.op.name != "graph.sqrt":
+    parts = layer_norm_parts(op, lambda rank: 1 if rank >= 3 else None)
+    if parts is None:
         return False
-    xv, u = d.op.operands
-    if xv.type != x or _mean_over(u, xv, 1) is None:
-        return False
-    a = s.op.operands[0].op
-    if a is None or a.name != "graph.add":
-        return False
-    var, eps_v = a.operands
-    eps = constant_value(eps_v)
-    if eps is None or eps.size != 1 or not np.isfinite(eps).all() or float(eps.reshape(())) < 0:
-        return False
-    sq = _mean_over(var, None, 1)
-    if sq is None or not _squares(sq, d):
-        return False
-    # every other reader of the pieces keeps them alive; the rewrite then duplicates work
-    if len(u.uses) != 1 or len(var.uses) != 1 or len(d.uses) != (3 if sq.op.name == "graph.mul" else 2):
-        return False
+    xv, _, eps = parts
+    rank = xv.type.rank
     last = (0,) + tuple(range(2, rank)) + (1,)
     back = (0, rank - 1) + tuple(range(1, rank - 1))
     t = make_op("graph.transpose", [xv], {"perm": last})
-    ln = make_op("graph.layer_norm", [t.results[0]], {"axis": rank - 1, "epsilon": float(eps.reshape(()))})
+    ln = make_op("graph.layer_norm", [t.results[0]], {"axis": rank - 1, "epsilon": eps})
     y = make_op("graph.transpose", [ln.results[0]], {"perm": back})
     if y.results[0].type != op.results[0].type:
         return False
