@@ -192,3 +192,13 @@ def test_sort_and_argsort():
     x = rand(4, 6)
     x[1, 2] = x[1, 4]                       # a tie: a stable sort keeps the first one first
     check(lambda x: (jnp.sort(x, axis=-1), jnp.sort(x, axis=0), jnp.argsort(x, axis=1), jnp.argsort(-x, axis=0)), x)
+
+
+def test_upstream_mlir_backend_runs_a_jax_function():
+    from tensorforge.codegen.mlir.toolchain import mlir_tools_available
+    if not mlir_tools_available():
+        pytest.skip("mlir-opt-19 / mlir-translate-19 / llc-19 are not installed")
+    w = rand(3, 3, 3, 8)
+    check(lambda x: jax.nn.relu(lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))).mean(axis=(1, 2)),
+          rand(2, 8, 8, 3), target="mlir", rtol=1e-5, atol=1e-5)
