@@ -3,8 +3,13 @@
     tensorforge tune resnet50 --trials 400 --db tune.sqlite --time-budget 1200
     tensorforge tune bert_base --shape batch=1..64 --shape seq=1..512   # one record per kernel for every size
     tensorforge compile resnet50 -o r50.tfm        # applies the default database's records
+    tensorforge tune resnet18 resnet50 --trials 800 # several models: every shared kernel tuned once
+    tensorforge tune bert_base --ray local:2       # build and measure on a throwaway 2-node Ray cluster
 
-MODEL is a zoo name or an .onnx file (see ``loading.py``).  A progress bar shows, per batch, the
+MODEL is a zoo name or an .onnx file (see ``loading.py``); several MODELs are tuned together: the
+union of their tasks, each kernel they share tuned once, weighed by its share of all their
+latency (``tune/multi.py``).  ``--ray ADDRESS`` builds candidates on any node of a Ray cluster and
+measures them on the nodes whose target matches (``tune/distributed``).  A progress bar shows, per batch, the
 task being tuned, its trials, its best GFLOP/s and the time left; the end prints per task the
 trials, default and best latency and the speedup.  Records already in the database count against
 ``--trials``: running the same command again measures nothing.
@@ -24,17 +29,25 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     unknown = set(kinds) - set(KINDS)
     if unknown:
         raise TensorforgeError(f"--kinds: unknown task kind(s) {sorted(unknown)} (choose from {', '.join(KINDS)})")
+    if args.ray is not None:
+        from ..tune.distributed import require_ray
+        require_ray()                   # before loading models: a missing extra is one line, at once
+    if args.ray is not None and args.target != "cpu":
+        raise TensorforgeError("--ray tunes CPU targets only: drop --target or --ray")
+    if len(args.model) > 1 and args.target != "cpu":
+        raise TensorforgeError("several models are tuned together on the CPU target only: tune GPU models one by one")
     sizes, ranges = parse_shape_specs(args.shape)
-    lm = load_model(args.model, args.batch, sizes, ranges=ranges)
+    modules = {name: load_model(name, args.batch, sizes, ranges=ranges).import_module() for name in args.model}
     db = args.db or default_db_path()
     if args.target != "cpu":
         from ..tune.gpu import tune_gpu
-        report = tune_gpu(lm.import_module(), target=args.target, trials=args.trials, db=db,
+        report = tune_gpu(modules[args.model[0]], target=args.target, trials=args.trials, db=db,
                           timeout_s=args.time_budget, seed=args.seed, progress=not args.quiet)
     else:
-        report = tune(lm.import_module(), trials=args.trials, db=db, timeout_s=args.time_budget,
+        model = modules if len(modules) > 1 else next(iter(modules.values()))
+        report = tune(model, trials=args.trials, db=db, timeout_s=args.time_budget,
                       progress=not args.quiet, batch_size=args.measure_batch, per_task=args.per_task, kinds=kinds,
-                      seed=args.seed)
+                      seed=args.seed, cluster=args.ray)
     print(report)
     if args.json:
         with open(args.json, "w") as f:
@@ -45,7 +58,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 def register(sub) -> None:
     p = sub.add_parser("tune", help="tune the kernels of a model into a tuning database",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("model", help="a zoo name (tensorforge zoo) or an .onnx file")
+    p.add_argument("model", nargs="+", help="zoo names (tensorforge zoo) or .onnx files; several are tuned together")
     p.add_argument("--trials", type=int, default=64,
                    help="measured candidates for the whole model, records already in the db included (default 64)")
     p.add_argument("--db", help="tuning database file (default: $TENSORFORGE_TUNE_DB or the user cache dir)")
@@ -62,6 +75,9 @@ def register(sub) -> None:
     p.add_argument("--target", choices=("cpu", "opencl", "cuda"), default="cpu",
                    help="tune for this backend: opencl/cuda vary the GPU schedules' tiles and threads per "
                         "block (docs/gpu.md), measured on the OpenCL driver or an NVIDIA GPU")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="build and measure on a Ray cluster: its address (host:port, ray://..., auto), or local:N "
+                        "for a throwaway local cluster of N worker nodes (needs pip install 'tensorforge[ray]')")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=_cmd_tune)

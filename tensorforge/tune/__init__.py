@@ -6,7 +6,9 @@
 Modules: ``tasks`` (the distinct kernels of a model), ``space`` (per-task candidate configs),
 ``measure`` (build in parallel, time in an isolated process), ``search`` (evolutionary search guided
 by the cost model), ``scheduler`` (trials across tasks), ``apply`` (records -> codegen overrides),
-``api`` (``tune``), ``database`` (storage), ``features`` + ``cost_model`` (the learned ranking).
+``api`` (``tune``), ``database`` (storage), ``features`` + ``cost_model`` (the learned ranking),
+``warm`` (the cost model trained on the database's other workloads, cached), ``multi`` (several
+models in one tune), ``distributed`` (building and measuring on a Ray cluster).
 """
 from __future__ import annotations
 

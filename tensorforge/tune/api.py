@@ -22,11 +22,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+import numpy as np
+
 from ..errors import TensorforgeError
 from .database import CONFIRM_MARGIN, Confirmation, canonical_config
 from .scheduler import TaskScheduler
 from .search import SearchOptions, TaskSearch
 from .space import DEFAULT, space_for
+from .multi import ModelShares, single, union_tasks
 from .tasks import KINDS, Task, extract_tasks
 
 
@@ -45,6 +48,8 @@ class TaskReport:
     confirmed: float = math.nan           # applied config's confirmed speedup over the default; 1.0: default
                                           # kept; nan: never confirmed (a database from before confirmation)
     confirmed_now: bool = False           # the confirmation was made by this run
+    models: tuple[str, ...] = ()          # the models that run this kernel (several in a multi-model tune)
+    share: float = math.nan               # its share of all the models' latency, summed over models
 
     @property
     def decision(self) -> str:
@@ -77,6 +82,10 @@ class TuneReport:
     trials: int = 0
     seconds: float = 0.0
     stopped: str = ""                     # why the run ended early ("time budget"), else ""
+    models: list[str] = field(default_factory=list)
+    cluster: dict = field(default_factory=dict)           # a Ray tune: nodes, builds/s, measurements/s, lost
+    measurements: list[dict] = field(default_factory=list)  # a Ray tune: node, task, start, end per batch
+    run_trials: list[int] = field(default_factory=list)     # per task, filled by the cluster loop
 
     def model_estimate(self, which: str = "best_s") -> float:
         """Sum of weight x latency over the tasks (what the kernels cost per model run);
@@ -85,18 +94,42 @@ class TuneReport:
 
     def to_dict(self) -> dict:
         return {"target": self.target_key, "db": self.db_path, "trials": self.trials, "seconds": self.seconds,
-                "stopped": self.stopped,
+                "stopped": self.stopped, "models": self.models, "cluster": self.cluster,
+                "measurements": self.measurements,
                 "tasks": [dict(t.__dict__, speedup=t.speedup, gflops=t.gflops, decision=t.decision,
                                applied_s=t.applied_s)
                           for t in self.tasks]}
 
     def __str__(self) -> str:
+        if len(self.models) > 1:
+            return self._multi_table()
         lines = [f"{'task':28s} {'kind':5s} {'x':>3s} {'trials':>6s} {'records':>7s} {'default ms':>10s} "
                  f"{'best ms':>9s} {'GFLOP/s':>8s} {'speedup':>7s}  confirmed"]
         for t in self.tasks:
             lines.append(f"{t.name[:28]:28s} {t.kind:5s} {t.weight:3d} {t.trials:6d} {t.records:7d} "
                          f"{shown(t.default_s * 1e3, 10, 3)} {shown(t.best_s * 1e3, 9, 3)} "
                          f"{shown(t.gflops, 8, 1)} {shown(t.speedup, 7, 2)}  {t.decision}")
+        lines.append(self._footer())
+        return "\n".join(lines)
+
+    def _multi_table(self) -> str:
+        """Several models: which models use each task and its share of all their latency (the
+        scheduler's weight), then the usual columns."""
+        width = max([6] + [len(", ".join(t.models)) for t in self.tasks])
+        lines = [f"{'task':28s} {'kind':5s} {'models':{width}s} {'x':>3s} {'weight':>6s} {'trials':>6s} "
+                 f"{'default ms':>10s} {'best ms':>9s} {'speedup':>7s}  confirmed"]
+        for t in self.tasks:
+            lines.append(f"{t.name[:28]:28s} {t.kind:5s} {', '.join(t.models):{width}s} {t.weight:3d} "
+                         f"{shown(t.share, 6, 3)} {t.trials:6d} {shown(t.default_s * 1e3, 10, 3)} "
+                         f"{shown(t.best_s * 1e3, 9, 3)} {shown(t.speedup, 7, 2)}  {t.decision}")
+        shared = sum(1 for t in self.tasks if len(t.models) > 1)
+        lines.append(f"{len(self.tasks)} tasks for {len(self.models)} models ({', '.join(self.models)}), "
+                     f"{shared} shared (tuned once); weight: share of all the models' latency")
+        lines.append(self._footer())
+        return "\n".join(lines)
+
+    def _footer(self) -> str:
+        lines = []
         d, b = self.model_estimate("default_s"), self.model_estimate("applied_s")
         if math.isfinite(d) and math.isfinite(b) and b > 0:
             estimate = f"kernels per model run: default {d * 1e3:.3f} ms, tuned {b * 1e3:.3f} ms ({d / b:.2f}x)"
@@ -105,6 +138,11 @@ class TuneReport:
             estimate = f"{missing} of {len(self.tasks)} tasks not measured yet (more --trials): no model estimate"
         lines.append(f"{self.trials} trials in {self.seconds:.1f} s{' (' + self.stopped + ')' if self.stopped else ''}"
                      f"; {estimate}; db {self.db_path}")
+        if self.cluster:
+            c = self.cluster
+            lines.append(f"cluster: {c.get('nodes', 0)} nodes ({c.get('measure_nodes', 0)} measuring), "
+                         f"{c.get('builds_per_s', 0.0):.2f} builds/s, {c.get('measurements_per_s', 0.0):.2f} "
+                         f"measurements/s, {c.get('lost', 0)} in-flight candidates lost and re-queued")
         return "\n".join(lines)
 
 
@@ -132,11 +170,15 @@ def open_db(db: Any):
     return TuningDatabase(db), True
 
 
-def _cost_model(database, target, target_key: str, spaces: dict):
-    """The cost model warm-started from every record of this target (None if the module is missing)."""
+def _cost_model(database, target, target_key: str, spaces: dict, warm: bool = True):
+    """The cost model every task's search shares (None if the module is missing): with ``warm``,
+    the warm model of this target (``warm.py``: trained on the database's records of every
+    workload, cached, retrained when the records grew); else trained on this run's tasks' own
+    records only (a cold start)."""
     try:
         from .cost_model import CostModel
         from .features import gemm_features
+        from .warm import warm_cost_model
     except ImportError:
         return None
 
@@ -149,15 +191,54 @@ def _cost_model(database, target, target_key: str, spaces: dict):
             return space.features(cfg, space.check(cfg))
         return None
 
-    return CostModel.warm_start(database, target_key, featurize)
+    if warm:
+        return warm_cost_model(database, target_key, featurize)
+    model = CostModel()
+    rows, secs, groups = [], [], []
+    for key in spaces:
+        w = next((w for w in database.workloads() if w.key == key), None)
+        for r in database.records(key, target_key) if w is not None else ():
+            x = featurize(w, r) if r.ok else None
+            if x is not None:
+                rows.append(x)
+                secs.append(r.median_s)
+                groups.append(key)
+    if rows:
+        model.fit(np.stack(rows), np.asarray(secs), np.asarray(groups))
+    return model
+
+
+def tasks_of_models(model: Any, example_inputs: Sequence | None, target, passes: Any = None,
+                    kinds: Sequence[str] = KINDS, shapes: Any = None,
+                    dynamic_shapes: Any = None) -> tuple[list[Task], ModelShares]:
+    """The tasks to tune and who uses them.  ``model``: anything ``compile`` takes, a list of
+    ``Task``, or a dict ``{name: model}`` of several models (a value may be ``(model,
+    example_inputs)``), whose tasks are united (``multi.py``)."""
+    if isinstance(model, (list, tuple)) and model and all(isinstance(t, Task) for t in model):
+        tasks = list(model)
+        return tasks, single(tasks)
+    if isinstance(model, dict):
+        if not model:
+            raise TensorforgeError("tune got an empty dict of models: pass at least one {name: model}")
+        per_model = {}
+        for name, m in model.items():
+            m, inputs = m if isinstance(m, tuple) and len(m) == 2 else (m, example_inputs)
+            per_model[str(name)] = extract_tasks(m, inputs, target, passes, kinds, shapes=shapes,
+                                                 dynamic_shapes=dynamic_shapes)
+        return union_tasks(per_model)
+    tasks = extract_tasks(model, example_inputs, target, passes, kinds, shapes=shapes, dynamic_shapes=dynamic_shapes)
+    return tasks, single(tasks)
 
 
 def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, db: Any = None,
          timeout_s: float | None = None, progress: bool = True, *, batch_size: int = 8,
          per_task: int | None = None, kinds: Sequence[str] = KINDS, target=None, seed: int = 0,
          passes: Any = None, measurer=None, options: SearchOptions | None = None,
-         confirm: ConfirmOptions | None = None, shapes: Any = None, dynamic_shapes: Any = None) -> TuneReport:
-    """Tunes the kernels of ``model`` (anything ``compile`` takes, or a list of ``Task``).
+         confirm: ConfirmOptions | None = None, shapes: Any = None, dynamic_shapes: Any = None,
+         cluster: Any = None, warm: bool = True) -> TuneReport:
+    """Tunes the kernels of ``model`` (anything ``compile`` takes, a list of ``Task``, or a dict
+    ``{name: model or (model, example_inputs)}`` of several models tuned together: each shared
+    kernel once, weighed by its share of all the models' latency, ``multi.py``).
 
     ``trials``: measured candidates for the whole model, records already in ``db`` included;
     ``db``: a path or ``TuningDatabase`` (None: the default database); ``timeout_s``: stop
@@ -166,7 +247,10 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
     per task; ``kinds``: which tasks ("gemm", "conv", "loop"); ``measurer``: a
     ``measure.Measurer`` to use (else one is made); ``confirm``: the confirmation step
     (``ConfirmOptions(top=0)`` turns it off); ``shapes`` / ``dynamic_shapes``: as ``compile``
-    takes them.
+    takes them; ``cluster``: build and measure on a Ray cluster (an address, ``"local:N"`` for a
+    throwaway local cluster of N worker nodes, or a ``distributed.Cluster``; docs/tuning.md,
+    "Tuning on a Ray cluster"); ``warm``: rank new tasks with the warm cost model (``warm.py``;
+    False: only this run's tasks' own records train it).
 
     A model with symbolic dims (``dynamic_shapes``, or a graph whose ``main`` carries a symbol
     table) is tuned on its symbolic kernels: each is measured at the symbols' hints and its
@@ -181,18 +265,20 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
     from .measure import Measurer
     if trials < 0 or batch_size < 1:
         raise TensorforgeError(f"tune needs trials >= 0 and batch_size >= 1 (got {trials}, {batch_size})")
+    session = None
+    if cluster is not None:          # fail on a missing ray or a bad address before any work
+        from .distributed import open_cluster
+        session = open_cluster(cluster)
     start = time.perf_counter()
     target = target or Target.host()
     target_key = target.key()
-    if isinstance(model, (list, tuple)) and all(isinstance(t, Task) for t in model):
-        tasks = list(model)
-    else:
-        tasks = extract_tasks(model, example_inputs, target, passes, kinds, shapes=shapes,
-                              dynamic_shapes=dynamic_shapes)
-    database, own_db = open_db(db)
+    database = None
+    own_db = False
     own_measurer = measurer is None
-    report = TuneReport(target_key, str(getattr(database, "path", db)))
     try:
+        tasks, shares = tasks_of_models(model, example_inputs, target, passes, kinds, shapes, dynamic_shapes)
+        database, own_db = open_db(db)
+        report = TuneReport(target_key, str(getattr(database, "path", db)), models=list(shares.models))
         for t in tasks:
             database.add_workload(t.workload())
         spaces = {t.key: space_for(t, target) for t in tasks}
@@ -202,36 +288,46 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
             s.load(database.records(t.key, target_key))
             searches.append(s)
         existing = [len(s.measured) for s in searches]
-        sched = TaskScheduler([t.weight for t in tasks], trials, per_task, existing, [s.best_s for s in searches])
+        cores = getattr(target, "cores", 1)
+        sched = TaskScheduler(shares.weights(tasks, [s.best_s for s in searches], cores), trials, per_task, existing,
+                              [s.best_s for s in searches])
         run_trials = [0] * len(tasks)
         cost = None
         if sched.remaining > 0:          # nothing to tune: no model to train, no runner to start
-            cost = _cost_model(database, target, target_key, spaces)
+            cost = _cost_model(database, target, target_key, spaces, warm)
             for s in searches:
                 s.model = cost
-        with Progress(f"tuning {len(tasks)} tasks", total=sched.remaining, enabled=progress) as bar:
-            while True:
-                if timeout_s is not None and time.perf_counter() - start > timeout_s:
-                    report.stopped = "time budget"
-                    break
-                i = sched.next_task()
-                if i is None:
-                    break
-                s, t = searches[i], tasks[i]
-                configs = s.next_batch(sched.allowance(i, batch_size))
-                if not configs:
-                    sched.observe(i, 0, s.best_s, exhausted=True)
-                    continue
-                if measurer is None:
-                    measurer = Measurer(target)
-                results = measurer.measure(t, configs)
-                s.commit(results, database, target_key)
-                learned = s.features_of(results) if cost is not None else None
-                if learned is not None:
-                    cost.update(learned[0], learned[1], [t.key] * len(learned[1]))
-                sched.observe(i, len(results), s.best_s, exhausted=s.exhausted)
-                run_trials[i] += len(results)
-                bar.advance(len(results), note=_note(t, s, timeout_s, start))
+        if session is not None:
+            from .distributed.driver import run_trials_on_cluster
+            measurer = session.measurer(target)
+            own_measurer = True
+            if sched.remaining > 0:
+                run_trials_on_cluster(session, tasks, searches, sched, shares, database, target_key, cost,
+                                      batch_size, timeout_s, start, report, progress)
+            run_trials = list(report.run_trials) or run_trials
+        else:
+            with Progress(f"tuning {len(tasks)} tasks", total=sched.remaining, enabled=progress) as bar:
+                while True:
+                    if timeout_s is not None and time.perf_counter() - start > timeout_s:
+                        report.stopped = "time budget"
+                        break
+                    i = sched.next_task()
+                    if i is None:
+                        break
+                    s, t = searches[i], tasks[i]
+                    configs = s.next_batch(sched.allowance(i, batch_size))
+                    if not configs:
+                        sched.observe(i, 0, s.best_s, exhausted=True)
+                        continue
+                    if measurer is None:
+                        measurer = Measurer(target)
+                    results = measurer.measure(t, configs)
+                    s.commit(results, database, target_key)
+                    learn(cost, s, t, results)
+                    sched.observe(i, len(results), s.best_s, exhausted=s.exhausted)
+                    sched.set_weights(shares.weights(tasks, [x.best_s for x in searches], cores))
+                    run_trials[i] += len(results)
+                    bar.advance(len(results), note=_note(t, s, timeout_s, start))
         confirm = confirm or ConfirmOptions()
         # A measurer without ``confirm`` (a test's stand-in that only measures) skips the step.
         can_confirm = confirm.top > 0 and (measurer is None or hasattr(measurer, "confirm"))
@@ -247,6 +343,7 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
                 conf = confirm_task(measurer, database, tasks[i], searches[i], target_key, confirm)
                 confirmed_now.add(i)
                 bar.advance(1, note=f"{tasks[i].name}: {_decision(conf, confirm.margin)}")
+        task_shares = shares.shares(tasks, [s.best_s for s in searches], cores)
         for i, (t, s, n) in enumerate(zip(tasks, searches, run_trials)):
             rec = database.best(t.key, target_key, margin=confirm.margin)
             conf = database.confirmation(t.key, target_key)
@@ -257,15 +354,25 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
                     canonical_config(applied), math.nan) if applied is not None else 1.0
             report.tasks.append(TaskReport(t.name, t.key, t.kind, t.weight, t.flops, n,
                                            database.count(t.key, target_key), s.default_s(), s.best_s,
-                                           applied, speedup, i in confirmed_now))
+                                           applied, speedup, i in confirmed_now,
+                                           models=tuple(shares.users(t.key)), share=task_shares[i]))
         report.trials = sum(run_trials)
     finally:
         if own_measurer and measurer is not None:
             measurer.close()
-        if own_db:
+        if own_db and database is not None:
             database.close()
+        if session is not None:
+            session.close()
     report.seconds = time.perf_counter() - start
     return report
+
+
+def learn(cost, search: TaskSearch, task: Task, results) -> None:
+    """Feeds a measured batch to the shared cost model."""
+    learned = search.features_of(results) if cost is not None else None
+    if learned is not None:
+        cost.update(learned[0], learned[1], [task.key] * len(learned[1]))
 
 
 @dataclass

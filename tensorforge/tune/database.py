@@ -33,7 +33,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, TypeVar
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
 
 from ..errors import TuningDatabaseError
 
@@ -278,10 +278,21 @@ CREATE TABLE IF NOT EXISTS confirmations (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS confirmations_task ON confirmations (workload_key, target_key);
+""" + """
+CREATE TABLE IF NOT EXISTS record_features (
+    digest TEXT PRIMARY KEY,
+    layout TEXT NOT NULL,
+    vector TEXT NOT NULL
+);
 """
 # Added after schema 1 shipped: created on open when missing (a file written before has none, and a
 # read-only open of such a file reads "no confirmations"), so the schema version stays 1.
-_CONFIRMATIONS_SCHEMA = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS confirmations"):]
+_CONFIRMATIONS_SCHEMA = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS confirmations"):
+                                _SCHEMA.index("CREATE TABLE IF NOT EXISTS record_features")]
+# Added with the warm cost model (docs/tuning.md, "Warm start"), the same way: the cost model's
+# feature row of a record, by the record's digest, so that a later tune of ANOTHER model can train
+# on it without the kernel (which the database does not hold).  Derived data: not exported.
+_FEATURES_SCHEMA = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS record_features"):]
 _RECORD_COLUMNS = ("workload_key, target_key, config, latencies, workspace_bytes, code_size, error, "
                    "version, created")
 
@@ -348,6 +359,8 @@ class TuningDatabase:
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a killed process loses nothing committed
             if not self._has_confirmations():
                 self._write(lambda c: [c.execute(stmt) for stmt in filter(str.strip, _CONFIRMATIONS_SCHEMA.split(";"))])
+            if not self._has_table("record_features"):
+                self._write(lambda c: [c.execute(stmt) for stmt in filter(str.strip, _FEATURES_SCHEMA.split(";"))])
 
     def _state(self) -> str:
         """"empty" (a new or zero-length file), "ours" or "foreign"."""
@@ -371,8 +384,11 @@ class TuningDatabase:
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _has_confirmations(self) -> bool:
+        return self._has_table("confirmations")
+
+    def _has_table(self, name: str) -> bool:
         return bool(self._live().execute(
-            "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='confirmations'").fetchone()[0])
+            "SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone()[0])
 
     def _verify(self) -> None:
         state = self._state()
@@ -457,15 +473,50 @@ class TuningDatabase:
             self._live()
             self._write(lambda c: self._insert_workloads(c, [w]))
 
-    def add_records(self, records: Iterable[Record]) -> int:
+    def add_records(self, records: Iterable[Record],
+                    features: "tuple[str, Sequence[Sequence[float] | None]] | None" = None) -> int:
         """Store a batch in ONE transaction; returns how many were new (an identical record,
-        e.g. from a repeated import, is stored once)."""
+        e.g. from a repeated import, is stored once).  ``features``: (layout id, one cost-model
+        feature row or None per record), stored in the same transaction (``record_features``)."""
         batch = [_stamped(r) for r in records]
         for r in batch:
             check_record(r)
+        rows = []
+        if features is not None:
+            layout, vectors = features
+            if len(vectors) != len(batch):
+                raise TuningDatabaseError(f"add_records got {len(vectors)} feature rows for {len(batch)} records")
+            rows = [(r.digest(), layout, json.dumps([float(x) for x in v])) for r, v in zip(batch, vectors)
+                    if v is not None]
+
+        def body(c: sqlite3.Connection) -> int:
+            n = self._insert_records(c, batch)
+            if rows:
+                c.executemany("INSERT OR IGNORE INTO record_features VALUES (?,?,?)", rows)
+            return n
         with self._lock, self._errors():
             self._live()
-            return self._write(lambda c: self._insert_records(c, batch))
+            return self._write(body)
+
+    def featured_records(self, target_key: str, layout: str) -> list[tuple[str, float, list[float]]]:
+        """(workload key, median seconds, feature row) of every successful record on ``target_key``
+        whose features were stored with ``layout`` (the warm cost model's training set)."""
+        if not self._has_table_read("record_features"):
+            return []
+        rows = self._read("SELECT r.workload_key, r.median, f.vector FROM records r JOIN record_features f "
+                          "ON f.digest = r.digest WHERE r.target_key=? AND f.layout=? AND r.median IS NOT NULL "
+                          "ORDER BY r.id", (target_key, layout))
+        return [(wk, float(m), json.loads(v)) for wk, m, v in rows]
+
+    def content_version(self, target_key: str) -> tuple[int, int]:
+        """(successful records on ``target_key``, the largest record id): what the warm cost
+        model's cache compares against to decide whether to retrain."""
+        n, top = self._read("SELECT count(median), coalesce(max(id), 0) FROM records WHERE target_key=?",
+                            (target_key,))[0]
+        return int(n), int(top)
+
+    def _has_table_read(self, name: str) -> bool:
+        return bool(self._read("SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?", (name,))[0][0])
 
     def add_confirmation(self, c: Confirmation) -> int:
         """Store a confirmation (1 if new; the latest one of a workload and target is the one

@@ -19,6 +19,7 @@ Magnitudes that span decades (flops, bytes, iterations) are ``log2(1 + x)``.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 
@@ -76,6 +77,9 @@ FEATURE_NAMES: tuple[str, ...] = (
     "est_compute_s", "est_memory_s", "est_seconds",
 )
 INDEX = {n: i for i, n in enumerate(FEATURE_NAMES)}
+# Names the layout of a feature row (stored with each record's features in the database): rows of
+# another layout (an older or newer tensorforge) are not mixed into a model.
+FEATURE_LAYOUT = "v1-" + hashlib.sha256(",".join(FEATURE_NAMES).encode()).hexdigest()[:12]
 LOG_FEATURES = frozenset({
     *(f"ops_{k}" for k in OP_KINDS), "flops", "loads", "stores", "register_accesses", "footprint", "traffic_l1",
     "traffic_l2", "traffic_l3", "reuse_dist", "vec_lanes", "unroll", "par_extent", "par_forks", "iterations",

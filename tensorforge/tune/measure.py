@@ -83,6 +83,10 @@ class RunnerDied(Exception):
     pass
 
 
+class BuildFailed(Exception):
+    """A candidate's build failed on another node (the message is that node's one-line error)."""
+
+
 class _Runner:
     """The measuring subprocess, restarted after a crash or a timeout."""
 
@@ -183,18 +187,7 @@ class Measurer:
     # ---- code generation --------------------------------------------------------------------
     def generate(self, task: Task, config: dict) -> tuple[str, Any]:
         """(C source, ModelLayout) of the task's one-kernel function under ``config``."""
-        from ..codegen.c.model import generate_model_c
-        from ..codegen.c.tensorize import Tensorizer
-        from ..schedule.default import default_schedule
-        cores = self.target.cores
-        tuning = None if config.get("kind") == "default" else Tuning.fixed({task.key: config}, self.target)
-        src, layout = generate_model_c(task.func, lambda fn: default_schedule(fn, cores),
-                                       Tensorizer(self.target, tuning.params_for if tuning else None),
-                                       schedule_for=tuning.schedule_for if tuning else None)
-        if tuning is not None and task.key not in tuning.applied:
-            raise TensorforgeError(f"config of kind {config.get('kind')!r} was not used by the code generator "
-                                   f"for kernel {task.name} (a {task.kind} task)")
-        return src, layout
+        return generate(task, config, self.target)
 
     def workspace_bytes(self, task: Task, config: dict, layout) -> int:
         """Arena plus what a GEMM allocates per call (packed A blocks per thread, packed B); a
@@ -283,16 +276,34 @@ class Measurer:
         return config, _Timed(self._pool.submit(build), t0)
 
     def _weights_file(self, task: Task, blob: np.ndarray) -> str:
-        digest = hashlib.blake2b(blob.tobytes(), digest_size=12).hexdigest()
-        path = os.path.join(self._folder(task), f"w_{digest}.npy")
+        path = self.weights_path(task, weights_digest(blob))
         if not os.path.exists(path):
             np.save(path, blob)
         return path
+
+    def weights_path(self, task: Task, digest: str) -> str:
+        """Where the weight blob with ``digest`` (``weights_digest``) of ``task`` is kept."""
+        return os.path.join(self._folder(task), f"w_{digest}.npy")
 
     def measure(self, task: Task, configs: Sequence[dict]) -> list[Result]:
         """Results in the order of ``configs`` (every config is built and run, failures included)."""
         b = self.bench(task)
         built = [self._build(task, c) for c in configs]
+        return self._measure_built(task, built, b)
+
+    def measure_prebuilt(self, task: Task, builds: Sequence[dict]) -> list[Result]:
+        """Results of candidates built elsewhere (Ray build tasks, ``distributed/remote.py``), in
+        order: each ``{"config", "lib": path, "weights": blob, "layout": FrozenLayout, "build_s"}``,
+        or ``{"config", "error", "build_s"}`` for one whose build failed (it costs that trial)."""
+        b = self.bench(task)
+        built = []
+        for x in builds:
+            if x.get("error"):
+                built.append((x["config"], _Done(BuildFailed(x["error"]), x.get("build_s", 0.0))))
+            else:
+                weights = x.get("weights_path") or self._weights_file(task, x["weights"])
+                paths = (x["lib"], weights, x["layout"])
+                built.append((x["config"], Ready(paths, x.get("build_s", 0.0))))
         return self._measure_built(task, built, b)
 
     def _measure_built(self, task: Task, built: list, b: _Bench, save: list[str] | None = None) -> list[Result]:
@@ -371,6 +382,42 @@ class Measurer:
         return {"wall": wall, "cpu": cpu}
 
 
+def generate(task: Task, config: dict, target) -> tuple[str, Any]:
+    """(C source, ModelLayout) of the task's one-kernel function under ``config`` for ``target``
+    (what ``Measurer`` builds, and what a Ray build task builds on another node)."""
+    from ..codegen.c.model import generate_model_c
+    from ..codegen.c.tensorize import Tensorizer
+    from ..schedule.default import default_schedule
+    cores = target.cores
+    tuning = None if config.get("kind") == "default" else Tuning.fixed({task.key: config}, target)
+    src, layout = generate_model_c(task.func, lambda fn: default_schedule(fn, cores),
+                                   Tensorizer(target, tuning.params_for if tuning else None),
+                                   schedule_for=tuning.schedule_for if tuning else None)
+    if tuning is not None and task.key not in tuning.applied:
+        raise TensorforgeError(f"config of kind {config.get('kind')!r} was not used by the code generator "
+                               f"for kernel {task.name} (a {task.kind} task)")
+    return src, layout
+
+
+@dataclass
+class FrozenLayout:
+    """What measuring needs of a ``ModelLayout`` (arena size and offsets), at the sizes a task is
+    measured and checked at: plain data, so a build made on another machine can be shipped to
+    the measuring one (the layout itself holds IR types, which do not pickle)."""
+
+    arenas: dict[tuple[int, ...], tuple[list[int] | None, int]]
+
+    @classmethod
+    def of(cls, layout, task: Task) -> "FrozenLayout":
+        sizes = [_dims(task)] + [[o[s] for s in task.symbols.ranges] for o in other_sizes(task)]
+        return cls({tuple(d or ()): _arena(layout, d) for d in sizes})
+
+
+def weights_digest(blob: np.ndarray) -> str:
+    """Names a weight blob (candidates that pack weights alike share one file)."""
+    return hashlib.blake2b(blob.tobytes(), digest_size=12).hexdigest()
+
+
 def _dims(task: Task) -> list[int] | None:
     """The dims array a symbolic task runs with: its hints in the table's order (the order
     ``generate_model_c`` gives ``tf_dims``); None for a static task."""
@@ -380,6 +427,9 @@ def _dims(task: Task) -> list[int] | None:
 
 def _arena(layout, dims: list[int] | None) -> tuple[list[int] | None, int]:
     """(offsets of the arena buffers or None for a static library, arena bytes) at ``dims``."""
+    if isinstance(layout, FrozenLayout):
+        offsets, size = layout.arenas[tuple(dims or ())]
+        return (list(offsets) if offsets is not None else None), int(size)
     plan = getattr(layout, "dynamic_plan", None)
     if plan is None:
         return None, int(layout.arena_bytes)
@@ -454,6 +504,19 @@ class _Done:
 
     def result(self):
         raise self.exc
+
+    def wait(self) -> None:
+        pass
+
+
+class Ready:
+    """A build made elsewhere (a Ray build task): (library path, weights path, layout) at hand."""
+
+    def __init__(self, value: tuple, seconds: float):
+        self.value, self.seconds = value, seconds
+
+    def result(self):
+        return self.value
 
     def wait(self) -> None:
         pass

@@ -3,7 +3,9 @@
 Per batch (``TaskSearch.next_batch``):
 
 1. seeds first: the untuned default (the baseline every speedup is measured against) and the
-   space's hand-picked starting points, until they have been measured;
+   space's hand-picked starting points, until they have been measured (with
+   ``SearchOptions.warm_seeds`` and a trained model, only the default goes first and the seeds
+   compete with the population on the model's score: measured worse, so off by default);
 2. a population: the best measured configs, mutated, plus fresh random samples; it evolves for a
    few generations *in the model* (children of the best-predicted parents replace the worst), which
    costs no measurement;
@@ -38,6 +40,8 @@ class SearchOptions:
     epsilon: float = 0.15          # share of a batch picked at random among valid configs
     random_share: float = 0.3      # share of each generation that is fresh samples, not children
     max_attempts: int = 2000       # configs tried (valid or not) per batch before giving up
+    warm_seeds: bool = False       # True: a trained (warm) model ranks the hand-picked seeds with the rest
+                                   # (measured: it lost their diversity, docs/tuning.md "Warm cost model")
 
 
 @dataclass
@@ -60,6 +64,7 @@ class TaskSearch:
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     options: SearchOptions = field(default_factory=SearchOptions)
     exhausted: bool = False
+    _feature_cache: dict[str, np.ndarray | None] = field(default_factory=dict, repr=False)
 
     # ---- state ----------------------------------------------------------------------------------
     @property
@@ -108,7 +113,13 @@ class TaskSearch:
         """Up to ``n`` unmeasured, valid configs (fewer when the space seems used up)."""
         picked: list[_Candidate] = []
         seen = set(self.measured)
-        for config in self.space.seeds():
+        seeds, ranked_seeds = self.space.seeds(), []
+        if self.options.warm_seeds and getattr(self.model, "trained", False):
+            # A model that learned from other workloads (warm.py) knows which hand-picked seeds suit
+            # this kernel: only the default (the baseline) goes first, the others compete.
+            ranked_seeds = [c for c in seeds if c.get("kind") != "default"]
+            seeds = [c for c in seeds if c.get("kind") == "default"]
+        for config in seeds:
             if len(picked) >= n:
                 return [c.config for c in picked]
             key = canonical(config)
@@ -122,7 +133,10 @@ class TaskSearch:
         if want <= 0:
             return [c.config for c in picked]
         pool = self._evolve(seen)
-        fresh = [c for c in pool if c.key not in seen]
+        keys = {c.key for c in pool}
+        extra = [c for c in (self._candidate(x) for x in ranked_seeds) if c is not None and c.key not in keys]
+        self._score(extra)
+        fresh = [c for c in pool + extra if c.key not in seen]
         if not fresh:
             self.exhausted = not picked
             return [c.config for c in picked]
@@ -174,13 +188,24 @@ class TaskSearch:
 
     # ---- results ------------------------------------------------------------------------------
     def commit(self, results: list[Result], db, target_key: str) -> None:
-        """Adds a measured batch to the search state, and to ``db`` as one transaction."""
+        """Adds a measured batch to the search state, and to ``db`` as one transaction (with the
+        successful records' feature rows, which the warm cost model of later tunes trains on)."""
         for r in results:
             self.measured.add(canonical(r.config))
             if r.ok:
                 self.history.append((r.median_s, r.config))
         if db is not None:
-            db.add_records([r.record(self.task, target_key) for r in results])
+            from .features import FEATURE_LAYOUT
+            db.add_records([r.record(self.task, target_key) for r in results],
+                           features=(FEATURE_LAYOUT, [self._features(r.config) if r.ok else None for r in results]))
+
+    def _features(self, config: dict) -> np.ndarray | None:
+        """The feature row of a measured config (computed once: a loop candidate's is a schedule replay)."""
+        key = canonical(config)
+        if key not in self._feature_cache:
+            cand = self._candidate(config)
+            self._feature_cache[key] = None if cand is None else cand.features
+        return self._feature_cache[key]
 
     def features_of(self, results: list[Result]) -> tuple[np.ndarray, np.ndarray] | None:
         """Feature rows and seconds of the successful results (for the cost model's update)."""
@@ -188,10 +213,10 @@ class TaskSearch:
         for r in results:
             if not r.ok:
                 continue
-            cand = self._candidate(r.config)
-            if cand is None or cand.features is None:
+            feats = self._features(r.config)
+            if feats is None:
                 continue
-            rows.append(cand.features)
+            rows.append(feats)
             secs.append(r.median_s)
         if not rows:
             return None

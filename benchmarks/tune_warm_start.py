@@ -1,0 +1,179 @@
+"""Warm start of the cost model: trials to reach 90% of the best, cold against warm-from-the-database.
+
+    python benchmarks/tune_warm_start.py [--trials 40] [--source-trials 150] [--repeats 1]
+
+1. A *source* database is filled by tuning OTHER models (zoo ``resnet18_small``, ``bert_tiny``,
+   ``mlp_small``): their records and stored feature rows are what the warm model learns from.
+2. Three kernels that none of those models has (a GEMM, a 3x3 convolution, a layer-norm loop
+   kernel, from small torch modules of other shapes) are each tuned twice with the same budget:
+   *cold*: an empty database and ``warm=False`` (the model starts from the roofline prior and learns
+   only this task's own measurements: TVM's situation); *warm*: a copy of the source database and
+   ``warm=True`` (``tune/warm.py``).  Confirmation is off (it does not change the search).
+3. For each run, the records of the kernel in the order they were measured give the best latency
+   so far after each trial; "trials to 90%" is the first trial whose best is within 90% of the best
+   throughput either run found (latency <= best / 0.9).  With ``--repeats R`` each kernel is tuned
+   R times each way (cold and warm alternating, seeds varied) and the medians are printed too.
+
+All timings are real measurements on this machine, so the load of other processes moves them;
+the script prints every run's numbers, not only the summary.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+def kernels():
+    """(name, kind, model, inputs) of the three kernels measured."""
+    import torch
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+
+    def x(*shape):
+        return torch.from_numpy(rng.standard_normal(shape, dtype=np.float32))
+
+    class Gemm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(384, 320)
+
+        def forward(self, a):
+            return self.fc(a)
+
+    class Conv(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(24, 40, 3, padding=1)
+
+        def forward(self, a):
+            return self.conv(a)
+
+    class Norm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(448)
+
+        def forward(self, a):
+            return self.norm(a)
+
+    return [("gemm 96x320x384", "gemm", Gemm().eval(), (x(96, 384),)),
+            ("conv 3x3 24->40 28x28", "conv", Conv().eval(), (x(1, 24, 28, 28),)),
+            ("layernorm 96x448", "loop", Norm().eval(), (x(96, 448),))]
+
+
+def measurer(threads: int):
+    from tensorforge.tune.measure import Measurer
+    return Measurer(threads=threads)
+
+
+def fill_source(db: str, trials: dict[str, int], threads: int) -> None:
+    import tensorforge
+    from tensorforge.commands.loading import load_model
+    from tensorforge.tune.api import ConfirmOptions
+    for name, n in trials.items():
+        t0 = time.perf_counter()
+        with measurer(threads) as m:
+            report = tensorforge.tune(load_model(name, None, {}).import_module(), trials=n, db=db, progress=False,
+                                      confirm=ConfirmOptions(top=0), measurer=m)
+        print(f"source: {name}: {report.trials} trials on {len(report.tasks)} tasks in {time.perf_counter() - t0:.0f} s",
+              flush=True)
+
+
+def run(task, db: str, trials: int, warm: bool, seed: int, threads: int, rank_seeds: bool) -> list[float]:
+    """The kernel's measured medians, in measuring order (inf for a failed candidate)."""
+    import tensorforge
+    from tensorforge.tune.api import ConfirmOptions
+    from tensorforge.tune.database import TuningDatabase
+    from tensorforge.tune.search import SearchOptions
+    with measurer(threads) as m:
+        report = tensorforge.tune([task], trials=trials, db=db, progress=False, warm=warm, seed=seed,
+                                  confirm=ConfirmOptions(top=0), measurer=m,
+                                  options=SearchOptions(warm_seeds=rank_seeds and warm))
+    with TuningDatabase(db, readonly=True) as d:
+        recs = d.records(task.key, report.target_key)
+    return [r.median_s if r.ok else math.inf for r in recs]
+
+
+def trials_to(medians: list[float], best: float, share: float = 0.9) -> int:
+    """First trial (1-based) whose best so far reaches ``share`` of the best throughput; len+1 if never."""
+    so_far = math.inf
+    for i, m in enumerate(medians, 1):
+        so_far = min(so_far, m)
+        if so_far <= best / share:
+            return i
+    return len(medians) + 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=40, help="budget per kernel and run (default 40)")
+    ap.add_argument("--source-trials", type=int, default=150, help="trials of the other models (default 150)")
+    ap.add_argument("--repeats", type=int, default=1, help="cold and warm runs per kernel (default 1)")
+    ap.add_argument("--work", help="folder for the databases (default: a temporary one, removed)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads the kernels run on while measured (default 1: on a shared machine a 2-thread "
+                         "kernel's time jumps between its real time and scheduler quanta when other work runs)")
+    ap.add_argument("--rank-seeds", action="store_true",
+                    help="warm runs let the model rank the hand-picked seeds (SearchOptions(warm_seeds=True)) "
+                         "instead of measuring them first")
+    args = ap.parse_args()
+    from tensorforge.tune.tasks import extract_tasks
+    work = args.work or tempfile.mkdtemp(prefix="tf-warm-")
+    os.environ["TENSORFORGE_CACHE"] = os.path.join(work, "cache")     # a fresh warm-model cache
+    source = os.path.join(work, "source.sqlite")
+    try:
+        if not os.path.exists(source):
+            n = args.source_trials
+            fill_source(source, {"resnet18_small": n * 2 // 5, "bert_tiny": n * 2 // 5, "mlp_small": n // 5},
+                        args.threads)
+        rows = []
+        for name, kind, model, inputs in kernels():
+            task = next(t for t in extract_tasks(model, inputs) if t.kind == kind)
+            runs = {"cold": [], "warm": []}
+            for r in range(args.repeats):
+                for mode in (("cold", "warm") if r % 2 == 0 else ("warm", "cold")):
+                    db = os.path.join(work, f"{kind}-{mode}-{r}.sqlite")
+                    for suffix in ("", "-wal", "-shm"):
+                        if os.path.exists(db + suffix):
+                            os.remove(db + suffix)
+                    if mode == "warm":
+                        shutil.copy(source, db)
+                    t0 = time.perf_counter()
+                    runs[mode].append(run(task, db, args.trials, mode == "warm", r, args.threads, args.rank_seeds))
+                    print(f"{name}: {mode} run {r}: {len(runs[mode][-1])} trials in {time.perf_counter() - t0:.0f} s",
+                          flush=True)
+            best = min(min(m) for ms in runs.values() for m in ms)
+            for share in (0.9, 0.97):
+                rows.append((name, share, best, [trials_to(m, best, share) for m in runs["cold"]],
+                             [trials_to(m, best, share) for m in runs["warm"]]))
+            for mode, ms in runs.items():
+                for r, m in enumerate(ms):
+                    curve = np.minimum.accumulate(np.asarray(m))
+                    print(f"  {mode} {r}: best so far (us) every 4 trials: "
+                          + " ".join(f"{v * 1e6:.1f}" for v in curve[3::4]), flush=True)
+        print()
+        print(f"{'kernel':24s} {'best us':>9s} {'share':>5s} {'cold trials to it':>18s} {'warm trials to it':>18s} "
+              f"{'warm/cold':>9s}")
+        for name, share, best, cold, warm in rows:
+            c, w = statistics.median(cold), statistics.median(warm)
+            print(f"{name:24s} {best * 1e6:9.1f} {share:5.2f} {str(cold):>18s} {str(warm):>18s} {w / c:9.2f}")
+        print(f"(share: of the best throughput either run found; budget {args.trials} per run; "
+              f"'budget+1' means never reached in that run)")
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
