@@ -113,7 +113,8 @@ def test_gather_scatter_and_dynamic_slices_clamp_like_xla():
     def f(tab, ids, x, i):
         return (tab[ids], jnp.take(x, ids, axis=1), x[i], x.at[ids].add(1.0), x.at[ids[:2]].set(-5.0),
                 lax.dynamic_slice(x, (i, 2), (2, 3)), lax.dynamic_update_slice(x, jnp.ones((2, 3)), (i, 1)),
-                x[ids[:2], ids[1:]])
+                x[ids[:2], ids[1:]], jnp.take_along_axis(x, jnp.argsort(x, axis=1)[:, :3], axis=1),
+                jnp.take_along_axis(x, jnp.clip(jnp.argsort(x, axis=0)[:3] + i, 0, 7), axis=0))
     args = (rand(10, 4), np.array([1, 2, 7], np.int32), rand(8, 8))
     cm = tensorforge.compile(f, args + (np.int32(0),))
     for i in (0, 5, 7, -1, 100):           # out-of-range offsets are clamped, as XLA does

@@ -54,8 +54,11 @@ def gather(ctx: ImportContext, op: Operation) -> None:
               and all(sizes[i] == 1 for i in mapped)
               and all(sizes[i] == shape[i] for i in range(len(shape)) if i not in mapped))
     if not simple:
+        if _gather_elements(ctx, op, d, shape, sizes):
+            return
         raise ctx.unsupported(f"form {op.attributes.get('dimension_numbers')!r} with slice_sizes {sizes} is not "
-                              f"supported (whole slices along consecutive collapsed dims only)")
+                              f"supported (whole slices along consecutive collapsed dims, or one element per "
+                              f"index with every other dim batched as jnp.take_along_axis does)")
     idx = ctx.get(idx_s)
     irank = idx.type.rank
     ivd = d.index_vector_dim
@@ -90,6 +93,35 @@ def gather(ctx: ImportContext, op: Operation) -> None:
             perm.append(a + t)
             t += 1
     ctx.bind(op.results[0], ctx.transpose(y, perm))
+
+
+def _gather_elements(ctx: ImportContext, op: Operation, d, shape, sizes) -> bool:
+    """``jnp.take_along_axis``: one element per index along dim ``a``, every other operand dim a
+    batching dim paired with an index dim; ``graph.gather_elements`` on the indices permuted into
+    the operand's dim order, and the result permuted back into the indices' order."""
+    rank = len(shape)
+    if len(d.start_index_map) != 1 or tuple(d.collapsed_slice_dims) != tuple(d.start_index_map) or d.offset_dims \
+            or any(n != 1 for n in sizes) or len(d.operand_batching_dims) != rank - 1:
+        return False
+    (a,) = d.start_index_map
+    idx = ctx.get(op.operands[1])
+    ivd = d.index_vector_dim
+    if ivd < idx.type.rank:
+        if idx.type.shape[ivd] != 1:
+            return False
+        idx = ctx.reshape(idx, tuple(n for i, n in enumerate(idx.type.shape) if i != ivd))
+    if idx.type.rank != rank:
+        return False
+    batch = [i - (1 if ivd < i else 0) for i in d.start_indices_batching_dims]
+    free = [i for i in range(rank) if i not in batch]
+    perm = [0] * rank
+    for o, i in zip(d.operand_batching_dims, batch):
+        perm[o] = i
+    perm[a] = free[0]
+    picked = _clamp(ctx, _as_i64(ctx, ctx.transpose(idx, perm)), shape[a] - 1)
+    y = ctx.b.create("graph.gather_elements", [ctx.get(op.operands[0]), picked], {"axis": a}).results[0]
+    ctx.bind(op.results[0], ctx.transpose(y, [int(j) for j in np.argsort(perm)]))
+    return True
 
 
 _SCATTER_REDUCTIONS = {None: "none", "add": "add", "mul": "mul", "max": "max", "min": "min"}
