@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import numpy as np
 
 from ..errors import TensorforgeError
-from .features import FEATURE_NAMES, estimate_seconds
+from .features import FEATURE_NAMES, INDEX, estimate_seconds
 
 if TYPE_CHECKING:   # pragma: no cover
     from .database import Record, TuningDatabase, Workload
@@ -41,6 +41,9 @@ if TYPE_CHECKING:   # pragma: no cover
 PRIOR_MODES = ("fit", "full", "none")   # init score: least-squares weight of the prior, all of it, none
 MIN_ROWS = 8                         # fewer samples than this: the prior alone ranks
 CLIP = math.log(32.0)                # labels below log(1/32) of the task's best are all "bad"
+FAMILIES = ("loop", "gemm", "conv")  # kernel kinds a transfer model is trained and applied per
+TRANSFER_ALPHAS = (0.0, 0.25, 0.5, 1.0)   # weights of the transfer trees tried by cross-validation
+TRANSFER_MIN_GROUPS = 3              # fewer workloads of a family than this: its transfer weight is 0
 INSTALL_HINT = "pip install 'tensorforge[tune]' (LightGBM) for the learned cost model"
 _warned = False
 
@@ -61,6 +64,14 @@ def _lightgbm():
 
 def _group_ids(groups) -> np.ndarray:
     return np.unique(np.asarray(groups).astype(str), return_inverse=True)[1]
+
+
+def family_of(X: np.ndarray) -> np.ndarray:
+    """Index into ``FAMILIES`` per feature row: loop nest, plain contraction or convolution."""
+    X = np.atleast_2d(X)
+    gemm = X[:, INDEX["is_gemm"]] > 0.5
+    conv = X[:, INDEX["gemm_conv"]] > 0.5
+    return np.where(gemm, np.where(conv, 2, 1), 0)
 
 
 def relative_log_throughput(values: np.ndarray, groups: np.ndarray, higher_is_better: bool = False) -> np.ndarray:
@@ -90,11 +101,32 @@ class CostModel:
         self._X = np.zeros((0, len(FEATURE_NAMES)))
         self._seconds = np.zeros(0)
         self._groups = np.zeros(0, dtype=str)
+        # the transfer part (``fit_transfer``): records of OTHER workloads, one booster per family
+        self._tX = np.zeros((0, len(FEATURE_NAMES)))
+        self._tseconds = np.zeros(0)
+        self._tgroups = np.zeros(0, dtype=str)
+        self._transfer: dict[int, tuple[float, object]] = {}     # family -> (weight, booster)
 
     # ---- data ------------------------------------------------------------------------------------------
     @property
     def rows(self) -> int:
+        """Samples of the tasks being tuned (``fit``/``update``)."""
         return len(self._seconds)
+
+    @property
+    def transfer_rows(self) -> int:
+        """Samples of other workloads the transfer part learned from (``fit_transfer``)."""
+        return len(self._tseconds)
+
+    @property
+    def transfer_weights(self) -> dict[str, float]:
+        """Per family, the cross-validated weight of its transfer trees (0: the roofline alone)."""
+        return {FAMILIES[f]: w for f, (w, _) in sorted(self._transfer.items())}
+
+    @property
+    def warm(self) -> bool:
+        """Whether a transfer model changes the prior of some family."""
+        return any(w > 0 for w, _ in self._transfer.values())
 
     @staticmethod
     def _check(X, seconds, groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -122,9 +154,77 @@ class CostModel:
         self._train()
 
     # ---- training ----------------------------------------------------------------------------------------
-    def _prior(self, X: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def _roofline(X: np.ndarray) -> np.ndarray:
         """The roofline score: -log(estimated seconds)."""
         return -np.log(np.maximum(estimate_seconds(X), 1e-12))
+
+    def _prior(self, X: np.ndarray) -> np.ndarray:
+        """What the task's own trees boost from: the roofline score plus, per family, the weighted
+        transfer trees learned from other workloads (``fit_transfer``)."""
+        prior = self._roofline(X)
+        if self._transfer and len(X):
+            fam = family_of(X)
+            for f, (w, booster) in self._transfer.items():
+                rows = fam == f
+                if w > 0 and booster is not None and rows.any():
+                    prior[rows] += w * booster.predict(X[rows], raw_score=True)
+        return prior
+
+    # ---- transfer from other workloads ------------------------------------------------------------------
+    def fit_transfer(self, X: np.ndarray, seconds: np.ndarray, groups: np.ndarray) -> None:
+        """Learns from records of OTHER workloads (the warm start, ``warm.py``): per kernel family
+        (``family_of``) a booster of per-workload relative throughput, boosting from the roofline;
+        its weight in the prior (``TRANSFER_ALPHAS``) is chosen by leave-workloads-out
+        cross-validation on that family, scored by how close to its workload's best the top-ranked
+        held-out candidate is, so a family whose records do not transfer keeps the roofline alone.
+        The task's own samples (``update``) then train trees boosting from this prior."""
+        self._tX, self._tseconds, self._tgroups = self._check(X, seconds, groups)
+        self._transfer = {}
+        lgb = _lightgbm()
+        if lgb is None or not len(self._tseconds):
+            return
+        fam = family_of(self._tX)
+        for f in range(len(FAMILIES)):
+            rows = fam == f
+            X_f, s_f, g_f = self._tX[rows], self._tseconds[rows], self._tgroups[rows]
+            names = np.unique(g_f)
+            y = relative_log_throughput(s_f, g_f) if len(s_f) else s_f
+            if len(names) < TRANSFER_MIN_GROUPS or len(s_f) < self.min_rows or not np.any(y < -1e-9):
+                continue
+            weight = self._transfer_weight(lgb, X_f, y, g_f, names)
+            booster = self._booster_on(lgb, X_f, y, g_f) if weight > 0 else None
+            self._transfer[f] = (weight, booster)
+
+    def _booster_on(self, lgb, X: np.ndarray, y: np.ndarray, groups: np.ndarray):
+        init = relative_log_throughput(np.exp(self._roofline(X)), groups, higher_is_better=True)
+        params = self._params(len(y))
+        params["objective"] = "regression"
+        data = lgb.Dataset(X, label=y, init_score=init, feature_name=list(FEATURE_NAMES), params=params)
+        return lgb.train(params, data, num_boost_round=self.rounds)
+
+    def _transfer_weight(self, lgb, X: np.ndarray, y: np.ndarray, groups: np.ndarray, names: np.ndarray) -> float:
+        folds = min(5, len(names))
+        fold_of = {n: i % folds for i, n in enumerate(names)}
+        fold = np.array([fold_of[g] for g in groups])
+        roof = self._roofline(X)
+        trees = np.zeros(len(y))
+        for k in range(folds):
+            test = fold == k
+            train = ~test
+            if not np.any(y[train] < -1e-9):
+                continue
+            trees[test] = self._booster_on(lgb, X[train], y[train], groups[train]).predict(X[test], raw_score=True)
+        ids = _group_ids(groups)
+        best_alpha, best_score = 0.0, -math.inf
+        for alpha in TRANSFER_ALPHAS:
+            score = roof + alpha * trees
+            # per held-out workload: relative throughput of the candidate this ranking puts first
+            top = [y[ids == g][np.argmax(score[ids == g])] for g in range(ids.max() + 1)]
+            value = float(np.mean(top))
+            if value > best_score + 1e-9:
+                best_alpha, best_score = alpha, value
+        return best_alpha
 
     def _params(self, n: int) -> dict:
         p = {"objective": self.objective, "learning_rate": 0.1, "num_leaves": 31, "max_depth": 8, "max_bin": 63,
@@ -209,8 +309,11 @@ class CostModel:
                 "trained": self.trained}
         model = self._booster.model_to_string() if self._booster is not None else ""
         tmp = f"{os.fspath(path)}.tmp.npz"
+        transfer = [[f, w, b.model_to_string() if b is not None else ""] for f, (w, b) in self._transfer.items()]
         np.savez_compressed(tmp, X=self._X, seconds=self._seconds, groups=self._groups,
-                            meta=np.array(json.dumps(meta)), model=np.array(model))
+                            meta=np.array(json.dumps(meta)), model=np.array(model),
+                            tX=self._tX, tseconds=self._tseconds, tgroups=self._tgroups,
+                            transfer=np.array(json.dumps(transfer)))
         os.replace(tmp, path)
 
     @classmethod
@@ -219,6 +322,10 @@ class CostModel:
             with np.load(path, allow_pickle=False) as z:
                 meta = json.loads(str(z["meta"]))
                 X, seconds, groups, model_text = z["X"], z["seconds"], z["groups"], str(z["model"])
+                has_transfer = "transfer" in z.files
+                if has_transfer:
+                    tX, tseconds, tgroups = z["tX"], z["tseconds"], z["tgroups"]
+                    transfer = json.loads(str(z["transfer"]))
         except (OSError, ValueError, KeyError) as exc:
             raise TensorforgeError(f"cannot read cost model {os.fspath(path)!r} ({exc}); delete it to retrain "
                                    f"from the tuning database") from exc
@@ -229,8 +336,12 @@ class CostModel:
                 prior=meta.get("prior", "fit"))
         m._X, m._seconds, m._groups = X, seconds, groups
         m.prior_weight = float(meta["prior_weight"])
+        lgb = _lightgbm() if (meta["trained"] and model_text) or (has_transfer and transfer) else None
+        if has_transfer:
+            m._tX, m._tseconds, m._tgroups = tX, tseconds, tgroups
+            if lgb is not None:
+                m._transfer = {int(f): (float(w), lgb.Booster(model_str=b) if b else None) for f, w, b in transfer}
         if meta["trained"] and model_text:
-            lgb = _lightgbm()
             if lgb is not None:
                 m._booster = lgb.Booster(model_str=model_text)
                 m.trained = True

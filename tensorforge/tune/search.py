@@ -5,7 +5,8 @@ Per batch (``TaskSearch.next_batch``):
 1. seeds first: the untuned default (the baseline every speedup is measured against) and the
    space's hand-picked starting points, until they have been measured (with
    ``SearchOptions.warm_seeds`` and a trained model, only the default goes first and the seeds
-   compete with the population on the model's score: measured worse, so off by default);
+   compete with the population on the model's score: measured worse, so off by default; a warm
+   model, ``CostModel.warm``, only orders them, the default first);
 2. a population: the best measured configs, mutated, plus fresh random samples; it evolves for a
    few generations *in the model* (children of the best-predicted parents replace the worst), which
    costs no measurement;
@@ -119,6 +120,10 @@ class TaskSearch:
             # this kernel: only the default (the baseline) goes first, the others compete.
             ranked_seeds = [c for c in seeds if c.get("kind") != "default"]
             seeds = [c for c in seeds if c.get("kind") == "default"]
+        elif getattr(self.model, "warm", False):
+            # A model that learned from other workloads orders the seeds (all still measured first,
+            # the default first of all): the ones it expects to be fast are measured earliest.
+            seeds = self._ordered_seeds([c for c in seeds if canonical(c) not in seen])
         for config in seeds:
             if len(picked) >= n:
                 return [c.config for c in picked]
@@ -147,6 +152,13 @@ class TaskSearch:
             i = self.rng.randrange(len(rest)) if self.rng.random() < self.options.epsilon else 0
             chosen.append(rest.pop(i))
         return [c.config for c in picked + chosen]
+
+    def _ordered_seeds(self, seeds: list[dict]) -> list[dict]:
+        default = [c for c in seeds if c.get("kind") == "default"]
+        cands = [c for c in (self._candidate(x) for x in seeds if x.get("kind") != "default") if c is not None]
+        self._score(cands)
+        order = sorted(range(len(cands)), key=lambda i: (-cands[i].score, i))
+        return default + [cands[i].config for i in order]
 
     def _evolve(self, seen: set[str]) -> list[_Candidate]:
         """A population evolved in the cost model for a few generations (no measurement)."""

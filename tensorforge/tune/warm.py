@@ -14,18 +14,31 @@ workloads whose records have no stored rows (databases written before this), wha
 ``featurize(workload, record)`` can rebuild (GEMM/conv records from their description; loop
 records only for tasks of the current tune).  Groups are workload keys, as in ``CostModel``.
 
+**Model.** ``CostModel.fit_transfer``: the records are split by kernel family (loop nest, plain
+contraction, convolution: ``cost_model.family_of``), and per family a booster learns each
+record's throughput relative to its own workload's best (``log(best / seconds)``, so problem size
+drops out), boosting from the roofline estimate.  How much of it enters the new task's prior is
+chosen per family by leave-workloads-out cross-validation (weights 0, 1/4, 1/2, 1: the one whose
+top-ranked held-out candidate comes closest to its workload's best), so a family whose records
+do not transfer keeps the roofline alone, and a family with fewer than 3 workloads gets none.
+The tuned task's own measurements train separate trees that boost from that prior: after the
+first batch the task's own data corrects the transfer instead of being outvoted by thousands of
+foreign rows.  With a warm model, the space's hand-picked seeds are still all measured first
+(the default first of all) but in the order the model predicts.
+
 **Cache.** The trained model (its samples and trees, ``CostModel.save``) is kept in
 ``$TENSORFORGE_CACHE/cost_models/warm-<K>.npz`` with ``warm-<K>.json`` beside it, where K hashes
-the target key, the feature layout (``features.FEATURE_LAYOUT``) and the database file's path;
+``MODEL_VERSION``, the target key, the feature layout (``features.FEATURE_LAYOUT``) and the
+database file's path;
 the JSON records the database's content version for the target when the model was trained
 (successful records, largest record id).
 
 **Retraining.** The cached model is reused while the target's successful records have grown by
 less than ``RETRAIN_GROWTH`` (25%) since it was trained; it is retrained when they grew by that
 much, when they shrank or the largest record id went down (another file at the same path), when
-the cache is unreadable, or when the feature layout changed (another K).  During a tune the model
-also learns every measured batch in memory (``CostModel.update``), so the new task's later batches
-are ranked by the warm rows plus its own.
+the cache is unreadable, or when the feature layout or model version changed (another K).  During
+a tune the model also learns every measured batch in memory (``CostModel.update``: the task's own
+trees, on top of the transfer prior), so the new task's later batches are ranked by both.
 """
 from __future__ import annotations
 
@@ -42,6 +55,7 @@ from .cost_model import CostModel
 from .features import FEATURE_LAYOUT
 
 RETRAIN_GROWTH = 0.25
+MODEL_VERSION = "transfer-2"     # what the cache holds (part of K): a per-family transfer model
 
 
 def cache_dir() -> Path:
@@ -52,7 +66,7 @@ def cache_dir() -> Path:
 
 def cache_key(target_key: str, db_path: str) -> str:
     """K of the cache files: target, feature layout and database file."""
-    text = f"{target_key}|{FEATURE_LAYOUT}|{os.path.realpath(db_path)}"
+    text = f"{MODEL_VERSION}|{target_key}|{FEATURE_LAYOUT}|{os.path.realpath(db_path)}"
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
@@ -102,11 +116,11 @@ def warm_cost_model(database, target_key: str, featurize: Callable | None = None
     model = CostModel(**options)
     X, seconds, groups = training_set(database, target_key, featurize)
     if len(seconds):
-        model.fit(X, seconds, groups)
+        model.fit_transfer(X, seconds, groups)
     if files is not None and len(seconds):
         _save(model, files, {"target_key": target_key, "db": os.fspath(path), "layout": FEATURE_LAYOUT,
-                             "records_ok": n_ok, "max_id": top_id, "rows": int(model.rows),
-                             "trained": bool(model.trained), "created": time.time()})
+                             "records_ok": n_ok, "max_id": top_id, "rows": int(model.transfer_rows),
+                             "weights": model.transfer_weights, "created": time.time()})
     return model
 
 
@@ -139,4 +153,4 @@ def _save(model: CostModel, files: tuple[Path, Path], meta: dict) -> None:
         pass
 
 
-__all__ = ["RETRAIN_GROWTH", "cache_dir", "cache_key", "training_set", "warm_cost_model"]
+__all__ = ["MODEL_VERSION", "RETRAIN_GROWTH", "cache_dir", "cache_key", "training_set", "warm_cost_model"]
