@@ -28,7 +28,7 @@ import json
 import math
 import os
 import warnings
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, AbstractSet, Callable, Iterable
 
 import numpy as np
 
@@ -83,6 +83,25 @@ def relative_log_throughput(values: np.ndarray, groups: np.ndarray, higher_is_be
     best = np.full(ids.max() + 1 if len(ids) else 0, np.inf)
     np.minimum.at(best, ids, logs)
     return np.maximum(best[ids] - logs, -CLIP)
+
+
+def featurized_records(db: "TuningDatabase", target_key: str,
+                       featurize: Callable[["Workload", "Record"], np.ndarray | None], skip: AbstractSet[str] = frozenset()):
+    """(workload key, median seconds, feature row) of every successful record on ``target_key`` of the
+    workloads not in ``skip``; a record ``featurize`` cannot rebuild (None, or an error: a config the
+    current space no longer has) is left out rather than stopping the tune."""
+    for w in db.workloads():
+        if w.key in skip:
+            continue
+        for r in db.records(w.key, target_key):
+            if not r.ok:
+                continue
+            try:
+                x = featurize(w, r)
+            except Exception:       # noqa: BLE001 - a stale record must not stop tuning
+                continue
+            if x is not None:
+                yield w.key, r.median_s, np.asarray(x, dtype=np.float64)
 
 
 class CostModel:
@@ -283,19 +302,10 @@ class CostModel:
         config the current space cannot rebuild); one that raises is skipped too."""
         model = cls(**options)
         rows, seconds, groups = [], [], []
-        for w in db.workloads():
-            for r in db.records(w.key, target_key):
-                if not r.ok:
-                    continue
-                try:
-                    x = featurize(w, r)
-                except Exception:       # noqa: BLE001 - a stale record must not stop tuning
-                    continue
-                if x is None:
-                    continue
-                rows.append(np.asarray(x, dtype=np.float64))
-                seconds.append(r.median_s)
-                groups.append(w.key)
+        for key, median, x in featurized_records(db, target_key, featurize):
+            rows.append(x)
+            seconds.append(median)
+            groups.append(key)
         if rows:
             model.fit(np.stack(rows), np.asarray(seconds), np.asarray(groups))
         return model

@@ -51,7 +51,7 @@ from typing import Callable
 
 import numpy as np
 
-from .cost_model import CostModel
+from .cost_model import CostModel, featurized_records
 from .features import FEATURE_LAYOUT
 
 RETRAIN_GROWTH = 0.25
@@ -78,22 +78,11 @@ def training_set(database, target_key: str,
         rows.append(vector)
         seconds.append(median)
         groups.append(wk)
-    covered = set(groups)
     if featurize is not None:
-        for w in database.workloads():
-            if w.key in covered:
-                continue
-            for r in database.records(w.key, target_key):
-                if not r.ok:
-                    continue
-                try:
-                    x = featurize(w, r)
-                except Exception:       # noqa: BLE001 - a stale record must not stop tuning
-                    continue
-                if x is not None:
-                    rows.append(np.asarray(x, dtype=np.float64))
-                    seconds.append(r.median_s)
-                    groups.append(w.key)
+        for key, median, x in featurized_records(database, target_key, featurize, skip=set(groups)):
+            rows.append(x)
+            seconds.append(median)
+            groups.append(key)
     if not rows:
         return np.zeros((0, 0)), np.zeros(0), np.zeros(0, dtype=str)
     return np.asarray(rows, dtype=np.float64), np.asarray(seconds), np.asarray(groups)
