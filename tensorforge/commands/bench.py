@@ -177,10 +177,8 @@ class JaxLoadedModel(LoadedModel):
     def import_module(self):
         """The graph module ``tensorforge.compile(fn, example_inputs)`` compiles: the function's
         StableHLO through the StableHLO importer."""
-        from ..frontends.stablehlo import import_stablehlo
-        from ..frontends.stablehlo.jax_bridge import stablehlo_text
-        text, _, _ = stablehlo_text(self.model, self.inputs)
-        return import_stablehlo(text, source=f"<jax:{self.name}>")
+        from ..frontends.stablehlo.jax_bridge import import_jax
+        return import_jax(self.model, self.inputs, self.name)[0]
 
     def compile(self, threads: int | None = None, **options: Any):
         import tensorforge

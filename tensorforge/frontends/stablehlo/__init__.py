@@ -4,5 +4,6 @@
 lowers a JAX function with ``jax.jit`` and imports its StableHLO (see ``jax_bridge.py``).
 """
 from .importer import import_stablehlo, supported_ops
+from .jax_bridge import import_jax
 
-__all__ = ["import_stablehlo", "supported_ops"]
+__all__ = ["import_jax", "import_stablehlo", "supported_ops"]

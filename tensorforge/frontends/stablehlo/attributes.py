@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from ...errors import FrontendError
 from ...ir.attributes import DialectAttr
 
@@ -18,6 +20,23 @@ _FIELD_RE = re.compile(r"([A-Za-z_]+)\s*=\s*(\[[^\]]*\]|[-\w]+)")
 def _ints(text: str) -> tuple[int, ...]:
     inner = text.strip()[1:-1].strip()
     return tuple(int(t) for t in inner.split(",")) if inner else ()
+
+
+def int_list(op, key: str, count: int = 0, fill: int = 0) -> tuple[int, ...]:
+    """An op's integer-list attribute (``array<i64: ...>``, a list, or a dense tensor, flattened);
+    when the op does not carry it, ``fill`` ``count`` times (StableHLO's defaults)."""
+    value = op.attributes.get(key)
+    if value is None:
+        return (fill,) * count
+    if hasattr(value, "array"):
+        value = value.array.reshape(-1).tolist()
+    return tuple(int(v) for v in value)
+
+
+def padding_pairs(op, rank: int) -> np.ndarray:
+    """The ``padding`` attribute as (low, high) rows, one per dim; zeros when absent."""
+    value = op.attributes.get("padding")
+    return np.asarray(value.array).reshape(rank, 2) if value is not None else np.zeros((rank, 2), np.int64)
 
 
 def fields(attr: DialectAttr) -> dict[str, object]:

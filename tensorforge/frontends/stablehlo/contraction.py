@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ...ir.core import Operation
-from .attributes import conv_dims, dot_dims
+from .attributes import conv_dims, dot_dims, int_list, padding_pairs
 from .context import ImportContext
 from .importer import converts
 from .shape_ops import dilate
@@ -44,27 +44,18 @@ def dot_general(ctx: ImportContext, op: Operation) -> None:
     ctx.bind(op.results[0], ctx.cast(y, op.results[0].type.dtype))
 
 
-def _ints(value, n: int, default: int) -> tuple[int, ...]:
-    if value is None:
-        return (default,) * n
-    if hasattr(value, "array"):
-        value = value.array.reshape(-1).tolist()
-    return tuple(int(v) for v in value)
-
-
 @converts("stablehlo.convolution")
 def convolution(ctx: ImportContext, op: Operation) -> None:
     d = conv_dims(op.attributes.get("dimension_numbers"))
     n = len(d.input_spatial)
     a = op.attributes
-    if any(_ints(a.get("window_reversal"), n, 0)):
+    if any(int_list(op, "window_reversal", n, 0)):
         raise ctx.unsupported("with window_reversal is not supported")
     if int(a.get("batch_group_count", 1)) != 1:
         raise ctx.unsupported("with batch_group_count > 1 is not supported")
-    padding = a.get("padding")
-    pad_pairs = np.asarray(padding.array).reshape(n, 2) if padding is not None else np.zeros((n, 2), np.int64)
+    pad_pairs = padding_pairs(op, n)
     x = ctx.transpose(ctx.get(op.operands[0]), (d.input_batch, d.input_feature, *d.input_spatial))
-    lhs_dilation = _ints(a.get("lhs_dilation"), n, 1)
+    lhs_dilation = int_list(op, "lhs_dilation", n, 1)
     if any(v != 1 for v in lhs_dilation) or (pad_pairs < 0).any():
         # a transposed convolution (jax.lax.conv_transpose): zeros between the input's pixels, the
         # padding (or cropping) applied explicitly, then an ordinary convolution
@@ -73,9 +64,9 @@ def convolution(ctx: ImportContext, op: Operation) -> None:
                       value=0.0)
         pad_pairs = np.zeros((n, 2), np.int64)
     w = ctx.transpose(ctx.get(op.operands[1]), (d.kernel_out, d.kernel_in, *d.kernel_spatial))
-    y = ctx.g.conv(x, w, strides=_ints(a.get("window_strides"), n, 1),
+    y = ctx.g.conv(x, w, strides=int_list(op, "window_strides", n, 1),
                    pads=tuple(int(p) for p in pad_pairs[:, 0]) + tuple(int(p) for p in pad_pairs[:, 1]),
-                   dilations=_ints(a.get("rhs_dilation"), n, 1), groups=int(a.get("feature_group_count", 1)))
+                   dilations=int_list(op, "rhs_dilation", n, 1), groups=int(a.get("feature_group_count", 1)))
     perm = [0] * (n + 2)
     perm[d.output_batch], perm[d.output_feature] = 0, 1
     for k, pos in enumerate(d.output_spatial):

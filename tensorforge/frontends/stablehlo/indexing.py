@@ -124,7 +124,7 @@ def _gather_elements(ctx: ImportContext, op: Operation, d, shape, sizes) -> bool
     return True
 
 
-_SCATTER_REDUCTIONS = {None: "none", "add": "add", "mul": "mul", "max": "max", "min": "min"}
+_SCATTER_REDUCTIONS = ("add", "mul", "max", "min")       # combiners graph.scatter_nd applies
 
 
 def _scatter_kind(region) -> str | None:
@@ -134,7 +134,7 @@ def _scatter_kind(region) -> str | None:
     if len(ops) == 1 and ops[0].operands and ops[0].operands[0] is block.args[1]:
         return "none"
     kind = combiner(region)
-    return _SCATTER_REDUCTIONS.get(kind) if kind in ("add", "mul", "max", "min") else None
+    return kind if kind in _SCATTER_REDUCTIONS else None
 
 
 @converts("stablehlo.scatter")

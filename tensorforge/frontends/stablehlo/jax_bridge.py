@@ -10,7 +10,6 @@ JAX arrays out.
 """
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -21,9 +20,6 @@ from ...errors import FrontendError, TensorforgeError
 def is_jax_function(model: Any) -> bool:
     """A jitted function, or a plain Python function while jax is importable (torch modules and
     every other model kind are callables too, and are checked before this)."""
-    jax = sys.modules.get("jax")
-    if jax is not None and type(model).__name__ in ("PjitFunction", "Wrapped") and hasattr(model, "lower"):
-        return True
     import types
     return isinstance(model, (types.FunctionType, types.BuiltinFunctionType)) or \
         (callable(model) and type(model).__module__.startswith(("jax", "functools")))
@@ -63,12 +59,17 @@ def compile_jax(fn: Callable, example_inputs: Sequence | None, compile_module: C
     if example_inputs is None:
         raise TensorforgeError("compiling a JAX function needs example_inputs (a tuple of arrays with the shapes "
                                "and dtypes you will call it with)")
+    module, in_tree, out_tree, text = import_jax(fn, example_inputs)
+    return JaxModel(compile_module(module), in_tree, out_tree, text)
+
+
+def import_jax(fn: Callable, example_inputs: Sequence, name: str | None = None) -> tuple[Any, Any, Any, str]:
+    """``(graph module, input pytree, output pytree, StableHLO text)`` of ``fn`` at ``example_inputs``;
+    errors are located at ``<jax:name>`` (default: the function's name)."""
     from .importer import import_stablehlo
-    name = getattr(getattr(fn, "__wrapped__", fn), "__name__", "jax_function")
+    name = name or getattr(getattr(fn, "__wrapped__", fn), "__name__", "jax_function")
     text, in_tree, out_tree = stablehlo_text(fn, example_inputs)
-    module = import_stablehlo(text, source=f"<jax:{name}>")
-    inner = compile_module(module)
-    return JaxModel(inner, in_tree, out_tree, text)
+    return import_stablehlo(text, source=f"<jax:{name}>"), in_tree, out_tree, text
 
 
 class JaxModel:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...ir.core import Operation, Value
 from ...ir.types import DType
-from .attributes import enum_value
+from .attributes import enum_value, int_list, padding_pairs
 from .context import ImportContext
 from .importer import converts
 
@@ -127,17 +127,9 @@ def reduce_window(ctx: ImportContext, op: Operation) -> None:
     x_shlo, init = op.operands
     x = ctx.get(x_shlo)
     rank = x.type.rank
-    a = op.attributes
-
-    def ints(key, default):
-        v = a.get(key)
-        if v is None:
-            return (default,) * rank
-        return tuple(int(t) for t in (v.array.reshape(-1).tolist() if hasattr(v, "array") else v))
-
-    window, strides = ints("window_dimensions", 1), ints("window_strides", 1)
-    base, wdil = ints("base_dilations", 1), ints("window_dilations", 1)
-    pad = np.asarray(a["padding"].array).reshape(rank, 2) if a.get("padding") is not None else np.zeros((rank, 2), int)
+    window, strides = int_list(op, "window_dimensions", rank, 1), int_list(op, "window_strides", rank, 1)
+    base, wdil = int_list(op, "base_dilations", rank, 1), int_list(op, "window_dilations", rank, 1)
+    pad = padding_pairs(op, rank)
     if any(b != 1 for b in base):
         raise ctx.unsupported("with base_dilations is not supported")
     spatial = [i for i in range(rank) if window[i] != 1 or strides[i] != 1 or pad[i].any() or wdil[i] != 1]

@@ -4,24 +4,18 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.core import Operation
+from .attributes import int_list
 from .context import ImportContext
 from .importer import converts
 
 _INT64_MAX = 2 ** 63 - 1
 
 
-def _ints(op: Operation, key: str, default=()) -> tuple[int, ...]:
-    value = op.attributes.get(key, default)
-    if hasattr(value, "array"):
-        value = value.array.reshape(-1).tolist()
-    return tuple(int(v) for v in value)
-
-
 @converts("stablehlo.broadcast_in_dim")
 def broadcast_in_dim(ctx: ImportContext, op: Operation) -> None:
     """Kept small (see ``ImportContext``): the operand, its dims ordered as in the result, at the
     result's rank with size-1 dims where it broadcasts."""
-    dims = _ints(op, "broadcast_dimensions")
+    dims = int_list(op, "broadcast_dimensions")
     out = op.results[0].type
     src = op.operands[0]
     order = sorted(range(len(dims)), key=lambda i: dims[i])
@@ -53,7 +47,7 @@ def reshape(ctx: ImportContext, op: Operation) -> None:
 
 @converts("stablehlo.transpose")
 def transpose(ctx: ImportContext, op: Operation) -> None:
-    ctx.bind(op.results[0], ctx.transpose(ctx.get(op.operands[0]), _ints(op, "permutation")))
+    ctx.bind(op.results[0], ctx.transpose(ctx.get(op.operands[0]), int_list(op, "permutation")))
 
 
 @converts("stablehlo.concatenate")
@@ -65,8 +59,8 @@ def concatenate(ctx: ImportContext, op: Operation) -> None:
 
 @converts("stablehlo.slice")
 def slice_(ctx: ImportContext, op: Operation) -> None:
-    starts, limits = _ints(op, "start_indices"), _ints(op, "limit_indices")
-    steps = _ints(op, "strides") or (1,) * len(starts)
+    starts, limits = int_list(op, "start_indices"), int_list(op, "limit_indices")
+    steps = int_list(op, "strides") or (1,) * len(starts)
     x = ctx.get(op.operands[0])
     if tuple(op.results[0].type.shape) == tuple(x.type.shape):
         ctx.bind(op.results[0], x)
@@ -76,7 +70,7 @@ def slice_(ctx: ImportContext, op: Operation) -> None:
 
 @converts("stablehlo.reverse")
 def reverse(ctx: ImportContext, op: Operation) -> None:
-    dims = _ints(op, "dimensions")
+    dims = int_list(op, "dimensions")
     x = ctx.get(op.operands[0])
     if not dims:
         ctx.bind(op.results[0], x)
@@ -88,8 +82,8 @@ def reverse(ctx: ImportContext, op: Operation) -> None:
 
 @converts("stablehlo.pad")
 def pad(ctx: ImportContext, op: Operation) -> None:
-    low, high = _ints(op, "edge_padding_low"), _ints(op, "edge_padding_high")
-    interior = _ints(op, "interior_padding")
+    low, high = int_list(op, "edge_padding_low"), int_list(op, "edge_padding_high")
+    interior = int_list(op, "interior_padding")
     value = ctx.constant_of(op.operands[1])
     if value is None:
         raise ctx.unsupported("with a padding value that is not a constant is not supported")

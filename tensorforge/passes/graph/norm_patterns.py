@@ -72,12 +72,7 @@ def sum_scaled_as_mean(op: Operation, rewriter) -> bool:
     n = math.prod(x.type.shape[a] for a in axes)
     if n == 0 or float(scale.reshape(())) != float(np.asarray(1.0 / n, dtype=scale.dtype)):
         return False
-    mean = make_op("graph.reduce_mean", [x], {"axes": axes, "keepdims": keep})
-    if mean.results[0].type != op.results[0].type:
-        return False
-    rewriter.insert(mean)
-    rewriter.replace_op(op, mean.results)
-    return True
+    return _replace_with(rewriter, op, make_op("graph.reduce_mean", [x], {"axes": axes, "keepdims": keep}))
 
 
 def layer_norm_parts(op: Operation, axis_of) -> tuple[Value, int, float] | None:
@@ -117,11 +112,15 @@ def mean_var_as_layer_norm(op: Operation, rewriter) -> bool:
     if parts is None:
         return False
     xv, axis, eps = parts
-    ln = make_op("graph.layer_norm", [xv], {"axis": axis, "epsilon": eps})
-    if ln.results[0].type != op.results[0].type:
+    return _replace_with(rewriter, op, make_op("graph.layer_norm", [xv], {"axis": axis, "epsilon": eps}))
+
+
+def _replace_with(rewriter, op: Operation, new: Operation) -> bool:
+    """``op`` replaced by the (not yet inserted) ``new`` when its result has ``op``'s type."""
+    if new.results[0].type != op.results[0].type:
         return False
-    rewriter.insert(ln)
-    rewriter.replace_op(op, ln.results)
+    rewriter.insert(new)
+    rewriter.replace_op(op, new.results)
     return True
 
 
