@@ -143,6 +143,46 @@ def test_shared_constant_is_packed_once_and_raw_copy_dropped(rng):
     np.testing.assert_allclose(cm.run(x, x2)[1], x2.astype(np.float64) @ w, rtol=RTOL, atol=1e-3)
 
 
+def test_constant_a_is_packed_at_compile_time(rng):
+    """A 1x1 convolution's weights are the GEMM's A (output channels are M): they are packed into
+    mr-row panels once, at compile time (``pack_a``), for every M (a partial last panel, and M no
+    bigger than the GEMV path's rows, which reads A unpacked and so is off here) and batch size;
+    im2col convolutions read their weights from such panels too."""
+    from tensorforge.codegen.c.microkernels import pack_a
+    cases = [((2, 24, 20, 20), (13, 24, 1, 1), {}), ((1, 40, 20, 20), (3, 40, 1, 1), {}),
+             ((1, 8, 17, 17), (20, 8, 3, 3), {"strides": (2, 2), "pads": (1, 1, 1, 1)})]
+    xs = [_rand(rng, *x) for x, _, _ in cases]
+    ws = [_rand(rng, *w) for _, w, _ in cases]
+
+    def build(bd, *args):
+        return [bd.create("graph.conv", [x_, bd.graph.constant(w)], attrs).results[0]
+                for x_, w, (_, _, attrs) in zip(args, ws, cases)]
+
+    m = _module(xs, build)
+    f = m.clone().main
+    lower_ops(f)
+    prepared = Tensorizer().prepare(f)
+    assert len(prepared.plans) == 3 and len(prepared.weights) == 3
+    for plan, w, packed in zip(prepared.plans.values(), ws, prepared.weights):
+        mr = packed.shape[2]
+        assert packed.shape == (-(-w.shape[0] // mr), int(np.prod(w.shape[1:])), mr)
+        np.testing.assert_array_equal(packed, pack_a(w.reshape(w.shape[0], -1), mr))
+    assert len(prepared.replaced) == 3          # no raw copy of the weights in the blob
+    cm = _check(m, xs)
+    assert cm.source.count("a_packed=True") >= 2
+
+
+def test_pack_a_layout():
+    a = np.arange(7 * 5, dtype=np.float32).reshape(7, 5)
+    from tensorforge.codegen.c.microkernels import pack_a
+    p = pack_a(a[:, ::1], 3)
+    assert p.shape == (3, 5, 3) and p.ctypes.data % 64 == 0
+    for i in range(7):
+        np.testing.assert_array_equal(p[i // 3, :, i % 3], a[i])
+    assert not p[2, :, 1:].any()                 # rows past M are zeros
+    np.testing.assert_array_equal(pack_a(a.T.T[:, :], 7)[0].T, a)
+
+
 def test_small_or_vector_contractions_stay_on_the_loop_path(rng):
     a, b = _rand(rng, 64, 32), _rand(rng, 32, 1)          # GEMV: N = 1
     m = _module([a, b], lambda bd, x, y: [bd.create("graph.matmul", [x, y]).results[0]])

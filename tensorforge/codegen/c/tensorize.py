@@ -51,7 +51,7 @@ from .contraction import (Affine, ConvPlan, GemmPlan, Roles, VAxis, match_contra
 from .emit_loop import c_type
 from .fused_epilogue import EpilogueChain, match_chain
 from .im2col import FOLD_SCATTER_C, GUARDED_SHAPE_TYPEDEF, IM2COL_C, Im2colShape
-from .microkernels import (GemmParams, GemmSpec, _round_down, gemm_prelude, generate_gemm, pack_b_into,
+from .microkernels import (GemmParams, GemmSpec, _round_down, gemm_prelude, generate_gemm, pack_a, pack_b_into,
                            packed_b_size, signatures)
 from .toolchain import unit
 
@@ -129,10 +129,11 @@ def _guarded(name: str, text: str) -> str:
     return f"#ifndef {name.upper()}_DEFINED\n#define {name.upper()}_DEFINED\n{text}\n#endif\n"
 
 
-def _gemm_source(params: GemmParams, target: Target, trans_a: bool, trans_b: bool) -> tuple[str, str]:
+def _gemm_source(params: GemmParams, target: Target, trans_a: bool, trans_b: bool,
+                 a_packed: bool = False) -> tuple[str, str]:
     """(function name, C text) of one generated GEMM with an epilogue callback: its prototypes
     (guarded) for the kernel, and its definition as a translation unit of its own."""
-    spec = GemmSpec(trans_a=trans_a, trans_b=trans_b, callback=True)
+    spec = GemmSpec(trans_a=trans_a, trans_b=trans_b, callback=True, a_packed=a_packed)
     probe = generate_gemm(params, target, spec, "TFG", prelude=False)
     name = f"tfg_{_digest(probe)}"
     body = gemm_prelude(target, threads=params.threads) + generate_gemm(params, target, spec, name, prelude=False)
@@ -291,6 +292,11 @@ class KernelPlan:
     def nr(self) -> int:
         return self.params.nr if self.params is not None else _tile(self.target, self.hint(self.roles.N))[1]
 
+    @property
+    def mr(self) -> int:
+        """The register tile's rows of every GEMM variant of this kernel (a packed A's panel height)."""
+        return self.params.mr if self.params is not None else _tile(self.target, self.hint(self.roles.N))[0]
+
     def tuned(self, default: GemmParams) -> GemmParams:
         """The tuned params if any (never more threads than ``default``: this path may need one), else ``default``."""
         if self.params is None:
@@ -361,11 +367,12 @@ class KernelPlan:
         if params is None:
             params = self.tuned(_gemm_params(self.target, self.hint(N), threads, self.hint(M)))
         prepacked = p.b.arg in self.packed_args
-        a_trans, lda = matrix_layout(p.a, M, K)
+        a_packed = p.a.arg in self.packed_args and p.a.arg != p.b.arg
+        a_trans, lda = (False, K) if a_packed else matrix_layout(p.a, M, K)
         spec_b = (False, 0) if prepacked else matrix_layout(p.b, K, N)
-        gname, gtext = _gemm_source(params, self.target, a_trans, spec_b[0])
+        gname, gtext = _gemm_source(params, self.target, a_trans, spec_b[0], a_packed)
         decl, names = _batch_index(r.batch, "t")
-        a_ptr = f"in{p.a.arg} + ({_offset(p.a.flat, names)})"
+        a_ptr = f"in{p.a.arg}" if a_packed else f"in{p.a.arg} + ({_offset(p.a.flat, names)})"
         c_ptr = f"out0 + ({_offset(p.c, names)})"
         etext, edecl, epi = _epi_callback(self.chain, names)
         decl += edecl
@@ -431,9 +438,15 @@ class KernelPlan:
             return direct_conv.pack_weights(array, self.roles.M, self.roles.K, self.direct_params.mr)
         if self.kind == "winograd":
             return winograd.transform_weights(array, self.roles.M, self.plan.channels)
+        if self.kind in ("conv", "fold"):
+            r = self.roles
+            return pack_a(np.asarray(array, np.float32).reshape(r.M, r.K), self.conv_tile[0])
         p: GemmPlan = self.plan
         r = self.roles
         flat = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
+        if arg == p.a.arg and arg != p.b.arg:
+            view = _matrix_view(flat, p.a.flat.const, _group_offsets(p.a.flat, r.m), _group_offsets(p.a.flat, r.k))
+            return pack_a(view, self.mr)
         ko = _group_offsets(p.b.flat, r.k)
         no = _group_offsets(p.b.flat, r.n)
         axes, _ = self._packed_batch()
@@ -450,12 +463,27 @@ class KernelPlan:
             return repr(("depthwise", self.plan.w.shape))
         if self.kind in ("direct", "winograd"):
             return repr((self.kind, self.direct_params.mr, self.roles.M, self.roles.K))
+        if self.kind in ("conv", "fold"):
+            return repr(("a", self.conv_tile[0], self.roles.M, self.roles.K))
         p: GemmPlan = self.plan
         r = self.roles
+        if arg == p.a.arg and arg != p.b.arg:
+            groups = [[(x.extent, p.a.flat.coeff(x.key)) for x in g] for g in (r.m, r.k)]
+            return repr(("a", self.mr, p.a.flat.const, groups))
         groups = [[(x.extent, p.b.flat.coeff(x.key)) for x in g] for g in (r.k, r.n, r.batch)]
         return repr((self.nr, p.b.flat.const, groups))
 
     # -- convolution -----------------------------------------------------------------------------
+
+    @property
+    def conv_tile(self) -> tuple[int, int]:
+        """(mr, nr) of an im2col ("conv") or folded ("fold") convolution's GEMMs: the tuned tile, else
+        the one wasting least for one image's positions (conv) or every image's (fold)."""
+        if self.params is not None:
+            return self.params.mr, self.params.nr
+        r = self.roles
+        columns = r.N * self.hint(r.batch_count) if self.kind == "fold" else r.N
+        return _tile(self.target, columns, m=r.M)
 
     def _im2col_shape(self) -> Im2colShape:
         (ih, iw), (oh, ow), (kh, kw), (sh, sw), (dh, dw), (ph, pw) = _spatial(self.plan)
@@ -466,7 +494,8 @@ class KernelPlan:
         r = self.roles
         M, P, K = r.M, r.N, r.K
         T = self.threads
-        mr, nr = (self.params.mr, self.params.nr) if self.params is not None else _tile(self.target, P, m=M)
+        mr, nr = self.conv_tile
+        a_packed = p.w.arg in self.packed_args
         panels = -(-P // nr)
         shape = self._im2col_shape()
         decl, names = _batch_index(r.batch, "bt")
@@ -479,7 +508,7 @@ class KernelPlan:
         # W is read in place (row-major [O, K]): packing it again for every chunk (or, with few
         # output positions, for one pass over a large W) costs more than the strided reads.
         params = self.tuned(GemmParams.for_target(self.target, threads=threads, mr=mr, nr=nr, pack_a=False))
-        gname, gtext = _gemm_source(params, self.target, False, False)
+        gname, gtext = _gemm_source(params, self.target, False, False, a_packed)
         if chunked:
             cp = max(1, min(-(-panels // T), (self.target.l2 // 2) // (K * nr * 4)))
             chunks = -(-panels // cp)
@@ -531,8 +560,8 @@ class KernelPlan:
         M, P, K = r.M, r.N, r.K
         T = self.threads
         count = r.batch_count
-        mr, nr = ((self.params.mr, self.params.nr) if self.params is not None
-                  else _tile(self.target, P * self.hint(count), m=M))
+        mr, nr = self.conv_tile
+        a_packed = p.w.arg in self.packed_args
         shape = self._im2col_shape()
         cp_max = (self.target.l2 // 2) // (K * nr * 4)
         # A K so deep that one panel per chunk would stream all the weights for nr columns: pack all
@@ -565,7 +594,7 @@ class KernelPlan:
             whole = form == "whole"
             params = self.tuned(GemmParams.for_target(self.target, threads=T if whole else 1, mr=mr, nr=nr,
                                                       pack_a=False))
-            gname, gtext = _gemm_source(params, self.target, False, False)
+            gname, gtext = _gemm_source(params, self.target, False, False, a_packed)
             texts.append(gtext)
             ld = z["ld"] if "ld" in z else f"{'fd_panels' if whole else 'fd_cp'} * {nr}"
             call = f"{gname}_prepacked({M}, ncols, {K}, in{p.w.arg}, {K}, bp, ct, {ld}, 0, tf_fold_scatter, &fctx);"
@@ -885,13 +914,16 @@ class Tensorizer:
         if gemm is not None and self._worth(gemm.roles, hint) and self._layouts_ok(gemm, constant_args):
             if chain.bind(gemm.roles):
                 packed = {gemm.b.arg} if gemm.b.arg in constant_args and gemm.b.arg != gemm.a.arg else set()
+                if not packed and self._a_packable(gemm, constant_args):
+                    packed = {gemm.a.arg}
                 return KernelPlan("gemm", gemm, chain, self.target, packed, self._tuned(kernel), table)
         conv = plan_conv(c)
         if (conv is not None and _static_but_batch(conv) and self._worth(conv.roles, hint)
                 and chain.bind(conv.roles)):
             tuned = self._tuned(kernel)
             kind = self._conv_algorithm(conv, constant_args, tuned.conv_algorithm if tuned else "", hint)
-            packed = {conv.w.arg} if kind in ("direct", "winograd") else set()
+            packed = ({conv.w.arg} if kind in ("direct", "winograd") or self._weights_packable(conv, constant_args)
+                      else set())
             return KernelPlan(kind, conv, chain, self.target, packed, tuned, table)
         return None
 
@@ -953,6 +985,13 @@ class Tensorizer:
                 and p.w.flat().const == 0 and not any(p.w_batch_stride.values()))
 
     @staticmethod
+    def _weights_packable(p: ConvPlan, constant_args: set[int]) -> bool:
+        """im2col and folded convolutions read constant weights shared by every batch point as
+        row panels packed at compile time (``pack_a``) instead of in place, lda apart per row."""
+        return (p.w.arg in constant_args and p.w.arg != p.x.arg and p.w.flat().const == 0
+                and not any(p.w_batch_stride.values()))
+
+    @staticmethod
     def _worth_depthwise(r: Roles, hint: Callable[[Dim], int] = current_hint) -> bool:
         """Tiny depthwise layers stay on the loop path (it is as fast and compiles faster)."""
         return hint(r.M) * hint(r.N) * hint(r.K) * hint(r.batch_count) >= MIN_FLOPS
@@ -963,6 +1002,15 @@ class Tensorizer:
         either way, this only picks the faster path for the sizes the model expects)."""
         M, N, K = hint(r.M), hint(r.N), hint(r.K)
         return N >= MIN_N and M >= MIN_M and K >= MIN_K and M * N * K * hint(r.batch_count) >= MIN_FLOPS
+
+    @staticmethod
+    def _a_packable(p: GemmPlan, constant_args: set[int]) -> bool:
+        """A constant A shared by every batch point (a 1x1 convolution's weights, M = output
+        channels) is packed into row panels at compile time, so no call copies it again; an A
+        that varies over the batch axes stays on the per-block copy."""
+        r = p.roles
+        return (p.a.arg in constant_args and p.a.arg != p.b.arg and not any(p.a.flat.coeff(x.key) for x in r.batch)
+                and all(isinstance(d, int) for d in (r.M, r.K)))
 
     @staticmethod
     def _layouts_ok(p: GemmPlan, constant_args: set[int]) -> bool:
