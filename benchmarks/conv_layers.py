@@ -5,7 +5,7 @@
 
 A layer is ``relu(conv2d(x, w) + b)`` (one fused kernel).  For every algorithm that applies
 (``tensorize.py``: im2col per image, im2col with the batch folded into N, the direct stride-1
-kernel, Winograd F(2x2, 3x3)) the layer is compiled with that choice forced the way a tuning
+kernel, Winograd F(2x2, 3x3) and F(4x4, 3x3)) the layer is compiled with that choice forced the way a tuning
 record forces it (``GemmParams.conv_algorithm``), checked against torch, and timed interleaved with
 the compiler's own choice ("auto") and ``torch.nn.functional.conv2d``: medians of rounds after
 warm-up (``tensorforge.benchmark.time_interleaved``).  GFLOP/s count direct-convolution flops, so a
@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 
 LAYERS = ((64, 56, 64), (128, 28, 128), (256, 14, 256), (512, 7, 512))     # (in channels, size, out channels)
-ALGORITHMS = ("im2col", "fold", "direct", "winograd")
+ALGORITHMS = ("im2col", "fold", "direct", "winograd", "winograd4")
 # how each algorithm shows in the generated C
 MARKERS = {"im2col": ", 1, 0);", "fold": "tf_fold_scatter, &fctx", "direct": "_unit(&shape",
-           "winograd": "output transform Y = A^T M A"}
+           "winograd": "the 16 products M_e", "winograd4": "the 36 products M_e"}
 
 
 def forced(algorithm: str, threads: int):
@@ -83,12 +83,15 @@ def main() -> None:
     ap.add_argument("--batch", type=int, nargs="*", default=[1, 8])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--only", nargs="*", default=None, help="layers as C@size (e.g. 64@56)")
     args = ap.parse_args()
     cols = ("auto",) + ALGORITHMS + ("torch",)
     print(f"ms (GFLOP/s), {args.threads} thread(s), medians of {args.repeats} interleaved rounds")
     print(f"{'layer':18s} {'batch':>5s} {'auto is':>8s} " + " ".join(f"{c:>15s}" for c in cols) + "  torch/auto")
     for batch in args.batch:
         for c, size, o in LAYERS:
+            if args.only and f"{c}@{size}" not in args.only:
+                continue
             r = bench_layer(c, size, o, batch, args.threads, args.repeats)
             cells = " ".join(f"{r['ms'][k]:7.2f} ({r['gflops'][k]:4.0f})" if k in r["ms"] else f"{'-':>15s}" for k in cols)
             print(f"{r['layer']:18s} {batch:5d} {r['auto']:>8s} {cells}  {r['ms']['torch'] / r['ms']['auto']:.2f}x")

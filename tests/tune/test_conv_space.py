@@ -21,8 +21,9 @@ def _conv_task(batch: int, stride: int):
 
 
 def test_algorithms_that_apply():
-    assert _conv_task(2, 1).problem["conv"]["algorithms"] == ["im2col", "fold", "direct", "winograd"]
-    assert _conv_task(1, 1).problem["conv"]["algorithms"] == ["im2col", "direct", "winograd"]  # nothing to fold
+    winograd = ["winograd", "winograd4"]          # F(2x2, 3x3) and F(4x4, 3x3)
+    assert _conv_task(2, 1).problem["conv"]["algorithms"] == ["im2col", "fold", "direct", *winograd]
+    assert _conv_task(1, 1).problem["conv"]["algorithms"] == ["im2col", "direct", *winograd]  # nothing to fold
     assert _conv_task(2, 2).problem["conv"]["algorithms"] == ["im2col", "fold"]       # direct needs stride 1
     assert _conv_task(1, 1).problem["conv"]["algorithm"] == "direct"      # untuned: 25 tiles, too few for Winograd
 
@@ -46,7 +47,7 @@ def test_every_algorithm_is_measured_correct():
     task = _conv_task(2, 1)
     space = space_for(task, Target.host())
     configs = [c for c in space.seeds() if c["kind"] == "gemm" and c["params"].get("conv_algorithm")]
-    assert {c["params"]["conv_algorithm"] for c in configs} == {"im2col", "fold", "direct", "winograd"}
+    assert {c["params"]["conv_algorithm"] for c in configs} == {"im2col", "fold", "direct", "winograd", "winograd4"}
     with Measurer(repeats=1, min_repeat_s=0.0, timeout_s=60) as m:
         results = m.measure(task, [DEFAULT] + configs)
     for r in results:        # outputs checked against the interpreter by the runner (rtol 1e-3)

@@ -72,6 +72,12 @@ DYNAMIC_BLOCKS_PER_THREAD = 4
 # A Winograd convolution needs this many 2x2 output tiles (all images) to beat the other algorithms
 # (benchmarks/conv_layers.py: 49 tiles of one 14x14 image 1.4x faster than direct, 16 of a 7x7 2x slower).
 WINOGRAD_MIN_TILES = 32
+# F(4x4, 3x3) where it has at least this many 4x4 tiles (all images) and pads at most this share of
+# extra outputs (benchmarks/conv_layers.py, ResNet's 3x3 layers).
+WINOGRAD4_MIN_TILES = 40
+WINOGRAD4_MAX_SHARE = 1.15
+# the Winograd conv algorithms (and kernel kinds) and their output tile side
+WINOGRAD_TILES = {"winograd": 2, "winograd4": 4}
 # Register tiles (mr, nr in vectors) tried for narrow outputs: the one wasting fewest columns wins.
 _TILES = ((6, 4), (8, 3), (12, 2), (14, 1))
 
@@ -258,7 +264,8 @@ class KernelPlan:
         with ``symbols`` (the model's symbol order) the function takes ``tf_dims`` last.  None when
         the kernel reads a symbol that ``symbols`` lacks."""
         text = {"gemm": self._gemm, "conv": self._conv, "fold": self._fold, "direct": self._direct,
-                "winograd": self._winograd, "depthwise": self._depthwise}[self.kind](kernel)
+                "winograd": self._winograd, "winograd4": self._winograd,
+                "depthwise": self._depthwise}[self.kind](kernel)
         return _with_dims(text, kernel, self.packed_args, list(symbols)) if symbols else text
 
     @property
@@ -436,8 +443,8 @@ class KernelPlan:
             return depthwise.pack_weights(array, self.plan)
         if self.kind == "direct":
             return direct_conv.pack_weights(array, self.roles.M, self.roles.K, self.direct_params.mr)
-        if self.kind == "winograd":
-            return winograd.transform_weights(array, self.roles.M, self.plan.channels)
+        if self.kind in WINOGRAD_TILES:
+            return winograd.transform_weights(array, self.roles.M, self.plan.channels, WINOGRAD_TILES[self.kind])
         if self.kind in ("conv", "fold"):
             r = self.roles
             return pack_a(np.asarray(array, np.float32).reshape(r.M, r.K), self.conv_tile[0])
@@ -461,7 +468,7 @@ class KernelPlan:
         """What decides ``pack``'s result besides the constant itself."""
         if self.kind == "depthwise":
             return repr(("depthwise", self.plan.w.shape))
-        if self.kind in ("direct", "winograd"):
+        if self.kind in ("direct", *WINOGRAD_TILES):
             return repr((self.kind, self.direct_params.mr, self.roles.M, self.roles.K))
         if self.kind in ("conv", "fold"):
             return repr(("a", self.conv_tile[0], self.roles.M, self.roles.K))
@@ -662,7 +669,7 @@ class KernelPlan:
     def _winograd(self, kernel: Operation) -> str:
         p: ConvPlan = self.plan
         r = self.roles
-        shape = _winograd_shape(p)
+        shape = _winograd_shape(p, WINOGRAD_TILES[self.kind])
         count = r.batch_count
         cap = shape.rows_per_chunk(self.hint(count)) * shape.tiles_w
         if self.params is not None:
@@ -830,9 +837,9 @@ def _spatial(p: ConvPlan) -> tuple[tuple[int, int], ...]:
             (1, p.dilations[0]), (0, p.pads[0]))
 
 
-def _winograd_shape(p: ConvPlan) -> winograd.WinogradShape:
+def _winograd_shape(p: ConvPlan, m: int = 2) -> winograd.WinogradShape:
     (ih, iw), (oh, ow), _, _, _, (ph, pw) = _spatial(p)
-    return winograd.WinogradShape(p.channels, p.roles.M, ih, iw, oh, ow, ph, pw)
+    return winograd.WinogradShape(p.channels, p.roles.M, ih, iw, oh, ow, ph, pw, m)
 
 
 def _direct_shape(p: ConvPlan) -> direct_conv.DirectShape:
@@ -922,7 +929,7 @@ class Tensorizer:
                 and chain.bind(conv.roles)):
             tuned = self._tuned(kernel)
             kind = self._conv_algorithm(conv, constant_args, tuned.conv_algorithm if tuned else "", hint)
-            packed = ({conv.w.arg} if kind in ("direct", "winograd") or self._weights_packable(conv, constant_args)
+            packed = ({conv.w.arg} if kind in ("direct", *WINOGRAD_TILES) or self._weights_packable(conv, constant_args)
                       else set())
             return KernelPlan(kind, conv, chain, self.target, packed, tuned, table)
         return None
@@ -931,7 +938,7 @@ class Tensorizer:
         """The ``GemmParams.conv_algorithm`` values that apply to convolution ``p`` (what a tuner may try)."""
         return (["im2col"] + (["fold"] if self._fold_ok(p, current_hint) else [])
                 + (["direct"] if self._direct_ok(p, constant_args) else [])
-                + (["winograd"] if self._winograd_ok(p, constant_args) else []))
+                + (list(WINOGRAD_TILES) if self._winograd_ok(p, constant_args) else []))
 
     def _conv_algorithm(self, p: ConvPlan, constant_args: set[int], asked: str = "",
                         hint: Callable[[Dim], int] = current_hint) -> str:
@@ -943,13 +950,17 @@ class Tensorizer:
         (it copies 1x the input where im2col copies kh*kw x) unless it wastes 5 points more."""
         direct, fold = self._direct_ok(p, constant_args), self._fold_ok(p, hint)
         wino = self._winograd_ok(p, constant_args)
-        if asked == "direct" and direct or asked == "fold" and fold or asked == "winograd" and wino:
+        if asked == "direct" and direct or asked == "fold" and fold or asked in WINOGRAD_TILES and wino:
             return asked
         if asked == "im2col":
             return "conv"
         r = p.roles
         count = hint(r.batch_count)
         if wino:
+            large = _winograd_shape(p, 4)
+            if (large.tiles_h * large.tiles_w * count >= WINOGRAD4_MIN_TILES
+                    and large.computed_share() <= WINOGRAD4_MAX_SHARE):
+                return "winograd4"
             shape = _winograd_shape(p)
             if shape.tiles_h * shape.tiles_w * count >= WINOGRAD_MIN_TILES:
                 return "winograd"

@@ -1,19 +1,23 @@
-"""3x3 stride-1 convolutions by Winograd's minimal filtering F(2x2, 3x3).
+"""3x3 stride-1 convolutions by Winograd's minimal filtering F(2x2, 3x3) and F(4x4, 3x3).
 
-Each 2x2 block of outputs (a *tile*) is computed from a 4x4 patch of the padded input with 16
-multiplications per (input, output channel) pair instead of 36: the patch is transformed
-(``V = B^T d B``), multiplied elementwise with the transformed filter (``U = G g G^T``, done once at
-compile time) and summed over input channels, which for each of the 16 positions of the 4x4
-transform domain is one GEMM ``M_e[o, tile] = U_e[o, c] @ V_e[c, tile]``; the inverse transform
-(``Y = A^T M A``) gives the 2x2 outputs.  2.25x fewer multiply-adds than direct convolution, paid
-for by the two transforms (adds only) and the V and M buffers.  F(2x2, 3x3) keeps float32 error at
-the level of the direct computation (the transforms' constants are 0, +-1 and 1/2).
+Each m x m block of outputs (a *tile*; m = 2 or 4) is computed from an a x a patch of the padded
+input (a = m + 2) with a*a multiplications per (input, output channel) pair instead of 9*m*m: the
+patch is transformed (``V = B^T d B``), multiplied elementwise with the transformed filter
+(``U = G g G^T``, done once at compile time) and summed over input channels, which for each of the
+a*a positions of the transform domain is one GEMM ``M_e[o, tile] = U_e[o, c] @ V_e[c, tile]``; the
+inverse transform (``Y = A^T M A``) gives the m x m outputs.  F(2x2, 3x3) does 2.25x fewer
+multiply-adds than direct convolution, F(4x4, 3x3) 4x fewer, paid for by the two transforms and the
+V and M buffers.  F(2x2, 3x3) keeps float32 error at the level of the direct computation (the
+transforms' constants are 0, +-1 and 1/2); F(4x4, 3x3)'s constants (up to 8 in A, 5 in B, 1/24 in
+G) cost a few more bits (relative error ~1e-6 of the output's scale on ResNet layers), and it needs
+larger images to fill its GEMMs (4x fewer tiles): the tensorizer takes it where it measured faster.
 
 The work goes by *chunks* of whole tile rows (possibly spanning images) sized so that one chunk's
-V and M stay in L2; all threads work on every chunk: the input transform split by channel, the 16
+V and M stay in L2; all threads work on every chunk: the input transform split by channel, the a*a
 GEMMs handed out one by one (each single-threaded, on the shared packed-B layout the input transform
 writes directly), the output transform split by output channel, and the fused epilogue applied to
-each image's finished rows while they are in cache.
+each image's finished rows while they are in cache.  The transforms are written out from the
+matrices below (``_combination``): constant multiply-adds, with +-1 as adds and 0 skipped.
 
 With a symbolic batch the image count is a runtime C expression: the chunk size, the buffers' sizes
 and strides are then computed in C by the same formulas (``_runtime_sizes``), so every batch size
@@ -25,20 +29,45 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+# (G, B^T, A^T) of F(m x m, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks")
+TRANSFORMS = {
+    2: (np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]]),
+        np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64),
+        np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)),
+    4: (np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+                  [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]),
+        np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
+                  [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], dtype=np.float64),
+        np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
+                 dtype=np.float64)),
+}
 
-# A chunk's transformed input (16 x C x tiles floats) is sized to about this many bytes (a part of
-# L3), with at least MIN_TILES tiles: the 16 GEMMs stream the transformed weights once per chunk,
+# A chunk's transformed input (a*a x C x tiles floats) is sized to about this many bytes (a part of
+# L3), with at least MIN_TILES tiles: the a*a GEMMs stream the transformed weights once per chunk,
 # so their N (the chunk's tiles) must be wide enough to hide that.
 CHUNK_BYTES = 2 << 20
 MIN_TILES = 256
 
 
-def transform_weights(w: np.ndarray, rows: int, channels: int) -> np.ndarray:
-    """``W [O, C, 3, 3]`` into ``U [16, O, C]`` (``U_e = (G g G^T)[e // 4, e % 4]``), float32."""
+def transform_weights(w: np.ndarray, rows: int, channels: int, m: int = 2) -> np.ndarray:
+    """``W [O, C, 3, 3]`` into ``U [a*a, O, C]`` (``U_e = (G g G^T)[e // a, e % a]``, a = m + 2), float32."""
     g = np.asarray(w, dtype=np.float64).reshape(-1)[:rows * channels * 9].reshape(rows, channels, 3, 3)
-    u = np.einsum("xi,ocij,yj->xyoc", _G, g, _G)
-    return np.ascontiguousarray(u.reshape(16, rows, channels), dtype=np.float32)
+    G = TRANSFORMS[m][0]
+    u = np.einsum("xi,ocij,yj->xyoc", G, g, G)
+    return np.ascontiguousarray(u.reshape((m + 2) ** 2, rows, channels), dtype=np.float32)
+
+
+def _combination(coeffs, terms) -> str:
+    """``sum coeffs[j] * terms[j]`` as C: positive terms first, +-1 as a plain add or subtract,
+    zeros skipped (an all-zero row is 0.0f)."""
+    parts = sorted(((float(c), t) for c, t in zip(coeffs, terms) if c != 0), key=lambda ct: ct[0] < 0)
+    text = ""
+    for c, t in parts:
+        mag = abs(c)
+        factor = t if mag == 1 else f"{mag!r}f * {t}"
+        text += (factor if not text and c > 0 else f"-{factor}" if not text else
+                 f" + {factor}" if c > 0 else f" - {factor}")
+    return text or "0.0f"
 
 
 @dataclass(frozen=True)
@@ -54,14 +83,24 @@ class WinogradShape:
     out_w: int
     pad_h: int
     pad_w: int
+    m: int = 2          # output tile: F(m x m, 3x3)
+
+    @property
+    def alpha(self) -> int:
+        """Side of the input patch and of the transform domain (a*a GEMMs)."""
+        return self.m + 2
 
     @property
     def tiles_h(self) -> int:
-        return -(-self.out_h // 2)
+        return -(-self.out_h // self.m)
 
     @property
     def tiles_w(self) -> int:
-        return -(-self.out_w // 2)
+        return -(-self.out_w // self.m)
+
+    def computed_share(self) -> float:
+        """Outputs computed (whole tiles) per output needed: the padding of the last tile row and column."""
+        return self.tiles_h * self.tiles_w * self.m * self.m / (self.out_h * self.out_w)
 
     def rows_per_chunk(self, images: int) -> int:
         """Tile rows per chunk: V of a chunk about CHUNK_BYTES, at least MIN_TILES tiles (or all)."""
@@ -70,7 +109,7 @@ class WinogradShape:
     @property
     def max_rows_per_chunk(self) -> int:
         """Tile rows per chunk when the images have more: about CHUNK_BYTES of V, MIN_TILES tiles."""
-        want = max(MIN_TILES, CHUNK_BYTES // (16 * 4 * self.channels))
+        want = max(MIN_TILES, CHUNK_BYTES // (self.alpha ** 2 * 4 * self.channels))
         return -(-want // self.tiles_w)
 
 
@@ -86,7 +125,8 @@ def _static_sizes(s: WinogradShape, images: int, nr: int) -> tuple[str, dict]:
     panels = -(-cap // nr)
     vstride = panels * s.channels * nr              # floats of one transformed-input matrix (packed B)
     mstride = s.rows * cap                          # floats of one product matrix
-    return "", {"rows": total_rows, "rpc": rpc, "cap": cap, "v16": 16 * vstride, "m16": 16 * mstride,
+    e = s.alpha ** 2
+    return "", {"rows": total_rows, "rpc": rpc, "cap": cap, "v16": e * vstride, "m16": e * mstride,
                 "capL": f"{cap}L", "vsL": f"{vstride}L", "msL": f"{mstride}L"}
 
 
@@ -97,7 +137,8 @@ def _runtime_sizes(s: WinogradShape, images: str, nr: int) -> tuple[str, dict]:
              f"  const long wg_rpc = wg_rows < 1 ? 1 : wg_rows < {most} ? wg_rows : {most};\n"
              f"  const long wg_cap = wg_rpc * {s.tiles_w};\n"
              f"  const long wg_vs = (wg_cap + {nr - 1}) / {nr} * {s.channels * nr}L, wg_ms = {s.rows}L * wg_cap;\n")
-    return decls, {"rows": "wg_rows", "rpc": "wg_rpc", "cap": "wg_cap", "v16": "16 * wg_vs", "m16": "16 * wg_ms",
+    e = s.alpha ** 2
+    return decls, {"rows": "wg_rows", "rpc": "wg_rpc", "cap": "wg_cap", "v16": f"{e} * wg_vs", "m16": f"{e} * wg_ms",
                    "capL": "wg_cap", "vsL": "wg_vs", "msL": "wg_ms"}
 
 
@@ -109,40 +150,53 @@ def kernel_body(s: WinogradShape, images: int | str, nr: int, gemm: str, x: str,
     ``gemm``: a generated GEMM (``<gemm>_prepacked``, packed-B panels of ``nr`` columns) on one thread;
     ``x``/``u``/``out``: C expressions of the input, the transformed weights and the output;
     ``epi``/``contexts``/``ctx_size``: the fused epilogue callback (or ``0``) and its per-image contexts."""
-    C, O, tw = s.channels, s.rows, s.tiles_w
+    C, O, tw, m, a = s.channels, s.rows, s.tiles_w, s.m, s.alpha
+    _, BT, AT = TRANSFORMS[m]
+    E = a * a
     decls, z = _static_sizes(s, images, nr) if isinstance(images, int) else _runtime_sizes(s, images, nr)
-    wb = 2 * tw + 2                                 # padded width of the rows a tile row reads
+    wb = m * tw + 2                                 # padded width of the rows a tile row reads
     lo, hi = max(0, s.pad_w), min(wb, s.pad_w + s.in_w)   # columns of those rows inside the image
+    down = "\n".join(f"          t[{i}][k] = {_combination(BT[i], [f'd[{j}][k]' for j in range(a)])};"
+                     for i in range(a))
+    patch = " ".join(f"const float p{j} = ti[{m} * q + {j}];" for j in range(a))
+    across = " ".join(f"v{i}[q] = {_combination(BT[i], [f'p{j}' for j in range(a)])};" for i in range(a))
+    vptrs = ", ".join(f"*v{i} = v + ({a} * i + {i}) * {z['vsL']}" for i in range(a))
+    mloads = " ".join(f"const float m{i} = m[({i * a} + j) * {z['msL']} + q];" for i in range(a))
+    down_m = " ".join(f"s{r}[j] = {_combination(AT[r], [f'm{i}' for i in range(a)])};" for r in range(m))
+    across_m = " ".join(f"y{r}[{m} * q + {c}] = {_combination(AT[c], [f's{r}[{j}]' for j in range(a)])};"
+                        for r in range(m) for c in range(m))
+    ybufs = ", ".join(f"y{r}[{m * tw}] __attribute__((aligned(64)))" for r in range(m))
+    stores = "\n".join(f"        {'' if r == 0 else f'if ({m} * ty + {r} < {s.out_h}) '}"
+                       f"memcpy(yo + {r * s.out_w}, y{r}, sizeof(float) * {s.out_w});" for r in range(m))
     return f"""{decls}  float *vbuf = tf_alloc({z["v16"]}), *mbuf = tf_alloc({z["m16"]});
   #pragma omp parallel
   for (long r0 = 0; r0 < {z["rows"]}; r0 += {z["rpc"]}) {{
     const long r1 = tf_min(r0 + {z["rpc"]}, {z["rows"]}), ntiles = (r1 - r0) * {tw};
     /* input transform V = B^T d B of every tile, written into the GEMMs' packed-B panels: per tile
-       row, the 4 input rows (zero padded) combined down the columns, then across in pairs */
+       row, the {a} input rows (zero padded) combined down the columns, then across per tile */
     #pragma omp for schedule(static)
     for (long c = 0; c < {C}; c++) {{
       for (long r = r0; r < r1; r++) {{
         const long n = r / {s.tiles_h}, ty = r - n * {s.tiles_h};
         const float *xc = {x} + n * {x_image}L + c * {s.in_h * s.in_w}L;
-        float d[4][{wb}] __attribute__((aligned(64))), t[4][{wb}] __attribute__((aligned(64)));
-        for (int i = 0; i < 4; i++) {{
-          const long iy = 2 * ty + i - {s.pad_h};
+        float d[{a}][{wb}] __attribute__((aligned(64))), t[{a}][{wb}] __attribute__((aligned(64)));
+        for (int i = 0; i < {a}; i++) {{
+          const long iy = {m} * ty + i - {s.pad_h};
           memset(d[i], 0, sizeof d[i]);
           if (iy >= 0 && iy < {s.in_h}) memcpy(d[i] + {lo}, xc + iy * {s.in_w} + {lo - s.pad_w}, sizeof(float) * {max(hi - lo, 0)});
         }}
         for (int k = 0; k < {wb}; k++) {{
-          t[0][k] = d[0][k] - d[2][k]; t[1][k] = d[1][k] + d[2][k];
-          t[2][k] = d[2][k] - d[1][k]; t[3][k] = d[1][k] - d[3][k];
+{down}
         }}
         for (long tx0 = 0; tx0 < {tw};) {{      /* runs of tiles inside one packed panel */
           const long tile = (r - r0) * {tw} + tx0, k0 = tile % {nr}, len = tf_min({nr} - k0, {tw} - tx0);
           float *v = vbuf + (tile / {nr}) * {C * nr}L + c * {nr} + k0;
-          for (int i = 0; i < 4; i++) {{
-            const float *ti = t[i] + 2 * tx0;
-            float *v0 = v + (i * 4) * {z["vsL"]}, *v1 = v0 + {z["vsL"]}, *v2 = v1 + {z["vsL"]}, *v3 = v2 + {z["vsL"]};
+          for (int i = 0; i < {a}; i++) {{
+            const float *ti = t[i] + {m} * tx0;
+            float {vptrs};
             for (long q = 0; q < len; q++) {{
-              const float a = ti[2 * q], b = ti[2 * q + 1], cc = ti[2 * q + 2], dd = ti[2 * q + 3];
-              v0[q] = a - cc; v1[q] = b + cc; v2[q] = cc - b; v3[q] = b - dd;
+              {patch}
+              {across}
             }}
           }}
           tx0 += len;
@@ -150,11 +204,11 @@ def kernel_body(s: WinogradShape, images: int | str, nr: int, gemm: str, x: str,
       }}
       /* zero the padding columns of the last panel (the GEMM reads whole panels) */
       for (long tile = ntiles; tile < (ntiles + {nr - 1}) / {nr} * {nr}; tile++)
-        for (int e = 0; e < 16; e++) vbuf[e * {z["vsL"]} + (tile / {nr}) * {C * nr}L + c * {nr} + tile % {nr}] = 0.0f;
+        for (int e = 0; e < {E}; e++) vbuf[e * {z["vsL"]} + (tile / {nr}) * {C * nr}L + c * {nr} + tile % {nr}] = 0.0f;
     }}
-    /* the 16 products M_e = U_e @ V_e, one GEMM per thread at a time */
+    /* the {E} products M_e = U_e @ V_e, one GEMM per thread at a time */
     #pragma omp for schedule(dynamic, 1)
-    for (int e = 0; e < 16; e++)
+    for (int e = 0; e < {E}; e++)
       {gemm}_prepacked({O}, ntiles, {C}, {u} + e * {O * C}L, {C}, vbuf + e * {z["vsL"]}, mbuf + e * {z["msL"]}, {z["cap"]}, 0, 0, 0);
     /* output transform Y = A^T M A: per output channel and tile row, down then across */
     #pragma omp for schedule(static)
@@ -162,20 +216,17 @@ def kernel_body(s: WinogradShape, images: int | str, nr: int, gemm: str, x: str,
       for (long r = r0; r < r1; r++) {{
         const long n = r / {s.tiles_h}, ty = r - n * {s.tiles_h};
         const float *m = mbuf + o * {z["capL"]} + (r - r0) * {tw};
-        float y0[{2 * tw}] __attribute__((aligned(64))), y1[{2 * tw}] __attribute__((aligned(64)));
+        float {ybufs};
         for (long q = 0; q < {tw}; q++) {{
-          float s0[4], s1[4];
-          for (int j = 0; j < 4; j++) {{
-            const float m0 = m[j * {z["msL"]} + q], m1 = m[(4 + j) * {z["msL"]} + q];
-            const float m2 = m[(8 + j) * {z["msL"]} + q], m3 = m[(12 + j) * {z["msL"]} + q];
-            s0[j] = m0 + m1 + m2; s1[j] = m1 - m2 - m3;
+          float {", ".join(f"s{r}[{a}]" for r in range(m))};
+          for (int j = 0; j < {a}; j++) {{
+            {mloads}
+            {down_m}
           }}
-          y0[2 * q] = s0[0] + s0[1] + s0[2]; y0[2 * q + 1] = s0[1] - s0[2] - s0[3];
-          y1[2 * q] = s1[0] + s1[1] + s1[2]; y1[2 * q + 1] = s1[1] - s1[2] - s1[3];
+          {across_m}
         }}
-        float *yo = {out} + n * {out_image}L + o * {ldc}L + 2 * ty * {s.out_w};
-        memcpy(yo, y0, sizeof(float) * {s.out_w});
-        if (2 * ty + 1 < {s.out_h}) memcpy(yo + {s.out_w}, y1, sizeof(float) * {s.out_w});
+        float *yo = {out} + n * {out_image}L + o * {ldc}L + {m} * ty * {s.out_w};
+{stores}
       }}
     }}
     {_epilogue_loop(s, epi, contexts, ctx_size, out, out_image, ldc)}
@@ -196,7 +247,7 @@ def _epilogue_loop(s: WinogradShape, epi: str, contexts: str, ctx_size: str, out
       const long o1 = tf_min(o + 8, {s.rows});
       for (long r = r0; r < r1;) {{
         const long n = r / {th}, ty0 = r - n * {th}, ty1 = tf_min({th}, ty0 + (r1 - r));
-        const long p0 = 2 * ty0 * {s.out_w}, p1 = tf_min(2 * ty1, {s.out_h}) * {s.out_w};
+        const long p0 = {s.m} * ty0 * {s.out_w}, p1 = tf_min({s.m} * ty1, {s.out_h}) * {s.out_w};
         {epi}((const char *){contexts} + n * {ctx_size}, {out} + n * {out_image}L + o * {ldc}L + p0, {ldc}, o, p0, o1 - o, p1 - p0);
         r += ty1 - ty0;
       }}
