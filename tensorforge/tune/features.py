@@ -501,8 +501,9 @@ def gemm_features(params: dict, problem: dict, target=None) -> np.ndarray:
     conv = problem.get("conv")
     algorithm = (p.get("conv_algorithm") or conv.get("algorithm") or "im2col") if conv else ""
     taps = math.prod(conv.get("kernel") or [1]) if conv else 1
-    if algorithm == "winograd":      # what runs: 16 GEMMs of O x C x (2x2 output tiles) per image
-        K, N, batch = max(1, K // max(taps, 1)), max(1, math.ceil(N / 4)), batch * 16
+    if algorithm in ("winograd", "winograd4"):   # what runs: a*a GEMMs of O x C x (m x m output tiles) per image
+        m = 4 if algorithm == "winograd4" else 2
+        K, N, batch = max(1, K // max(taps, 1)), max(1, math.ceil(N / (m * m))), batch * (m + 2) ** 2
     mr, nr, kc, mc, nc = (int(p[k]) for k in ("mr", "nr", "kc", "mc", "nc"))
     kc, mc, nc = min(kc, K), min(mc, math.ceil(M / mr) * mr), min(nc, math.ceil(N / nr) * nr)
     threads = max(1, min(int(p["threads"]), mach.cores))
@@ -603,7 +604,7 @@ def gemm_features(params: dict, problem: dict, target=None) -> np.ndarray:
     raw["gemm_conv"] = float(bool(conv))
     # how a convolution feeds the GEMM (tensorize.py): the tuned choice, else the compiler's own
     for name in ("fold", "direct", "winograd"):
-        raw[f"gemm_conv_{name}"] = float(algorithm == name)
+        raw[f"gemm_conv_{name}"] = float(algorithm.startswith(name))
     # the micro-kernel's k step: mr x nv fmas against nv vector loads of B and mr broadcasts of A (load
     # ports), and every accumulator's fma chain (latency) -- whichever needs most cycles sets the pace
     fma_cycles = accumulators / FMA_UNITS
