@@ -109,10 +109,31 @@ def test_depthwise_static_batch1():
     described = [v for v in _schedules(cm).values() if "depthwise direct kernel" in v]
     assert len(described) == len(STATIC)
     assert any("phase rows" in v for v in described)        # stride 2: split input rows
+    # output rows of at most 8 columns take the channels-in-lanes kernel (depthwise.lanes_source),
+    # the others the row-vector kernel
+    narrow = sum(1 for c, h, w, k, s, p, d, _ in STATIC if (w + 2 * p - d * (k - 1) - 1) // s + 1 <= 8)
+    assert 0 < narrow < len(STATIC)
+    assert sum("channels in the vector lanes" in v for v in described) == narrow
     with torch.no_grad():
         refs = model(*xs)
     _check(STATIC, refs, cm(*xs))
     _check(STATIC, refs, cm(*xs))       # again: scratch and chunk state do not leak between calls
+
+
+def test_lanes_and_row_kernels_agree(monkeypatch):
+    """``TENSORFORGE_DEPTHWISE=rows`` keeps narrow planes on the row-vector kernel: both kernels give
+    the same values (to an ulp: the same taps in the same order), NaN and Inf at the same places."""
+    cases = [c for c in STATIC if c[2] <= 15 and c[4] == 2]
+    model = Layers(cases).eval()
+    xs = _inputs(cases, 1, seed=3)
+    lanes = tensorforge.compile(model, tuple(xs))
+    monkeypatch.setenv(depthwise.ENV, "rows")
+    rows = tensorforge.compile(model, tuple(xs))
+    assert "channels in the vector lanes" in lanes.source and "channels in the vector lanes" not in rows.source
+    for a, b in zip(lanes(*xs), rows(*xs)):
+        a, b = np.asarray(a), np.asarray(b)
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
 
 
 def test_depthwise_batch3_and_runtime_batch():

@@ -65,6 +65,11 @@ def enabled() -> bool:
     return os.environ.get("TENSORFORGE_DEPTHWISE", "1").strip().lower() not in ("0", "off", "false", "no")
 
 
+def lanes_enabled() -> bool:
+    """``TENSORFORGE_DEPTHWISE=rows`` keeps narrow planes on the row-vector kernel (comparisons)."""
+    return os.environ.get(ENV, "1").strip().lower() != "rows"
+
+
 # ---------------------------------------------------------------------------------------------
 # Analysis
 
@@ -458,3 +463,109 @@ static void {name}_chunk(const {SHAPE_TYPE} *s, const float *restrict x, const f
   }}
 }}
 """
+
+
+# ---------------------------------------------------------------------------------------------
+# Narrow planes: channels in the vector lanes
+
+LANES_MAX_OW = 8             # planes this narrow (7x7 outputs) fill at most half a vector along a row
+LANES_STAGE_BYTES = 48 << 10  # the padded, lane-interleaved input of one channel group (L1/L2)
+# the lanes kernel's time goes into moving elements in and out of the lanes, not into multiply-adds:
+# a layer moving fewer runs on one thread (576 planes 14x14 -> 7x7: 141K elements, 65 us on one)
+LANES_PARALLEL_MIN_ELEMENTS = 1 << 16
+
+
+def lanes_shape(s: "DepthwiseShape", vw: int) -> tuple[int, int] | None:
+    """(rows, columns) of the padded input a channel group's outputs read, when ``s`` takes the
+    channels-in-lanes kernel: output rows of at most ``LANES_MAX_OW`` columns (the row-vector kernel
+    would leave most lanes empty and mask every vector) whose staged group fits
+    ``LANES_STAGE_BYTES``; None otherwise."""
+    hp = (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1
+    wp = (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1
+    if s.ow > LANES_MAX_OW or hp * wp * vw * 4 > LANES_STAGE_BYTES:
+        return None
+    return hp, wp
+
+
+def pack_lane_weights(array: np.ndarray, p: DepthwisePlan, vw: int) -> np.ndarray:
+    """The ``[C, 1, kh, kw]`` weights as ``[ceil(C/vw), kh*kw, vw]``: per channel group, one vector
+    of the group's weights per tap, zeros in the lanes past the last channel."""
+    taps = p.kernel[0] * p.kernel[1]
+    w = pack_weights(array, p)
+    groups = -(-p.channels // vw)
+    out = np.zeros((groups * vw, taps), np.float32)
+    out[:p.channels] = w
+    return np.ascontiguousarray(out.reshape(groups, vw, taps).transpose(0, 2, 1))
+
+
+def lanes_source(s: "DepthwiseShape", vw: int, name: str) -> str:
+    """``{name}_group(x, xcs, wv, y, ldc, nch, st)``: every output of ``nch`` <= vw channel planes
+    (x: the first input plane, planes xcs floats apart; y: the first output plane, ldc apart), with
+    the channels in the vector lanes.  The planes' pixels are staged lane-interleaved into a
+    zero-padded buffer, each output is ``((0 + t0) + t1) + ...`` over the taps in (kh, kw) order (one
+    FMA per tap) as one vector of ``vw`` channels (a padding tap adds an exact +-0: the weights are
+    finite, so NaN and Inf reach exactly the outputs whose window holds them), and the outputs go
+    back to their planes."""
+    rows_cols = lanes_shape(s, vw)
+    assert rows_cols is not None
+    hp, wp = rows_cols
+    taps = s.kh * s.kw
+    ih0, ih1 = max(0, -s.ph), min(s.h, hp - s.ph)      # image rows and columns the group reads
+    iw0, iw1 = max(0, -s.pw), min(s.w, wp - s.pw)
+    outputs = s.oh * s.ow
+    unroll = min(4, s.ow)
+    acc = ", ".join(f"a{u} = {{0}}" for u in range(unroll))
+
+    def fmas(nacc: int) -> str:
+        lines = []
+        for kh in range(s.kh):
+            for kw in range(s.kw):
+                t = kh * s.kw + kw
+                lines += [f"        a{u} += tf_ld(r + ({kh * s.dh * wp + kw * s.dw} + {u * s.sw}) * {vw}) * wv[{t}];"
+                          for u in range(nacc)]
+        return "\n".join(lines)
+
+    return f"""/* Depthwise {s.kh}x{s.kw} convolution, stride {s.sh}x{s.sw}, dilation {s.dh}x{s.dw}, {s.h}x{s.w} -> {s.oh}x{s.ow},
+   channels in the vector lanes (depthwise.py, lanes_source). */
+static void {name}_group(const float *restrict x, long xcs, const float *restrict wt, float *restrict y, long ldc,
+    long nch, float *restrict st) {{
+  float *restrict ot = st + {hp * wp * vw}L;
+  /* st came zeroed (lanes_scratch): the padding cells are never written, the image cells of lanes
+     < nch are overwritten here (lanes >= nch may keep an earlier group's values: their weights are
+     0 and their outputs are never stored) */
+  for (long l = 0; l < nch; l++) {{
+    const float *restrict xp = x + l * xcs;
+    for (long ih = {ih0}; ih < {ih1}; ih++)
+      for (long iw = {iw0}; iw < {iw1}; iw++) st[((ih + {s.ph}) * {wp} + iw + {s.pw}) * {vw} + l] = xp[ih * {s.w} + iw];
+  }}
+  tf_vf wv[{taps}];
+  for (int t = 0; t < {taps}; t++) wv[t] = tf_ld(wt + t * {vw});
+  for (long oh = 0; oh < {s.oh}; oh++) {{
+    long ow = 0;
+    for (; ow + {unroll} <= {s.ow}; ow += {unroll}) {{
+      const float *r = st + (oh * {s.sh * wp} + ow * {s.sw}) * {vw};
+      tf_vf {acc};
+{fmas(unroll)}
+{chr(10).join(f"      tf_st(ot + (oh * {s.ow} + ow + {u}) * {vw}, a{u});" for u in range(unroll))}
+    }}
+    for (; ow < {s.ow}; ow++) {{
+      const float *r = st + (oh * {s.sh * wp} + ow * {s.sw}) * {vw};
+      tf_vf a0 = {{0}};
+{fmas(1)}
+      tf_st(ot + (oh * {s.ow} + ow) * {vw}, a0);
+    }}
+  }}
+  for (long l = 0; l < nch; l++)
+    for (long q = 0; q < {outputs}; q++) y[l * ldc + q] = ot[q * {vw} + l];
+}}
+"""
+
+
+def lanes_scratch_floats(s: "DepthwiseShape", vw: int) -> int:
+    """Per-thread scratch of the channels-in-lanes kernel: the staged group, then its outputs."""
+    hp, wp = lanes_shape(s, vw)
+    return (hp * wp + s.oh * s.ow) * vw
+
+
+def lanes_routine_name(s: "DepthwiseShape", vw: int) -> str:
+    return "tfdwl_" + hashlib.sha256(repr((s, vw)).encode()).hexdigest()[:12]

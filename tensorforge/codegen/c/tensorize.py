@@ -427,6 +427,12 @@ class KernelPlan:
             return text
         p: depthwise.DepthwisePlan = self.plan
         s, vw = p.shape, self.target.vector_width
+        if self.dw_lanes:
+            return (f"{text}\ndepthwise direct kernel {s.kh}x{s.kw} stride {s.sh}x{s.sw} dilation {s.dh}x{s.dw} "
+                    f"pad {s.ph}x{s.pw}: {p.channels} channel planes {s.h}x{s.w} -> {s.oh}x{s.ow}, "
+                    f"channels in the vector lanes ({vw} per group, planes staged lane-interleaved and zero "
+                    f"padded), one work unit per image and channel group over {self._depthwise_threads()} "
+                    f"thread(s), epilogue per group")
         va, vb = s.interior_vectors(vw)
         return (f"{text}\ndepthwise direct kernel {s.kh}x{s.kw} stride {s.sh}x{s.sw} dilation {s.dh}x{s.dw} "
                 f"pad {s.ph}x{s.pw}: {p.channels} channel planes {s.h}x{s.w} -> {s.oh}x{s.ow}, "
@@ -440,6 +446,8 @@ class KernelPlan:
         """The packed form of constant kernel input ``arg`` (``array``): [slices, panels, K, nr]
         (a direct convolution's weights: [panels, K, mr], ``direct_conv.pack_weights``)."""
         if self.kind == "depthwise":
+            if self.dw_lanes:
+                return depthwise.pack_lane_weights(array, self.plan, self.target.vector_width)
             return depthwise.pack_weights(array, self.plan)
         if self.kind == "direct":
             return direct_conv.pack_weights(array, self.roles.M, self.roles.K, self.direct_params.mr)
@@ -467,7 +475,7 @@ class KernelPlan:
     def pack_key(self, arg: int) -> str:
         """What decides ``pack``'s result besides the constant itself."""
         if self.kind == "depthwise":
-            return repr(("depthwise", self.plan.w.shape))
+            return repr(("depthwise", self.plan.w.shape, self.dw_lanes and self.target.vector_width))
         if self.kind in ("direct", *WINOGRAD_TILES):
             return repr((self.kind, self.direct_params.mr, self.roles.M, self.roles.K))
         if self.kind in ("conv", "fold"):
@@ -689,7 +697,18 @@ class KernelPlan:
 
     # -- depthwise convolution (depthwise.py) ---------------------------------------------------
 
+    @property
+    def dw_lanes(self) -> bool:
+        """A depthwise layer of narrow planes runs with the channels in the vector lanes
+        (``depthwise.lanes_source``)."""
+        return (self.kind == "depthwise" and depthwise.lanes_enabled()
+                and depthwise.lanes_shape(self.plan.shape, self.target.vector_width) is not None)
+
     def _depthwise_threads(self) -> int:
+        if self.dw_lanes:
+            s = self.plan.shape
+            moved = self.hint(self.roles.batch_count) * self.plan.channels * (s.h * s.w + s.oh * s.ow)
+            return self.target.cores if moved >= depthwise.LANES_PARALLEL_MIN_ELEMENTS else 1
         return self.target.cores if self.macs >= depthwise.PARALLEL_MIN_MACS else 1
 
     def _depthwise(self, kernel: Operation) -> str:
@@ -697,6 +716,8 @@ class KernelPlan:
         input rows, computes its rows of the plane (``depthwise.source``) and runs the fused
         epilogue on them.  The unit count follows the runtime batch; whether the units are shared
         by threads is decided in C from the layer's multiply-adds (``depthwise.PARALLEL_MIN_MACS``)."""
+        if self.dw_lanes:
+            return self._depthwise_lanes(kernel)
         p: depthwise.DepthwisePlan = self.plan
         r = self.roles
         s, vw = p.shape, self.target.vector_width
@@ -737,6 +758,44 @@ class KernelPlan:
         return (f"{_prelude(self.target)}{helpers}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
                 f"  /* depthwise direct kernel (depthwise.py) */\n"
                 f"  static const {depthwise.SHAPE_TYPE} shape = {s.c_init(vw)};\n{body}\n}}\n")
+
+    def _depthwise_lanes(self, kernel: Operation) -> str:
+        """Work units (image, group of vector-width channels) handed out dynamically; each stages its
+        planes with the channels in the lanes, computes all their outputs
+        (``depthwise.lanes_source``) and runs the fused epilogue on the group's planes."""
+        p: depthwise.DepthwisePlan = self.plan
+        r = self.roles
+        s, vw = p.shape, self.target.vector_width
+        name = depthwise.lanes_routine_name(s, vw)
+        helpers = _guarded(name, depthwise.lanes_source(s, vw, name))
+        C, taps = p.channels, s.kh * s.kw
+        groups = -(-C // vw)
+        count = r.batch_count
+        decl, names = _batch_index(r.batch, "bt")
+        x_ptr = _strided(f"in{p.x.arg}", p.x_batch_stride, names)
+        c_ptr = f"out0 + ({_offset(p.c, names)})"
+        etext, edecl, epi = _epi_callback(self.chain, names)
+        call_epi = (f"{epi.split(',')[0]}(&ectx, y, {p.ldc}, c0, 0, nch, {s.oh * s.ow}L);" if edecl else "")
+        lines = [f"const long bt = u / {groups}, g = u - bt * {groups}, c0 = g * {vw}, nch = tf_min({vw}, {C} - c0);",
+                 *decl, f"float *y = {c_ptr} + c0 * {p.ldc}L;",
+                 f"{name}_group({x_ptr} + c0 * {p.x_channel_stride}L, {p.x_channel_stride}L, in{p.w.arg} + g * {taps * vw}L, "
+                 f"y, {p.ldc}L, nch, st);", *edecl, call_epi]
+        inner = "\n      ".join(x for x in lines if x)
+        moved = dim_mul(count, C * (s.h * s.w + s.oh * s.ow))
+        parallel = (f"#pragma omp parallel if ({_cl(moved)} >= {depthwise.LANES_PARALLEL_MIN_ELEMENTS}L)"
+                    if self.target.cores > 1 else "#pragma omp parallel num_threads(1)")
+        body = f"""  {parallel}
+  {{
+    float *st = tf_alloc({depthwise.lanes_scratch_floats(s, vw)});
+    memset(st, 0, sizeof(float) * {depthwise.lanes_scratch_floats(s, vw)});
+    #pragma omp for schedule(dynamic, 1)
+    for (long u = 0; u < {_c(dim_mul(count, groups))}; u++) {{
+      {inner}
+    }}
+    free(st);
+  }}"""
+        return (f"{_prelude(self.target)}{helpers}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
+                f"  /* depthwise direct kernel (depthwise.py), channels in the vector lanes */\n{body}\n}}\n")
 
     # -- direct stride-1 convolution (direct_conv.py) ------------------------------------------
 
