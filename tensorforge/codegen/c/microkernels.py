@@ -617,11 +617,15 @@ static int {self.name}_range(long M, long N, long t, long T, long *m0, long *m1,
       if (col < N) for (long k = 0; k < K; k++) dst[k * {nr} + jj] = B[col * ldb + k];
       else for (long k = 0; k < K; k++) dst[k * {nr} + jj] = 0.0f;
     }}"""
-        else:
+        else:   # whole panels as vector copies; the last, partial one zero padded
             inner = f"""    const long cols = tf_min({nr}, N - q * {nr});
-    for (long k = 0; k < K; k++) {{
-      const float *src = B + k * ldb + q * {nr};
-      for (long jj = 0; jj < {nr}; jj++) dst[k * {nr} + jj] = jj < cols ? src[jj] : 0.0f;
+    if (cols == {nr}) {{
+      for (long k = 0; k < K; k++) memcpy(dst + k * {nr}, B + k * ldb + q * {nr}, sizeof(float) * {nr});
+    }} else {{
+      for (long k = 0; k < K; k++) {{
+        const float *src = B + k * ldb + q * {nr};
+        for (long jj = 0; jj < {nr}; jj++) dst[k * {nr} + jj] = jj < cols ? src[jj] : 0.0f;
+      }}
     }}"""
         pragma = "  #pragma omp for schedule(static)\n" if self.p.threads > 1 else ""
         return f"""
