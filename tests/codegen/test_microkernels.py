@@ -35,6 +35,11 @@ KERNELS = {
                                 GemmSpec(epilogues=FUSED)),
     "blocks-staticM-2t": (GemmParams(mr=4, nr=VW, kc=32, mc=8, nc=2 * VW, threads=2, schedule="static_m",
                                      pack_a=False), GemmSpec()),
+    # B read in place by the full entry (GemmSpec.b_direct; the partial last panel packed), both splits.
+    "directB-dynamic-2t-fused": (GemmParams(mr=4, nr=VW, kc=32, mc=8, nc=2 * VW, threads=2, schedule="dynamic"),
+                                 GemmSpec(epilogues=FUSED, b_direct=True)),
+    "directB-staticM-2t": (GemmParams(mr=5, nr=2 * VW, kc=24, mc=10, nc=2 * VW, threads=2, schedule="static_m"),
+                           GemmSpec(b_direct=True)),
     "blocks-directA-transB-fused": (GemmParams(mr=3, nr=VW, kc=24, mc=6, nc=3 * VW, unroll=3, threads=1,
                                                pack_a=False, loop_order="ir_jr"),
                                     GemmSpec(trans_b=True, epilogues=(bias_add(), relu()))),
@@ -90,7 +95,7 @@ def test_gemm_matches_numpy(name, M, N, K, rng):
     check(call(k, A, B, bias, residual, packed=True), expected, K)
 
 
-@pytest.mark.parametrize("name", ["default-1t", "blocks-packA-transA-2t"])
+@pytest.mark.parametrize("name", ["default-1t", "blocks-packA-transA-2t", "directB-staticM-2t"])
 def test_accumulate_adds_into_c(name, rng):
     k = kernel(name)
     A, B, _, _ = operands(rng, 37, 45, 300)
