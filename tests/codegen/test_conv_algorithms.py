@@ -132,3 +132,18 @@ def test_direct_shape_geometry():
     assert (s.padded_h, s.padded_w, s.grid_columns) == (9, 9, 61)
     assert s.panels(64) == 1 and abs(s.waste(64) - (1 - 49 / 64)) < 1e-12
     assert direct_conv.eligible((1, 1), (1, 1)) and not direct_conv.eligible((2, 1), (1, 1))
+
+
+def test_tiny_maps_of_a_batch_are_folded():
+    """2x2 output maps: one image has too few columns for a register tile (the loop path), eight
+    images folded into N have enough (``Tensorizer._worth_conv``)."""
+    _, one = build_native(_plain_conv(1, 32, 2, 32, 1))
+    assert not any(m in one for m in MARKERS.values())
+    m = _plain_conv(8, 32, 2, 32, 1)
+    w = next(op for op in m.main.body if op.name == "graph.constant").attributes["value"].array
+    model, batch = build_native(m)
+    assert MARKERS["fold"] in batch
+    x = np.random.default_rng(1).standard_normal((8, 32, 2, 2), dtype=np.float32)
+    want = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64),
+                                      padding=1).numpy()
+    np.testing.assert_allclose(model.run([x])[0], want, rtol=1e-4, atol=1e-4)

@@ -992,7 +992,7 @@ class Tensorizer:
                     packed = {gemm.a.arg}
                 return KernelPlan("gemm", gemm, chain, self.target, packed, self._tuned(kernel), table)
         conv = plan_conv(c)
-        if (conv is not None and _static_but_batch(conv) and self._worth(conv.roles, hint)
+        if (conv is not None and _static_but_batch(conv) and self._worth_conv(conv, hint)
                 and chain.bind(conv.roles)):
             tuned = self._tuned(kernel)
             kind = self._conv_algorithm(conv, constant_args, tuned.conv_algorithm if tuned else "", hint)
@@ -1073,6 +1073,16 @@ class Tensorizer:
     def _worth_depthwise(r: Roles, hint: Callable[[Dim], int] = current_hint) -> bool:
         """Tiny depthwise layers stay on the loop path (it is as fast and compiles faster)."""
         return hint(r.M) * hint(r.N) * hint(r.K) * hint(r.batch_count) >= MIN_FLOPS
+
+    @classmethod
+    def _worth_conv(cls, p: ConvPlan, hint: Callable[[Dim], int] = current_hint) -> bool:
+        """A convolution whose images can be folded into N counts the columns of all of them: a
+        batch of tiny late-stage maps (2x2 positions each) fills a register tile together."""
+        r = p.roles
+        if not cls._fold_ok(p, hint):
+            return cls._worth(r, hint)
+        M, N, K, count = hint(r.M), hint(r.N), hint(r.K), hint(r.batch_count)
+        return N * count >= MIN_N and M >= MIN_M and K >= MIN_K and M * N * K * count >= MIN_FLOPS
 
     @staticmethod
     def _worth(r: Roles, hint: Callable[[Dim], int] = current_hint) -> bool:
