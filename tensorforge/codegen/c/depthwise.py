@@ -44,11 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...ir.symbolic import Dim
-from ...dialects.structured.ops import ComputeView
-from ...ir.core import Operation, Value
-from ...ir.types import DType
-from .contraction import (Access, Affine, AxisSpace, Contraction, Key, Roles, VAxis, _strip_casts, more_than_one,
-                          read_access)
+from .contraction import Access, Affine, Contraction, Key, Roles, VAxis, more_than_one
 
 SHAPE_TYPE = "tf_dw_shape"
 MAX_KW = 16          # lane-mask bounds per kernel column in the shape struct
@@ -375,7 +371,7 @@ def source(kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[i
                       f"    {name}_put(yr, v * {vw}, a0, s->ow, room);"])
     weights = "\n".join(f"  const tf_vf w{t} = tf_bcast(wc[{t}]);" for t in range(taps))
     if SW == 1:
-        stage = f"""  const long i0 = s->s0[0], i1 = s->s1[0], lp = s->lp;
+        stage = """  const long i0 = s->s0[0], i1 = s->s1[0], lp = s->lp;
   for (long i = 0; i < i0; i++) dst[i] = 0.0f;
   for (long i = i0; i < i1; i++) dst[i] = xr[i - s->pw];
   for (long i = i1; i < lp; i++) dst[i] = 0.0f;"""
