@@ -264,7 +264,7 @@ class Measurer:
         try:
             src, layout = self.generate(task, config)
         except Exception as exc:         # noqa: BLE001 - a candidate the generator cannot build
-            return config, _Done(exc, time.perf_counter() - t0)
+            return config, Ready(None, time.perf_counter() - t0, exc)
         weights = self._weights_file(task, layout.weights)
         from ..codegen.c.toolchain import compile_c
         target = self.target
@@ -299,7 +299,7 @@ class Measurer:
         built = []
         for x in builds:
             if x.get("error"):
-                built.append((x["config"], _Done(BuildFailed(x["error"]), x.get("build_s", 0.0))))
+                built.append((x["config"], Ready(None, x.get("build_s", 0.0), BuildFailed(x["error"]))))
             else:
                 weights = x.get("weights_path") or self._weights_file(task, x["weights"])
                 paths = (x["lib"], weights, x["layout"])
@@ -496,26 +496,16 @@ def _request(lib: str, weights: str, layout, b: _Bench) -> dict:
     return req
 
 
-class _Done:
-    """A build that failed before reaching the compiler."""
-
-    def __init__(self, exc: BaseException, seconds: float):
-        self.exc, self.seconds = exc, seconds
-
-    def result(self):
-        raise self.exc
-
-    def wait(self) -> None:
-        pass
-
-
 class Ready:
-    """A build made elsewhere (a Ray build task): (library path, weights path, layout) at hand."""
+    """A build already settled: made elsewhere (a Ray build task: (library path, weights path,
+    layout) at hand), or failed with ``error`` before reaching the compiler."""
 
-    def __init__(self, value: tuple, seconds: float):
-        self.value, self.seconds = value, seconds
+    def __init__(self, value: tuple | None, seconds: float, error: BaseException | None = None):
+        self.value, self.seconds, self.error = value, seconds, error
 
     def result(self):
+        if self.error is not None:
+            raise self.error
         return self.value
 
     def wait(self) -> None:

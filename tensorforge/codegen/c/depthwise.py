@@ -557,6 +557,13 @@ static void {name}_group(const float *restrict x, long xcs, const float *restric
 """
 
 
+def lanes_elements(p: DepthwisePlan) -> int:
+    """Elements one image moves through the lanes (every input and output of its planes): the
+    lanes kernel's work, which decides its threads (``LANES_PARALLEL_MIN_ELEMENTS``)."""
+    s = p.shape
+    return p.channels * (s.h * s.w + s.oh * s.ow)
+
+
 def lanes_scratch_floats(s: "DepthwiseShape", vw: int) -> int:
     """Per-thread scratch of the channels-in-lanes kernel: the staged group, then its outputs."""
     hp, wp = lanes_shape(s, vw)

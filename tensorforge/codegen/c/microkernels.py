@@ -647,11 +647,13 @@ static int {self.name}_range(long M, long N, long t, long T, long *m0, long *m1,
     }}"""
         pragma = "  #pragma omp for schedule(static)\n" if self.p.threads > 1 else ""
         return f"""
-static void {self.name}_pack_b_panels(long q0, long q1, long N, long K, const float *B, long ldb, float *Bp) {{
-  for (long q = q0; q < q1; q++) {{
-    float *dst = Bp + q * K * {nr};
+/* Panel q of B into dst (K x {nr}, zero padded past N). */
+static void {self.name}_pack_b_panel(long q, long N, long K, const float *B, long ldb, float *restrict dst) {{
 {inner}
-  }}
+}}
+
+static void {self.name}_pack_b_panels(long q0, long q1, long N, long K, const float *B, long ldb, float *Bp) {{
+  for (long q = q0; q < q1; q++) {self.name}_pack_b_panel(q, N, K, B, ldb, Bp + q * K * {nr});
 }}
 
 static void {self.name}_pack_b_share(long N, long K, const float *B, long ldb, float *Bp) {{
@@ -705,9 +707,7 @@ TF_API void {name}({signature}) {{
 TF_API void {name}({signature}) {{
   if (M <= 0 || N <= 0) return;
   float *Bp = workspace ? workspace : tf_alloc(K * {p.nr});
-  const long q = N / {p.nr}, cols = N - q * {p.nr};
-  if (cols) for (long k = 0; k < K; k++)
-    for (long jj = 0; jj < {p.nr}; jj++) Bp[k * {p.nr} + jj] = jj < cols ? B[k * ldb + q * {p.nr} + jj] : 0.0f;
+  if (N % {p.nr}) {name}_pack_b_panel(N / {p.nr}, N, K, B, ldb, Bp);
 {epi}{self.parallel(self.share_call("B, ldb, Bp"))}  if (!workspace) free(Bp);
 }}
 """

@@ -304,6 +304,12 @@ class KernelPlan:
         return self.params.nr if self.params is not None else _tile(self.target, self.hint(self.roles.N))[1]
 
     @property
+    def a_packed(self) -> bool:
+        """A GEMM's A arrives packed into row panels at compile time (``Tensorizer._a_packable``)."""
+        p = self.plan
+        return self.kind == "gemm" and p.a.arg in self.packed_args and p.a.arg != p.b.arg
+
+    @property
     def mr(self) -> int:
         """The register tile's rows of every GEMM variant of this kernel (a packed A's panel height)."""
         return self.params.mr if self.params is not None else _tile(self.target, self.hint(self.roles.N))[0]
@@ -378,7 +384,7 @@ class KernelPlan:
         if params is None:
             params = self.tuned(_gemm_params(self.target, self.hint(N), threads, self.hint(M)))
         prepacked = p.b.arg in self.packed_args
-        a_packed = p.a.arg in self.packed_args and p.a.arg != p.b.arg
+        a_packed = self.a_packed
         a_trans, lda = (False, K) if a_packed else matrix_layout(p.a, M, K)
         spec_b = (False, 0) if prepacked else matrix_layout(p.b, K, N)
         # an activation B in row-major [K, N] used by few rows of A (a 1x1 convolution's input):
@@ -435,16 +441,14 @@ class KernelPlan:
             return text
         p: depthwise.DepthwisePlan = self.plan
         s, vw = p.shape, self.target.vector_width
+        text += (f"\ndepthwise direct kernel {s.kh}x{s.kw} stride {s.sh}x{s.sw} dilation {s.dh}x{s.dw} "
+                 f"pad {s.ph}x{s.pw}: {p.channels} channel planes {s.h}x{s.w} -> {s.oh}x{s.ow}, ")
         if self.dw_lanes:
-            return (f"{text}\ndepthwise direct kernel {s.kh}x{s.kw} stride {s.sh}x{s.sw} dilation {s.dh}x{s.dw} "
-                    f"pad {s.ph}x{s.pw}: {p.channels} channel planes {s.h}x{s.w} -> {s.oh}x{s.ow}, "
-                    f"channels in the vector lanes ({vw} per group, planes staged lane-interleaved and zero "
+            return (f"{text}channels in the vector lanes ({vw} per group, planes staged lane-interleaved and zero "
                     f"padded), one work unit per image and channel group over {self._depthwise_threads()} "
                     f"thread(s), epilogue per group")
         va, vb = s.interior_vectors(vw)
-        return (f"{text}\ndepthwise direct kernel {s.kh}x{s.kw} stride {s.sh}x{s.sw} dilation {s.dh}x{s.dw} "
-                f"pad {s.ph}x{s.pw}: {p.channels} channel planes {s.h}x{s.w} -> {s.oh}x{s.ow}, "
-                f"vectorised along output width ({vw} floats; interior vectors [{va}, {vb}) of {s.nvec(vw)} "
+        return (f"{text}vectorised along output width ({vw} floats; interior vectors [{va}, {vb}) of {s.nvec(vw)} "
                 f"without bounds checks, border lanes skip out-of-range taps), "
                 f"{'input rows split into ' + str(s.sw) + ' phase rows, ' if s.sw > 1 else ''}"
                 f"work units of {s.chunk_rows(vw)} output rows per plane over "
@@ -467,7 +471,7 @@ class KernelPlan:
         p: GemmPlan = self.plan
         r = self.roles
         flat = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
-        if arg == p.a.arg and arg != p.b.arg:
+        if arg == p.a.arg and self.a_packed:
             view = _matrix_view(flat, p.a.flat.const, _group_offsets(p.a.flat, r.m), _group_offsets(p.a.flat, r.k))
             return pack_a(view, self.mr)
         ko = _group_offsets(p.b.flat, r.k)
@@ -490,7 +494,7 @@ class KernelPlan:
             return repr(("a", self.conv_tile[0], self.roles.M, self.roles.K))
         p: GemmPlan = self.plan
         r = self.roles
-        if arg == p.a.arg and arg != p.b.arg:
+        if arg == p.a.arg and self.a_packed:
             groups = [[(x.extent, p.a.flat.coeff(x.key)) for x in g] for g in (r.m, r.k)]
             return repr(("a", self.mr, p.a.flat.const, groups))
         groups = [[(x.extent, p.b.flat.coeff(x.key)) for x in g] for g in (r.k, r.n, r.batch)]
@@ -714,8 +718,7 @@ class KernelPlan:
 
     def _depthwise_threads(self) -> int:
         if self.dw_lanes:
-            s = self.plan.shape
-            moved = self.hint(self.roles.batch_count) * self.plan.channels * (s.h * s.w + s.oh * s.ow)
+            moved = self.hint(self.roles.batch_count) * depthwise.lanes_elements(self.plan)
             return self.target.cores if moved >= depthwise.LANES_PARALLEL_MIN_ELEMENTS else 1
         return self.target.cores if self.macs >= depthwise.PARALLEL_MIN_MACS else 1
 
@@ -750,22 +753,30 @@ class KernelPlan:
                  f"{name}_chunk(&shape, {x_ptr} + c * {p.x_channel_stride}L, in{p.w.arg} + c * {taps}L, y, oh0, oh1, "
                  f"st, st + {s.stage_floats(vw)}L);",
                  *edecl, call_epi]
+        body = self._unit_loop(lines, units, group, s.scratch_floats(vw),
+                               dim_mul(count, C * s.oh * s.ow * taps), depthwise.PARALLEL_MIN_MACS)
+        return (f"{_prelude(self.target)}{helpers}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
+                f"  /* depthwise direct kernel (depthwise.py) */\n"
+                f"  static const {depthwise.SHAPE_TYPE} shape = {s.c_init(vw)};\n{body}\n}}\n")
+
+    def _unit_loop(self, lines: list[str], units: str, group: int, scratch: int, work: Dim, parallel_min: int,
+                   zeroed: bool = False) -> str:
+        """Work units ``u`` < ``units`` handed out dynamically, ``group`` at a time, each running
+        ``lines`` with ``st``: a per-thread scratch of ``scratch`` floats (``zeroed``: cleared once);
+        the threads share them when ``work`` (a C expression of the batch) reaches ``parallel_min``."""
         inner = "\n      ".join(x for x in lines if x)
-        macs = dim_mul(count, C * s.oh * s.ow * taps)
-        parallel = (f"#pragma omp parallel if ({_cl(macs)} >= {depthwise.PARALLEL_MIN_MACS}L)"
+        parallel = (f"#pragma omp parallel if ({_cl(work)} >= {parallel_min}L)"
                     if self.target.cores > 1 else "#pragma omp parallel num_threads(1)")
-        body = f"""  {parallel}
+        clear = f"\n    memset(st, 0, sizeof(float) * {scratch});" if zeroed else ""
+        return f"""  {parallel}
   {{
-    float *st = tf_alloc({s.scratch_floats(vw)});
+    float *st = tf_alloc({scratch});{clear}
     #pragma omp for schedule(dynamic, {group})
     for (long u = 0; u < {units}; u++) {{
       {inner}
     }}
     free(st);
   }}"""
-        return (f"{_prelude(self.target)}{helpers}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
-                f"  /* depthwise direct kernel (depthwise.py) */\n"
-                f"  static const {depthwise.SHAPE_TYPE} shape = {s.c_init(vw)};\n{body}\n}}\n")
 
     def _depthwise_lanes(self, kernel: Operation) -> str:
         """Work units (image, group of vector-width channels) handed out dynamically; each stages its
@@ -788,20 +799,9 @@ class KernelPlan:
                  *decl, f"float *y = {c_ptr} + c0 * {p.ldc}L;",
                  f"{name}_group({x_ptr} + c0 * {p.x_channel_stride}L, {p.x_channel_stride}L, in{p.w.arg} + g * {taps * vw}L, "
                  f"y, {p.ldc}L, nch, st);", *edecl, call_epi]
-        inner = "\n      ".join(x for x in lines if x)
-        moved = dim_mul(count, C * (s.h * s.w + s.oh * s.ow))
-        parallel = (f"#pragma omp parallel if ({_cl(moved)} >= {depthwise.LANES_PARALLEL_MIN_ELEMENTS}L)"
-                    if self.target.cores > 1 else "#pragma omp parallel num_threads(1)")
-        body = f"""  {parallel}
-  {{
-    float *st = tf_alloc({depthwise.lanes_scratch_floats(s, vw)});
-    memset(st, 0, sizeof(float) * {depthwise.lanes_scratch_floats(s, vw)});
-    #pragma omp for schedule(dynamic, 1)
-    for (long u = 0; u < {_c(dim_mul(count, groups))}; u++) {{
-      {inner}
-    }}
-    free(st);
-  }}"""
+        body = self._unit_loop(lines, _c(dim_mul(count, groups)), 1, depthwise.lanes_scratch_floats(s, vw),
+                               dim_mul(count, depthwise.lanes_elements(p)), depthwise.LANES_PARALLEL_MIN_ELEMENTS,
+                               zeroed=True)
         return (f"{_prelude(self.target)}{helpers}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
                 f"  /* depthwise direct kernel (depthwise.py), channels in the vector lanes */\n{body}\n}}\n")
 
@@ -996,8 +996,9 @@ class Tensorizer:
                 and chain.bind(conv.roles)):
             tuned = self._tuned(kernel)
             kind = self._conv_algorithm(conv, constant_args, tuned.conv_algorithm if tuned else "", hint)
-            packed = ({conv.w.arg} if kind in ("direct", *WINOGRAD_TILES) or self._weights_packable(conv, constant_args)
-                      else set())
+            # every algorithm reads constant weights from a compile-time packing (direct and
+            # Winograd apply only to such weights)
+            packed = {conv.w.arg} if self._weights_packable(conv, constant_args) else set()
             return KernelPlan(kind, conv, chain, self.target, packed, tuned, table)
         return None
 
@@ -1059,13 +1060,13 @@ class Tensorizer:
     def _direct_ok(p: ConvPlan, constant_args: set[int]) -> bool:
         """Direct convolution for stride-1 layers with constant weights shared by every batch point
         (no groups); the weights are then packed at compile time."""
-        return (p.w.arg in constant_args and p.w.arg != p.x.arg and direct_conv.eligible(p.strides, p.pads)
-                and p.w.flat().const == 0 and not any(p.w_batch_stride.values()))
+        return Tensorizer._weights_packable(p, constant_args) and direct_conv.eligible(p.strides, p.pads)
 
     @staticmethod
     def _weights_packable(p: ConvPlan, constant_args: set[int]) -> bool:
-        """im2col and folded convolutions read constant weights shared by every batch point as
-        row panels packed at compile time (``pack_a``) instead of in place, lda apart per row."""
+        """Constant weights shared by every batch point (no groups) are packed at compile time: row
+        panels (``pack_a``) for im2col and folded convolutions, the direct kernel's panels, or
+        Winograd's transformed filters."""
         return (p.w.arg in constant_args and p.w.arg != p.x.arg and p.w.flat().const == 0
                 and not any(p.w_batch_stride.values()))
 
@@ -1078,18 +1079,16 @@ class Tensorizer:
     def _worth_conv(cls, p: ConvPlan, hint: Callable[[Dim], int] = current_hint) -> bool:
         """A convolution whose images can be folded into N counts the columns of all of them: a
         batch of tiny late-stage maps (2x2 positions each) fills a register tile together."""
-        r = p.roles
-        if not cls._fold_ok(p, hint):
-            return cls._worth(r, hint)
-        M, N, K, count = hint(r.M), hint(r.N), hint(r.K), hint(r.batch_count)
-        return N * count >= MIN_N and M >= MIN_M and K >= MIN_K and M * N * K * count >= MIN_FLOPS
+        return cls._worth(p.roles, hint, folded=cls._fold_ok(p, hint))
 
     @staticmethod
-    def _worth(r: Roles, hint: Callable[[Dim], int] = current_hint) -> bool:
+    def _worth(r: Roles, hint: Callable[[Dim], int] = current_hint, folded: bool = False) -> bool:
         """Big enough to pay for the packing (symbolic sizes at their hints: any size runs correctly
-        either way, this only picks the faster path for the sizes the model expects)."""
-        M, N, K = hint(r.M), hint(r.N), hint(r.K)
-        return N >= MIN_N and M >= MIN_M and K >= MIN_K and M * N * K * hint(r.batch_count) >= MIN_FLOPS
+        either way, this only picks the faster path for the sizes the model expects); ``folded``:
+        the batch points' columns count together."""
+        M, N, K, count = hint(r.M), hint(r.N), hint(r.K), hint(r.batch_count)
+        columns = N * count if folded else N
+        return columns >= MIN_N and M >= MIN_M and K >= MIN_K and M * N * K * count >= MIN_FLOPS
 
     @staticmethod
     def _a_packable(p: GemmPlan, constant_args: set[int]) -> bool:
