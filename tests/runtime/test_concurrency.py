@@ -126,7 +126,7 @@ def test_each_calling_thread_gets_the_model_thread_count(mlp):
 
     def work(_):
         mlp(x)
-        return _omp_max_threads()      # this thread's OpenMP setting, applied by tf_run on entry
+        return _omp_max_threads(mlp)      # this thread's OpenMP setting, applied by tf_run on entry
 
     assert run_threads(work, THREADS) == [mlp.threads] * THREADS == [1] * THREADS
 

@@ -15,10 +15,13 @@ from tensorforge.runtime.native import default_threads
 from . import models
 
 
-def _omp_max_threads() -> int:
-    """What this thread's OpenMP (the libgomp the model libraries use) will start next."""
-    name = ctypes.util.find_library("gomp") or "libgomp.so.1"
-    fn = ctypes.CDLL(name).omp_get_max_threads
+def _omp_max_threads(model) -> int:
+    """What this thread's OpenMP will start next in ``model``'s library: tensorforge's runtime
+    there (its own per-thread setting), else the libgomp the library uses."""
+    try:
+        fn = model.native.lib.tensorforge_omp_max_threads
+    except AttributeError:
+        fn = ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1").omp_get_max_threads
     fn.restype = ctypes.c_int
     return fn()
 
@@ -40,7 +43,7 @@ def test_set_threads_reaches_openmp_and_keeps_results(wide):
         wide.set_threads(n)
         assert wide.native.library_threads() == n
         results.append(wide(x))
-        assert _omp_max_threads() == n        # tf_run applied it to the calling thread
+        assert _omp_max_threads(wide) == n        # tf_run applied it to the calling thread
     # each output element is computed by one thread in a fixed order: bitwise identical
     np.testing.assert_array_equal(results[0], results[1])
     np.testing.assert_array_equal(results[0], results[2])
@@ -53,11 +56,11 @@ def test_models_sharing_a_library_keep_their_own_thread_counts():
     assert a.native.lib._handle == b.native.lib._handle      # one library: one C-side setting
     x = np.ones((64, 256), np.float32)
     a(x)
-    assert a.native.library_threads() == 1 and _omp_max_threads() == 1
+    assert a.native.library_threads() == 1 and _omp_max_threads(a) == 1
     b(x)
-    assert b.native.library_threads() == 2 and _omp_max_threads() == 2
+    assert b.native.library_threads() == 2 and _omp_max_threads(b) == 2
     a(x)
-    assert _omp_max_threads() == 1
+    assert _omp_max_threads(a) == 1
 
 
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True, "4"])

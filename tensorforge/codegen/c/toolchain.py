@@ -49,6 +49,7 @@ from typing import Callable, TypeVar
 
 from ...errors import CacheWriteError, CompileError, CompilerNotFoundError, TensorforgeWarning
 from ..target import Target, compiler_version, workaround_flags
+from . import omp_runtime
 
 _ERROR_LINES = 12
 # Bumped whenever the way a library is built changes, so that libraries built the old way (e.g.
@@ -273,12 +274,16 @@ def compile_command(source_path: Path, object_path: Path, target: Target, extra_
             *extra_flags, "-c", str(source_path), "-o", str(object_path)]
 
 
-def link_command(object_path: Path | list[Path], out_path: Path, target: Target) -> list[str]:
+def link_command(object_path: Path | list[Path], out_path: Path, target: Target, own_openmp: bool = False) -> list[str]:
     """The compiler run that links the object into a shared library, without the fast-math flags
-    (see the module docstring: they would link crtfastmath.o)."""
-    flags = [f for f in target.cflags if f not in FAST_MATH_FLAGS]
+    (see the module docstring: they would link crtfastmath.o).  ``own_openmp``: the objects hold
+    tensorforge's OpenMP runtime (``omp_runtime``), so libgomp is left out and every symbol must
+    be defined (``-z defs``): no OpenMP call may bind to another runtime at load time."""
+    flags = [f for f in target.cflags if f not in FAST_MATH_FLAGS and not (own_openmp and f == "-fopenmp")]
     if "-shared" not in flags:
         flags.append("-shared")
+    if own_openmp:
+        flags += ["-pthread", "-Wl,-z,defs"]
     objects = object_path if isinstance(object_path, list) else [object_path]
     return [*shlex.split(target.cc), *flags, *map(str, objects), "-o", str(out_path), *target.ldflags]
 
@@ -345,7 +350,8 @@ def _run_compiler(source_path: Path, out_path: Path, target: Target, extra_flags
         else:
             with ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
                 objects = [f.result() for f in [pool.submit(job) for job in jobs]]
-        _run(link_command(objects, Path(tmp_so), target), target, name, source_path, "link")
+        own_openmp = any(omp_runtime.MARK in u for u in units)
+        _run(link_command(objects, Path(tmp_so), target, own_openmp), target, name, source_path, "link")
         os.replace(tmp_so, out_path)
     except BaseException:
         _unlink_quietly(tmp_so)
@@ -406,7 +412,8 @@ def compile_c(source: str, target: Target | None = None, name: str = "kernel",
     """
     target = target or Target.host()
     extra_flags = tuple(extra_flags)
-    require_compiler(target.cc)
+    version = require_compiler(target.cc)
+    source = with_openmp_runtime(source, target, version)
     digest = source_digest(source, target, extra_flags)
     relative = Path("c") / digest[:2] / f"{_safe(name)}-{digest[:24]}.so"
     so_path = cached_file(relative)
@@ -426,6 +433,15 @@ def compile_c(source: str, target: Target | None = None, name: str = "kernel",
         lib, hit = _load(so_path, so_path.with_suffix(".c"), name), False
     return CompiledLibrary(lib=lib, path=so_path, source_path=so_path.with_suffix(".c"), digest=digest,
                            cache_hit=hit)
+
+
+def with_openmp_runtime(source: str, target: Target, version: str) -> str:
+    """``source`` with tensorforge's OpenMP runtime as one more translation unit, where the build
+    uses OpenMP and the runtime fits it (``omp_runtime.wanted``); else ``source`` unchanged."""
+    if ("-fopenmp" not in target.cflags or omp_runtime.MARK in source
+            or not omp_runtime.wanted(source, target.arch, version)):
+        return source
+    return source + unit(omp_runtime.SOURCE)
 
 
 def _count(hit: bool) -> None:
