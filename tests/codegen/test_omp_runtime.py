@@ -24,10 +24,11 @@ pytestmark = pytest.mark.skipif(
 PROGRAM = r"""
 #include <omp.h>
 
-/* every id writes its slot, all wait, every id reads its neighbour's: wrong without the barrier */
+/* every id writes its slot, all wait, every id reads its neighbour's: wrong without the barrier
+   (the slots are the call's own: two callers at once must not share them) */
 long tf_t_barriers(int regions, int nthr)
 {
-  static volatile long slot[64];
+  volatile long slot[64];
   long bad = 0;
   for (int r = 0; r < regions; r++) {
     #pragma omp parallel num_threads(nthr)

@@ -30,21 +30,10 @@ from __future__ import annotations
 import os
 import platform
 
-SOURCE = r"""/* tensorforge's OpenMP runtime: the part of libgomp's ABI that generated kernels call, built so
-   that a team never waits for a thread the operating system has not run.
-
-   libgomp hands each OpenMP thread id to one OS thread and makes every id pass every barrier, so
-   a region lasts as long as its slowest OS thread: on a machine whose cores the host or another
-   process takes away for milliseconds, every kernel waits for them.  Here an id is work, not a
-   thread: whichever OS thread is free claims the next id (the caller first), so the caller runs
-   the whole region alone when the workers are asleep or descheduled, and a late worker finds
-   nothing left.  An id that must wait at a barrier for an id nobody has claimed yet claims it
-   itself and runs it on a stack of its own, switching back when the barrier opens (ids are
-   coroutines only then: the common case runs on the OS thread's own stack).
-
-   One parallel region at a time per library: a region asked for while another runs (another
-   caller's thread, or nested) gets a team of one, which OpenMP allows.  Hidden symbols: the
-   library binds to these, never to a libgomp loaded by someone else in the process. */
+SOURCE = r"""/* tensorforge's OpenMP runtime: the part of libgomp's ABI that generated kernels call, where an
+   OpenMP thread id is claimed by whichever OS thread is free (the caller first), so a region never
+   waits for a thread the system has not run.  Why and how: tensorforge/codegen/c/omp_runtime.py.
+   Hidden symbols: the library binds to these, never to a libgomp loaded elsewhere in the process. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -87,6 +76,13 @@ static inline void tfo_pause(void) { __builtin_ia32_pause(); }
 static long tfo_futex(atomic_uint *addr, int op, unsigned val, const struct timespec *timeout)
 {
   return syscall(SYS_futex, (unsigned *)addr, op | FUTEX_PRIVATE_FLAG, val, timeout, NULL, 0);
+}
+
+/* One step of waiting for another thread: pause, and after a while give the CPU away. */
+static inline void tfo_idle_step(long spins)
+{
+  if (spins > 4096) sched_yield();
+  else tfo_pause();
 }
 
 static double tfo_now(void)
@@ -311,8 +307,7 @@ static void tfo_barrier(tfo_member *m)
     else if ((to = tfo_runnable_coroutine(h, m)) != NULL) tfo_go(h, &m->sp, to);
     else if (h->native && h->native != m && tfo_runnable(h->native)) tfo_go(h, &m->sp, h->native);
     else if (!h->native) tfo_go(h, &m->sp, NULL);
-    else if (spins > 4096) sched_yield();
-    else tfo_pause();
+    else tfo_idle_step(spins);
   }
   m->state = TFO_RUNNING;
 }
@@ -337,7 +332,7 @@ static void tfo_run_host(unsigned seq, int first)
 {
   tfo_region *r = &tfo_pool.region;
   tfo_host h = { .r = r };
-  for (int id = first; id >= 0; id = tfo_claim(seq)) tfo_run_native(&h, id);
+  tfo_run_native(&h, first);
   for (long spins = 0;; spins++) {
     const int id = tfo_claim(seq);
     if (id >= 0) { tfo_run_native(&h, id); continue; }
@@ -346,8 +341,7 @@ static void tfo_run_host(unsigned seq, int first)
     if (!live) break;
     tfo_member *to = tfo_runnable_coroutine(&h, NULL);
     if (to) { tfo_go(&h, &h.home_sp, to); spins = 0; }
-    else if (spins > 4096) sched_yield();
-    else tfo_pause();
+    else tfo_idle_step(spins);
   }
   tfo_self = NULL;
   for (int i = 0; i < h.ncoroutines; i++) {
@@ -440,6 +434,24 @@ static int tfo_icv_here(void)
   return tfo_icv > 0 ? tfo_icv : tfo_pool.default_threads;
 }
 
+/* Sets up region r for fn on nth ids inside `outer` (NULL: none); loop: a combined parallel
+   loop's bounds (start, end, incr, chunk), set up before any id runs. */
+static void tfo_region_open(tfo_region *r, void (*fn)(void *), void *data, int nth, int icv,
+                            const tfo_member *outer, const long *loop)
+{
+  r->fn = fn;
+  r->data = data;
+  r->nth = nth;
+  r->icv = icv;
+  r->level = outer ? outer->r->level + 1 : 1;
+  r->active = nth > 1 || (outer && outer->r->active);
+  atomic_store(&r->arrived, 0);
+  atomic_store(&r->done, 0);
+  r->ws_count = 0;
+  r->preset = loop != NULL;
+  if (loop) tfo_ws_setup(tfo_ws_at(r, 0), loop[0], loop[1], loop[2], loop[3]);
+}
+
 /* A team of one on the calling thread (nested regions, and regions while the pool is busy).
    Small kernels run here on every call (their `if` clause says one thread), so the region is a
    per-thread spare that is reused, not allocated and cleared each time. */
@@ -452,15 +464,7 @@ static void tfo_serial(void (*fn)(void *), void *data, int icv, const long *loop
   if (r) tfo_spare = NULL;
   else if (!(r = (tfo_region *)calloc(1, sizeof(tfo_region)))) abort();
   else pthread_mutex_init(&r->ws_lock, NULL);
-  r->fn = fn;
-  r->data = data;
-  r->nth = 1;
-  r->icv = icv;
-  r->level = outer ? outer->r->level + 1 : 1;
-  r->active = outer && outer->r->active;
-  r->ws_count = 0;
-  r->preset = loop != NULL;
-  if (loop) tfo_ws_setup(tfo_ws_at(r, 0), loop[0], loop[1], loop[2], loop[3]);
+  tfo_region_open(r, fn, data, 1, icv, outer, loop);
   tfo_host h = { .r = r };
   tfo_member_init(&r->members[0], r, &h, 0);
   h.native = &r->members[0];
@@ -477,8 +481,7 @@ static void tfo_serial(void (*fn)(void *), void *data, int icv, const long *loop
   free(r);
 }
 
-/* Region of fn on num_threads ids (0: the setting); loop: a combined parallel loop's bounds
-   (start, end, incr, chunk), set up before any id runs. */
+/* Region of fn on num_threads ids (0: the setting); loop as for tfo_region_open. */
 static void tfo_parallel(void (*fn)(void *), void *data, unsigned num_threads, const long *loop)
 {
   const int icv = tfo_icv_here();
@@ -489,17 +492,7 @@ static void tfo_parallel(void (*fn)(void *), void *data, unsigned num_threads, c
     return;
   }
   tfo_region *r = &tfo_pool.region;
-  r->fn = fn;
-  r->data = data;
-  r->nth = n;
-  r->icv = icv;
-  r->level = 1;
-  r->active = true;
-  atomic_store(&r->arrived, 0);
-  atomic_store(&r->done, 0);
-  r->ws_count = 0;
-  r->preset = loop != NULL;
-  if (loop) tfo_ws_setup(tfo_ws_at(r, 0), loop[0], loop[1], loop[2], loop[3]);
+  tfo_region_open(r, fn, data, n, icv, NULL, loop);
   if (tfo_pool.workers < n - 1) tfo_start_workers(n - 1);
   const unsigned seq = atomic_load(&tfo_pool.gen) + 1;
   atomic_store(&tfo_pool.claim, ((unsigned long long)seq << 32) | ((unsigned long long)n << 16) | 1u);
@@ -509,10 +502,7 @@ static void tfo_parallel(void (*fn)(void *), void *data, unsigned num_threads, c
     tfo_futex(&tfo_pool.gen, FUTEX_WAKE, INT_MAX, NULL);
   }
   tfo_run_host(seq, 0);
-  for (long spins = 0; atomic_load(&r->done) < n; spins++) {
-    if (spins > 4096) sched_yield();
-    else tfo_pause();
-  }
+  for (long spins = 0; atomic_load(&r->done) < n; spins++) tfo_idle_step(spins);
   pthread_mutex_unlock(&tfo_pool.busy);
 }
 
