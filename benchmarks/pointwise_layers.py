@@ -8,6 +8,8 @@ conv alone for the linear projections (``clip`` column).  Contenders, timed inte
 process (medians of blocks of calls after warm-up, ``tensorforge.benchmark.time_interleaved``):
 
 * ``tf``: ``tensorforge.compile(layer, (x,))`` then ``cm(x)``;
+* ``tf-std``: the same with ``TENSORFORGE_TRANSPOSED_GEMM=0`` (the GEMM in the layer's orientation,
+  output channels as rows, positions in the vector lanes, which the transposed GEMM replaced);
 * ``torch``: ``torch.nn.functional.conv2d`` (no activation);
 * ``ort``: onnxruntime on the same Conv (+ Clip) graph (``layer_peers.py``).
 
@@ -51,8 +53,13 @@ def bench_layer(c: int, size: int, o: int, stride: int, clip: bool, threads: int
     with torch.no_grad():
         ref = layer(x).numpy()
     cm = tensorforge.compile(layer, (x,), threads=threads)
+    os.environ["TENSORFORGE_TRANSPOSED_GEMM"] = "0"
+    try:
+        cm_std = tensorforge.compile(layer, (x,), threads=threads)
+    finally:
+        del os.environ["TENSORFORGE_TRANSPOSED_GEMM"]
     name = f"{c}@{size}->{o}" + (f" s{stride}" if stride > 1 else "")
-    err = float(np.abs(cm(xn) - ref).max() / np.abs(ref).max())
+    err = max(float(np.abs(m(xn) - ref).max() / np.abs(ref).max()) for m in (cm, cm_std))
     if err > 1e-4:
         raise SystemExit(f"{name}: tensorforge's max relative error {err:.2e}")
     w, b = conv.weight.detach(), conv.bias.detach()
@@ -67,7 +74,7 @@ def bench_layer(c: int, size: int, o: int, stride: int, clip: bool, threads: int
             F.conv2d(x, w, b, stride)
 
     torch.set_num_threads(threads)
-    contenders = {"tf": lambda: cm(xn), "torch": run_torch, "ort": lambda: sess.run(None, feed)}
+    contenders = {"tf": lambda: cm(xn), "tf-std": lambda: cm_std(xn), "torch": run_torch, "ort": lambda: sess.run(None, feed)}
     t = time_interleaved(contenders, repeats=repeats, warmup=2, block=block, pause_s=pause)
     ms = {k: v.median_ms for k, v in t.items()}
     flop = 2.0 * c * o * ref.shape[2] * ref.shape[3]
@@ -87,10 +94,10 @@ def main() -> None:
 
     roof = cached_roofline()
     peak = roof.gemm_gflops if roof is not None and roof.threads == args.threads else None
-    cols = ("tf", "torch", "ort")
+    cols = ("tf", "tf-std", "torch", "ort")
     print(f"ms (GFLOP/s), batch 1, {args.threads} thread(s), medians of {args.repeats} interleaved rounds "
           f"of {args.block} calls after a {args.pause} s pause; GEMM peak {peak or float('nan'):.0f} GFLOP/s; load average before: {os.getloadavg()}")
-    print(f"{'layer':18s} " + " ".join(f"{c:>14s}" for c in cols) + "  % peak  torch/tf  ort/tf")
+    print(f"{'layer':18s} " + " ".join(f"{c:>14s}" for c in cols) + "  % peak  std/tf  torch/tf  ort/tf")
     start, ratios = time.time(), []
     for c, size, o, stride, clip in LAYERS:
         if args.only and f"{c}@{size}" not in args.only:
@@ -100,7 +107,7 @@ def main() -> None:
         cells = " ".join(f"{ms[k]:6.3f} ({gf[k]:5.0f})" for k in cols)
         pct = 100 * gf["tf"] / peak if peak else float("nan")
         ratios.append(ms["ort"] / ms["tf"])
-        print(f"{r['layer']:18s} {cells}  {pct:5.0f}%  {ms['torch'] / ms['tf']:7.2f}x {ms['ort'] / ms['tf']:6.2f}x", flush=True)
+        print(f"{r['layer']:18s} {cells}  {pct:5.0f}%  {ms['tf-std'] / ms['tf']:6.2f}x {ms['torch'] / ms['tf']:7.2f}x {ms['ort'] / ms['tf']:6.2f}x", flush=True)
     if ratios:
         import math
         print(f"geomean ort/tf {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}x; "

@@ -252,3 +252,34 @@ def test_static_schedule_splits_the_larger_operand():
     assert splits_n("static", 4, 4096, 6, 64, 2)            # one M tile
     assert not splits_n("static_m", 16, 12544, 6, 64, 2)
     assert splits_n("static_n", 2048, 256, 6, 64, 2)
+
+
+@pytest.mark.parametrize("schedule", ["static", "dynamic"])
+def test_transposed_c_is_written_in_place_and_called_back_per_block(schedule, rng):
+    """``GemmSpec(trans_c=True)`` stores C = A @ B as its transpose (what a 1x1 convolution computed as
+    C^T = B^T A^T needs) for partial tiles, several K blocks and ``accumulate``; its callback sees
+    each (mc x nc) block once, in the stored array's own coordinates."""
+    import ctypes
+
+    from tensorforge.codegen.c import compile_c
+    lib = compile_c(_CALLBACK_C, name="t_callback_epi")
+    fn = ctypes.cast(lib.lib.twice_plus_bias, ctypes.c_void_p).value
+    k = GemmKernel(GemmParams(mr=7, nr=2 * VW, kc=16, mc=14, nc=4 * VW, threads=2, pack_a=False, schedule=schedule),
+                   spec=GemmSpec(trans_a=True, callback=True, trans_c=True), name=f"t_tc_{schedule}")
+
+    class Ctx(ctypes.Structure):
+        _fields_ = [("bias", ctypes.c_void_p), ("scale", ctypes.c_float)]
+
+    for M, N, K in [(49, 3 * VW + 5, 37), (7, 2 * VW, 16), (1, 1, 1), (30, 5, 70)]:
+        A, B, _, _ = operands(rng, M, N, K)
+        a = np.ascontiguousarray(A.T)
+        product = (A.astype(np.float64) @ B).T             # stored [N, M]
+        check(k.prepacked(a, k.pack_b(B), N), product, K)
+        c0 = rng.standard_normal((N, M), dtype=np.float32)
+        check(k.prepacked(a, k.pack_b(B), N, C=c0.copy(), accumulate=True), product + c0, K)
+        bias = rng.standard_normal(M, dtype=np.float32)     # per stored column
+        ctx = Ctx(bias.ctypes.data, 2.0)
+        expected = 2.0 * product + bias + np.arange(N)[:, None]
+        check(k.prepacked(a, k.pack_b(B), N, epi=fn, epi_ctx=ctypes.addressof(ctx)), expected, K)
+    with pytest.raises(ValueError, match="transposed"):
+        GemmSpec(trans_c=True, epilogues=(relu(),))

@@ -406,3 +406,27 @@ def test_large_parallel_gemms_schedule_blocks_dynamically():
     assert -(-1024 // big.mc) * -(-1024 // big.nc) >= 8
     assert _gemm_params(host, 768, 2, 128).schedule == "static"        # BERT's projections: 4 blocks
     assert _gemm_params(host, 1024, 1, 1024).schedule == "static"
+
+
+def test_pointwise_convs_with_few_positions_run_transposed(rng):
+    """A 1x1 convolution whose positions pad the register tile (7x7: 49 of 64 columns) computes
+    C^T = x^T W^T with its output channels in the vector lanes and C written back transposed
+    (``KernelPlan.transposed``), bias + ReLU + residual fused, for one image and for a batch; at
+    56x56 with 24 output channels (which would pad the transposed tile instead) it stays as it was."""
+    cases = [((1, 96, 7, 7), 160), ((3, 40, 14, 14), 96), ((1, 16, 56, 56), 24)]
+    for x_shape, O in cases:
+        C = x_shape[1]
+        out = (x_shape[0], O) + x_shape[2:]
+
+        def body(x, w, n, o, h, w_, c):
+            return x[n, c, h, w_] * w[o, c, 0, 0]
+
+        contraction = (out, out + (C,), "ppppr", body)
+        m, w, bias = _epilogue_kernel_module(x_shape, (O, C, 1, 1), contraction, 1, 3.0)
+        x, res = _rand(rng, *x_shape), _rand(rng, *out)
+        cm = _compile(m)
+        transposed = "trans_c=True" in cm.source
+        assert transposed == (x_shape[2] < 56), x_shape
+        conv = np.einsum("nchw,oc->nohw", x.astype(np.float64), w.reshape(O, C).astype(np.float64))
+        want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 3.0) + res
+        np.testing.assert_allclose(cm.run(x, res)[0], want, rtol=RTOL, atol=1e-3)

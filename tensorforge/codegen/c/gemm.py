@@ -57,6 +57,9 @@ class GemmKernel:
         return M, N, K
 
     def _output(self, C: np.ndarray | None, M: int, N: int, accumulate: bool) -> np.ndarray:
+        """C as the kernel writes it: [M, N], or [N, M] for a transposed C (``GemmSpec.trans_c``)."""
+        if self.spec.trans_c:
+            M, N = N, M
         if C is None:
             if accumulate:
                 raise ShapeError(f"gemm {self.name}: accumulate=True needs an output array C")
@@ -110,7 +113,7 @@ class GemmKernel:
             raise ShapeError(f"gemm {self.name}: workspace must be a contiguous float32 array of at least "
                              f"{packed_b_size(K, N, self.params.nr)} values")
         extra, keep = self._epilogue_args(M, N, epilogue_args)
-        self._full(M, N, K, _ptr(A), A.shape[1], _ptr(B), B.shape[1], _ptr(C), N, int(accumulate), *extra,
+        self._full(M, N, K, _ptr(A), A.shape[1], _ptr(B), B.shape[1], _ptr(C), C.shape[1], int(accumulate), *extra,
                    _ptr(workspace))
         del keep
         return C
@@ -138,6 +141,6 @@ class GemmKernel:
         M, N, K = self._dims(A, Bp.shape[1], N)
         C = self._output(C, M, N, accumulate)
         extra, keep = self._epilogue_args(M, N, epilogue_args)
-        self._prepacked(M, N, K, _ptr(A), A.shape[1], _ptr(Bp), _ptr(C), N, int(accumulate), *extra)
+        self._prepacked(M, N, K, _ptr(A), A.shape[1], _ptr(Bp), _ptr(C), C.shape[1], int(accumulate), *extra)
         del keep
         return C
