@@ -52,8 +52,8 @@ from .contraction import (Affine, ConvPlan, GemmPlan, Roles, VAxis, match_contra
 from .emit_loop import c_type
 from .fused_epilogue import EpilogueChain, match_chain
 from .im2col import FOLD_SCATTER_C, GUARDED_SHAPE_TYPEDEF, IM2COL_C, Im2colShape
-from .microkernels import (GemmParams, GemmSpec, _round_down, gemm_prelude, generate_gemm, pack_a, pack_b_into,
-                           packed_b_size, signatures)
+from .microkernels import (GemmParams, GemmSpec, _round_down, gemm_prelude, generate_gemm, pack_a, pack_b,
+                           pack_b_into, packed_b_size, signatures)
 from .toolchain import unit
 
 KERNEL_NAME = "KERNEL_NAME"      # the placeholder model.py replaces (same as model.KERNEL_NAME)
@@ -90,6 +90,10 @@ _TILES = ((6, 4), (8, 3), (12, 2), (14, 1))
 _TRANSPOSED_TILES = ((7, 3), (7, 4), (14, 1), (12, 2), (6, 4), (8, 3))
 # ... when the output has at least this many columns (fewer: the GEMV-like shapes of squeeze layers)
 TRANSPOSED_MIN_COLUMNS = 16
+# ... and, for a convolution that needs im2col, at most this many positions per image: its whole
+# x_col [K, P] is built before the GEMM (benchmarks: 3x3 layers at 7x7 and 14x14 1.25x faster; at
+# 28x28 0.85x and ResNet's 7x7 stem at 112x112 0.6x, where the chunked im2col keeps panels in L2)
+TRANSPOSED_MAX_POSITIONS = 256
 
 
 def _tile(target: Target, n: int, m: int = 0) -> tuple[int, int]:
@@ -528,6 +532,8 @@ class KernelPlan:
             return winograd.transform_weights(array, self.roles.M, self.plan.channels, WINOGRAD_TILES[self.kind])
         if self.kind in ("conv", "fold"):
             r = self.roles
+            if self.transposed:     # W^T [K, M] as the B panels of C^T = x_col^T @ W^T
+                return pack_b(np.asarray(array, np.float32).reshape(r.M, r.K), self.nr, trans=True)
             return pack_a(np.asarray(array, np.float32).reshape(r.M, r.K), self.conv_tile[0])
         p: GemmPlan = self.plan
         r = self.roles
@@ -557,6 +563,8 @@ class KernelPlan:
         if self.kind in ("direct", *WINOGRAD_TILES):
             return repr((self.kind, self.direct_params.mr, self.roles.M, self.roles.K))
         if self.kind in ("conv", "fold"):
+            if self.transposed:
+                return repr(("w^T", self.nr, self.roles.M, self.roles.K))
             return repr(("a", self.conv_tile[0], self.roles.M, self.roles.K))
         p: GemmPlan = self.plan
         r = self.roles
@@ -586,6 +594,8 @@ class KernelPlan:
         return Im2colShape(self.plan.channels, ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw)
 
     def _conv(self, kernel: Operation) -> str:
+        if self.transposed:
+            return self._conv_transposed(kernel)
         p: ConvPlan = self.plan
         r = self.roles
         M, P, K = r.M, r.N, r.K
@@ -636,6 +646,41 @@ class KernelPlan:
     {inner}
   }}
   free(bp);"""
+        return (f"{_prelude(self.target)}{IM2COL_C}{gtext}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
+                f"  static const tf_conv_shape shape = {shape.c_init()};\n{body}\n}}\n")
+
+    def _conv_transposed(self, kernel: Operation) -> str:
+        """Per image: im2col into x_col [K, P] (the threads split the channels), then the transposed
+        GEMM C^T[P, M] = x_col^T @ W^T with the compile-time panels of W^T, C written back in the
+        layer's own layout (``_transposed_variant`` for the 1x1 case, which needs no im2col)."""
+        p: ConvPlan = self.plan
+        r = self.roles
+        M, P, K = r.M, r.N, r.K
+        T = self.threads
+        mr, nr = self.transposed_tile
+        params = GemmParams.for_target(self.target, threads=T, mr=mr, nr=nr, pack_a=False)
+        gname, gtext = _gemm_source(params, self.target, True, False, trans_c=True)
+        shape = self._im2col_shape()
+        per_k = shape.k_h * shape.k_w
+        plane = shape.in_h * shape.in_w
+        decl, names = _batch_index(r.batch, "bt")
+        x_ptr = _strided(f"in{p.x.arg}", p.x_batch_stride, names)
+        etext, edecl, epi = _epi_callback(self.chain, names)
+        parallel = "#pragma omp parallel for schedule(static)" if T > 1 else ""
+        lines = [*decl, *edecl, "const float *xb = " + x_ptr + ";", parallel,
+                 f"for (long t = 0; t < {T}; t++) {{",
+                 f"  const long c0 = {shape.channels} * t / {T}, c1 = {shape.channels} * (t + 1) / {T};",
+                 "  tf_conv_shape part = shape;",
+                 "  part.channels = c1 - c0;",
+                 f"  if (c1 > c0) tf_im2col(&part, {P}, xb + c0 * {plane}L, xc + c0 * {per_k * P}L, 0, 1, 1, 0);",
+                 "}",
+                 f"{gname}_prepacked({P}, {M}, {K}, xc, {P}, in{p.w.arg}, out0 + ({_offset(p.c, names)}), {p.ldc}, 0, {epi});"]
+        inner = "\n    ".join(x for x in lines if x)
+        body = f"""  float *xc = tf_alloc({K * P});
+  for (long bt = 0; bt < {_c(r.batch_count)}; bt++) {{
+    {inner}
+  }}
+  free(xc);"""
         return (f"{_prelude(self.target)}{IM2COL_C}{gtext}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
                 f"  static const tf_conv_shape shape = {shape.c_init()};\n{body}\n}}\n")
 
@@ -1060,7 +1105,8 @@ class Tensorizer:
                 if not packed and self._a_packable(gemm, constant_args):
                     packed = {gemm.a.arg}
                 tuned = self._tuned(kernel)
-                transposed = tuned is None and packed == {gemm.a.arg} and self._transposable(gemm, hint)
+                transposed = (tuned is None and packed == {gemm.a.arg} and self._transposable(gemm.roles, hint)
+                              and matrix_layout(gemm.b, gemm.roles.K, gemm.roles.N) is not None)
                 return KernelPlan("gemm", gemm, chain, self.target, packed, tuned, table, transposed)
         conv = plan_conv(c)
         if (conv is not None and _static_but_batch(conv) and self._worth_conv(conv, hint)
@@ -1070,7 +1116,12 @@ class Tensorizer:
             # every algorithm reads constant weights from a compile-time packing (direct and
             # Winograd apply only to such weights)
             packed = {conv.w.arg} if self._weights_packable(conv, constant_args) else set()
-            return KernelPlan(kind, conv, chain, self.target, packed, tuned, table)
+            # im2col into the columns of a transposed GEMM, where that pads less than the usual one
+            # (the direct kernel stays: ResNet-18's 3x3 layers at 7x7 measured 1.15x slower transposed)
+            transposed = (tuned is None and kind == "conv" and bool(packed)
+                          and self._transposable(conv.roles, hint) and conv.roles.N <= TRANSPOSED_MAX_POSITIONS)
+            return KernelPlan("conv" if transposed else kind, conv, chain, self.target, packed, tuned, table,
+                              transposed)
         return None
 
     def conv_algorithms(self, p: ConvPlan, constant_args: set[int]) -> list[str]:
@@ -1170,16 +1221,17 @@ class Tensorizer:
         return (p.a.arg in constant_args and p.a.arg != p.b.arg and not any(p.a.flat.coeff(x.key) for x in r.batch)
                 and all(isinstance(d, int) for d in (r.M, r.K)))
 
-    def _transposable(self, p: GemmPlan, hint: Callable[[Dim], int] = current_hint) -> bool:
-        """A GEMM with a compile-time packed A (a 1x1 convolution: M output channels, N positions)
-        is computed transposed when its static N has at least ``TRANSPOSED_MIN_COLUMNS`` columns and
-        the transposed register tile pads the M rows no more than the usual one pads the N columns
-        (benchmarks/pointwise_layers.py: 1.2-2.4x on MobileNetV2's 7x7 and 14x14 layers, whose 49 and
-        196 positions pad 64-wide tiles; 0.75-0.8x at 56x56 with 24 output channels, which pad it).
+    def _transposable(self, r: Roles, hint: Callable[[Dim], int] = current_hint) -> bool:
+        """A contraction with compile-time packed weights as A (a convolution: M output channels, N
+        positions) is computed transposed when its static N has at least ``TRANSPOSED_MIN_COLUMNS``
+        columns and the transposed register tile pads the M rows no more than the usual one pads
+        the N columns (benchmarks/pointwise_layers.py: 1.2-2.4x on MobileNetV2's 7x7 and 14x14 1x1
+        layers, whose 49 and 196 positions pad 64-wide tiles; 0.75-0.8x at 56x56 with 24 output
+        channels, which pad it).  Convolutions that fold a batch's images into one GEMM stay folded
+        (at batch 8 transposed measured 0.9x on a 3x3 stride-2 layer at 28x28, 0.7x on a 5x5 at 7x7).
         ``TENSORFORGE_TRANSPOSED_GEMM=0`` turns it off (comparisons)."""
-        r = p.roles
         if (os.environ.get("TENSORFORGE_TRANSPOSED_GEMM", "1") == "0" or not isinstance(r.N, int)
-                or r.N < TRANSPOSED_MIN_COLUMNS or matrix_layout(p.b, r.K, r.N) is None):
+                or r.N < TRANSPOSED_MIN_COLUMNS):
             return False
         M = hint(r.M)
         nr = _transposed_tile(self.target, r.N, M)[1]
