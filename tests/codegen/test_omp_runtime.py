@@ -196,3 +196,33 @@ def test_libgomp_on_request(monkeypatch):
     out = np.zeros(3 * 37)
     lib.function("tf_t_loops", [ctypes.c_long, ctypes.c_int, ctypes.c_void_p], None)(37, 2, out.ctypes.data)
     np.testing.assert_array_equal(out, _loops_expected(37))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_workers_are_not_left_pinned(lib):
+    """A worker moves off the caller's CPU only for a region (``tfo_move_off``): left pinned, it
+    would share its one CPU with the caller whenever the scheduler moves the caller there.  After
+    regions with sleeps between them (workers sleep, wake, maybe move), every thread of the process
+    may run on every CPU the process may."""
+    import glob
+    import os
+    import time
+
+    def masks() -> set[str]:
+        out = set()
+        for status in glob.glob("/proc/self/task/*/status"):
+            try:
+                with open(status) as f:
+                    out |= {line.split()[1] for line in f if line.startswith("Cpus_allowed_list")}
+            except OSError:           # a thread that ended meanwhile
+                pass
+        return out
+
+    want = {line.split()[1] for line in open("/proc/self/status") if line.startswith("Cpus_allowed_list")}
+    for _ in range(10):
+        assert lib.barriers(20, 2) == 0
+        time.sleep(0.005)             # past the workers' spin: they sleep and are woken
+    deadline = time.monotonic() + 0.5      # well before an idle worker ends (2 s)
+    while masks() != want and time.monotonic() < deadline:   # a worker restores its mask after its region
+        time.sleep(0.01)
+    assert masks() == want, f"thread CPU masks {masks()} != the process's {want} (cpus: {os.cpu_count()})"

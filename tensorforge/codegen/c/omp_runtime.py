@@ -22,8 +22,9 @@ sections); a region started while another runs gets a team of one, which OpenMP 
 ``TENSORFORGE_OPENMP=libgomp`` builds with GNU's runtime instead (part of the cache key through
 the source).  ``TENSORFORGE_SPIN_US`` (default 200) is how long an idle worker spins before it
 sleeps; a worker asleep for 2 s ends, since a process may load many models, each library with
-its own pool.  A worker woken from sleep is kept off the caller's CPU (its affinity is every CPU
-of the process but that one), since otherwise the scheduler often wakes it beside the caller.
+its own pool.  Idle workers spin while a region runs and that long after it ends, so a worker
+that came too late for one region is awake for the next.  A worker that claims ids on the caller's
+CPU (where the scheduler often wakes it) moves itself off that CPU for the region.
 """
 from __future__ import annotations
 
@@ -149,13 +150,15 @@ static struct {
   pthread_mutex_t busy;
   atomic_uint gen;                    /* bumped when a region is published (futex word) */
   atomic_int sleepers;
+  atomic_int caller_cpu;              /* the CPU the current region's caller started it on */
   atomic_ullong claim;
   int workers;
-  pid_t tids[TFO_MAX];                /* the workers' thread ids (0: not known yet), for their CPU masks */
   bool taken[TFO_MAX];                /* worker slots in use (changed only under busy) */
   cpu_set_t allowed;                  /* the CPUs the process may use, read once */
   tfo_region region;
   double spin_s;
+  atomic_int running;                 /* a pool region is under way */
+  _Atomic double last_end;            /* when the last pool region ended (tfo_now) */
   int default_threads;
 } tfo_pool = { .busy = PTHREAD_MUTEX_INITIALIZER };
 static pthread_once_t tfo_once = PTHREAD_ONCE_INIT;
@@ -177,9 +180,9 @@ static void tfo_after_fork(void)      /* the child has no workers and no region 
   pthread_mutex_init(&tfo_critical_lock, NULL);
   tfo_pool.workers = 0;
   memset(tfo_pool.taken, 0, sizeof tfo_pool.taken);
-  memset(tfo_pool.tids, 0, sizeof tfo_pool.tids);
   atomic_store(&tfo_pool.sleepers, 0);
   atomic_store(&tfo_pool.claim, 0);
+  atomic_store(&tfo_pool.running, 0);
 }
 
 static void tfo_init(void)
@@ -352,18 +355,35 @@ static void tfo_run_host(unsigned seq, int first)
 }
 
 /* ---- workers ------------------------------------------------------------------------------- */
+/* A worker about to run ids on the caller's CPU (where the scheduler often wakes it, and where it
+   stays while both spin, another CPU idle) moves itself off that CPU for the region; after it, it
+   may run anywhere again (pinned, it would share its CPU with the caller whenever the scheduler
+   moves the caller there).  Returns whether it moved. */
+static bool tfo_move_off(int cpu)
+{
+  if (cpu < 0 || sched_getcpu() != cpu || !CPU_ISSET(cpu, &tfo_pool.allowed) || CPU_COUNT(&tfo_pool.allowed) < 2)
+    return false;
+  cpu_set_t mask = tfo_pool.allowed;
+  CPU_CLR(cpu, &mask);
+  return sched_setaffinity(0, sizeof mask, &mask) == 0;
+}
+
 static void *tfo_worker(void *arg)
 {
   const int index = (int)((uintptr_t)arg >> 32);
   unsigned seen = (unsigned)(uintptr_t)arg;
-  tfo_pool.tids[index] = (pid_t)syscall(SYS_gettid);
   for (;;) {
     unsigned g = atomic_load(&tfo_pool.gen);
     if (g == seen) {
+      /* spin while a region runs and spin_s past its end: a worker that came too late to
+         claim an id must still be spinning when the next region starts, or it sleeps through
+         every region (woken late each time, it finds every id claimed by the caller) */
       const double t0 = tfo_now();
       for (long i = 0; (g = atomic_load(&tfo_pool.gen)) == seen; i++) {
         tfo_pause();
-        if ((i & 255) == 255 && tfo_now() - t0 > tfo_pool.spin_s) break;
+        if ((i & 255) != 255 || atomic_load(&tfo_pool.running)) continue;
+        const double end = atomic_load(&tfo_pool.last_end), now = tfo_now();
+        if (now - (end > t0 ? end : t0) > tfo_pool.spin_s) break;
       }
       if (g == seen) {
         /* asleep; after TFO_IDLE_S without a region the thread ends (a process may load many
@@ -377,7 +397,6 @@ static void *tfo_worker(void *arg)
           if (quit) {
             tfo_pool.workers--;
             tfo_pool.taken[index] = false;
-            tfo_pool.tids[index] = 0;
           }
           pthread_mutex_unlock(&tfo_pool.busy);
           if (quit) {
@@ -390,7 +409,10 @@ static void *tfo_worker(void *arg)
     }
     seen = g;
     const int id = tfo_claim(g);
-    if (id >= 0) tfo_run_host(g, id);
+    if (id < 0) continue;
+    const bool moved = tfo_move_off(atomic_load(&tfo_pool.caller_cpu));
+    tfo_run_host(g, id);
+    if (moved) sched_setaffinity(0, sizeof tfo_pool.allowed, &tfo_pool.allowed);
   }
   return NULL;
 }
@@ -405,25 +427,12 @@ static void tfo_start_workers(int n)
     int slot = 0;
     while (tfo_pool.taken[slot]) slot++;
     const uintptr_t arg = ((uintptr_t)slot << 32) | atomic_load(&tfo_pool.gen);
-    tfo_pool.tids[slot] = 0;
     if (pthread_create(&t, &attr, tfo_worker, (void *)arg) != 0) break;
     tfo_pool.taken[slot] = true;
     pthread_detach(t);
     tfo_pool.workers++;
   }
   pthread_attr_destroy(&attr);
-}
-
-/* Workers woken from sleep would otherwise often wake on the caller's CPU (the scheduler's
-   wake-affine choice) and take turns with it while another CPU idles: a sleeping worker is
-   allowed every CPU of the process but the caller's before it is woken. */
-static void tfo_keep_off(int cpu)
-{
-  if (cpu < 0 || !CPU_ISSET(cpu, &tfo_pool.allowed) || CPU_COUNT(&tfo_pool.allowed) < 2) return;
-  cpu_set_t mask = tfo_pool.allowed;
-  CPU_CLR(cpu, &mask);
-  for (int i = 0; i < TFO_MAX; i++)
-    if (tfo_pool.taken[i] && tfo_pool.tids[i] > 0) sched_setaffinity(tfo_pool.tids[i], sizeof mask, &mask);
 }
 
 /* ---- regions ------------------------------------------------------------------------------- */
@@ -495,14 +504,15 @@ static void tfo_parallel(void (*fn)(void *), void *data, unsigned num_threads, c
   tfo_region_open(r, fn, data, n, icv, NULL, loop);
   if (tfo_pool.workers < n - 1) tfo_start_workers(n - 1);
   const unsigned seq = atomic_load(&tfo_pool.gen) + 1;
+  atomic_store(&tfo_pool.running, 1);
+  atomic_store(&tfo_pool.caller_cpu, sched_getcpu());
   atomic_store(&tfo_pool.claim, ((unsigned long long)seq << 32) | ((unsigned long long)n << 16) | 1u);
   atomic_store(&tfo_pool.gen, seq);
-  if (atomic_load(&tfo_pool.sleepers) > 0) {
-    tfo_keep_off(sched_getcpu());
-    tfo_futex(&tfo_pool.gen, FUTEX_WAKE, INT_MAX, NULL);
-  }
+  if (atomic_load(&tfo_pool.sleepers) > 0) tfo_futex(&tfo_pool.gen, FUTEX_WAKE, INT_MAX, NULL);
   tfo_run_host(seq, 0);
   for (long spins = 0; atomic_load(&r->done) < n; spins++) tfo_idle_step(spins);
+  atomic_store(&tfo_pool.last_end, tfo_now());
+  atomic_store(&tfo_pool.running, 0);
   pthread_mutex_unlock(&tfo_pool.busy);
 }
 
