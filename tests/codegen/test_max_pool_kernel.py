@@ -73,3 +73,14 @@ def test_nothing_fuses_into_the_native_pool():
     native = tensorforge.compile(m, target="cpu")
     assert "TF_POOL_MAX" in native.source
     _assert_same(native(x), tensorforge.compile(m, target="interpreter")(x))
+
+
+@pytest.mark.parametrize("dtype", [DType.u8, DType.i8])
+@pytest.mark.parametrize("shape,attrs", [CASES[0], CASES[1], CASES[3]])
+def test_native_max_pool_of_8_bit_values(shape, attrs, dtype):
+    """A quantized model's pool: the padding is the type's lowest value, which every tap beats."""
+    lo, hi = (0, 256) if dtype is DType.u8 else (-128, 128)
+    x = np.random.default_rng(2).integers(lo, hi, size=shape).astype(dtype.np)
+    native = tensorforge.compile(_model(shape, dtype, **attrs), target="cpu")
+    assert "TF_POOL_MAX" in native.source
+    np.testing.assert_array_equal(native(x), tensorforge.compile(_model(shape, dtype, **attrs), target="interpreter")(x))

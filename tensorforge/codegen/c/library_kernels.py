@@ -659,11 +659,16 @@ def _deform_conv_kernel(k: _Kernel) -> str:
 
 
 def _max_pool_kernel(k: _Kernel) -> str:
-    """2-D max pool (float32, or the uint8/int8 of a quantized model), one (image, channel) plane per task: per output row the window rows inside
-    the input, the output columns whose window is inside the input in a loop without checks over
-    the columns (gcc vectorises its strided reads), the few border columns with checks.  Each
-    output visits its taps in the reference's order (window row, then column) with a NaN-keeping
-    max, so NaN, -0.0 and ties come out as in the loop kernel (docs/numerics.md)."""
+    """2-D max pool (float32, or the uint8/int8 of a quantized model), one (image, channel) plane per
+    task, separably: each input row is copied into a buffer padded with the lowest value, the
+    horizontal window max is taken at every input column (contiguous vector loads, no strided
+    ones), every ``sw``-th kept, and each output row is the max of its window's rows of that.
+
+    Exact in the reference's tap order (window row, then column): the NaN-keeping max (the first
+    NaN wins, else the largest value, the later of equal ones for -0.0 against 0.0) is associative,
+    so grouping the taps by rows changes nothing; padded columns only ever meet real taps as the
+    lowest value, which loses to all of them (docs/numerics.md).  Rows outside the input are
+    skipped, as the reference skips them."""
     x = k.kernel.operands[0]
     at = k.op.attributes
     n, c, h, w = (int(d) for d in x.type.shape)
@@ -672,36 +677,53 @@ def _max_pool_kernel(k: _Kernel) -> str:
     sh, sw = (tuple(at.get("strides", ())) or (1, 1))
     pads = tuple(at.get("pads", ())) or (0, 0, 0, 0)
     ph, pw = pads[0], pads[1]
-    lo = min(ow, -(-pw // sw))                                        # first ox with ox*sw - pw >= 0
-    hi = max(lo, min(ow, (w - kw + pw) // sw + 1)) if w - kw + pw >= 0 else lo   # past the last inside
+    span = (ow - 1) * sw + 1                      # input columns where a window starts (padded coordinates)
+    padded = span + kw - 1                        # padded columns the windows read
+    right = max(0, min(padded, pw + w))           # padded columns [pw, right) hold the row
     work = n * c * oh * ow * kh * kw
     ct = c_type(x.type)
     low = "-INFINITY" if x.type.dtype.is_float else str(x.type.dtype.int_range[0])
     maxf = "(((a) > (b)) | ((a) != (a)) ? (a) : (b))"
-    border = [line for a, b in ((0, lo), (hi, ow)) for line in (          # columns whose window sticks out
-        f"          for (int64_t ox = {a}; ox < {b}; ++ox) {{",
-        f"            const int64_t xx = ox * {sw} - {pw} + kx;",
-        f"            if (xx >= 0 && xx < {w}) yr[ox] = TF_POOL_MAX(yr[ox], r[xx]);",
-        "          }")]
+    # one pass over g per window column (the same form as the vertical passes: gcc vectorises it,
+    # not a chain through a local, whose compare-selects it leaves as mispredicted branches)
+    hmax = [f"        for (int64_t j = 0; j < {span}; ++j) g[j] = TF_POOL_MAX(g[j], pb[j + {kx}]);" for kx in range(1, kw)]
     body = [f"  #define TF_POOL_MAX(a, b) {maxf}",
-            f"  #pragma omp parallel for schedule(static) if ({work} > 65536)",
-            f"  for (int64_t p = 0; p < {n * c}; ++p) {{",
-            f"    const {ct}* restrict xp = in0 + p * {h * w};",
-            f"    {ct}* restrict yp = out0 + p * {oh * ow};",
-            f"    for (int64_t oy = 0; oy < {oh}; ++oy) {{",
-            f"      const int64_t y0 = oy * {sh} - {ph};",
-            f"      const int64_t ky0 = y0 < 0 ? -y0 : 0, ky1 = y0 + {kh} > {h} ? {h} - y0 : {kh};",
-            f"      {ct}* restrict yr = yp + oy * {ow};",
-            f"      for (int64_t ox = 0; ox < {ow}; ++ox) yr[ox] = {low};",
-            "      for (int64_t ky = ky0; ky < ky1; ++ky) {",
-            f"        const {ct}* restrict r = xp + (y0 + ky) * {w};",
-            f"        for (int64_t kx = 0; kx < {kw}; ++kx) {{",
-            f"          const {ct}* restrict rk = r + kx - {pw};",
-            f"          for (int64_t ox = {lo}; ox < {hi}; ++ox) yr[ox] = TF_POOL_MAX(yr[ox], rk[ox * {sw}]);",
-            *border,
+            f"  #pragma omp parallel if ({work} > 65536)",
+            "  {",
+            f"    {ct}* const pb = ({ct}*)malloc(sizeof({ct}) * {padded});",
+            f"    {ct}* const g = ({ct}*)malloc(sizeof({ct}) * {span});",
+            f"    {ct}* const hs = ({ct}*)malloc(sizeof({ct}) * {h * ow});",
+            f"    for (int64_t j = 0; j < {min(pw, padded)}; ++j) pb[j] = {low};",
+            f"    for (int64_t j = {right}; j < {padded}; ++j) pb[j] = {low};",
+            "    #pragma omp for schedule(static)",
+            f"    for (int64_t p = 0; p < {n * c}; ++p) {{",
+            f"      const {ct}* restrict xp = in0 + p * {h * w};",
+            f"      {ct}* restrict yp = out0 + p * {oh * ow};",
+            f"      for (int64_t y = 0; y < {h}; ++y) {{      /* the row's horizontal maxima, every {sw}-th */",
+            f"        memcpy(pb + {min(pw, padded)}, xp + y * {w} + {max(0, -pw)}, sizeof({ct}) * {max(0, right - min(pw, padded))});",
+            f"        memcpy(g, pb, sizeof({ct}) * {span});",
+            *hmax,
+            f"        {ct}* restrict hr = hs + y * {ow};",
+            f"        for (int64_t ox = 0; ox < {ow}; ++ox) hr[ox] = g[ox * {sw}];",
+            "      }",
+            f"      for (int64_t oy = 0; oy < {oh}; ++oy) {{",
+            f"        const int64_t y0 = oy * {sh} - {ph};",
+            f"        const int64_t ky0 = y0 < 0 ? -y0 : 0, ky1 = y0 + {kh} > {h} ? {h} - y0 : {kh};",
+            f"        {ct}* restrict yr = yp + oy * {ow};",
+            "        if (ky0 >= ky1) {",
+            f"          for (int64_t ox = 0; ox < {ow}; ++ox) yr[ox] = {low};",
+            "          continue;",
+            "        }",
+            f"        memcpy(yr, hs + (y0 + ky0) * {ow}, sizeof({ct}) * {ow});",
+            "        for (int64_t ky = ky0 + 1; ky < ky1; ++ky) {",
+            f"          const {ct}* restrict hr = hs + (y0 + ky) * {ow};",
+            f"          for (int64_t ox = 0; ox < {ow}; ++ox) yr[ox] = TF_POOL_MAX(yr[ox], hr[ox]);",
             "        }",
             "      }",
             "    }",
+            "    free(pb);",
+            "    free(g);",
+            "    free(hs);",
             "  }",
             "  #undef TF_POOL_MAX"]
     return k.function(body)
