@@ -1224,10 +1224,11 @@ class Tensorizer:
     def _transposable(self, r: Roles, hint: Callable[[Dim], int] = current_hint) -> bool:
         """A contraction with compile-time packed weights as A (a convolution: M output channels, N
         positions) is computed transposed when its static N has at least ``TRANSPOSED_MIN_COLUMNS``
-        columns and the transposed register tile pads the M rows no more than the usual one pads
-        the N columns (benchmarks/pointwise_layers.py: 1.2-2.4x on MobileNetV2's 7x7 and 14x14 1x1
+        columns and the transposed register tile pads the M rows less than the usual one pads the
+        N columns (benchmarks/pointwise_layers.py: 1.2-2.4x on MobileNetV2's 7x7 and 14x14 1x1
         layers, whose 49 and 196 positions pad 64-wide tiles; 0.75-0.8x at 56x56 with 24 output
-        channels, which pad it).  Convolutions that fold a batch's images into one GEMM stay folded
+        channels, which pad it).  Where neither pads (28x28 and 56x56 positions), ResNet-50's 1x1
+        layers measured 0.84-1.5x transposed, run to run, so they stay as they are.  Convolutions that fold a batch's images into one GEMM stay folded
         (at batch 8 transposed measured 0.9x on a 3x3 stride-2 layer at 28x28, 0.7x on a 5x5 at 7x7).
         ``TENSORFORGE_TRANSPOSED_GEMM=0`` turns it off (comparisons)."""
         if (os.environ.get("TENSORFORGE_TRANSPOSED_GEMM", "1") == "0" or not isinstance(r.N, int)
@@ -1239,7 +1240,7 @@ class Tensorizer:
             # one vector of output channels (M = 16): each k's FMA waits on mr broadcasts, and C
             # is written in runs of mr floats (32->16 at 112x112, batch 8: 0.74x; batch 1: level)
             return False
-        return 1.0 - M / (-(-M // nr) * nr) <= _column_waste(self.target, M, r.N)
+        return 1.0 - M / (-(-M // nr) * nr) < _column_waste(self.target, M, r.N)
 
     @staticmethod
     def _layouts_ok(p: GemmPlan, constant_args: set[int]) -> bool:
