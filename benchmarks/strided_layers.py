@@ -20,8 +20,8 @@ from __future__ import annotations
 import argparse
 import os
 
-# (in channels, out channels, input size, kernel, stride, padding)
-LAYERS = ((64, 128, 56, 3, 2, 1), (128, 256, 28, 3, 2, 1), (256, 512, 14, 3, 2, 1), (64, 128, 56, 1, 2, 0),
+# (in channels, out channels, input size, kernel, stride, padding): ResNet's and MobileNetV2's stems first
+LAYERS = ((3, 64, 224, 7, 2, 3), (3, 32, 224, 3, 2, 1), (64, 128, 56, 3, 2, 1), (128, 256, 28, 3, 2, 1), (256, 512, 14, 3, 2, 1), (64, 128, 56, 1, 2, 0),
           (128, 256, 28, 1, 2, 0), (256, 512, 14, 1, 2, 0), (1024, 2048, 14, 1, 2, 0), (512, 512, 7, 3, 1, 1))
 
 
@@ -75,12 +75,15 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=11)
+    ap.add_argument("--only", type=int, nargs="*", default=None, help="indices into LAYERS")
     args = ap.parse_args()
     cols = ("tf", "tf-std", "torch", "ort")
     print(f"ms (GFLOP/s), batch {args.batch}, {args.threads} thread(s), medians of {args.repeats} interleaved "
           f"rounds of 5 calls; load average before: {os.getloadavg()}")
     print(f"{'layer':22s} T  " + " ".join(f"{c:>14s}" for c in cols) + "  std/tf  torch/tf  ort/tf")
-    for layer in LAYERS:
+    for i, layer in enumerate(LAYERS):
+        if args.only is not None and i not in args.only:
+            continue
         r = bench_layer(*layer, args.batch, args.threads, args.repeats)
         ms, gf = r["ms"], r["gflops"]
         cells = " ".join(f"{ms[c]:6.3f} ({gf[c]:5.0f})" if c in ms else f"{'-':>14s}" for c in cols)
