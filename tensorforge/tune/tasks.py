@@ -245,7 +245,7 @@ def _classify(kernel: Operation, target, table: SymbolTable | None) -> tuple[str
     if any(isinstance(d, str) for d in dims.values()):
         problem["dims"] = dims
     kind = plan.kind
-    if kind in ("conv", "fold", "direct", "winograd", "winograd4"):   # one task kind; the algorithm is a knob of its space
+    if kind in ("conv", "fold", "direct", "winograd", "winograd4", "narrow"):   # one task kind; the algorithm is a knob of its space
         p = plan.plan
         problem["conv"] = {"kernel": list(p.kernel), "strides": list(p.strides), "channels": p.channels,
                            "algorithm": "im2col" if kind == "conv" else kind,

@@ -17,6 +17,7 @@ import numpy as np
 
 import tensorforge
 from tensorforge.codegen.c.contraction import match_contraction, plan_conv, plan_gemm
+from tensorforge.codegen.c import narrow_conv
 from tensorforge.codegen.c.model import generate_model_c
 from tensorforge.codegen.c.tensorize import Tensorizer
 from tensorforge.dialects.structured.builder import KernelBuilder
@@ -221,8 +222,9 @@ def test_convolutions_through_compile(rng):
     kernels = [v for k, v in _kernel_sources(cm).items() if "conv" in k]
     assert len(kernels) == len(CONVS)
     wino = [k for k in kernels if "A^T M A" in k]        # 3x3 stride 1, no groups: winograd.py
-    assert len(wino) == 1 and all("tfg_" in k for k in kernels)
-    assert sum("tf_im2col(&" in k for k in kernels) == len(CONVS) - 2      # all but the 1x1 and Winograd
+    narrow = [k for k in kernels if narrow_conv.MARKER in k]    # 3 input channels: narrow_conv.py
+    assert len(wino) == 1 and len(narrow) == 1 and all("tfg_" in k for k in kernels if k not in narrow)
+    assert sum("tf_im2col(&" in k for k in kernels) == len(CONVS) - 3      # all but the 1x1, Winograd and narrow
     # compile time: convolutions share GEMM translation units (one per tiling and thread count),
     # and the im2col routine (guarded: compiled once), instead of one specialised copy per shape
     from tensorforge.codegen.c.toolchain import split_units

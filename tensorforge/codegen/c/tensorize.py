@@ -46,7 +46,7 @@ from ...ir.structure import structural_hash
 from ...ir.symbolic import (Dim, SymbolTable, c_identifier, current_hint, dim_ceildiv, dim_mul, hint_of,
                             hints_from, symbol_table_of, to_c)
 from ..target import Target
-from . import depthwise, direct_conv, winograd
+from . import depthwise, direct_conv, narrow_conv, winograd
 from .contraction import (Affine, ConvPlan, GemmPlan, Roles, VAxis, match_contraction, matrix_layout, plan_conv,
                           plan_gemm)
 from .emit_loop import c_type
@@ -297,7 +297,7 @@ class KernelPlan:
         the kernel reads a symbol that ``symbols`` lacks."""
         text = {"gemm": self._gemm, "conv": self._conv, "fold": self._fold, "direct": self._direct,
                 "winograd": self._winograd, "winograd4": self._winograd,
-                "depthwise": self._depthwise}[self.kind](kernel)
+                "depthwise": self._depthwise, "narrow": self._narrow}[self.kind](kernel)
         return _with_dims(text, kernel, self.packed_args, list(symbols)) if symbols else text
 
     @property
@@ -497,6 +497,9 @@ class KernelPlan:
         """How the kernel runs, for people (``explain``)."""
         text = (f"tensorized: {self.kind} micro-kernel, operands packed at compile time: "
                 f"{sorted(self.packed_args) or 'none'}, fused epilogue computes: {len(self.chain.computes)}")
+        if self.kind == "narrow":
+            ob, nv = self.narrow_shape.tile(self.target.vector_width)
+            return f"{text}\n{narrow_conv.MARKER}: register tile {ob} output channels x {nv} vectors of columns"
         if self.transposed:
             mr, nr = self.transposed_tile
             return (f"{text}\ncomputed transposed (C^T = B^T A^T, C stored transposed): the {self.hint(self.roles.N)} "
@@ -528,6 +531,9 @@ class KernelPlan:
             return depthwise.pack_weights(array, self.plan)
         if self.kind == "direct":
             return direct_conv.pack_weights(array, self.roles.M, self.roles.K, self.direct_params.mr)
+        if self.kind == "narrow":
+            shape = self.narrow_shape
+            return narrow_conv.pack_weights(array, shape, shape.tile(self.target.vector_width)[0])
         if self.kind in WINOGRAD_TILES:
             return winograd.transform_weights(array, self.roles.M, self.plan.channels, WINOGRAD_TILES[self.kind])
         if self.kind in ("conv", "fold"):
@@ -562,6 +568,8 @@ class KernelPlan:
             return repr(("depthwise", self.plan.w.shape, self.dw_lanes and self.target.vector_width))
         if self.kind in ("direct", *WINOGRAD_TILES):
             return repr((self.kind, self.direct_params.mr, self.roles.M, self.roles.K))
+        if self.kind == "narrow":
+            return repr(("narrow", self.narrow_shape, self.target.vector_width))
         if self.kind in ("conv", "fold"):
             if self.transposed:
                 return repr(("w^T", self.nr, self.roles.M, self.roles.K))
@@ -648,6 +656,25 @@ class KernelPlan:
   free(bp);"""
         return (f"{_prelude(self.target)}{IM2COL_C}{gtext}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
                 f"  static const tf_conv_shape shape = {shape.c_init()};\n{body}\n}}\n")
+
+    @property
+    def narrow_shape(self) -> narrow_conv.NarrowShape:
+        p: ConvPlan = self.plan
+        (ih, iw), (oh, ow), (kh, kw), (sh, sw), (dh, dw), (ph, pw) = _spatial(p)
+        return narrow_conv.NarrowShape(p.channels, ih, iw, oh, ow, self.hint(self.roles.M), kh, kw, sh, sw, dh, dw, ph, pw)
+
+    def _narrow(self, kernel: Operation) -> str:
+        """A convolution over few input channels (a network's stem) on ``narrow_conv.py``'s direct
+        kernel: no im2col, weights packed in output-channel blocks at compile time."""
+        p: ConvPlan = self.plan
+        r = self.roles
+        decl, names = _batch_index(r.batch, "bt")
+        etext, edecl, epi = _epi_callback(self.chain, names)
+        fn = epi.split(",")[0]
+        ctx = "&ectx" if edecl else "0"
+        body = narrow_conv.kernel_body(self.narrow_shape, self.target, self.threads, f"in{p.x.arg}", f"in{p.w.arg}",
+                                       "out0", _c(r.batch_count), (fn, ctx, decl + edecl))
+        return f"{_prelude(self.target)}{etext}\n{_signature(kernel, self.packed_args)} {{\n{body}\n}}\n"
 
     def _conv_transposed(self, kernel: Operation) -> str:
         """Per image: im2col into x_col [K, P] (the threads split the channels), then the transposed
@@ -1112,6 +1139,8 @@ class Tensorizer:
         if (conv is not None and _static_but_batch(conv) and self._worth_conv(conv, hint)
                 and chain.bind(conv.roles)):
             tuned = self._tuned(kernel)
+            if tuned is None and self._narrow_ok(conv, constant_args):
+                return KernelPlan("narrow", conv, chain, self.target, {conv.w.arg}, None, table)
             kind = self._conv_algorithm(conv, constant_args, tuned.conv_algorithm if tuned else "", hint)
             # every algorithm reads constant weights from a compile-time packing (direct and
             # Winograd apply only to such weights)
@@ -1183,6 +1212,22 @@ class Tensorizer:
         """Direct convolution for stride-1 layers with constant weights shared by every batch point
         (no groups); the weights are then packed at compile time."""
         return Tensorizer._weights_packable(p, constant_args) and direct_conv.eligible(p.strides, p.pads)
+
+    @classmethod
+    def _narrow_ok(cls, p: ConvPlan, constant_args: set[int]) -> bool:
+        """``narrow_conv.py`` takes 2-d convolutions over at most ``narrow_conv.MAX_CHANNELS`` input
+        channels and ``narrow_conv.MAX_OUT_WIDTH`` output columns (no groups, constant weights)
+        whose images are plain NCHW blocks in and out."""
+        r = p.roles
+        if (len(p.in_spatial) != 2 or p.channels > narrow_conv.MAX_CHANNELS or len(r.batch) != 1
+                or not cls._weights_packable(p, constant_args) or os.environ.get("TENSORFORGE_NARROW_CONV", "1") == "0"):
+            return False
+        (ih, iw), (oh, ow) = p.in_spatial, p.out_spatial
+        if ow > narrow_conv.MAX_OUT_WIDTH:
+            return False
+        key = r.batch[0].key
+        return (p.x_batch_stride.get(key) == p.channels * ih * iw
+                and p.c.const == 0 and p.c.coeff(key) == r.M * oh * ow and p.ldc == oh * ow)
 
     @staticmethod
     def _weights_packable(p: ConvPlan, constant_args: set[int]) -> bool:
