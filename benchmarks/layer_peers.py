@@ -33,3 +33,18 @@ def conv_session(w, b, size: int, stride: int, groups: int, threads: int, clip: 
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def compile_with_and_without(layer, inputs: tuple, threads: int, switch: str):
+    """``(tensorforge.compile(layer), the same with environment variable ``switch`` = 0)``: a
+    layer's kernel against what it replaced, for the ``tf`` / ``tf-std`` columns."""
+    import os
+
+    import tensorforge
+
+    cm = tensorforge.compile(layer, inputs, threads=threads)
+    os.environ[switch] = "0"
+    try:
+        return cm, tensorforge.compile(layer, inputs, threads=threads)
+    finally:
+        del os.environ[switch]

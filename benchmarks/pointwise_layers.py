@@ -23,7 +23,7 @@ import argparse
 import os
 import time
 
-from layer_peers import conv_session
+from layer_peers import compile_with_and_without, conv_session
 
 # (in channels, size, out channels, stride, clip)
 LAYERS = ((32, 112, 16, 1, False), (16, 112, 96, 1, True), (96, 56, 24, 1, False), (24, 56, 144, 1, True),
@@ -41,8 +41,6 @@ def bench_layer(c: int, size: int, o: int, stride: int, clip: bool, threads: int
     import torch
     import torch.nn.functional as F
 
-    import tensorforge
-
     from tensorforge.benchmark import time_interleaved
 
     torch.manual_seed(0)
@@ -52,12 +50,7 @@ def bench_layer(c: int, size: int, o: int, stride: int, clip: bool, threads: int
     xn = x.numpy()
     with torch.no_grad():
         ref = layer(x).numpy()
-    cm = tensorforge.compile(layer, (x,), threads=threads)
-    os.environ["TENSORFORGE_TRANSPOSED_GEMM"] = "0"
-    try:
-        cm_std = tensorforge.compile(layer, (x,), threads=threads)
-    finally:
-        del os.environ["TENSORFORGE_TRANSPOSED_GEMM"]
+    cm, cm_std = compile_with_and_without(layer, (x,), threads, "TENSORFORGE_TRANSPOSED_GEMM")
     name = f"{c}@{size}->{o}" + (f" s{stride}" if stride > 1 else "")
     err = max(float(np.abs(m(xn) - ref).max() / np.abs(ref).max()) for m in (cm, cm_std))
     if err > 1e-4:

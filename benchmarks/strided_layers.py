@@ -30,7 +30,8 @@ def bench_layer(cin: int, cout: int, size: int, k: int, stride: int, pad: int, b
     import numpy as np
     import torch
 
-    import tensorforge
+    from layer_peers import compile_with_and_without, conv_session
+
     from tensorforge.benchmark import time_interleaved
 
     torch.manual_seed(0)
@@ -39,12 +40,7 @@ def bench_layer(cin: int, cout: int, size: int, k: int, stride: int, pad: int, b
     x = torch.randn(batch, cin, size, size)
     with torch.no_grad():
         ref = layer(x)
-    cm = tensorforge.compile(layer, (x,), threads=threads)
-    os.environ["TENSORFORGE_TRANSPOSED_GEMM"] = "0"
-    try:
-        cm_std = tensorforge.compile(layer, (x,), threads=threads)
-    finally:
-        del os.environ["TENSORFORGE_TRANSPOSED_GEMM"]
+    cm, cm_std = compile_with_and_without(layer, (x,), threads, "TENSORFORGE_TRANSPOSED_GEMM")
     name = f"{cin}->{cout} {k}x{k}/{stride} @{size}"
     err = max(float((m(x) - ref).abs().max() / ref.abs().max()) for m in (cm, cm_std))
     if err > 1e-4:
@@ -57,7 +53,6 @@ def bench_layer(cin: int, cout: int, size: int, k: int, stride: int, pad: int, b
     torch.set_num_threads(threads)
     contenders = {"tf": lambda: cm(x), "tf-std": lambda: cm_std(x), "torch": run_torch}
     if batch == 1 and 2 * pad == k - 1:
-        from layer_peers import conv_session
         sess = conv_session(conv.weight.detach().numpy(), conv.bias.detach().numpy(), size, stride, 1, threads,
                             clip=False)
         feed = {"x": x.numpy()}
