@@ -684,9 +684,12 @@ def _max_pool_kernel(k: _Kernel) -> str:
     ct = c_type(x.type)
     low = "-INFINITY" if x.type.dtype.is_float else str(x.type.dtype.int_range[0])
     maxf = "(((a) > (b)) | ((a) != (a)) ? (a) : (b))"
-    # one pass over g per window column (the same form as the vertical passes: gcc vectorises it,
-    # not a chain through a local, whose compare-selects it leaves as mispredicted branches)
-    hmax = [f"        for (int64_t j = 0; j < {span}; ++j) g[j] = TF_POOL_MAX(g[j], pb[j + {kx}]);" for kx in range(1, kw)]
+    # one pass over g per window column, the first reading two of them (the same form as the
+    # vertical passes: gcc vectorises it, not a chain through a local, whose compare-selects it
+    # leaves as mispredicted branches)
+    hmax = ([f"        for (int64_t j = 0; j < {span}; ++j) g[j] = TF_POOL_MAX(pb[j], pb[j + 1]);"]
+            + [f"        for (int64_t j = 0; j < {span}; ++j) g[j] = TF_POOL_MAX(g[j], pb[j + {kx}]);"
+               for kx in range(2, kw)]) if kw > 1 else [f"        memcpy(g, pb, sizeof({ct}) * {span});"]
     body = [f"  #define TF_POOL_MAX(a, b) {maxf}",
             f"  #pragma omp parallel if ({work} > 65536)",
             "  {",
@@ -700,8 +703,7 @@ def _max_pool_kernel(k: _Kernel) -> str:
             f"      const {ct}* restrict xp = in0 + p * {h * w};",
             f"      {ct}* restrict yp = out0 + p * {oh * ow};",
             f"      for (int64_t y = 0; y < {h}; ++y) {{      /* the row's horizontal maxima, every {sw}-th */",
-            f"        memcpy(pb + {min(pw, padded)}, xp + y * {w} + {max(0, -pw)}, sizeof({ct}) * {max(0, right - min(pw, padded))});",
-            f"        memcpy(g, pb, sizeof({ct}) * {span});",
+            f"        memcpy(pb + {min(pw, padded)}, xp + y * {w}, sizeof({ct}) * {max(0, right - min(pw, padded))});",
             *hmax,
             f"        {ct}* restrict hr = hs + y * {ow};",
             f"        for (int64_t ox = 0; ox < {ow}; ++ox) hr[ox] = g[ox * {sw}];",

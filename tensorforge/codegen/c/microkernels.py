@@ -353,8 +353,8 @@ class _GemmWriter:
             self.epilogue_struct(),
             self.epilogue_function(),
             *[self.micro_kernel(rows) for rows in range(p.mr, 0, -1)],
-            self.pack_a(), self.edge_tile(), self.transposed_tile(), self.block_function(), self.pack_b_share(), self.share_function(),
-            self.gemv(), self.entries(),
+            self.pack_a(), self.edge_tile(), self.transposed_tile(), self.block_function(), self.pack_b_share(),
+            self.share_function(), self.gemv(), self.entries(),
         ]
         return "\n".join(x for x in parts if x)
 
@@ -464,8 +464,6 @@ static void {self.name}_pack_a(float *restrict ap, const float *restrict A, long
             return ""
         p, vw = self.p, self.vw
         epi = f"if (last) x = {self.name}_epi(x, i + r, j + v * TF_VW, nv, e); " if self.has_epilogue else ""
-        cases = "\n".join(f"    case {rows}: {self.name}_ukr{rows}(kc, ap, lda, bp, bk, ct, {p.nr}, load_c, 0, i, j, e); break;"
-                          for rows in range(p.mr, 0, -1))
         return f"""
 static __attribute__((noinline)) void {self.name}_edge(long mr, long kc, const float *ap, long lda, const float *bp,
     long bk, float *cp, long ldc, long nr, int load_c, int last, long i, long j, const {self.name}_epi_t *e) {{
@@ -474,10 +472,7 @@ static __attribute__((noinline)) void {self.name}_edge(long mr, long kc, const f
     memset(ct, 0, sizeof ct);
     for (long r = 0; r < mr; r++) memcpy(ct + r * {p.nr}, cp + r * ldc, sizeof(float) * (size_t)nr);
   }}
-  switch (mr) {{
-{cases}
-    default: break;
-  }}
+{self.local_tile_call()}
   for (long r = 0; r < mr; r++)
     for (long v = 0; v < {self.nv}; v++) {{
       const int nv = (int)tf_min({vw}, nr - v * {vw});
@@ -488,14 +483,19 @@ static __attribute__((noinline)) void {self.name}_edge(long mr, long kc, const f
 }}
 """
 
+    def local_tile_call(self) -> str:
+        """The C switch running the micro-kernel for ``mr`` rows into the local tile ``ct`` (row
+        stride nr, never the last K block: the caller applies what follows itself)."""
+        cases = "\n".join(f"    case {rows}: {self.name}_ukr{rows}(kc, ap, lda, bp, bk, ct, {self.p.nr}, load_c, 0, i, j, e);"
+                          f" break;" for rows in range(self.p.mr, 0, -1))
+        return f"  switch (mr) {{\n{cases}\n    default: break;\n  }}"
+
     def transposed_tile(self) -> str:
         """Every tile of a transposed C (``GemmSpec.trans_c``): the micro-kernel for its row count into
         a local tile, then written out column by column, each tile column one contiguous run of C."""
         if not self.spec.trans_c:
             return ""
         p = self.p
-        cases = "\n".join(f"    case {rows}: {self.name}_ukr{rows}(kc, ap, lda, bp, bk, ct, {p.nr}, load_c, 0, i, j, e); break;"
-                          for rows in range(p.mr, 0, -1))
         return f"""
 static __attribute__((noinline)) void {self.name}_tile_t(long mr, long kc, const float *ap, long lda, const float *bp,
     long bk, float *cp, long ldc, long nr, int load_c, long i, long j, const {self.name}_epi_t *e) {{
@@ -505,10 +505,7 @@ static __attribute__((noinline)) void {self.name}_tile_t(long mr, long kc, const
     for (long c = 0; c < nr; c++)
       for (long r = 0; r < mr; r++) ct[r * {p.nr} + c] = cp[c * ldc + r];
   }}
-  switch (mr) {{
-{cases}
-    default: break;
-  }}
+{self.local_tile_call()}
   if (mr == {p.mr}) {{
     for (long c = 0; c < nr; c++) {{
       float *dst = cp + c * ldc;

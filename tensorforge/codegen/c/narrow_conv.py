@@ -101,7 +101,7 @@ def kernel_body(shape: NarrowShape, target: Target, threads: int, x: str, w: str
     row_units = -(-s.out_h // rows_per_unit)
     fn, ctx, decl = epilogue
     plane_out = s.out_h * s.out_w
-    per_image = s.channels * s.in_h * s.s_w * stride
+    per_image = phase_floats(s, vw)
     taps = s.channels * s.k_h * s.k_w
     acc = ", ".join(f"a{o}_{v} = {{0}}" for o in range(ob) for v in range(nv))
     fma = "\n".join(
@@ -117,7 +117,7 @@ def kernel_body(shape: NarrowShape, target: Target, threads: int, x: str, w: str
     team = f"#pragma omp parallel num_threads({threads})" if threads > 1 else ""
     split = "#pragma omp for schedule(static)" if threads > 1 else ""
     decls = "\n      ".join(decl)
-    callback = (f"if ({fn}) {fn}({ctx}, yb + oy * {s.out_w} + c0, {plane_out}, o0, oy * {s.out_w} + c0, nob, cols);"
+    callback = (f"{fn}({ctx}, yb + oy * {s.out_w} + c0, {plane_out}, o0, oy * {s.out_w} + c0, nob, cols);"
                 if fn != "0" else "")
     return f"""  /* {MARKER}: {s.channels} channels {s.in_h}x{s.in_w} -> {s.out_channels} x {s.out_h}x{s.out_w},
      window {s.k_h}x{s.k_w} stride {s.s_h}x{s.s_w} dilation {s.d_h}x{s.d_w}; tile {ob} channels x {nv} vectors */

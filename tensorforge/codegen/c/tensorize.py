@@ -261,6 +261,13 @@ def _epi_callback(chain: EpilogueChain, names: dict, col0: str | None = None) ->
     return text, [decl], f"{name}, &ectx"
 
 
+def _epi_pair(epi: str) -> tuple[str, str]:
+    """The callback and its context of ``_epi_callback``'s ``epi, epi_ctx`` arguments, apart (for
+    kernels that call the epilogue themselves): ("0", "0") for an empty chain."""
+    fn, ctx = (part.strip() for part in epi.split(","))
+    return fn, ctx
+
+
 # ---------------------------------------------------------------------------------------------
 # Plans
 
@@ -459,16 +466,21 @@ class KernelPlan:
         p: GemmPlan = self.plan
         r = self.roles
         M, N, K = r.M, r.N, r.K
-        mr, nr = self.transposed_tile
-        params = GemmParams.for_target(self.target, threads=threads, mr=mr, nr=nr, pack_a=False)
         b_trans, ldb = matrix_layout(p.b, K, N)
         # B [K, N] row-major is (B^T)^T stored [K, N]: the new A given transposed
-        gname, gtext = _gemm_source(params, self.target, not b_trans, False, trans_c=True)
+        gname, gtext = self._transposed_gemm(threads, not b_trans)
         decl, names = _batch_index(r.batch, "t")
         etext, edecl, epi = _epi_callback(self.chain, names)
         call = (f"{gname}_prepacked({_c(N)}, {_c(M)}, {_c(K)}, in{p.b.arg} + ({_offset(p.b.flat, names)}), "
                 f"{_c(ldb)}, in{p.a.arg}, out0 + ({_offset(p.c, names)}), {_c(p.ldc)}, 0, {epi});")
         return gtext, etext, self._batch_loop(par, r.batch_count, decl + edecl + [call], "", "")
+
+    def _transposed_gemm(self, threads: int, trans_a: bool) -> tuple[str, str]:
+        """(name, text) of the GEMM a transposed plan calls: its tile, A read in place (``trans_a``:
+        given as A^T), B prepacked, C written transposed with the epilogue called back."""
+        mr, nr = self.transposed_tile
+        params = GemmParams.for_target(self.target, threads=threads, mr=mr, nr=nr, pack_a=False)
+        return _gemm_source(params, self.target, trans_a, False, trans_c=True)
 
     @staticmethod
     def _batch_loop(par: bool, count: Dim, statements: list[str], ws_alloc: str, ws_free: str) -> str:
@@ -670,10 +682,8 @@ class KernelPlan:
         r = self.roles
         decl, names = _batch_index(r.batch, "bt")
         etext, edecl, epi = _epi_callback(self.chain, names)
-        fn = epi.split(",")[0]
-        ctx = "&ectx" if edecl else "0"
         body = narrow_conv.kernel_body(self.narrow_shape, self.target, self.threads, f"in{p.x.arg}", f"in{p.w.arg}",
-                                       "out0", _c(r.batch_count), (fn, ctx, decl + edecl))
+                                       "out0", _c(r.batch_count), (*_epi_pair(epi), decl + edecl))
         return f"{_prelude(self.target)}{etext}\n{_signature(kernel, self.packed_args)} {{\n{body}\n}}\n"
 
     def _conv_transposed(self, kernel: Operation) -> str:
@@ -684,9 +694,7 @@ class KernelPlan:
         r = self.roles
         M, P, K = r.M, r.N, r.K
         T = self.threads
-        mr, nr = self.transposed_tile
-        params = GemmParams.for_target(self.target, threads=T, mr=mr, nr=nr, pack_a=False)
-        gname, gtext = _gemm_source(params, self.target, True, False, trans_c=True)
+        gname, gtext = self._transposed_gemm(T, True)
         shape = self._im2col_shape()
         per_k = shape.k_h * shape.k_w
         plane = shape.in_h * shape.in_w
@@ -988,8 +996,7 @@ class KernelPlan:
         x_ptr = _strided(f"in{p.x.arg}", p.x_batch_stride, names)
         c_ptr = f"out0 + ({_offset(p.c, names)})"
         etext, edecl, epi = _epi_callback(self.chain, names)
-        fn = epi.split(",")[0]
-        ctx = "&ectx" if edecl else "0"
+        fn, ctx = _epi_pair(epi)
         pad_body = "\n      ".join([f"const long bt = t / {C}, c = t - bt * {C};", *decl,
                                      f"{name}_pad(&shape, {x_ptr} + c * {shape.in_h * shape.in_w}L, xp + t * {shape.plane}L);"])
         unit_body = "\n      ".join([f"const long bt = u / {per_image}, rest = u - bt * {per_image};",
@@ -1149,8 +1156,7 @@ class Tensorizer:
             # (the direct kernel stays: ResNet-18's 3x3 layers at 7x7 measured 1.15x slower transposed)
             transposed = (tuned is None and kind == "conv" and bool(packed)
                           and self._transposable(conv.roles, hint) and conv.roles.N <= TRANSPOSED_MAX_POSITIONS)
-            return KernelPlan("conv" if transposed else kind, conv, chain, self.target, packed, tuned, table,
-                              transposed)
+            return KernelPlan(kind, conv, chain, self.target, packed, tuned, table, transposed)
         return None
 
     def conv_algorithms(self, p: ConvPlan, constant_args: set[int]) -> list[str]:
@@ -1273,9 +1279,10 @@ class Tensorizer:
         N columns (benchmarks/pointwise_layers.py: 1.2-2.4x on MobileNetV2's 7x7 and 14x14 1x1
         layers, whose 49 and 196 positions pad 64-wide tiles; 0.75-0.8x at 56x56 with 24 output
         channels, which pad it).  Where neither pads (28x28 and 56x56 positions), ResNet-50's 1x1
-        layers measured 0.84-1.5x transposed, run to run, so they stay as they are.  Convolutions that fold a batch's images into one GEMM stay folded
-        (at batch 8 transposed measured 0.9x on a 3x3 stride-2 layer at 28x28, 0.7x on a 5x5 at 7x7).
-        ``TENSORFORGE_TRANSPOSED_GEMM=0`` turns it off (comparisons)."""
+        layers measured 0.84-1.5x transposed, run to run, so they stay as they are.  Convolutions
+        that fold a batch's images into one GEMM stay folded (at batch 8 transposed measured 0.9x on
+        a 3x3 stride-2 layer at 28x28, 0.7x on a 5x5 at 7x7).  ``TENSORFORGE_TRANSPOSED_GEMM=0``
+        turns it off (comparisons)."""
         if (os.environ.get("TENSORFORGE_TRANSPOSED_GEMM", "1") == "0" or not isinstance(r.N, int)
                 or r.N < TRANSPOSED_MIN_COLUMNS):
             return False

@@ -9,8 +9,9 @@ inverse transform (``Y = A^T M A``) gives the m x m outputs.  F(2x2, 3x3) does 2
 multiply-adds than direct convolution, F(4x4, 3x3) 4x fewer, paid for by the two transforms and the
 V and M buffers.  F(2x2, 3x3) keeps float32 error at the level of the direct computation (the
 transforms' constants are 0, +-1 and 1/2); F(4x4, 3x3)'s constants (up to 8 in A, 5 in B, 1/24 in
-G) cost a few more bits (about 1e-5 of a layer's output scale; whole ResNets within 1.1e-6 of torch), and it needs
-larger images to fill its GEMMs (4x fewer tiles): the tensorizer takes it where it measured faster.
+G) cost a few more bits (about 1e-5 of a layer's output scale; whole ResNets within 1.1e-6 of
+torch), and it needs larger images to fill its GEMMs (4x fewer tiles): the tensorizer takes it
+where it measured faster.
 
 The work goes by *chunks* of whole tile rows (possibly spanning images) sized so that one chunk's
 V and M stay in L2; all threads work on every chunk: the input transform split by channel, the a*a
