@@ -72,6 +72,7 @@ def test_small_tune_on_two_worker_nodes(graph, cluster, tmp_path, capsys):
     ms = report.measurements
     assert sum(m["candidates"] for m in ms) == 12
     assert overlaps(ms) == []                              # one measurement at a time per node
+    assert overlaps(ms, within="host") == []               # and per machine: both nodes are this one
     assert all(m["end"] >= m["start"] for m in ms)
     assert cli_main(["db", "check", "--db", db]) == 0
     assert "ok" in capsys.readouterr().out

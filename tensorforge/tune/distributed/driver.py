@@ -112,7 +112,8 @@ def run_trials_on_cluster(session, tasks, searches, sched, shares, database, tar
                 run_trials[i] += len(results)
                 rates.builds += len(out["builds"])
                 rates.measured += len(results)
-                report.measurements.append({"node": out["node"], "pid": out["pid"], "task": t.name,
+                report.measurements.append({"node": out["node"], "host": out.get("host", ""), "pid": out["pid"],
+                                            "task": t.name,
                                             "candidates": len(results), "start": out["start"], "end": out["end"],
                                             "builds": out["builds"]})
                 bar.advance(len(results), note=f"{len(pool.actors)} nodes, {rates.per_s(rates.builds):.2f} builds/s, "
@@ -148,11 +149,12 @@ def _pool_of(session) -> MeasurePool:
     return pool
 
 
-def overlaps(measurements: list[dict]) -> list[tuple[dict, dict]]:
-    """Pairs of measurements on one node whose [start, end] windows overlap (should be none)."""
+def overlaps(measurements: list[dict], within: str = "node") -> list[tuple[dict, dict]]:
+    """Pairs of measurements on one node (``within="host"``: on one machine) whose [start, end]
+    windows overlap (should be none)."""
     by_node: dict[str, list[dict]] = collections.defaultdict(list)
     for m in measurements:
-        by_node[m["node"]].append(m)
+        by_node[m[within]].append(m)
     bad = []
     for ms in by_node.values():
         ms = sorted(ms, key=lambda m: m["start"])

@@ -11,19 +11,23 @@ handing over code that would crash or be wrong.
 **Measure** (``MeasureNode``, one actor per node of the tuned target, holding that node's target
 resource): a ``Measurer`` whose runner times the built libraries one batch at a time (an actor
 runs one call at a time), with the batch's start and end times so that a report can show that
-no two measurements on a node overlapped.  It refuses to start on a machine whose own target key
+no two measurements on a node overlapped.  The batch is timed under ``host_lock.timing()``, and
+builds compile under ``host_lock.building()``: nodes that share a machine (``local:N``) never time
+at once, nor while that machine compiles.  It refuses to start on a machine whose own target key
 is not the tuned one.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import time
 from pathlib import Path
 
 from ...errors import TensorforgeError
 from ..measure import FrozenLayout, Measurer, generate, one_line, weights_digest
 from ..tasks import Task
+from . import host_lock
 from .wire import TaskWire, unpack
 
 WEIGHTS_INLINE_MAX = 8 << 20        # bytes of weights sent with a build; above: the measuring node remakes them
@@ -65,8 +69,9 @@ def build_candidate(wire: TaskWire, config: dict, target) -> dict:
     try:
         _check_builder(target)
         task = _task(wire)
-        src, layout = generate(task, config, target)
-        lib = compile_c(src, target, name=f"tune_{task.name}")
+        with host_lock.building():
+            src, layout = generate(task, config, target)
+            lib = compile_c(src, target, name=f"tune_{task.name}")
         blob = layout.weights
         out.update(lib_bytes=Path(lib.path).read_bytes(), weights_digest=weights_digest(blob),
                    weights=blob if blob.nbytes <= WEIGHTS_INLINE_MAX else None,
@@ -118,17 +123,23 @@ class MeasureNode:
 
     def measure(self, wire: TaskWire, *builds: dict) -> dict:
         """Times one batch (the builds are Ray object refs resolved before this call starts)."""
-        start = time.time()
         task = _task(wire)
-        results = self.measurer.measure_prebuilt(task, [self._local(task, b) for b in builds])
-        end = time.time()
-        return {"results": results, "node": self.node, "pid": os.getpid(), "start": start, "end": end,
+        local = [self._local(task, b) for b in builds]
+        with host_lock.timing():
+            start = time.time()
+            results = self.measurer.measure_prebuilt(task, local)
+            end = time.time()
+        return {"results": results, "node": self.node, "host": socket.gethostname(), "pid": os.getpid(),
+                "start": start, "end": end,
                 "builds": [{"node": b.get("node"), "start": b.get("start"), "end": b.get("end")} for b in builds]}
 
     def confirm(self, wire: TaskWire, configs: list, rounds: int, min_repeat_s: float) -> dict:
-        start = time.time()
-        timed = self.measurer.confirm(_task(wire), configs, rounds=rounds, min_repeat_s=min_repeat_s)
-        return {"timed": timed, "node": self.node, "start": start, "end": time.time()}
+        task = _task(wire)
+        with host_lock.timing():
+            start = time.time()
+            timed = self.measurer.confirm(task, configs, rounds=rounds, min_repeat_s=min_repeat_s)
+            end = time.time()
+        return {"timed": timed, "node": self.node, "start": start, "end": end}
 
     def close(self) -> None:
         self.measurer.close()
