@@ -15,8 +15,9 @@ Tuning is expensive and its results outlive the process, so they go to an embedd
 * **Everything kept.** Failed candidates are records too (with ``error``), so a second run knows
   they were tried; ``measured_configs`` is what lets it do zero new trials.  Selection keeps every
   candidate's (latency, workspace, code size) and applies a Pareto rule (``best``).
-* **Portable.** ``export_jsonl``/``import_jsonl`` move records between machines; import is
-  idempotent because a record's identity is a digest of its whole content.
+* **Portable.** ``export_jsonl``/``import_jsonl`` move records (with their confirmations and the
+  warm cost model's feature rows) between machines; import is idempotent because a record's
+  identity is a digest of its whole content.
 """
 from __future__ import annotations
 
@@ -291,7 +292,8 @@ _CONFIRMATIONS_SCHEMA = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS confir
                                 _SCHEMA.index("CREATE TABLE IF NOT EXISTS record_features")]
 # Added with the warm cost model (docs/tuning.md, "Warm start"), the same way: the cost model's
 # feature row of a record, by the record's digest, so that a later tune of ANOTHER model can train
-# on it without the kernel (which the database does not hold).  Derived data: not exported.
+# on it without the kernel (which the database does not hold).  Exported as "features" lines after
+# the records they belong to, so a database moved to another machine warms its tunes too.
 _FEATURES_SCHEMA = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS record_features"):]
 _RECORD_COLUMNS = ("workload_key, target_key, config, latencies, workspace_bytes, code_size, error, "
                    "version, created")
@@ -491,8 +493,7 @@ class TuningDatabase:
 
         def body(c: sqlite3.Connection) -> int:
             n = self._insert_records(c, batch)
-            if rows:
-                c.executemany("INSERT OR IGNORE INTO record_features VALUES (?,?,?)", rows)
+            self._insert_features(c, rows)
             return n
         with self._lock, self._errors():
             self._live()
@@ -542,6 +543,12 @@ class TuningDatabase:
         now = time.time()
         return sum(conn.execute("INSERT OR IGNORE INTO workloads VALUES (?, ?, ?)",
                                 (w.key, canonical_config(w.description), now)).rowcount for w in ws)
+
+    @staticmethod
+    def _insert_features(conn: sqlite3.Connection, rows: list[tuple[str, str, str]]) -> int:
+        before = conn.total_changes
+        conn.executemany("INSERT OR IGNORE INTO record_features VALUES (?,?,?)", rows)
+        return conn.total_changes - before
 
     @staticmethod
     def _insert_records(conn: sqlite3.Connection, batch: list[Record]) -> int:
@@ -680,19 +687,24 @@ class TuningDatabase:
         with self._lock, self._errors():
             conn = self._live()
 
-            def snapshot() -> tuple[list, list]:
+            def snapshot() -> tuple[list, list, list]:
                 conn.execute("BEGIN")
                 try:
                     return (conn.execute("SELECT key, description FROM workloads ORDER BY rowid").fetchall(),
-                            conn.execute(f"SELECT {_RECORD_COLUMNS} FROM records ORDER BY id").fetchall())
+                            conn.execute(f"SELECT {_RECORD_COLUMNS} FROM records ORDER BY id").fetchall(),
+                            conn.execute("SELECT f.digest, f.layout, f.vector FROM record_features f "
+                                         "JOIN records r ON r.digest = f.digest ORDER BY r.id").fetchall()
+                            if self._has_table("record_features") else [])
                 finally:
                     conn.execute("COMMIT")
-            workloads, records = self._retry(snapshot)
+            workloads, records, features = self._retry(snapshot)
         confirmations = self.confirmations()
         lines = [{"type": "header", "format": JSONL_FORMAT, "schema": SCHEMA_VERSION, "tensorforge": _version()}]
         lines += [{"type": "workload", "key": k, "description": json.loads(d)} for k, d in workloads]
         lines += [{"type": "record", **_record_dict(_row_to_record(row))} for row in records]
         lines += [{"type": "confirmation", **c.to_dict()} for c in confirmations]
+        lines += [{"type": "features", "record": d, "layout": layout, "vector": json.loads(v)}
+                  for d, layout, v in features]
         text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
         if hasattr(path_or_file, "write"):
             path_or_file.write(text)
@@ -715,11 +727,13 @@ class TuningDatabase:
                 text = Path(path_or_file).read_text()
             except (OSError, UnicodeDecodeError) as exc:
                 raise TuningDatabaseError(f"cannot read {name}: {exc}") from None
-        workloads, records, confirmations = parse_jsonl(text, name)
+        export = parse_jsonl(text, name)
         with self._lock, self._errors():
             self._live()
-            return self._write(lambda c: self._insert_workloads(c, workloads) + self._insert_records(c, records)
-                               + self._insert_confirmations(c, confirmations))
+            return self._write(lambda c: self._insert_workloads(c, export.workloads)
+                               + self._insert_records(c, export.records)
+                               + self._insert_confirmations(c, export.confirmations)
+                               + self._insert_features(c, export.features))
 
     # -- lifetime --------------------------------------------------------------------------------
     def close(self) -> None:
@@ -755,12 +769,34 @@ def _confirmation_from_dict(obj: dict) -> Confirmation:
     return Confirmation(**obj)
 
 
-def parse_jsonl(text: str, name: str = "<jsonl>") -> tuple[list[Workload], list[Record], list[Confirmation]]:
-    """The workloads, records and confirmations of an export; ``TuningDatabaseError`` names the
-    first bad line."""
+class Export(NamedTuple):
+    """What an export file holds; ``features``: (record digest, layout, vector JSON) rows."""
+
+    workloads: list[Workload]
+    records: list[Record]
+    confirmations: list[Confirmation]
+    features: list[tuple[str, str, str]]
+
+
+def _features_row(obj: dict) -> tuple[str, str, str]:
+    if set(obj) != {"record", "layout", "vector"}:
+        raise TuningDatabaseError(f"a features line has exactly 'record', 'layout' and 'vector' (got {sorted(obj)})")
+    vector = obj["vector"]
+    if not isinstance(vector, list) or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in vector):
+        raise TuningDatabaseError("a features vector is a list of finite numbers")
+    if not isinstance(obj["record"], str) or not isinstance(obj["layout"], str):
+        raise TuningDatabaseError("a features line's 'record' and 'layout' are strings")
+    return obj["record"], obj["layout"], json.dumps([float(x) for x in vector])
+
+
+def parse_jsonl(text: str, name: str = "<jsonl>") -> Export:
+    """The workloads, records, confirmations and feature rows of an export; ``TuningDatabaseError``
+    names the first bad line (a feature row must belong to a record of the same file)."""
     workloads: list[Workload] = []
     records: list[Record] = []
     confirmations: list[Confirmation] = []
+    features: list[tuple[str, str, str]] = []
+    feature_lines: list[str] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -798,11 +834,18 @@ def parse_jsonl(text: str, name: str = "<jsonl>") -> tuple[list[Workload], list[
                 c = _confirmation_from_dict(obj)
                 check_confirmation(c)
                 confirmations.append(c)
+            elif kind == "features":
+                features.append(_features_row(obj))
+                feature_lines.append(where)
             else:
-                raise TuningDatabaseError(f"unknown line type {kind!r} (expected header, workload, record or "
-                                          f"confirmation)")
+                raise TuningDatabaseError(f"unknown line type {kind!r} (expected header, workload, record, "
+                                          f"confirmation or features)")
         except TuningDatabaseError as exc:
             raise TuningDatabaseError(f"{where}: {exc}") from None
         except (TypeError, ValueError) as exc:
             raise TuningDatabaseError(f"{where}: {exc}") from None
-    return workloads, records, confirmations
+    digests = {r.digest() for r in records}
+    for row, where in zip(features, feature_lines):
+        if row[0] not in digests:
+            raise TuningDatabaseError(f"{where}: features of record {row[0]}, which the file does not hold")
+    return Export(workloads, records, confirmations, features)

@@ -448,3 +448,27 @@ def test_second_run_does_zero_trials_and_kill_loses_at_most_one_batch(tmp_path):
     assert int(out[1]) == expected and float(out[2]) == 1e-4 * (1 + (expected * 37) % 101)
     with TuningDatabase(path) as db:
         assert db.count("w", "t") == space and len(db.measured_configs("w", "t")) == space
+
+
+def test_jsonl_carries_the_warm_models_feature_rows(tmp_path, db):
+    """The feature rows stored with records (the warm cost model's training set) travel with them."""
+    good, bad = rec(0, 1e-3), rec(1, 0, error="crash")
+    db.add_records([good, bad], features=("layout-1", [[0.5, 2.0, -1.0], None]))
+    out = tmp_path / "f.jsonl"
+    assert db.export_jsonl(out) == 3                   # two records, one feature row
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines[-1] == {"type": "features", "record": good.digest(), "layout": "layout-1", "vector": [0.5, 2.0, -1.0]}
+    with TuningDatabase(tmp_path / "other.sqlite") as other:
+        assert other.import_jsonl(out) == 3
+        assert other.import_jsonl(out) == 0
+        assert other.featured_records(T, "layout-1") == db.featured_records(T, "layout-1")
+        assert other.featured_records(T, "layout-1") == [(W, 1e-3, [0.5, 2.0, -1.0])]
+    orphan = tmp_path / "orphan.jsonl"
+    orphan.write_text(json.dumps({"type": "features", "record": "0" * 64, "layout": "x", "vector": [1.0]}) + "\n")
+    with pytest.raises(TuningDatabaseError, match=r"orphan.jsonl:1: features of record 0+, which the file does not"):
+        db.import_jsonl(orphan)
+    assert db.count() == 2
+    nan = tmp_path / "nan.jsonl"
+    nan.write_text('{"type": "features", "record": "a", "layout": "x", "vector": [NaN]}\n')
+    with pytest.raises(TuningDatabaseError, match="nan.jsonl:1: a features vector is a list of finite numbers"):
+        db.import_jsonl(nan)
