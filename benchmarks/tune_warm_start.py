@@ -1,14 +1,18 @@
 """Warm start of the cost model: trials to reach 90% of the best, cold against warm-from-the-database.
 
-    python benchmarks/tune_warm_start.py [--trials 40] [--source-trials 150] [--repeats 1]
+    python benchmarks/tune_warm_start.py [--trials 40] [--source-trials 450] [--repeats 3]
 
 1. A *source* database is filled by tuning OTHER models (zoo ``resnet18_small``, ``bert_tiny``,
    ``mlp_small``): their records and stored feature rows are what the warm model learns from.
 2. Three kernels that none of those models has (a GEMM, a 3x3 convolution, a layer-norm loop
-   kernel, from small torch modules of other shapes) are each tuned twice with the same budget:
+   kernel, from small torch modules of other shapes) are each tuned twice with the same budget.
+   They are kernels where tuning pays (untuned default 1.35-1.5x slower than the best found): on
+   one whose default is already within 10% of the best, both modes reach 90% at trial 1 and the
+   comparison measures nothing (the GEMM 96x320x384 and the conv 24->40 at 28x28 used before
+   became such kernels as the untuned code improved).  Each is tuned
    *cold*: an empty database and ``warm=False`` (the model starts from the roofline prior and learns
    only this task's own measurements: TVM's situation); *warm*: a copy of the source database and
-   ``warm=True`` (``tune/warm.py``).  Confirmation is off (it does not change the search).
+   ``warm=True`` (``tune/warm.py``, ``tune/transfer.py``).  Confirmation is off (it does not change the search).
 3. For each run, the records of the kernel in the order they were measured give the best latency
    so far after each trial; "trials to 90%" is the first trial whose best is within 90% of the best
    throughput either run found (latency <= best / 0.9).  With ``--repeats R`` each kernel is tuned
@@ -45,7 +49,7 @@ def kernels():
     class Gemm(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.fc = torch.nn.Linear(384, 320)
+            self.fc = torch.nn.Linear(1024, 64)
 
         def forward(self, a):
             return self.fc(a)
@@ -53,7 +57,7 @@ def kernels():
     class Conv(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.conv = torch.nn.Conv2d(24, 40, 3, padding=1)
+            self.conv = torch.nn.Conv2d(32, 32, 3, padding=1)
 
         def forward(self, a):
             return self.conv(a)
@@ -66,8 +70,8 @@ def kernels():
         def forward(self, a):
             return self.norm(a)
 
-    return [("gemm 96x320x384", "gemm", Gemm().eval(), (x(96, 384),)),
-            ("conv 3x3 24->40 28x28", "conv", Conv().eval(), (x(1, 24, 28, 28),)),
+    return [("gemm 196x64x1024", "gemm", Gemm().eval(), (x(196, 1024),)),
+            ("conv 3x3 32->32 14x14", "conv", Conv().eval(), (x(1, 32, 14, 14),)),
             ("layernorm 96x448", "loop", Norm().eval(), (x(96, 448),))]
 
 
@@ -117,8 +121,8 @@ def trials_to(medians: list[float], best: float, share: float = 0.9) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=40, help="budget per kernel and run (default 40)")
-    ap.add_argument("--source-trials", type=int, default=150, help="trials of the other models (default 150)")
-    ap.add_argument("--repeats", type=int, default=1, help="cold and warm runs per kernel (default 1)")
+    ap.add_argument("--source-trials", type=int, default=450, help="trials of the other models (default 450)")
+    ap.add_argument("--repeats", type=int, default=3, help="cold and warm runs per kernel (default 3)")
     ap.add_argument("--work", help="folder for the databases (default: a temporary one, removed)")
     ap.add_argument("--threads", type=int, default=1,
                     help="threads the kernels run on while measured (default 1: on a shared machine a 2-thread "

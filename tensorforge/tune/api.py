@@ -31,6 +31,7 @@ from .search import SearchOptions, TaskSearch
 from .space import DEFAULT, space_for
 from .multi import ModelShares, single, union_tasks
 from .tasks import KINDS, Task, extract_tasks
+from .transfer import transferred_configs
 
 
 @dataclass
@@ -297,6 +298,8 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
             cost = _cost_model(database, target, target_key, spaces, warm)
             for s in searches:
                 s.model = cost
+                if warm:
+                    s.transfer = transferred_configs(database, s.task, target_key)
         if session is not None:
             from .distributed.driver import run_trials_on_cluster
             measurer = session.measurer(target)

@@ -6,7 +6,9 @@ Per batch (``TaskSearch.next_batch``):
    space's hand-picked starting points, until they have been measured (with
    ``SearchOptions.warm_seeds`` and a trained model, only the default goes first and the seeds
    compete with the population on the model's score: measured worse, so off by default; a warm
-   model, ``CostModel.warm``, only orders them, the default first);
+   start, ``CostModel.warm`` or configs transferred from similar workloads, ``transfer.py``, puts
+   the default first, then the transferred configs, then the seeds, each group in the model's
+   order);
 2. a population: the best measured configs, mutated, plus fresh random samples; it evolves for a
    few generations *in the model* (children of the best-predicted parents replace the worst), which
    costs no measurement;
@@ -65,6 +67,7 @@ class TaskSearch:
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     options: SearchOptions = field(default_factory=SearchOptions)
     exhausted: bool = False
+    transfer: list[dict] = field(default_factory=list)   # configs that won on similar workloads (transfer.py)
     _feature_cache: dict[str, np.ndarray | None] = field(default_factory=dict, repr=False)
 
     # ---- state ----------------------------------------------------------------------------------
@@ -120,10 +123,12 @@ class TaskSearch:
             # this kernel: only the default (the baseline) goes first, the others compete.
             ranked_seeds = [c for c in seeds if c.get("kind") != "default"]
             seeds = [c for c in seeds if c.get("kind") == "default"]
-        elif getattr(self.model, "warm", False):
-            # A model that learned from other workloads orders the seeds (all still measured first,
-            # the default first of all): the ones it expects to be fast are measured earliest.
-            seeds = self._ordered_seeds([c for c in seeds if canonical(c) not in seen])
+        elif self.transfer or getattr(self.model, "warm", False):
+            # What the database knows goes first: after the default, the configs that won on
+            # similar workloads, then the hand-picked seeds, each group in the order the model
+            # (learned from other workloads) expects to be fastest.
+            seeds = self._ordered_seeds([c for c in seeds if canonical(c) not in seen],
+                                        [c for c in self.transfer if canonical(c) not in seen])
         for config in seeds:
             if len(picked) >= n:
                 return [c.config for c in picked]
@@ -153,12 +158,21 @@ class TaskSearch:
             chosen.append(rest.pop(i))
         return [c.config for c in picked + chosen]
 
-    def _ordered_seeds(self, seeds: list[dict]) -> list[dict]:
+    def _ordered_seeds(self, seeds: list[dict], transfer: list[dict] = ()) -> list[dict]:
+        """The default, then ``transfer``, then the other seeds, each group in the model's order
+        (a transferred config the space rejects is dropped here)."""
         default = [c for c in seeds if c.get("kind") == "default"]
-        cands = [c for c in (self._candidate(x) for x in seeds if x.get("kind") != "default") if c is not None]
-        self._score(cands)
-        order = sorted(range(len(cands)), key=lambda i: (-cands[i].score, i))
-        return default + [cands[i].config for i in order]
+        out = list(default)
+        taken = {canonical(c) for c in default}
+        for group in (transfer, seeds):
+            cands = [c for c in (self._candidate(x) for x in group if x.get("kind") != "default")
+                     if c is not None and c.key not in taken]
+            self._score(cands)
+            for i in sorted(range(len(cands)), key=lambda i: (-cands[i].score, i)):
+                if cands[i].key not in taken:
+                    taken.add(cands[i].key)
+                    out.append(cands[i].config)
+        return out
 
     def _evolve(self, seen: set[str]) -> list[_Candidate]:
         """A population evolved in the cost model for a few generations (no measurement)."""

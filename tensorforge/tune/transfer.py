@@ -1,0 +1,94 @@
+"""Configs that won on similar workloads: the warm start's first candidates for a new task.
+
+The warm cost model (``warm.py``) ranks candidates, but its first batch can only rank what the
+search proposes, and before any measurement of the task that is the space's hand-picked seeds
+plus random samples.  The database knows more than a ranking: the configs that were *fastest*
+on other workloads of the same kind on this target.  A register tile, a cache block or an
+algorithm that won on a neighbouring shape is a far better first guess than a random sample (Ansor
+and MetaSchedule seed their first population from the database's top records the same way).
+
+**Neighbours.**  Workloads of the tuned task's kind (GEMM, conv, loop) on the same target, nearest
+first by the distance below; for a loop nest only workloads of the same kernel (its name, which
+comes from the fused ops), since a schedule trace replays only on a nest of the same structure.
+
+* contractions: ``sum |log2(a / b)|`` over M, N, K and the batch, plus 2 for a convolution whose
+  window or strides differ (another conv kernel wins then);
+* loop nests: ``|log2|`` of the ratio of bytes moved plus that of flops.
+
+**Configs.**  Each neighbour's ``per_workload`` fastest successful non-default records, nearest
+neighbour first, deduplicated; at most ``limit``.  They are only *proposed*: the search checks each
+one against its own space (an illegal tile or a trace that does not replay is dropped, never
+built) and measures them right after the untuned default, in the warm model's order.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from .database import canonical_config
+from .tasks import Task
+
+CONV_MISMATCH = 2.0        # added to the distance of a convolution with another window or stride
+
+
+def _log_gap(a, b) -> float:
+    a, b = float(a or 0), float(b or 0)
+    if a <= 0 or b <= 0:
+        return 0.0 if a == b else 4.0
+    return abs(math.log2(a / b))
+
+
+def _kernel_name(name: str) -> str:
+    """A kernel's name without the numbering that tells two of one model apart."""
+    return re.sub(r"(_\d+)+$", "", name or "")
+
+
+def distance(task: dict, other: dict) -> float | None:
+    """How far workload description ``other`` is from ``task``'s (both ``Task.description()``
+    dicts); None when its configs cannot apply (another kind or another loop kernel)."""
+    if task.get("kind") != other.get("kind"):
+        return None
+    if task["kind"] == "loop":
+        if _kernel_name(task.get("kernel", "")) != _kernel_name(other.get("kernel", "")):
+            return None
+        return _log_gap(task.get("bytes"), other.get("bytes")) + _log_gap(task.get("flops"), other.get("flops"))
+    p, q = task.get("problem") or {}, other.get("problem") or {}
+    d = sum(_log_gap(p.get(k, 1), q.get(k, 1)) for k in ("M", "N", "K", "batch"))
+    cp, cq = p.get("conv") or {}, q.get("conv") or {}
+    if cp or cq:
+        if (cp.get("kernel"), cp.get("strides")) != (cq.get("kernel"), cq.get("strides")):
+            d += CONV_MISMATCH
+    return d
+
+
+def transferred_configs(database, task: Task, target_key: str, *, neighbours: int = 6, per_workload: int = 2,
+                        limit: int = 12) -> list[dict]:
+    """The fastest configs of ``task``'s nearest workloads in ``database`` (see the module docstring)."""
+    mine = task.description()
+    near = []
+    for w in database.workloads():
+        if w.key == task.key:
+            continue
+        d = distance(mine, w.description or {})
+        if d is not None:
+            near.append((d, w.key))
+    near.sort()
+    out, seen = [], set()
+    used = 0
+    for _, key in near:
+        if used >= neighbours or len(out) >= limit:
+            break
+        ok = sorted((r for r in database.records(key, target_key) if r.ok and r.config.get("kind") != "default"),
+                    key=lambda r: r.median_s)
+        if not ok:
+            continue
+        used += 1
+        for r in ok[:per_workload]:
+            c = canonical_config(r.config)
+            if c not in seen and len(out) < limit:
+                seen.add(c)
+                out.append(r.config)
+    return out
+
+
+__all__ = ["distance", "transferred_configs"]
