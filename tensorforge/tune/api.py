@@ -51,6 +51,16 @@ class TaskReport:
     confirmed_now: bool = False           # the confirmation was made by this run
     models: tuple[str, ...] = ()          # the models that run this kernel (several in a multi-model tune)
     share: float = math.nan               # its share of all the models' latency, summed over models
+    shape: str = ""                       # Task.shape_text(): tells apart tasks of one name
+
+    def label(self, width: int = 1000) -> str:
+        """The task column of the tables: the name and the shape in at most ``width`` characters
+        (a long name is cut, the shape kept: it is what tells two tasks of one name apart)."""
+        full = f"{self.name} {self.shape}".strip()
+        if len(full) <= width:
+            return full
+        keep = max(1, width - len(self.shape) - 2)
+        return f"{self.name[:keep]}~ {self.shape}"[:width]
 
     @property
     def decision(self) -> str:
@@ -104,10 +114,11 @@ class TuneReport:
     def __str__(self) -> str:
         if len(self.models) > 1:
             return self._multi_table()
-        lines = [f"{'task':28s} {'kind':5s} {'x':>3s} {'trials':>6s} {'records':>7s} {'default ms':>10s} "
+        tw = self._task_width()
+        lines = [f"{'task':{tw}s} {'kind':5s} {'x':>3s} {'trials':>6s} {'records':>7s} {'default ms':>10s} "
                  f"{'best ms':>9s} {'GFLOP/s':>8s} {'speedup':>7s}  confirmed"]
-        for t in self.tasks:
-            lines.append(f"{t.name[:28]:28s} {t.kind:5s} {t.weight:3d} {t.trials:6d} {t.records:7d} "
+        for t, label in zip(self.tasks, self._labels(tw)):
+            lines.append(f"{label:{tw}s} {t.kind:5s} {t.weight:3d} {t.trials:6d} {t.records:7d} "
                          f"{shown(t.default_s * 1e3, 10, 3)} {shown(t.best_s * 1e3, 9, 3)} "
                          f"{shown(t.gflops, 8, 1)} {shown(t.speedup, 7, 2)}  {t.decision}")
         lines.append(self._footer())
@@ -117,10 +128,11 @@ class TuneReport:
         """Several models: which models use each task and its share of all their latency (the
         scheduler's weight), then the usual columns."""
         width = max([6] + [len(", ".join(t.models)) for t in self.tasks])
-        lines = [f"{'task':28s} {'kind':5s} {'models':{width}s} {'x':>3s} {'weight':>6s} {'trials':>6s} "
+        tw = self._task_width()
+        lines = [f"{'task':{tw}s} {'kind':5s} {'models':{width}s} {'x':>3s} {'weight':>6s} {'trials':>6s} "
                  f"{'default ms':>10s} {'best ms':>9s} {'speedup':>7s}  confirmed"]
-        for t in self.tasks:
-            lines.append(f"{t.name[:28]:28s} {t.kind:5s} {', '.join(t.models):{width}s} {t.weight:3d} "
+        for t, label in zip(self.tasks, self._labels(tw)):
+            lines.append(f"{label:{tw}s} {t.kind:5s} {', '.join(t.models):{width}s} {t.weight:3d} "
                          f"{shown(t.share, 6, 3)} {t.trials:6d} {shown(t.default_s * 1e3, 10, 3)} "
                          f"{shown(t.best_s * 1e3, 9, 3)} {shown(t.speedup, 7, 2)}  {t.decision}")
         shared = sum(1 for t in self.tasks if len(t.models) > 1)
@@ -128,6 +140,20 @@ class TuneReport:
                      f"{shared} shared (tuned once); weight: share of all the models' latency")
         lines.append(self._footer())
         return "\n".join(lines)
+
+    def _task_width(self) -> int:
+        return min(48, max([4] + [len(t.label()) + 3 for t in self.tasks]))
+
+    def _labels(self, width: int) -> list[str]:
+        """Each task's label, numbered (``#2``...) where a name and shape still repeat (two kernels
+        that differ only in an input, e.g. a 3x3 and a 1x1 conv with one output shape)."""
+        counts: dict[str, int] = {}
+        out = []
+        for t in self.tasks:
+            label = t.label(width - 3)
+            counts[label] = counts.get(label, 0) + 1
+            out.append(label if counts[label] == 1 else f"{label} #{counts[label]}")
+        return out
 
     def _footer(self) -> str:
         lines = []
@@ -358,7 +384,8 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
             report.tasks.append(TaskReport(t.name, t.key, t.kind, t.weight, t.flops, n,
                                            database.count(t.key, target_key), s.default_s(), s.best_s,
                                            applied, speedup, i in confirmed_now,
-                                           models=tuple(shares.users(t.key)), share=task_shares[i]))
+                                           models=tuple(shares.users(t.key)), share=task_shares[i],
+                                           shape=t.shape_text()))
         report.trials = sum(run_trials)
     finally:
         if own_measurer and measurer is not None:

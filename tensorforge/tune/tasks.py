@@ -110,6 +110,22 @@ class Task:
             out["symbols"] = {n: {"range": r.describe(), "hint": r.representative} for n, r in table.ranges.items()}
         return out
 
+    def shape_text(self) -> str:
+        """A short shape that tells apart tasks of one name (several ``conv_relu`` kernels of a
+        ResNet): M x N x K of a plain contraction, else the output's shape, with a convolution's
+        window and stride."""
+        p = self.problem or {}
+        conv = p.get("conv") or {}
+        if self.kind == "gemm" and p.get("M"):
+            batch = f" b{p['batch']}" if p.get("batch", 1) > 1 else ""
+            return f"{p['M']}x{p['N']}x{p['K']}{batch}"
+        results = self.kernel.results
+        out = _type_text(results[0].type).rsplit("x", 1)[0] if results else ""
+        if conv.get("kernel"):
+            stride = max(conv.get("strides") or [1])
+            out += f" k{'x'.join(map(str, conv['kernel']))}" + (f"/{stride}" if stride > 1 else "")
+        return out
+
     def workload(self):
         from .database import Workload
         return Workload(self.key, self.description())

@@ -89,3 +89,20 @@ def test_cli_takes_several_models_and_prints_the_task_table(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0
     assert "resnet18_small, resnet50_small" in out and "shared (tuned once)" in out
+
+
+def test_the_task_table_tells_apart_tasks_of_one_name():
+    """ResNet-18 has twelve conv_relu/conv_add_relu kernels: each row carries its shape."""
+    from tensorforge.tune.api import TaskReport, TuneReport
+    from tensorforge.tune.tasks import extract_tasks
+    from tensorforge.commands.loading import load_model
+    tasks = extract_tasks(load_model("resnet18_small", None, {}).import_module(), None)
+    assert len({t.name for t in tasks}) < len(tasks)
+    rows = [TaskReport(t.name, t.key, t.kind, t.weight, t.flops, 0, 0, math.inf, math.inf, None,
+                       models=("a", "b"), shape=t.shape_text()) for t in tasks]
+    for report in (TuneReport("t", "db", rows), TuneReport("t", "db", rows, models=["a", "b"])):
+        lines = str(report).splitlines()[1:1 + len(tasks)]
+        firsts = [line.split("  ")[0] for line in lines]
+        assert len(set(firsts)) == len(tasks), firsts
+    long = TaskReport("x" * 60, "k", "gemm", 1, 0.0, 0, 0, math.inf, math.inf, None, shape="32x64x32 b2")
+    assert long.label(30) == "x" * 17 + "~ 32x64x32 b2" and len(long.label(30)) == 30

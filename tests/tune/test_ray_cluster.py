@@ -1,8 +1,9 @@
 """A real Ray cluster on this machine: ``ray start --head`` plus two ``ray start`` worker processes,
 each its own node with one CPU and this machine's target resource, running small tunes.
 
-* a tune builds on the workers, measures on both measuring nodes one batch at a time per node
-  (the actors' start/end times do not overlap on any node), commits every batch to the one
+* a tune builds on the workers of the target's CPU kind (never on a third node that does not
+  advertise it), measures on both measuring nodes one batch at a time per node and per machine
+  (the actors' start/end times do not overlap), commits every batch to the one
   database, and confirms on the cluster;
 * SIGKILLing a worker node mid-tune loses only the batch it had in flight: that batch is
   re-queued on the other node, the database holds exactly the trials the report counts and passes
@@ -36,6 +37,9 @@ def cluster():
     local = LocalCluster(2, startup_timeout_s=60)
     try:
         local.start()
+        # a third node that builds but advertises neither the target nor its CPU kind: a machine
+        # of another kind, where no -march=native build may run
+        local.add_worker(resources={}, wait=True)
         session = Cluster.open(local.address)
         session.local = local             # closing the session ends the cluster too
         yield session
@@ -73,6 +77,10 @@ def test_small_tune_on_two_worker_nodes(graph, cluster, tmp_path, capsys):
     assert sum(m["candidates"] for m in ms) == 12
     assert overlaps(ms) == []                              # one measurement at a time per node
     assert overlaps(ms, within="host") == []               # and per machine: both nodes are this one
+    foreign = {n["NodeID"] for n in cluster.nodes() if n["Resources"].get("CPU", 0) > 0
+               and not any(k.startswith("tensorforge_build_") for k in n["Resources"])}
+    built_on = {b["node"] for m in ms for b in m["builds"]}
+    assert len(foreign) == 1 and built_on and not built_on & foreign   # native builds only on the target's kind
     assert all(m["end"] >= m["start"] for m in ms)
     assert cli_main(["db", "check", "--db", db]) == 0
     assert "ok" in capsys.readouterr().out

@@ -91,22 +91,24 @@ class LocalCluster:
                                             f"--temp-dir={self.tmp}"])
             self._wait_started(head)
             for _ in range(self.workers):       # one at a time: raylets starting together race in one session
-                self._wait_started(self.procs[self.add_worker() + 1])
+                self.add_worker(wait=True)
         except BaseException:
             self.close()
             raise
         return self
 
-    def add_worker(self, resources: dict | None = None) -> int:
-        """Starts one more worker node; returns its index for ``kill_worker``."""
+    def add_worker(self, resources: dict | None = None, wait: bool = False) -> int:
+        """Starts one more worker node (``wait``: until it runs); returns its index for ``kill_worker``."""
         if resources is None:
             resources = self.resources
         if resources is None:
             from .resources import node_resources
             resources = node_resources()
         k = sum(1 for p in self.procs if p.name.startswith("worker"))
-        self._ray_start(f"worker{k}", [f"--address={self.address}", f"--num-cpus={self.cpus_per_worker}",
-                                       f"--resources={json.dumps(resources)}"])
+        proc = self._ray_start(f"worker{k}", [f"--address={self.address}", f"--num-cpus={self.cpus_per_worker}",
+                                              f"--resources={json.dumps(resources)}"])
+        if wait:
+            self._wait_started(proc)
         return k
 
     def _wait_started(self, proc: _Proc) -> None:

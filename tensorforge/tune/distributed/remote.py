@@ -5,8 +5,10 @@ generated for the *tuned* target and compiled with gcc, exactly as ``Measurer`` 
 library's bytes, its weight blob (unless large: then only its digest, and the measuring node makes
 it again from the config), and the arena sizes (``FrozenLayout``) go back.  With a target whose
 ``march`` is ``native`` the builder must be a machine of the same kind (gcc generates for the CPU
-it runs on): a builder of another kind fails its candidates with an error saying so, rather than
-handing over code that would crash or be wrong.
+it runs on): such builds ask for the build resource of the target's CPU kind (``resources.py``),
+so Ray places them only on nodes of that kind; a builder of another kind that gets one anyway
+(a node advertising a resource it should not) fails its candidates with an error saying so, rather
+than handing over code that would crash or be wrong.
 
 **Measure** (``MeasureNode``, one actor per node of the tuned target, holding that node's target
 resource): a ``Measurer`` whose runner times the built libraries one batch at a time (an actor

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import TensorforgeError
 from ..measure import one_line
-from .resources import target_resource
+from .resources import build_options, build_resource, target_resource
 
 # What a lost node or actor looks like to the driver; anything else from Ray is a bug to surface.
 _LOST = ("RayActorError", "ActorDiedError", "ActorUnavailableError", "NodeDiedError", "WorkerCrashedError",
@@ -118,8 +118,9 @@ class MeasurePool:
         self._wires: dict[str, Any] = {}
 
     def build_task(self, **options):
-        """The build task with Ray ``options`` (one CPU and 3 retries unless overridden)."""
-        return self._build_fn.options(**{"num_cpus": 1, "max_retries": 3, **options})
+        """The build task with Ray ``options`` (one CPU, 3 retries, and for a ``native`` target the
+        build resource of its CPU kind, unless overridden)."""
+        return self._build_fn.options(**{"num_cpus": 1, "max_retries": 3, **build_options(self.target), **options})
 
     def target_ref(self):
         return self._target_ref
@@ -155,11 +156,15 @@ class MeasurePool:
                 pass
 
     def require(self, timeout_s: float = 60.0) -> None:
-        """At least one measuring actor, or an error that says how to start a node of the target."""
+        """At least one measuring actor and a node that can build for the target, or an error that
+        says how to start a node of the target."""
         deadline = time.monotonic() + timeout_s
-        while not self.refresh():
+        build = build_resource(self.target)
+        while not self.refresh() or (build and not any(n.get("Resources", {}).get(build, 0) > 0
+                                                       for n in self.cluster.nodes())):
             if time.monotonic() > deadline:
-                raise TensorforgeError(f"no node of the Ray cluster advertises target {self.target.key()}: start one "
+                what = "advertises target" if not self.actors else "can build -march=native code for target"
+                raise TensorforgeError(f"no node of the Ray cluster {what} {self.target.key()}: start one "
                                        f"on such a machine with ray start --address ADDRESS --resources "
                                        f"\"$(python -m tensorforge.tune.distributed.resources)\"")
             time.sleep(0.5)
