@@ -4,6 +4,7 @@ the space's seeds; a cold one never sees them."""
 import random
 
 import numpy as np
+import pytest
 
 import tensorforge
 from tensorforge.codegen.target import Target
@@ -13,8 +14,13 @@ from tensorforge.tune.search import TaskSearch
 from tensorforge.tune.space import DEFAULT, canonical, space_for
 from tensorforge.tune.transfer import distance, transferred_configs
 
-from tests.tune.test_warm_cost_model import FakeMeasurer, cache  # noqa: F401 - the cache fixture
+from tests.tune.test_warm_cost_model import FakeMeasurer
 from tests.tune.tune_util import stack_model, task_of
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TENSORFORGE_CACHE", str(tmp_path / "cache"))
 
 
 def gemm_desc(m, n, k, conv=None):
