@@ -3,7 +3,9 @@
     python benchmarks/tune_warm_start.py [--trials 40] [--source-trials 450] [--repeats 3]
 
 1. A *source* database is filled by tuning OTHER models (zoo ``resnet18_small``, ``bert_tiny``,
-   ``mlp_small``): their records and stored feature rows are what the warm model learns from.
+   ``mlp_small``, ``bert_base``; the source trials are split 2:2:1:2): their records and stored
+   feature rows are what the warm model learns from, and their fastest configs are what
+   ``transfer.py`` proposes.
 2. Three kernels that none of those models has (a GEMM, a 3x3 convolution, a layer-norm loop
    kernel, from small torch modules of other shapes) are each tuned twice with the same budget.
    They are kernels where tuning pays (untuned default 1.35-1.5x slower than the best found): on
@@ -121,7 +123,7 @@ def trials_to(medians: list[float], best: float, share: float = 0.9) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=40, help="budget per kernel and run (default 40)")
-    ap.add_argument("--source-trials", type=int, default=450, help="trials of the other models (default 450)")
+    ap.add_argument("--source-trials", type=int, default=450, help="trials of the other models (default 450, split 2:2:1 over the small models, plus 2/5 of it for bert_base)")
     ap.add_argument("--repeats", type=int, default=3, help="cold and warm runs per kernel (default 3)")
     ap.add_argument("--work", help="folder for the databases (default: a temporary one, removed)")
     ap.add_argument("--threads", type=int, default=1,
@@ -130,6 +132,7 @@ def main() -> int:
     ap.add_argument("--rank-seeds", action="store_true",
                     help="warm runs let the model rank the hand-picked seeds (SearchOptions(warm_seeds=True)) "
                          "instead of measuring them first")
+    ap.add_argument("--only", nargs="*", default=[], help="kernels to run, by kind (gemm, conv, loop; default all)")
     args = ap.parse_args()
     from tensorforge.tune.tasks import extract_tasks
     work = args.work or tempfile.mkdtemp(prefix="tf-warm-")
@@ -138,10 +141,12 @@ def main() -> int:
     try:
         if not os.path.exists(source):
             n = args.source_trials
-            fill_source(source, {"resnet18_small": n * 2 // 5, "bert_tiny": n * 2 // 5, "mlp_small": n // 5},
-                        args.threads)
+            fill_source(source, {"resnet18_small": n * 2 // 5, "bert_tiny": n * 2 // 5, "mlp_small": n // 5,
+                                 "bert_base": n * 2 // 5}, args.threads)
         rows = []
         for name, kind, model, inputs in kernels():
+            if args.only and kind not in args.only:
+                continue
             task = next(t for t in extract_tasks(model, inputs) if t.kind == kind)
             runs = {"cold": [], "warm": []}
             for r in range(args.repeats):

@@ -16,9 +16,13 @@ comes from the fused ops), since a schedule trace replays only on a nest of the 
 * loop nests: ``|log2|`` of the ratio of bytes moved plus that of flops.
 
 **Configs.**  Each neighbour's ``per_workload`` fastest successful non-default records, nearest
-neighbour first, deduplicated; at most ``limit``.  They are only *proposed*: the search checks each
-one against its own space (an illegal tile or a trace that does not replay is dropped, never
-built) and measures them right after the untuned default, in the warm model's order.
+neighbour first, deduplicated; at most ``limit``.  What a config left to the compiler is spelled
+out as the neighbour got it (``absolute``: a convolution's ``conv_algorithm`` "" becomes the
+algorithm the tensorizer chose there), since the compiler may choose otherwise here.  They are
+only *proposed*: the search checks each one against its own space (an illegal tile or a trace
+that does not replay is dropped, never built) and measures them right after the untuned default,
+nearest neighbour first: that order, not the warm model's, since the model's transfer weight is
+often small and a neighbour's winner is the stronger evidence.
 """
 from __future__ import annotations
 
@@ -65,13 +69,14 @@ def transferred_configs(database, task: Task, target_key: str, *, neighbours: in
                         limit: int = 12) -> list[dict]:
     """The fastest configs of ``task``'s nearest workloads in ``database`` (see the module docstring)."""
     mine = task.description()
-    near = []
+    near, descriptions = [], {}
     for w in database.workloads():
         if w.key == task.key:
             continue
         d = distance(mine, w.description or {})
         if d is not None:
             near.append((d, w.key))
+            descriptions[w.key] = w.description or {}
     near.sort()
     out, seen = [], set()
     used = 0
@@ -84,11 +89,26 @@ def transferred_configs(database, task: Task, target_key: str, *, neighbours: in
             continue
         used += 1
         for r in ok[:per_workload]:
-            c = canonical_config(r.config)
+            config = absolute(r.config, descriptions[key])
+            c = canonical_config(config)
             if c not in seen and len(out) < limit:
                 seen.add(c)
-                out.append(r.config)
+                out.append(config)
     return out
 
 
-__all__ = ["distance", "transferred_configs"]
+def absolute(config: dict, description: dict) -> dict:
+    """``config`` with what it left to the compiler spelled out as its workload got it: a
+    convolution config's ``conv_algorithm`` "" means "the tensorizer decides", which chose the
+    direct kernel for a small neighbour and may choose Winograd here; what won there was direct."""
+    params = config.get("params")
+    chosen = ((description.get("problem") or {}).get("conv") or {}).get("algorithm")
+    if config.get("kind") != "gemm" or not isinstance(params, dict) or params.get("conv_algorithm", "") != "":
+        return config
+    from ..codegen.c.microkernels import CONV_ALGORITHMS
+    if not chosen or chosen not in CONV_ALGORITHMS:
+        return config
+    return {**config, "params": {**params, "conv_algorithm": chosen}}
+
+
+__all__ = ["absolute", "distance", "transferred_configs"]

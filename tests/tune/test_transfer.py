@@ -66,6 +66,18 @@ def test_the_nearest_workloads_give_their_fastest_configs(tmp_path):
         assert transferred_configs(db, task, "nowhere") == []
 
 
+def test_a_config_left_to_the_compiler_is_spelled_out_as_its_workload_got_it():
+    from tensorforge.tune.transfer import absolute
+    conv = {"problem": {"conv": {"algorithm": "direct", "algorithms": ["im2col", "direct", "winograd"]}}}
+    left = {"kind": "gemm", "params": {"conv_algorithm": "", "mr": 12}}
+    assert absolute(left, conv) == {"kind": "gemm", "params": {"conv_algorithm": "direct", "mr": 12}}
+    assert left["params"]["conv_algorithm"] == ""                          # not changed in place
+    chosen = {"kind": "gemm", "params": {"conv_algorithm": "winograd", "mr": 12}}
+    assert absolute(chosen, conv) is chosen
+    narrow = {"problem": {"conv": {"algorithm": "narrow", "algorithms": ["im2col"]}}}     # not a GEMM algorithm
+    assert absolute(left, narrow) is left and absolute(left, {"problem": {}}) is left
+
+
 def test_a_warm_search_measures_transferred_configs_after_the_default():
     class Space:
         costly = False
@@ -88,13 +100,22 @@ def test_a_warm_search_measures_transferred_configs_after_the_default():
         def predict(self, X):
             return X[:, 0]
 
-    transfer = [{"kind": "t", "v": 3}, {"kind": "t", "v": 99}, {"kind": "t", "v": 7}, {"kind": "s", "v": 1}]
+    transfer = [{"kind": "t", "v": 3}, {"kind": "t", "v": 99}, {"kind": "t", "v": 7}, {"kind": "s", "v": 2}]
     search = TaskSearch(task=None, space=Space(), model=Model(), rng=random.Random(0), transfer=transfer)
     batch = search.next_batch(5)
-    # the default, then the transferred configs in the model's order (99 is illegal here, and the
-    # seed that is also a transferred config is measured once), then the other seed
-    assert [(c["kind"], c.get("v")) for c in batch] == [("default", None), ("t", 7), ("t", 3), ("s", 1), ("s", 2)]
+    # the default, then the transferred configs in their order (nearest workload first; 99 is
+    # illegal here, and the seed that is also a transferred config is measured once), then the
+    # other seed
+    assert [(c["kind"], c.get("v")) for c in batch] == [("default", None), ("t", 3), ("t", 7), ("s", 2), ("s", 1)]
     assert len({canonical(c) for c in batch}) == 5
+    # a model that learned from other workloads also orders the remaining seeds (else: the space's order)
+    Space.seeds = lambda self: [DEFAULT, {"kind": "s", "v": 1}, {"kind": "s", "v": 5}, {"kind": "s", "v": 2}]
+    Model.warm = True
+    warm = TaskSearch(task=None, space=Space(), model=Model(), rng=random.Random(0), transfer=transfer[:1])
+    assert [c.get("v") for c in warm.next_batch(5)] == [None, 3, 5, 2, 1]
+    Model.warm = False
+    plain = TaskSearch(task=None, space=Space(), model=Model(), rng=random.Random(0), transfer=transfer[:1])
+    assert [c.get("v") for c in plain.next_batch(5)] == [None, 3, 1, 5, 2]
 
 
 def test_tune_hands_the_database_neighbours_to_a_new_task(tmp_path):
