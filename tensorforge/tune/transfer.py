@@ -11,8 +11,9 @@ and MetaSchedule seed their first population from the database's top records the
 first by the distance below; for a loop nest only workloads of the same kernel (its name, which
 comes from the fused ops), since a schedule trace replays only on a nest of the same structure.
 
-* contractions: ``sum |log2(a / b)|`` over M, N, K and the batch, plus 2 for a convolution whose
-  window or strides differ (another conv kernel wins then);
+* contractions: ``sum |log2(a / b)|`` over M, N, K and the batch; convolutions only with the same
+  window and strides (a 7x7/2 stem's winner, often another algorithm, misleads a 3x3/1 conv:
+  measured, such configs ran 2-3x slower than the default);
 * loop nests: ``|log2|`` of the ratio of bytes moved plus that of flops.
 
 **Configs.**  Each neighbour's ``per_workload`` fastest successful non-default records, nearest
@@ -31,9 +32,6 @@ import re
 
 from .database import canonical_config
 from .tasks import Task
-
-CONV_MISMATCH = 2.0        # added to the distance of a convolution with another window or stride
-
 
 def _log_gap(a, b) -> float:
     a, b = float(a or 0), float(b or 0)
@@ -59,9 +57,8 @@ def distance(task: dict, other: dict) -> float | None:
     p, q = task.get("problem") or {}, other.get("problem") or {}
     d = sum(_log_gap(p.get(k, 1), q.get(k, 1)) for k in ("M", "N", "K", "batch"))
     cp, cq = p.get("conv") or {}, q.get("conv") or {}
-    if cp or cq:
-        if (cp.get("kernel"), cp.get("strides")) != (cq.get("kernel"), cq.get("strides")):
-            d += CONV_MISMATCH
+    if (cp.get("kernel"), cp.get("strides")) != (cq.get("kernel"), cq.get("strides")):
+        return None
     return d
 
 
