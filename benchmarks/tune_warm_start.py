@@ -100,7 +100,6 @@ def run(task, db: str, trials: int, warm: bool, seed: int, threads: int, rank_se
     """The kernel's measured medians, in measuring order (inf for a failed candidate)."""
     import tensorforge
     from tensorforge.tune.api import ConfirmOptions
-    from tensorforge.tune.database import TuningDatabase
     from tensorforge.tune.search import SearchOptions
     with measurer(threads) as m:
         tensorforge.tune([task], trials=trials, db=db, progress=False, warm=warm, seed=seed,
