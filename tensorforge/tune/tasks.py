@@ -113,7 +113,7 @@ class Task:
     def shape_text(self) -> str:
         """A short shape that tells apart tasks of one name (several ``conv_relu`` kernels of a
         ResNet): M x N x K of a plain contraction, else the output's shape, with a convolution's
-        window and stride."""
+        input channels, window and stride (``64->1x128x28x28 k3x3/2``)."""
         p = self.problem or {}
         conv = p.get("conv") or {}
         if self.kind == "gemm" and p.get("M"):
@@ -123,7 +123,8 @@ class Task:
         out = _type_text(results[0].type).rsplit("x", 1)[0] if results else ""
         if conv.get("kernel"):
             stride = max(conv.get("strides") or [1])
-            out += f" k{'x'.join(map(str, conv['kernel']))}" + (f"/{stride}" if stride > 1 else "")
+            cin = f"{conv['channels']}->" if conv.get("channels") else ""
+            out = f"{cin}{out} k{'x'.join(map(str, conv['kernel']))}" + (f"/{stride}" if stride > 1 else "")
         return out
 
     def workload(self):
