@@ -130,7 +130,7 @@ def test_softmax_rows_in_cache_on_threads():
     assert steps(s)[:2] == ["compute_at('1', '2.0')", "compute_at('0', '2.0')"]
     assert "parallel('2.0')" in steps(s)
     assert [op.name for op in body(s.fn)] == ["loop.for", "loop.return"]        # one pass over the rows
-    assert "reduction(max:" in src and "reduction(+:" in src and src.count("#pragma omp parallel") == 1
+    assert "reduction(max:" in src and "reduction(tf_fadd:" in src and src.count("#pragma omp parallel") == 1
 
 
 def test_layer_norm_inlines_cheap_statistics_and_attaches_the_reductions():
@@ -194,13 +194,13 @@ def test_windows_with_unit_stride_vectorize_along_the_output_row():
 
 
 def test_short_reductions_are_left_to_the_compiler_unless_they_flatten():
-    s, src = scheduled("sum_rows")              # rows of 257
-    assert "reduction(+:" in src
+    s, src = scheduled("sum_rows")              # rows of 257 (lanes start at -0.0: tf_fadd)
+    assert "reduction(tf_fadd:" in src
     # a 20 x 20 window is rows of 20, too short to vectorize one at a time, but contiguous: the
     # two reduction loops fuse into one loop of 400 that reads memory as one run
     s, src = scheduled("global_avg_pool")
     fuses = [x for x in steps(s) if x.startswith("fuse(")]
-    assert "fuse('0.4', '0.5')" in fuses and "reduction(+:" in src and "< 400;" in src
+    assert "fuse('0.4', '0.5')" in fuses and "reduction(tf_fadd:" in src and "< 400;" in src
 
 
 def test_small_kernels_and_one_thread_stay_serial():
@@ -241,8 +241,8 @@ def test_contractions_go_to_the_hook():
     s, _ = scheduled("matmul_odd")              # extents without a tile: i-k-j with a row accumulator
     assert steps(s)[:2] == ["cache_write('0', '0.0')", "reorder('0.2', '0.1')"]
     assert {"vectorize('0.1')", "parallel('0.0')"} <= set(steps(s))
-    s, src = scheduled("batch_matmul_bt")       # B^T is contiguous along k: dot products
-    assert not any(x.startswith(("tile", "cache_write")) for x in steps(s)) and "reduction(+:" not in src
+    s, src = scheduled("batch_matmul_bt")       # B^T is contiguous along k: dot products (64: 4 vectors)
+    assert not any(x.startswith(("tile", "cache_write")) for x in steps(s)) and "reduction(tf_fadd:" in src
     for name in ("depthwise", "max_pool_s1", "sum_cols"):
         fn = lower_kernel(kernel_of(name))
         assert not any(is_contraction(analyze(op)) for op in body(fn) if op.name == FOR), name

@@ -54,6 +54,11 @@ PRELUDE = r"""#include <stdint.h>
 #else
 #define TF_EXACT_DIVISION
 #endif
+/* A vectorized float sum starts each lane at -0.0, the IEEE identity of addition.  OpenMP's
+   reduction(+) starts them at +0.0, and +0.0 + -0.0 is +0.0: a sum of only -0.0s (a cumsum's
+   prefix of -0.0, started from -0.0) lost its sign once its loop was vectorized. */
+#pragma omp declare reduction(tf_fadd : float : omp_out += omp_in) initializer(omp_priv = -0.0f)
+#pragma omp declare reduction(tf_dadd : double : omp_out += omp_in) initializer(omp_priv = -0.0)
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
 /* gcc 12's loop if-conversion miscompiles padded reads ``(in bounds) ? x[i] : pad`` once the
    vectorizer turns them into masked loads of a fully unrolled loop: the second ``vmaskmovps``
@@ -326,6 +331,7 @@ _WITH_ATTRS: dict[str, Callable] = {
 
 
 _SIMD_COMBINERS = {"scalar.add": "+", "scalar.mul": "*", "scalar.max": "max", "scalar.min": "min"}
+_SIGNED_ZERO_ADD = {"float": "tf_fadd", "double": "tf_dadd"}
 
 
 def scalar_expr(op: Operation, args: list[str]) -> str:
@@ -486,6 +492,8 @@ class FunctionEmitter:
             if sym is None:
                 raise CompileError(f"kernel '{self.c_name}': vectorized reduction loop stores into an "
                                    f"accumulator without an add/mul/max/min combiner")
+            if sym == "+":       # floats: lanes start at -0.0 (the PRELUDE's tf_fadd / tf_dadd)
+                sym = _SIGNED_ZERO_ADD.get(C_TYPES.get(inner.operands[0].type.dtype), sym)
             clause = f"reduction({sym}:{self.name(inner.operands[1])})"
             if clause not in clauses:
                 clauses.append(clause)
