@@ -3,19 +3,17 @@ kind give their fastest configs, and a warm search measures them right after the
 the space's seeds; a cold one never sees them."""
 import random
 
-import numpy as np
 import pytest
 
 import tensorforge
 from tensorforge.codegen.target import Target
 from tensorforge.tune.database import Record, TuningDatabase, Workload
-from tensorforge.tune.features import FEATURE_NAMES
 from tensorforge.tune.search import TaskSearch
 from tensorforge.tune.space import DEFAULT, canonical, space_for
 from tensorforge.tune.transfer import distance, transferred_configs
 
 from tests.tune.test_warm_cost_model import FakeMeasurer
-from tests.tune.tune_util import stack_model, task_of
+from tests.tune.tune_util import ListSpace, ScoreModel, stack_model, task_of
 
 
 @pytest.fixture(autouse=True)
@@ -79,29 +77,10 @@ def test_a_config_left_to_the_compiler_is_spelled_out_as_its_workload_got_it():
 
 
 def test_a_warm_search_measures_transferred_configs_after_the_default():
-    class Space:
-        costly = False
-
-        def seeds(self):
-            return [DEFAULT, {"kind": "s", "v": 1}, {"kind": "s", "v": 2}]
-
-        def check(self, config):
-            if config.get("v") == 99:
-                from tensorforge.tune.space import InvalidCandidate
-                raise InvalidCandidate("not in this space")
-            return config
-
-        def features(self, config, checked):
-            return np.full(len(FEATURE_NAMES), float(config.get("v", 0)))
-
-    class Model:
-        warm, trained = False, False
-
-        def predict(self, X):
-            return X[:, 0]
-
+    seeds = [DEFAULT, {"kind": "s", "v": 1}, {"kind": "s", "v": 2}]
     transfer = [{"kind": "t", "v": 3}, {"kind": "t", "v": 99}, {"kind": "t", "v": 7}, {"kind": "s", "v": 2}]
-    search = TaskSearch(task=None, space=Space(), model=Model(), rng=random.Random(0), transfer=transfer)
+    search = TaskSearch(task=None, space=ListSpace(seeds, illegal=(99,)), model=ScoreModel(warm=False),
+                        rng=random.Random(0), transfer=transfer)
     batch = search.next_batch(5)
     # the default, then the transferred configs in their order (nearest workload first; 99 is
     # illegal here, and the seed that is also a transferred config is measured once), then the
@@ -109,13 +88,11 @@ def test_a_warm_search_measures_transferred_configs_after_the_default():
     assert [(c["kind"], c.get("v")) for c in batch] == [("default", None), ("t", 3), ("t", 7), ("s", 2), ("s", 1)]
     assert len({canonical(c) for c in batch}) == 5
     # a model that learned from other workloads also orders the remaining seeds (else: the space's order)
-    Space.seeds = lambda self: [DEFAULT, {"kind": "s", "v": 1}, {"kind": "s", "v": 5}, {"kind": "s", "v": 2}]
-    Model.warm = True
-    warm = TaskSearch(task=None, space=Space(), model=Model(), rng=random.Random(0), transfer=transfer[:1])
-    assert [c.get("v") for c in warm.next_batch(5)] == [None, 3, 5, 2, 1]
-    Model.warm = False
-    plain = TaskSearch(task=None, space=Space(), model=Model(), rng=random.Random(0), transfer=transfer[:1])
-    assert [c.get("v") for c in plain.next_batch(5)] == [None, 3, 1, 5, 2]
+    seeds = [DEFAULT, {"kind": "s", "v": 1}, {"kind": "s", "v": 5}, {"kind": "s", "v": 2}]
+    for warm, order in ((True, [None, 3, 5, 2, 1]), (False, [None, 3, 1, 5, 2])):
+        s = TaskSearch(task=None, space=ListSpace(seeds), model=ScoreModel(warm), rng=random.Random(0),
+                       transfer=transfer[:1])
+        assert [c.get("v") for c in s.next_batch(5)] == order
 
 
 def test_tune_hands_the_database_neighbours_to_a_new_task(tmp_path):

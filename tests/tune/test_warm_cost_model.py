@@ -156,26 +156,9 @@ def test_a_warm_model_orders_the_seeds_default_first():
     import random
     from tensorforge.tune.search import TaskSearch
     from tensorforge.tune.space import DEFAULT
-
-    class Seeds:
-        costly = False
-
-        def seeds(self):
-            return [DEFAULT] + [{"kind": "x", "v": v} for v in (1, 5, 3)]
-
-        def check(self, config):
-            return config
-
-        def features(self, config, checked):
-            return np.full(len(FEATURE_NAMES), float(config.get("v", 0)))
-
-    class Model:
-        warm, trained = True, False
-
-        def predict(self, X):
-            return X[:, 0]
-
-    search = TaskSearch(task=None, space=Seeds(), model=Model(), rng=random.Random(0))
+    from tests.tune.tune_util import ListSpace, ScoreModel
+    space = ListSpace([DEFAULT] + [{"kind": "x", "v": v} for v in (1, 5, 3)])
+    search = TaskSearch(task=None, space=space, model=ScoreModel(warm=True), rng=random.Random(0))
     assert [c.get("v") for c in search.next_batch(4)] == [None, 5, 3, 1]
     search.model = None                       # cold: the space's order
     assert [c.get("v") for c in search.next_batch(4)] == [None, 1, 5, 3]

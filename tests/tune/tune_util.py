@@ -42,3 +42,39 @@ def conv_model():
 
 def task_of(model, inputs, kind: str):
     return next(t for t in extract_tasks(model, inputs) if t.kind == kind)
+
+
+class ListSpace:
+    """A stand-in space for search-order tests: ``seeds`` as given, configs whose ``v`` is in
+    ``illegal`` rejected, and a feature row that is ``v`` everywhere (so a model can score by it)."""
+
+    costly = False
+
+    def __init__(self, seeds: list[dict], illegal: tuple = ()):
+        self._seeds, self.illegal = seeds, illegal
+
+    def seeds(self) -> list[dict]:
+        return list(self._seeds)
+
+    def check(self, config: dict) -> dict:
+        if config.get("v") in self.illegal:
+            from tensorforge.tune.space import InvalidCandidate
+            raise InvalidCandidate("not in this space")
+        return config
+
+    def features(self, config: dict, checked) -> np.ndarray:
+        from tensorforge.tune.features import FEATURE_NAMES
+        return np.full(len(FEATURE_NAMES), float(config.get("v", 0)))
+
+
+class ScoreModel:
+    """A stand-in cost model that predicts the first feature (``v``); ``warm``: it learned from
+    other workloads."""
+
+    trained = False
+
+    def __init__(self, warm: bool):
+        self.warm = warm
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return X[:, 0]
