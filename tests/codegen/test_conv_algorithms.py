@@ -121,6 +121,19 @@ def test_default_choice(n, hw, stride, k, expected):
     assert not any(MARKERS[a] in src for a in MARKERS if a not in chosen)
 
 
+def test_winograd4_only_where_one_images_transforms_fit_l2():
+    """F(4x4) keeps 36 planes of (in + out channels) x tiles per image; past L2 it loses to F(2x2)
+    (ResNet's 64->64 at 56x56: 3.6 MB, measured 1.4-1.7x slower), within it stays the default."""
+    from tensorforge.codegen.c import winograd
+    from tensorforge.codegen.c.tensorize import Tensorizer
+    t = Tensorizer(Target.host().replace(l2=1 << 20))
+
+    def fits(c, o, hw):
+        return t._winograd4_fits(winograd.WinogradShape(c, o, hw + 2, hw + 2, hw, hw, 1, 1, 4))
+    assert fits(64, 64, 28) and fits(16, 32, 28)             # 0.9 MB and 0.3 MB
+    assert not fits(64, 64, 56) and not fits(128, 128, 28)   # 3.6 MB and 1.8 MB
+
+
 def test_pack_weights_layout():
     w = np.arange(5 * 7, dtype=np.float32).reshape(5, 7)
     p = direct_conv.pack_weights(w, 5, 7, 3)

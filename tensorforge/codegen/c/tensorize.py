@@ -1184,7 +1184,7 @@ class Tensorizer:
         if wino:
             large = _winograd_shape(p, 4)
             if (large.tiles_h * large.tiles_w * count >= WINOGRAD4_MIN_TILES
-                    and large.computed_share() <= WINOGRAD4_MAX_SHARE):
+                    and large.computed_share() <= WINOGRAD4_MAX_SHARE and self._winograd4_fits(large)):
                 return "winograd4"
             shape = _winograd_shape(p)
             if shape.tiles_h * shape.tiles_w * count >= WINOGRAD_MIN_TILES:
@@ -1196,6 +1196,17 @@ class Tensorizer:
             if shape.waste(_tile(self.target, shape.grid_columns, m=r.M)[1]) <= folded + 0.05:
                 return "direct"
         return "fold" if folded < per_image else ("direct" if direct else "conv")
+
+    def _winograd4_fits(self, shape: winograd.WinogradShape) -> bool:
+        """F(4x4) keeps one image's transformed input and output (36 planes of channels x tiles
+        each) within L2.  Past that its 36 GEMMs of 64-deep K stream them from L3: ResNet's 64->64
+        3x3 at 56x56 (3.6 MB) measured 1.4-1.7 ms against 0.65-0.75x that with F(2x2) or the
+        direct kernel, in three runs (the tuner found it too); at 28x28 (0.9 MB) F(4x4) stays the
+        fastest.  ``TENSORFORGE_WINOGRAD4_L2=0`` drops the condition (comparisons)."""
+        if os.environ.get("TENSORFORGE_WINOGRAD4_L2", "1") == "0":
+            return True
+        planes = (shape.m + 2) ** 2
+        return planes * (shape.channels + shape.rows) * shape.tiles_h * shape.tiles_w * 4 <= self.target.l2
 
     @classmethod
     def _winograd_ok(cls, p: ConvPlan, constant_args: set[int]) -> bool:
