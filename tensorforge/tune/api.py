@@ -322,10 +322,11 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
         cost = None
         if sched.remaining > 0:          # nothing to tune: no model to train, no runner to start
             cost = _cost_model(database, target, target_key, spaces, warm)
+            known = database.workloads() if warm else []
             for s in searches:
                 s.model = cost
                 if warm:
-                    s.transfer = transferred_configs(database, s.task, target_key)
+                    s.transfer = transferred_configs(database, s.task, target_key, workloads=known)
         if session is not None:
             from .distributed.driver import run_trials_on_cluster
             measurer = session.measurer(target)

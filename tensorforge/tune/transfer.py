@@ -33,6 +33,7 @@ import re
 from .database import canonical_config
 from .tasks import Task
 
+
 def _log_gap(a, b) -> float:
     a, b = float(a or 0), float(b or 0)
     if a <= 0 or b <= 0:
@@ -55,19 +56,20 @@ def distance(task: dict, other: dict) -> float | None:
             return None
         return _log_gap(task.get("bytes"), other.get("bytes")) + _log_gap(task.get("flops"), other.get("flops"))
     p, q = task.get("problem") or {}, other.get("problem") or {}
-    d = sum(_log_gap(p.get(k, 1), q.get(k, 1)) for k in ("M", "N", "K", "batch"))
     cp, cq = p.get("conv") or {}, q.get("conv") or {}
     if (cp.get("kernel"), cp.get("strides")) != (cq.get("kernel"), cq.get("strides")):
         return None
-    return d
+    return sum(_log_gap(p.get(k, 1), q.get(k, 1)) for k in ("M", "N", "K", "batch"))
 
 
 def transferred_configs(database, task: Task, target_key: str, *, neighbours: int = 6, per_workload: int = 2,
-                        limit: int = 12) -> list[dict]:
-    """The fastest configs of ``task``'s nearest workloads in ``database`` (see the module docstring)."""
+                        limit: int = 12, workloads: list | None = None) -> list[dict]:
+    """The fastest configs of ``task``'s nearest workloads in ``database`` (see the module
+    docstring); ``workloads``: ``database.workloads()`` when the caller already has it (a tune
+    asks for every one of its tasks)."""
     mine = task.description()
     near, descriptions = [], {}
-    for w in database.workloads():
+    for w in database.workloads() if workloads is None else workloads:
         if w.key == task.key:
             continue
         d = distance(mine, w.description or {})

@@ -30,6 +30,7 @@ from ...errors import TensorforgeError
 from ..measure import FrozenLayout, Measurer, generate, one_line, weights_digest
 from ..tasks import Task
 from . import host_lock
+from .resources import build_resource
 from .wire import TaskWire, unpack
 
 WEIGHTS_INLINE_MAX = 8 << 20        # bytes of weights sent with a build; above: the measuring node remakes them
@@ -54,11 +55,14 @@ def _node_id() -> str:
 
 
 def _check_builder(target) -> None:
-    if getattr(target, "march", "") != "native":
+    """A native build on a node of another CPU kind is refused (the kind is ``build_resource``'s,
+    the one Ray schedules these builds by)."""
+    need = build_resource(target)
+    if need is None:
         return
     from ...codegen.target import Target
     host = Target.host()
-    if host.arch != target.arch or host.features != target.features:
+    if build_resource(host) != need:
         raise TensorforgeError(f"this node ({host.key()}) cannot build -march=native code for target {target.key()}: "
                                f"run builders on machines of that kind")
 
