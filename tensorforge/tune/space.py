@@ -7,7 +7,8 @@ A candidate is a JSON-able *config*, stored as is in the tuning database and app
 * ``{"kind": "gemm", "params": {...}}``: the GemmParams of a tensorized contraction (matmul, batch
   matmul, convolution): register tile mr x nr, cache blocks kc/mc/nc, unroll, A packing, micro-tile
   loop order, static or dynamic thread split, thread count; for a convolution also how it feeds the
-  GEMM (``conv_algorithm``: im2col per image, batch folded into N, or the direct stride-1 kernel).
+  GEMM (``conv_algorithm``: im2col per image, batch folded into N, or the direct kernel, strided
+  layers through its polyphase split).
 * ``{"kind": "loop", "trace": {...}}``: a schedule trace (``schedule/trace.py``) for a loop kernel,
   derived from the default schedule's trace by changing split/tile/unroll factors, dropping steps
   (a vectorize, a parallel, a compute_at...) and adding steps (split, vectorize, unroll, parallel).

@@ -34,24 +34,31 @@ def forced_algorithm(algorithm: str, mr: int = 6, nr: int | None = None) -> Tuni
     return Tuning(lambda key: {"kind": "gemm", "params": dataclasses.asdict(params)}, target)
 
 
-# (batch, channels, height, width, out channels, kernel, pads (top, left), dilation)
+# (batch, channels, height, width, out channels, kernel, pads (top, left), dilation, stride)
 CASES = [
-    (3, 5, 9, 11, 7, (3, 3), (1, 1), 1),      # odd sizes: edge rows, edge columns, several panels
-    (2, 4, 7, 7, 13, (3, 3), (1, 1), 2),      # dilation
-    (2, 3, 6, 10, 4, (5, 3), (2, 1), 1),      # non-square kernel
-    (4, 6, 5, 5, 9, (3, 3), (0, 0), 1),       # no padding
-    (8, 64, 7, 7, 40, (3, 3), (1, 1), 1),     # big enough for 2 threads; folded: few chunks, one threaded GEMM
+    (3, 5, 9, 11, 7, (3, 3), (1, 1), 1, 1),      # odd sizes: edge rows, edge columns, several panels
+    (2, 4, 7, 7, 13, (3, 3), (1, 1), 2, 1),      # dilation
+    (2, 3, 6, 10, 4, (5, 3), (2, 1), 1, 1),      # non-square kernel
+    (4, 6, 5, 5, 9, (3, 3), (0, 0), 1, 1),       # no padding
+    (8, 64, 7, 7, 40, (3, 3), (1, 1), 1, 1),     # big enough for 2 threads; folded: few chunks, one threaded GEMM
+    # strided (the direct kernel's polyphase split): odd and even sizes, a stem-like 7x7/2, the
+    # 1x1/2 subsample, stride 3 with dilation, and an input larger than the windows reach
+    (2, 5, 11, 9, 7, (3, 3), (1, 1), 1, 2),
+    (2, 3, 20, 18, 10, (7, 7), (3, 3), 1, 2),
+    (2, 32, 10, 10, 24, (1, 1), (0, 0), 1, 2),
+    (2, 8, 13, 14, 16, (3, 2), (2, 1), 2, 3),
+    (2, 8, 12, 12, 16, (3, 3), (0, 0), 1, 2),
 ]
 
 
-def _case(n, c, h, w, o, k, pads, dil):
+def _case(n, c, h, w, o, k, pads, dil, stride):
     kh, kw = k
-    oh = h + 2 * pads[0] - dil * (kh - 1)
-    ow = w + 2 * pads[1] - dil * (kw - 1)
+    oh = (h + 2 * pads[0] - dil * (kh - 1) - 1) // stride + 1
+    ow = (w + 2 * pads[1] - dil * (kw - 1) - 1) // stride + 1
     out = (n, o, oh, ow)
 
     def body(x, wt, b, oc, y, xx, ci, a, bb):
-        return x.read([b, ci, y + a * dil - pads[0], xx + bb * dil - pads[1]], pad=0.0) * wt[oc, ci, a, bb]
+        return x.read([b, ci, y * stride + a * dil - pads[0], xx * stride + bb * dil - pads[1]], pad=0.0) * wt[oc, ci, a, bb]
 
     contraction = (out, out + (c, kh, kw), "pppprrr", body)
     m, wt, bias = _epilogue_kernel_module((n, c, h, w), (o, c, kh, kw), contraction, 1, 2.0)
@@ -59,17 +66,17 @@ def _case(n, c, h, w, o, k, pads, dil):
     x = rng.standard_normal((n, c, h, w), dtype=np.float32)
     res = rng.standard_normal(out, dtype=np.float32)
     conv = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(wt, dtype=torch.float64),
-                                      padding=pads, dilation=dil).numpy()
+                                      padding=pads, dilation=dil, stride=stride).numpy()
     want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 2.0) + res
     return m, (x, res), want, float(np.abs(conv).max())     # the convolution's own scale, before the clip
 
 
 @pytest.mark.parametrize("algorithm", ["im2col", "fold", "direct", "winograd", "winograd4"])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:5])) + f"_k{c[5][0]}{c[5][1]}_d{c[7]}")
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:5])) + f"_k{c[5][0]}{c[5][1]}_d{c[7]}_s{c[8]}")
 def test_every_algorithm_matches_torch(algorithm, case):
     m, args, want, scale = _case(*case)
-    if algorithm.startswith("winograd") and (case[5] != (3, 3) or case[7] != 1):
-        pytest.skip("Winograd F(m x m, 3x3) is for undilated 3x3 kernels")
+    if algorithm.startswith("winograd") and (case[5] != (3, 3) or case[7] != 1 or case[8] != 1):
+        pytest.skip("Winograd F(m x m, 3x3) is for undilated stride-1 3x3 kernels")
     model, src = build_native(m, tuning=forced_algorithm(algorithm))
     assert MARKERS[algorithm] in src, f"{algorithm} was not used"
     got = model.run(list(args))[0]
@@ -83,7 +90,7 @@ def test_every_algorithm_matches_torch(algorithm, case):
 
 def test_small_register_tile_and_many_row_chunks():
     """mr 4 / nr 16 tiles: several row chunks per work unit and many column panels in the direct path."""
-    m, args, want, _ = _case(1, 8, 12, 12, 30, (3, 3), (1, 1), 1)
+    m, args, want, _ = _case(1, 8, 12, 12, 30, (3, 3), (1, 1), 1, 1)
     model, src = build_native(m, tuning=forced_algorithm("direct", mr=4, nr=Target.host().vector_width))
     assert MARKERS["direct"] in src
     np.testing.assert_allclose(model.run(list(args))[0], want, rtol=1e-4, atol=1e-4)
@@ -112,7 +119,9 @@ def _plain_conv(n, c, hw, o, stride, k=3):
     (8, 14, 2, 3, "fold"),       # strided, 7x7 outputs per image
     # strided, one image: 49 positions pad 64-wide tiles, so im2col into a transposed GEMM
     (1, 14, 2, 3, "im2col+transposed"),
-    (1, 56, 2, 3, "im2col"),     # strided, one image, 28x28 outputs: too many positions for one x_col
+    # strided, one image, 28x28 outputs: too many positions for one x_col; the direct kernel's
+    # polyphase split copies the input once where im2col copies it 2.25x
+    (1, 56, 2, 3, "direct"),
 ])
 def test_default_choice(n, hw, stride, k, expected):
     _, src = build_native(_plain_conv(n, 16, hw, 32, stride, k))
@@ -146,7 +155,21 @@ def test_direct_shape_geometry():
     s = direct_conv.DirectShape(64, 7, 7, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1)
     assert (s.padded_h, s.padded_w, s.grid_columns) == (9, 9, 61)
     assert s.panels(64) == 1 and abs(s.waste(64) - (1 - 49 / 64)) < 1e-12
-    assert direct_conv.eligible((1, 1), (1, 1)) and not direct_conv.eligible((2, 1), (1, 1))
+    assert direct_conv.eligible((1, 1), (1, 1)) and direct_conv.eligible((2, 1), (1, 1))
+    assert not direct_conv.eligible((1, 1), (-1, 0)) and not direct_conv.eligible((5, 1), (0, 0))
+    assert s.phases == ((0, 0),) and s.tap_offsets() == [0, 1, 2, 9, 10, 11, 18, 19, 20]
+
+
+def test_strided_direct_shape_geometry():
+    """3x3/2 at 56x56 (pad 1): four 29x29 phase planes, taps shifted by the phase plane and by one
+    row or column of it; a 1x1/2 layer keeps only phase (0, 0), the subsample."""
+    s = direct_conv.DirectShape(64, 56, 56, 28, 28, 3, 3, 2, 2, 1, 1, 1, 1)
+    assert (s.padded_h, s.padded_w, s.grid_columns) == (29, 29, 27 * 29 + 28)
+    assert s.phases == ((0, 0), (0, 1), (1, 0), (1, 1)) and s.plane == 4 * 29 * 29
+    q = 29 * 29
+    assert s.tap_offsets() == [0, q, 1, 2 * q, 3 * q, 2 * q + 1, 29, q + 29, 30]
+    sub = direct_conv.DirectShape(64, 56, 56, 28, 28, 1, 1, 2, 2, 1, 1, 0, 0)
+    assert sub.phases == ((0, 0),) and (sub.padded_h, sub.padded_w) == (28, 28) and sub.waste(28 * 28) == 0
 
 
 def test_tiny_maps_of_a_batch_are_folded():

@@ -224,7 +224,9 @@ def test_convolutions_through_compile(rng):
     wino = [k for k in kernels if "A^T M A" in k]        # 3x3 stride 1, no groups: winograd.py
     narrow = [k for k in kernels if narrow_conv.MARKER in k]    # 3 input channels: narrow_conv.py
     assert len(wino) == 1 and len(narrow) == 1 and all("tfg_" in k for k in kernels if k not in narrow)
-    assert sum("tf_im2col(&" in k for k in kernels) == len(CONVS) - 3      # all but the 1x1, Winograd and narrow
+    # the strided 3x3 (K 72) takes the direct kernel's polyphase split (direct_conv.py)
+    assert sum("_unit(&shape, toff" in k for k in kernels) == 1
+    assert sum("tf_im2col(&" in k for k in kernels) == len(CONVS) - 4      # all but the 1x1, Winograd, narrow and direct
     # compile time: convolutions share GEMM translation units (one per tiling and thread count),
     # and the im2col routine (guarded: compiled once), instead of one specialised copy per shape
     from tensorforge.codegen.c.toolchain import split_units

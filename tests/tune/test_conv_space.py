@@ -24,7 +24,8 @@ def test_algorithms_that_apply():
     winograd = ["winograd", "winograd4"]          # F(2x2, 3x3) and F(4x4, 3x3)
     assert _conv_task(2, 1).problem["conv"]["algorithms"] == ["im2col", "fold", "direct", *winograd]
     assert _conv_task(1, 1).problem["conv"]["algorithms"] == ["im2col", "direct", *winograd]  # nothing to fold
-    assert _conv_task(2, 2).problem["conv"]["algorithms"] == ["im2col", "fold"]       # direct needs stride 1
+    # stride 2: the direct kernel through its polyphase split, Winograd is for stride 1
+    assert _conv_task(2, 2).problem["conv"]["algorithms"] == ["im2col", "fold", "direct"]
     assert _conv_task(1, 1).problem["conv"]["algorithm"] == "direct"      # untuned: 25 tiles, too few for Winograd
 
 
@@ -32,13 +33,13 @@ def test_space_seeds_samples_and_rejects_algorithms():
     task = _conv_task(1, 2)
     space = GemmSpace(task, Target.host())
     seeded = {c["params"].get("conv_algorithm", "") for c in space.seeds() if c["kind"] == "gemm"}
-    assert seeded == {"", "im2col"}                   # stride 2: neither direct, Winograd nor folding
+    assert seeded == {"", "im2col", "direct"}         # stride 2, one image: neither Winograd nor folding
     rng = random.Random(0)
     sampled = {space.sample(rng)["params"]["conv_algorithm"] for _ in range(40)}
-    assert sampled == {"im2col"}
+    assert sampled == {"im2col", "direct"}
     good = space.seeds()[1]
     with pytest.raises(InvalidCandidate, match="does not apply"):
-        space.check({"kind": "gemm", "params": {**good["params"], "conv_algorithm": "direct"}})
+        space.check({"kind": "gemm", "params": {**good["params"], "conv_algorithm": "fold"}})
     with pytest.raises(InvalidCandidate):
         space.check({"kind": "gemm", "params": {**good["params"], "conv_algorithm": "winograd"}})
 

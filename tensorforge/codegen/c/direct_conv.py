@@ -1,4 +1,4 @@
-"""Stride-1 convolutions computed straight from a zero-padded copy of the input (no im2col).
+"""Convolutions computed straight from a zero-padded copy of the input (no im2col).
 
 The implicit-GEMM path (``im2col.py``) copies ``kh*kw`` shifted windows of the input into packed
 B panels for every image: a copy of 9x the input for a 3x3 conv, whose cost is paid once per
@@ -18,6 +18,16 @@ channels outer and taps inner, which keeps the few input rows of one channel in 
 taps are read.  A whole tile's reduction (all of K) stays in registers; finished tiles are copied
 out row segment by row segment and handed to the fused epilogue (``tf_epi_fn``) while in L1.
 
+Strided layers (ResNet's 3x3/2 and 1x1/2 downsampling, the 7x7/2 stem) take the same kernel
+through a polyphase split of the padded input: with stride ``s`` the padded image is cut into the
+``s x s`` phase planes ``x_pq[i, j] = xpad[i*s + p, j*s + q]`` (only the phases some tap reads: a
+1x1/2 layer keeps one, the fused subsample), each ``Hq x Wq`` with ``Hq = OH + (kh-1)*dh // s``.
+Tap ``(a, b)`` reads phase ``(a*dh % s, b*dw % s)`` shifted by ``(a*dh // s, b*dw // s)``, so output
+``(oh, ow)`` at grid column ``oh*Wq + ow`` again reads consecutive addresses for consecutive
+columns: the micro-kernel is unchanged, only the tap offsets (``DirectShape.tap_offsets``) and the
+padding pass differ.  The split copies the input once, where im2col copies ``kh*kw/s^2`` times
+it (2.25x for 3x3/2, 12x for the 7x7/2 stem), and the grid wastes ``(kw-1)*dw // s`` columns a row.
+
 The routines are one translation unit per register tile and kernel-tap count (``source``), shared
 by every layer and model; the per-layer driver (padding pass, then work units handed out
 dynamically over images x column panels x row chunks) is written by ``tensorize.py``.
@@ -36,20 +46,41 @@ from .microkernels import GemmParams, GemmSpec, _GemmWriter, gemm_prelude
 
 @dataclass(frozen=True)
 class DirectShape(Im2colShape):
-    """One image of a stride-1 convolution (strides are 1), with the geometry of its padded grid."""
+    """One image of a convolution, with the geometry of its padded grid (one plane per phase a
+    tap reads; stride 1 has the one phase (0, 0), the whole padded image)."""
 
     @property
     def padded_h(self) -> int:
-        return self.out_h + (self.k_h - 1) * self.dil_h
+        """Rows of one phase plane (the padded image's rows at stride 1)."""
+        return self.out_h + (self.k_h - 1) * self.dil_h // self.stride_h
 
     @property
     def padded_w(self) -> int:
-        return self.out_w + (self.k_w - 1) * self.dil_w
+        """Columns of one phase plane: the grid's row pitch."""
+        return self.out_w + (self.k_w - 1) * self.dil_w // self.stride_w
+
+    @property
+    def phases(self) -> tuple[tuple[int, int], ...]:
+        """The (row, column) phases that some tap reads, in plane order."""
+        return tuple(sorted({(a * self.dil_h % self.stride_h, b * self.dil_w % self.stride_w)
+                             for a in range(self.k_h) for b in range(self.k_w)}))
+
+    @property
+    def phase_plane(self) -> int:
+        return self.padded_h * self.padded_w
 
     @property
     def plane(self) -> int:
-        """Floats of one padded channel."""
-        return self.padded_h * self.padded_w
+        """Floats of one padded channel (all its phase planes)."""
+        return len(self.phases) * self.phase_plane
+
+    def tap_offsets(self) -> list[int]:
+        """Offset of tap (a, b) (row-major) from a grid column's address in its channel."""
+        index = {ph: i for i, ph in enumerate(self.phases)}
+        sh, sw, wq = self.stride_h, self.stride_w, self.padded_w
+        return [index[(a * self.dil_h % sh, b * self.dil_w % sw)] * self.phase_plane
+                + a * self.dil_h // sh * wq + b * self.dil_w // sw
+                for a in range(self.k_h) for b in range(self.k_w)]
 
     @property
     def grid_columns(self) -> int:
@@ -77,8 +108,11 @@ SHAPE_TYPE = "tf_conv_shape"        # the im2col routine's shape struct (strides
 
 
 def eligible(strides: tuple[int, ...], pads: tuple[int, ...]) -> bool:
-    """Only stride 1 makes a tap's columns consecutive addresses (leading pads must not crop)."""
-    return all(s == 1 for s in strides) and all(p >= 0 for p in pads)
+    """Leading pads must not crop; strides up to ``MAX_STRIDE`` (at most 16 phase planes)."""
+    return all(1 <= s <= MAX_STRIDE for s in strides) and all(p >= 0 for p in pads)
+
+
+MAX_STRIDE = 4
 
 
 def pack_weights(w: np.ndarray, rows: int, depth: int, mr: int) -> np.ndarray:
@@ -95,15 +129,16 @@ def packed_size(rows: int, depth: int, mr: int) -> int:
 
 
 def routine_name(params: GemmParams, target: Target, taps: int) -> str:
-    text = f"{params.mr}x{params.nr}/{params.unroll}/{taps}/{target.vector_width}"
+    text = f"{params.mr}x{params.nr}/{params.unroll}/{taps}/{target.vector_width}/phases"
     return "tfd_" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def prototypes(name: str) -> str:
     """The routines' declarations for the model's C file (their definitions are in ``source``)."""
-    return (f"TF_API void {name}_pad(const {SHAPE_TYPE} *s, const float *restrict x, float *restrict xp);\n"
-            f"TF_API void {name}_unit(const {SHAPE_TYPE} *s, const float *restrict wp, const float *restrict xp,\n"
-            f"    float *restrict out, long rows, long ldc, long q, long m0, long m1, tf_epi_fn epi, const void *ectx);\n")
+    return (f"TF_API void {name}_pad(const {SHAPE_TYPE} *s, long ph, long pq, const float *restrict x, float *restrict xp);\n"
+            f"TF_API void {name}_unit(const {SHAPE_TYPE} *s, const long *restrict toff, long plane, const float *restrict wp,\n"
+            f"    const float *restrict xp, float *restrict out, long rows, long ldc, long q, long m0, long m1,\n"
+            f"    tf_epi_fn epi, const void *ectx);\n")
 
 
 def source(params: GemmParams, target: Target, taps: int, name: str) -> str:
@@ -114,17 +149,24 @@ def source(params: GemmParams, target: Target, taps: int, name: str) -> str:
     stores = "\n".join(f"  tf_st(ct + {r * nr + v * vw}, c{r}_{v});" for r in range(mr) for v in range(nr // vw))
     return f"""{gemm_prelude(target, threads=1)}
 {SHAPE_TYPEDEF}
-/* One channel plane of an image (x) into its zero-padded plane (xp); leading pads are >= 0. */
-TF_API void {name}_pad(const {SHAPE_TYPE} *s, const float *restrict x, float *restrict xp) {{
-  const long hp = s->out_h + (s->k_h - 1) * s->dil_h, wp = s->out_w + (s->k_w - 1) * s->dil_w;
-  const long w0 = tf_min(s->pad_w, wp), len = tf_min(s->in_w, wp - w0);
-  for (long y = 0; y < hp; y++) {{
-    float *d = xp + y * wp;
-    const long iy = y - s->pad_h;
-    if (iy < 0 || iy >= s->in_h || len <= 0) {{ memset(d, 0, sizeof(float) * (size_t)wp); continue; }}
-    if (w0) memset(d, 0, sizeof(float) * (size_t)w0);
-    memcpy(d + w0, x + iy * s->in_w, sizeof(float) * (size_t)len);
-    if (w0 + len < wp) memset(d + w0 + len, 0, sizeof(float) * (size_t)(wp - w0 - len));
+/* Phase plane (ph, pq) of one channel plane of an image (x): xp[i][j] = xpad[i*sh + ph][j*sw + pq]
+   of the zero-padded plane (leading pads >= 0), Hq x Wq (DirectShape.padded_h/padded_w). */
+TF_API void {name}_pad(const {SHAPE_TYPE} *s, long ph, long pq, const float *restrict x, float *restrict xp) {{
+  const long sh = s->stride_h, sw = s->stride_w;
+  const long hq = s->out_h + (s->k_h - 1) * s->dil_h / sh, wq = s->out_w + (s->k_w - 1) * s->dil_w / sw;
+  const long base = pq - s->pad_w;          /* input column of j = 0 */
+  const long j0 = tf_min(base >= 0 ? 0 : (-base + sw - 1) / sw, wq);
+  const long j1 = tf_min(base >= s->in_w ? 0 : (s->in_w - base + sw - 1) / sw, wq);
+  for (long i = 0; i < hq; i++) {{
+    float *d = xp + i * wq;
+    const long iy = i * sh + ph - s->pad_h;
+    if (iy < 0 || iy >= s->in_h || j1 <= j0) {{ memset(d, 0, sizeof(float) * (size_t)wq); continue; }}
+    const float *row = x + iy * s->in_w + base;
+    if (j0) memset(d, 0, sizeof(float) * (size_t)j0);
+    if (sw == 1) memcpy(d + j0, row + j0, sizeof(float) * (size_t)(j1 - j0));
+    else if (sw == 2) for (long j = j0; j < j1; j++) d[j] = row[2 * j];   /* vectorised: even lanes */
+    else for (long j = j0; j < j1; j++) d[j] = row[j * sw];
+    if (j1 < wq) memset(d + j1, 0, sizeof(float) * (size_t)(wq - j1));
   }}
 }}
 
@@ -144,14 +186,13 @@ static __attribute__((noinline)) void {name}_ukr(long C, long plane, const long 
 }}
 
 /* Row tiles [m0, m1) (multiples of {mr}) of column panel q of one image: rows of the output
-   ``out`` (row stride ldc, ``rows`` output channels), the fused epilogue on every stored segment. */
-TF_API void {name}_unit(const {SHAPE_TYPE} *s, const float *restrict wp, const float *restrict xp,
-    float *restrict out, long rows, long ldc, long q, long m0, long m1, tf_epi_fn epi, const void *ectx) {{
-  const long pw = s->out_w + (s->k_w - 1) * s->dil_w, plane = (s->out_h + (s->k_h - 1) * s->dil_h) * pw;
+   ``out`` (row stride ldc, ``rows`` output channels), the fused epilogue on every stored segment.
+   toff: the taps' offsets (DirectShape.tap_offsets); plane: floats of one padded channel. */
+TF_API void {name}_unit(const {SHAPE_TYPE} *s, const long *restrict toff, long plane, const float *restrict wp,
+    const float *restrict xp, float *restrict out, long rows, long ldc, long q, long m0, long m1,
+    tf_epi_fn epi, const void *ectx) {{
+  const long pw = s->out_w + (s->k_w - 1) * s->dil_w / s->stride_w;
   const long ncols = (s->out_h - 1) * pw + s->out_w, depth = s->channels * {taps};
-  long toff[{taps}];
-  for (long a = 0, t = 0; a < s->k_h; a++)
-    for (long b = 0; b < s->k_w; b++, t++) toff[t] = a * s->dil_h * pw + b * s->dil_w;
   float ct[{mr * nr}] __attribute__((aligned(64)));
   const long j0 = q * {nr}, j1 = tf_min(j0 + {nr}, ncols);
   for (long i = m0; i < m1; i += {mr}) {{

@@ -79,7 +79,7 @@ class GemmParams:
     or N where there are enough tiles); "dynamic" hands out (mc x nc) blocks on demand, which costs some B reuse
     but keeps going when another tenant takes a core.  conv_algorithm: how a convolution feeds
     the GEMM (``tensorize.py``): im2col per image, im2col with the batch folded into N, or the
-    direct stride-1 kernel of ``direct_conv.py``; empty lets the tensorizer pick.
+    direct kernel of ``direct_conv.py``; empty lets the tensorizer pick.
     """
 
     mr: int = 6

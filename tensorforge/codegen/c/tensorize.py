@@ -94,6 +94,11 @@ TRANSPOSED_MIN_COLUMNS = 16
 # x_col [K, P] is built before the GEMM (benchmarks: 3x3 layers at 7x7 and 14x14 1.25x faster; at
 # 28x28 0.85x and ResNet's 7x7 stem at 112x112 0.6x, where the chunked im2col keeps panels in L2)
 TRANSPOSED_MAX_POSITIONS = 256
+# Strided convolutions take the direct kernel's polyphase split by default when their K is at
+# least this deep (benchmarks/strided_layers.py: ResNet's 7x7/2 stem, K 147, 1.2x and 3x3/2 at
+# 56x56, K 576, 1.35x over im2col; MobileNetV2's 3x3/2 stem, K 27, 0.8x: too few multiply-adds
+# per tile for the tile's copy-out) and their outputs too many for the transposed im2col GEMM.
+STRIDED_DIRECT_MIN_DEPTH = 64
 
 
 def _tile(target: Target, n: int, m: int = 0) -> tuple[int, int]:
@@ -954,7 +959,7 @@ class KernelPlan:
         return (f"{_prelude(self.target)}{helpers}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
                 f"  /* depthwise direct kernel (depthwise.py), channels in the vector lanes */\n{body}\n}}\n")
 
-    # -- direct stride-1 convolution (direct_conv.py) ------------------------------------------
+    # -- direct convolution (direct_conv.py) ------------------------------------------
 
     @property
     def direct_shape(self) -> direct_conv.DirectShape:
@@ -997,13 +1002,15 @@ class KernelPlan:
         c_ptr = f"out0 + ({_offset(p.c, names)})"
         etext, edecl, epi = _epi_callback(self.chain, names)
         fn, ctx = _epi_pair(epi)
-        pad_body = "\n      ".join([f"const long bt = t / {C}, c = t - bt * {C};", *decl,
-                                     f"{name}_pad(&shape, {x_ptr} + c * {shape.in_h * shape.in_w}L, xp + t * {shape.plane}L);"])
+        pads = [f"{name}_pad(&shape, {ph}, {pq}, {x_ptr} + c * {shape.in_h * shape.in_w}L, xp + t * {shape.plane}L"
+                f"{f' + {i * shape.phase_plane}L' if i else ''});"
+                for i, (ph, pq) in enumerate(shape.phases)]
+        pad_body = "\n      ".join([f"const long bt = t / {C}, c = t - bt * {C};", *decl, *pads])
         unit_body = "\n      ".join([f"const long bt = u / {per_image}, rest = u - bt * {per_image};",
                                       f"const long q = rest / {chunks}, m0 = (rest - q * {chunks}) * {m_step};",
                                       *decl, *edecl,
-                                      f"{name}_unit(&shape, in{p.w.arg}, xp + bt * {C * shape.plane}L, {c_ptr}, {r.M}, "
-                                      f"{p.ldc}, q, m0, tf_min(m0 + {m_step}, {r.M}), {fn}, {ctx});"])
+                                      f"{name}_unit(&shape, toff, {shape.plane}L, in{p.w.arg}, xp + bt * {C * shape.plane}L, "
+                                      f"{c_ptr}, {r.M}, {p.ldc}, q, m0, tf_min(m0 + {m_step}, {r.M}), {fn}, {ctx});"])
         par = "#pragma omp parallel" + ("" if T > 1 else " num_threads(1)")
         images = dim_mul(count, C * shape.plane)
         padded = _c(shape.padded_floats(count, nr)) if isinstance(count, int) else f"{_c(images)} + {nr}"
@@ -1022,7 +1029,9 @@ class KernelPlan:
   }}
   free(xp);"""
         return (f"{_prelude(self.target)}{helpers}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
-                f"  static const tf_conv_shape shape = {shape.c_init()};\n{body}\n}}\n")
+                f"  static const tf_conv_shape shape = {shape.c_init()};\n"
+                f"  static const long toff[{shape.taps}] = {{ {', '.join(map(str, shape.tap_offsets()))} }};\n"
+                f"{body}\n}}\n")
 
 
 def _fold_sizes_c(count: str, positions: int, nr: int, threads: int, cp_max: int) -> str:
@@ -1058,8 +1067,8 @@ def _winograd_shape(p: ConvPlan, m: int = 2) -> winograd.WinogradShape:
 
 
 def _direct_shape(p: ConvPlan) -> direct_conv.DirectShape:
-    (ih, iw), (oh, ow), (kh, kw), _, (dh, dw), (ph, pw) = _spatial(p)
-    return direct_conv.DirectShape(p.channels, ih, iw, oh, ow, kh, kw, 1, 1, dh, dw, ph, pw)
+    (ih, iw), (oh, ow), (kh, kw), (sh, sw), (dh, dw), (ph, pw) = _spatial(p)
+    return direct_conv.DirectShape(p.channels, ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw)
 
 
 def _column_waste(target: Target, rows: int, columns: int) -> float:
@@ -1191,11 +1200,24 @@ class Tensorizer:
                 return "winograd"
         per_image = _column_waste(self.target, r.M, r.N)
         folded = _column_waste(self.target, r.M, r.N * count) if fold else per_image
+        if direct and not self._strided_direct_ok(p, hint):
+            direct = False
         if direct:
             shape = _direct_shape(p)
             if shape.waste(_tile(self.target, shape.grid_columns, m=r.M)[1]) <= folded + 0.05:
                 return "direct"
         return "fold" if folded < per_image else ("direct" if direct else "conv")
+
+    def _strided_direct_ok(self, p: ConvPlan, hint: Callable[[Dim], int]) -> bool:
+        """A strided layer's default use of the direct kernel (the tuner may try it anywhere):
+        deep enough K (``STRIDED_DIRECT_MIN_DEPTH``), and not a layer whose im2col GEMM runs
+        transposed (14x14 and 7x7 outputs: the transposed GEMM measured 1.2-1.45x faster there)."""
+        if all(s == 1 for s in p.strides):
+            return True
+        r = p.roles
+        transposed = (self._transposable(r, hint) and r.N <= TRANSPOSED_MAX_POSITIONS
+                      and not self._fold_ok(p, hint))
+        return hint(r.K) >= STRIDED_DIRECT_MIN_DEPTH and not transposed
 
     def _winograd4_fits(self, shape: winograd.WinogradShape) -> bool:
         """F(4x4) keeps one image's transformed input and output (36 planes of channels x tiles
@@ -1226,8 +1248,13 @@ class Tensorizer:
 
     @staticmethod
     def _direct_ok(p: ConvPlan, constant_args: set[int]) -> bool:
-        """Direct convolution for stride-1 layers with constant weights shared by every batch point
-        (no groups); the weights are then packed at compile time."""
+        """Direct convolution for layers with constant weights shared by every batch point (no
+        groups); the weights are then packed at compile time.  Strided layers go through the
+        polyphase split (``direct_conv.py``); ``TENSORFORGE_STRIDED_DIRECT=0`` keeps them on im2col
+        (comparisons)."""
+        strided = any(s != 1 for s in p.strides)
+        if strided and os.environ.get("TENSORFORGE_STRIDED_DIRECT", "1") == "0":
+            return False
         return Tensorizer._weights_packable(p, constant_args) and direct_conv.eligible(p.strides, p.pads)
 
     @classmethod
