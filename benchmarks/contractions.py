@@ -37,6 +37,10 @@ def _threads_from_argv() -> int | None:
 THREADS = _threads_from_argv()
 if THREADS:
     os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(THREADS)
+# OpenBLAS reads these at load time too: a pinned older core type (this workplace sets Haswell)
+# would make the NumPy peer run AVX2 kernels on an AVX-512 machine (half its speed here)
+for _override in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+    os.environ.pop(_override, None)
 
 import numpy as np  # noqa: E402
 

@@ -121,6 +121,24 @@ def test_roofline_is_measured_cached_and_scaled(tmp_path, monkeypatch):
     assert measured.balance() == pytest.approx(10.0)
 
 
+def test_gemm_peak_is_measured_without_blas_core_overrides(monkeypatch):
+    """OPENBLAS_CORETYPE=Haswell (as this workplace sets) runs AVX2 kernels on an AVX-512 machine:
+    the peak is measured in a child process whose environment drops it."""
+    import subprocess
+
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setenv("OPENBLAS_L2_SIZE", "512")
+    seen = {}
+
+    def fake_run(cmd, env, **kw):
+        seen["env"] = env
+        return subprocess.CompletedProcess(cmd, 0, stdout="123.5\n", stderr="")
+
+    monkeypatch.setattr(roofline_mod.subprocess, "run", fake_run)
+    assert roofline_mod.measure_gemm_gflops(n=64, repeats=1) == 123.5
+    assert "OPENBLAS_CORETYPE" not in seen["env"] and "OPENBLAS_L2_SIZE" not in seen["env"]
+
+
 def test_graph_work_of_a_matmul():
     from tensorforge.ir.builtin import ModuleOp
     from tensorforge.ir.types import tensor
