@@ -504,6 +504,8 @@ def gemm_features(params: dict, problem: dict, target=None) -> np.ndarray:
     if algorithm in ("winograd", "winograd4"):   # what runs: a*a GEMMs of O x C x (m x m output tiles) per image
         m = 4 if algorithm == "winograd4" else 2
         K, N, batch = max(1, K // max(taps, 1)), max(1, math.ceil(N / (m * m))), batch * (m + 2) ** 2
+    if algorithm == "direct_t":       # the tile's rows are positions, its vector columns output channels
+        M, N = N, M
     mr, nr, kc, mc, nc = (int(p[k]) for k in ("mr", "nr", "kc", "mc", "nc"))
     kc, mc, nc = min(kc, K), min(mc, math.ceil(M / mr) * mr), min(nc, math.ceil(N / nr) * nr)
     threads = max(1, min(int(p["threads"]), mach.cores))

@@ -23,6 +23,7 @@ from tests.codegen.test_tensorize import _epilogue_kernel_module
 torch = pytest.importorskip("torch")
 
 MARKERS = {"im2col": ", 1, 0);", "fold": "tf_fold_scatter, &fctx", "direct": "_unit(&shape",
+           "direct_t": "_rows(&shape",
            "winograd": "the 16 products M_e", "winograd4": "the 36 products M_e", "transposed": "trans_c=True"}
 
 
@@ -71,7 +72,7 @@ def _case(n, c, h, w, o, k, pads, dil, stride):
     return m, (x, res), want, float(np.abs(conv).max())     # the convolution's own scale, before the clip
 
 
-@pytest.mark.parametrize("algorithm", ["im2col", "fold", "direct", "winograd", "winograd4"])
+@pytest.mark.parametrize("algorithm", ["im2col", "fold", "direct", "direct_t", "winograd", "winograd4"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:5])) + f"_k{c[5][0]}{c[5][1]}_d{c[7]}_s{c[8]}")
 def test_every_algorithm_matches_torch(algorithm, case):
     m, args, want, scale = _case(*case)
@@ -128,6 +129,15 @@ def test_default_choice(n, hw, stride, k, expected):
     chosen = expected.split("+")
     assert all(MARKERS[a] in src for a in chosen)
     assert not any(MARKERS[a] in src for a in MARKERS if a not in chosen)
+
+
+def test_transposed_direct_for_one_image_of_a_small_map():
+    """64 output channels of a 7x7 map: the padded grid (9 wide) wastes 23% of a 64-wide tile, 7 x 64
+    transposed tiles none (``DIRECT_TRANSPOSED_MARGIN``); a batch of 8 takes Winograd instead."""
+    _, one = build_native(_plain_conv(1, 64, 7, 64, 1))
+    assert MARKERS["direct_t"] in one and MARKERS["direct"] not in one
+    _, batch = build_native(_plain_conv(8, 64, 7, 64, 1))
+    assert MARKERS["direct_t"] not in batch and MARKERS["winograd"] in batch
 
 
 def test_winograd4_only_where_one_images_transforms_fit_l2():

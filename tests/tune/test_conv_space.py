@@ -22,10 +22,11 @@ def _conv_task(batch: int, stride: int):
 
 def test_algorithms_that_apply():
     winograd = ["winograd", "winograd4"]          # F(2x2, 3x3) and F(4x4, 3x3)
-    assert _conv_task(2, 1).problem["conv"]["algorithms"] == ["im2col", "fold", "direct", *winograd]
-    assert _conv_task(1, 1).problem["conv"]["algorithms"] == ["im2col", "direct", *winograd]  # nothing to fold
+    direct = ["direct", "direct_t"]               # the direct kernel, usual and transposed
+    assert _conv_task(2, 1).problem["conv"]["algorithms"] == ["im2col", "fold", *direct, *winograd]
+    assert _conv_task(1, 1).problem["conv"]["algorithms"] == ["im2col", *direct, *winograd]  # nothing to fold
     # stride 2: the direct kernel through its polyphase split, Winograd is for stride 1
-    assert _conv_task(2, 2).problem["conv"]["algorithms"] == ["im2col", "fold", "direct"]
+    assert _conv_task(2, 2).problem["conv"]["algorithms"] == ["im2col", "fold", *direct]
     assert _conv_task(1, 1).problem["conv"]["algorithm"] == "direct"      # untuned: 25 tiles, too few for Winograd
 
 
@@ -33,10 +34,10 @@ def test_space_seeds_samples_and_rejects_algorithms():
     task = _conv_task(1, 2)
     space = GemmSpace(task, Target.host())
     seeded = {c["params"].get("conv_algorithm", "") for c in space.seeds() if c["kind"] == "gemm"}
-    assert seeded == {"", "im2col", "direct"}         # stride 2, one image: neither Winograd nor folding
+    assert seeded == {"", "im2col", "direct", "direct_t"}   # stride 2, one image: neither Winograd nor folding
     rng = random.Random(0)
     sampled = {space.sample(rng)["params"]["conv_algorithm"] for _ in range(40)}
-    assert sampled == {"im2col", "direct"}
+    assert sampled == {"im2col", "direct", "direct_t"}
     good = space.seeds()[1]
     with pytest.raises(InvalidCandidate, match="does not apply"):
         space.check({"kind": "gemm", "params": {**good["params"], "conv_algorithm": "fold"}})
@@ -48,7 +49,8 @@ def test_every_algorithm_is_measured_correct():
     task = _conv_task(2, 1)
     space = space_for(task, Target.host())
     configs = [c for c in space.seeds() if c["kind"] == "gemm" and c["params"].get("conv_algorithm")]
-    assert {c["params"]["conv_algorithm"] for c in configs} == {"im2col", "fold", "direct", "winograd", "winograd4"}
+    assert {c["params"]["conv_algorithm"] for c in configs} == {"im2col", "fold", "direct", "direct_t", "winograd",
+                                                                "winograd4"}
     with Measurer(repeats=1, min_repeat_s=0.0, timeout_s=60) as m:
         results = m.measure(task, [DEFAULT] + configs)
     for r in results:        # outputs checked against the interpreter by the runner (rtol 1e-3)

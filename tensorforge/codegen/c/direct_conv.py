@@ -133,20 +133,30 @@ def routine_name(params: GemmParams, target: Target, taps: int) -> str:
     return "tfd_" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def _pad_prototype(name: str) -> str:
+    return f"TF_API void {name}_pad(const {SHAPE_TYPE} *s, long ph, long pq, const float *restrict x, float *restrict xp);\n"
+
+
 def prototypes(name: str) -> str:
     """The routines' declarations for the model's C file (their definitions are in ``source``)."""
-    return (f"TF_API void {name}_pad(const {SHAPE_TYPE} *s, long ph, long pq, const float *restrict x, float *restrict xp);\n"
+    return (_pad_prototype(name) +
             f"TF_API void {name}_unit(const {SHAPE_TYPE} *s, const long *restrict toff, long plane, const float *restrict wp,\n"
             f"    const float *restrict xp, float *restrict out, long rows, long ldc, long q, long m0, long m1,\n"
             f"    tf_epi_fn epi, const void *ectx);\n")
 
 
-def source(params: GemmParams, target: Target, taps: int, name: str) -> str:
-    """The translation unit of ``name``: padding of one channel plane, micro-kernel, one work unit."""
+def _register_tile(params: GemmParams, target: Target, name: str) -> tuple[str, str, str]:
+    """C text of the micro-kernel's register tile: one k step (broadcasts of ``a[r]``, vector
+    loads at ``b``), the accumulators' declaration and their stores to ``ct``."""
     mr, nr, vw = params.mr, params.nr, target.vector_width
     writer = _GemmWriter(GemmParams(mr=mr, nr=nr, mc=mr, nc=nr, pack_a=True), vw, GemmSpec(), name)
     acc = ", ".join(f"c{r}_{v} = {{0}}" for r in range(mr) for v in range(nr // vw))
     stores = "\n".join(f"  tf_st(ct + {r * nr + v * vw}, c{r}_{v});" for r in range(mr) for v in range(nr // vw))
+    return writer.k_step(mr), acc, stores
+
+
+def _prelude_and_pad(target: Target, name: str) -> str:
+    """The unit's prelude and its padding routine ``{name}_pad`` (one phase plane of one channel)."""
     return f"""{gemm_prelude(target, threads=1)}
 {SHAPE_TYPEDEF}
 /* Phase plane (ph, pq) of one channel plane of an image (x): xp[i][j] = xpad[i*sh + ph][j*sw + pq]
@@ -170,7 +180,14 @@ TF_API void {name}_pad(const {SHAPE_TYPE} *s, long ph, long pq, const float *res
   }}
 }}
 
-/* C[{mr} x {nr}] of the padded grid at columns xb (already offset by the panel's first column):
+"""
+
+
+def source(params: GemmParams, target: Target, taps: int, name: str) -> str:
+    """The translation unit of ``name``: padding of one channel plane, micro-kernel, one work unit."""
+    mr, nr = params.mr, params.nr
+    step, acc, stores = _register_tile(params, target, name)
+    return f"""{_prelude_and_pad(target, name)}/* C[{mr} x {nr}] of the padded grid at columns xb (already offset by the panel's first column):
    all channels, all {taps} taps, in registers; then stored to ct. */
 static __attribute__((noinline)) void {name}_ukr(long C, long plane, const long *restrict toff,
     const float *restrict a, const float *restrict xb, float *restrict ct) {{
@@ -179,7 +196,7 @@ static __attribute__((noinline)) void {name}_ukr(long C, long plane, const long 
     TF_UNROLL({params.unroll})
     for (long t = 0; t < {taps}; t++, a += {mr}) {{
       const float *b = xb + toff[t];
-{writer.k_step(mr)}
+{step}
     }}
   }}
 {stores}
@@ -207,6 +224,72 @@ TF_API void {name}_unit(const {SHAPE_TYPE} *s, const long *restrict toff, long p
       if (epi) epi(ectx, dst, ldc, i, p, nrow, len);
       j += len;
     }}
+  }}
+}}
+"""
+
+
+# -- transposed: output channels in the vector lanes, output positions as the tile's rows ---------
+#
+# The grid above computes ``Wq - OW`` garbage columns per output row and pads a row's positions
+# into nr-wide vectors: 22% of the columns at 7x7 (9-column grid), more where a 64-wide tile
+# covers a 7x7 map's 61 grid columns.  Turned around, a tile holds ``mr`` consecutive positions of
+# one output row (ImageNet maps are 7 * 2^k wide, so mr = 7 wastes nothing) by ``nr`` output
+# channels: per (channel, tap) step it broadcasts the ``mr`` input elements that step reads (from
+# the same padded phase planes, consecutive addresses) and loads ``nr/vw`` vectors of packed
+# weights (``pack_weights`` with nr-wide panels: [ceil(M/nr), K, nr]), aligned and read in order.
+# The tile is written back transposed, ``mr`` floats into each of its ``nr`` channel rows; a
+# work unit is one output row of one image for one panel of channels, its fused epilogue called
+# on that row segment.
+
+def transposed_routine_name(params: GemmParams, target: Target, taps: int) -> str:
+    return routine_name(params, target, taps).replace("tfd_", "tfdt_", 1)
+
+
+def transposed_prototypes(name: str) -> str:
+    return (_pad_prototype(name) +
+            f"TF_API void {name}_rows(const {SHAPE_TYPE} *s, const long *restrict toff, long plane, const float *restrict wp,\n"
+            f"    const float *restrict xp, float *restrict out, long nrow, long ldc, long oh0, long oh1, long o0,\n"
+            f"    tf_epi_fn epi, const void *ectx);\n")
+
+
+def transposed_source(params: GemmParams, target: Target, taps: int, name: str) -> str:
+    """The translation unit of ``name``: the padding pass (as ``source``), the transposed
+    micro-kernel and one output row of one channel panel."""
+    mr, nr = params.mr, params.nr
+    step, acc, stores = _register_tile(params, target, name)
+    return f"""{_prelude_and_pad(target, name)}/* C^T[{mr} positions x {nr} channels] at positions xb (one output row, consecutive): all
+   channels, all {taps} taps, in registers; then stored to ct. */
+static __attribute__((noinline)) void {name}_tukr(long C, long plane, const long *restrict toff,
+    const float *restrict b, const float *restrict xb, float *restrict ct) {{
+  tf_vf {acc};
+  for (long c = 0; c < C; c++, xb += plane) {{
+    TF_UNROLL({params.unroll})
+    for (long t = 0; t < {taps}; t++, b += {nr}) {{
+      const float *a = xb + toff[t];
+{step}
+    }}
+  }}
+{stores}
+}}
+
+/* Output rows [oh0, oh1) of one image for the channel panel at wp ([K][{nr}], read once per row
+   from L2 when it fits): ``out`` is the panel's first channel row (row stride ldc), nrow (<= {nr})
+   its channels; the fused epilogue on every finished row. */
+TF_API void {name}_rows(const {SHAPE_TYPE} *s, const long *restrict toff, long plane, const float *restrict wp,
+    const float *restrict xp, float *restrict out, long nrow, long ldc, long oh0, long oh1, long o0,
+    tf_epi_fn epi, const void *ectx) {{
+  const long pw = s->out_w + (s->k_w - 1) * s->dil_w / s->stride_w, ow_n = s->out_w;
+  float ct[{mr * nr}] __attribute__((aligned(64)));
+  for (long oh = oh0; oh < oh1; oh++) {{
+    float *dst = out + oh * ow_n;
+    for (long ow0 = 0; ow0 < ow_n; ow0 += {mr}) {{
+      {name}_tukr(s->channels, plane, toff, wp, xp + oh * pw + ow0, ct);
+      const long n = tf_min({mr}, ow_n - ow0);
+      for (long v = 0; v < nrow; v++)
+        for (long i = 0; i < n; i++) dst[v * ldc + ow0 + i] = ct[i * {nr} + v];
+    }}
+    if (epi) epi(ectx, dst, ldc, o0, oh * ow_n, nrow, ow_n);
   }}
 }}
 """

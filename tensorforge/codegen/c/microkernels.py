@@ -60,7 +60,7 @@ def _split_n_c(schedule: str) -> str:
     return _SPLIT_N[schedule].replace(" or ", " || ").replace(" and ", " && ")
 
 
-CONV_ALGORITHMS = ("", "im2col", "fold", "direct", "winograd", "winograd4")
+CONV_ALGORITHMS = ("", "im2col", "fold", "direct", "direct_t", "winograd", "winograd4")
 
 
 @dataclass(frozen=True)

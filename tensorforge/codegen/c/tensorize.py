@@ -83,6 +83,14 @@ B_DIRECT_MAX_M = 128
 B_DIRECT_MAX_K = 1024
 # the Winograd conv algorithms (and kernel kinds) and their output tile side
 WINOGRAD_TILES = {"winograd": 2, "winograd4": 4}
+# the direct kernel turned around (``direct_conv.transposed_source``): output channels in the
+# lanes, positions of an output row as the register tile's rows
+DIRECT_TRANSPOSED = "direct_t"
+# ... chosen over the usual direct kernel where the padded grid wastes at least this much more of its
+# columns, for one image (ResNet's 512-channel 3x3 layers at 7x7: a 9-wide grid in 64-wide tiles
+# wastes 23%, 7x64 transposed tiles none; measured 1.2x on one thread, 1.3x on two; a batch's
+# images are folded or take Winograd instead)
+DIRECT_TRANSPOSED_MARGIN = 0.10
 # Register tiles (mr, nr in vectors) tried for narrow outputs: the one wasting fewest columns wins.
 _TILES = ((6, 4), (8, 3), (12, 2), (14, 1))
 # A GEMM with a constant A computed transposed (``KernelPlan.transposed``) tiles the output's columns
@@ -517,6 +525,15 @@ class KernelPlan:
         if self.kind == "narrow":
             ob, nv = self.narrow_shape.tile(self.target.vector_width)
             return f"{text}\n{narrow_conv.MARKER}: register tile {ob} output channels x {nv} vectors of columns"
+        if self.kind == "direct":
+            params, shape = self.direct_params, self.direct_shape
+            if self.transposed:
+                return (f"{text}\ndirect convolution, transposed: register tiles of {params.mr} positions of an "
+                        f"output row x {params.nr} output channels (in the vector lanes), "
+                        f"{len(shape.phases)} padded phase plane(s) per channel")
+            return (f"{text}\ndirect convolution: register tiles of {params.mr} output channels x {params.nr} "
+                    f"columns of the padded grid ({shape.padded_w} per output row of {shape.out_w}), "
+                    f"{len(shape.phases)} padded phase plane(s) per channel")
         if self.transposed:
             mr, nr = self.transposed_tile
             return (f"{text}\ncomputed transposed (C^T = B^T A^T, C stored transposed): the {self.hint(self.roles.N)} "
@@ -546,8 +563,10 @@ class KernelPlan:
             if self.dw_lanes:
                 return depthwise.pack_lane_weights(array, self.plan, self.target.vector_width)
             return depthwise.pack_weights(array, self.plan)
-        if self.kind == "direct":
-            return direct_conv.pack_weights(array, self.roles.M, self.roles.K, self.direct_params.mr)
+        if self.kind == "direct":       # panels of mr output channels, or transposed nr
+            params = self.direct_params
+            width = params.nr if self.transposed else params.mr
+            return direct_conv.pack_weights(array, self.roles.M, self.roles.K, width)
         if self.kind == "narrow":
             shape = self.narrow_shape
             return narrow_conv.pack_weights(array, shape, shape.tile(self.target.vector_width)[0])
@@ -583,6 +602,8 @@ class KernelPlan:
         """What decides ``pack``'s result besides the constant itself."""
         if self.kind == "depthwise":
             return repr(("depthwise", self.plan.w.shape, self.dw_lanes and self.target.vector_width))
+        if self.kind == "direct" and self.transposed:
+            return repr(("direct^T", self.direct_params.nr, self.roles.M, self.roles.K))
         if self.kind in ("direct", *WINOGRAD_TILES):
             return repr((self.kind, self.direct_params.mr, self.roles.M, self.roles.K))
         if self.kind == "narrow":
@@ -967,55 +988,83 @@ class KernelPlan:
 
     @property
     def direct_params(self) -> GemmParams:
-        """Register tile and unroll: the tuned ones, else the tile wasting fewest grid columns."""
+        """Register tile and unroll: the tuned ones, else the tile wasting fewest grid columns (or,
+        transposed, fewest positions of an output row and output channels)."""
         if self.params is not None:
             return self.params
-        mr, nr = _tile(self.target, self.direct_shape.grid_columns, m=self.roles.M)
+        if self.transposed:
+            mr, nr = _transposed_tile(self.target, self.direct_shape.out_w, self.roles.M)
+        else:
+            mr, nr = _tile(self.target, self.direct_shape.grid_columns, m=self.roles.M)
         return GemmParams.for_target(self.target, threads=1, mr=mr, nr=nr)
 
     def _direct(self, kernel: Operation) -> str:
+        """Padding pass (phase planes, ``direct_conv.py``), then work units handed out dynamically:
+        images x column panels x row chunks, or, transposed, images x channel panels x output rows."""
         p: ConvPlan = self.plan
         r = self.roles
         shape = self.direct_shape
         params = self.direct_params
         mr, nr = params.mr, params.nr
         T = self.threads
-        name = direct_conv.routine_name(params, self.target, shape.taps)
-        unit_text = direct_conv.source(params, self.target, shape.taps, name)
-        helpers = (GUARDED_SHAPE_TYPEDEF + _guarded(name, direct_conv.prototypes(name))
-                   + unit(unit_text))
-        count, C, panels = r.batch_count, shape.channels, shape.panels(nr)
-        m_tiles = -(-r.M // mr)
-        sizes = ""
-        if isinstance(count, int) or T == 1:
-            # enough work units for a dynamic schedule to even out a descheduled thread, rows split last
-            chunks = 1 if T == 1 else max(1, min(m_tiles, -(-4 * T // (count * panels))))
-            m_step = -(-m_tiles // chunks) * mr
-            chunks = -(-r.M // m_step)
-            units, per_image = _c(dim_mul(count, panels * chunks)), panels * chunks
-        else:       # the same choice for the runtime image count
-            sizes = _direct_chunks_c(_c(count), T, m_tiles, panels, mr, r.M)
-            chunks, m_step = "chunks", "m_step"
-            per_image, units = f"({panels} * chunks)", f"{_c(count)} * {panels} * chunks"
+        count, C = r.batch_count, shape.channels
         decl, names = _batch_index(r.batch, "bt")
-        x_ptr = _strided(f"in{p.x.arg}", p.x_batch_stride, names)
         c_ptr = f"out0 + ({_offset(p.c, names)})"
         etext, edecl, epi = _epi_callback(self.chain, names)
         fn, ctx = _epi_pair(epi)
+        xp_image = f"xp + bt * {C * shape.plane}L"
+        sizes = ""
+        if self.transposed:
+            name = direct_conv.transposed_routine_name(params, self.target, shape.taps)
+            helpers = (GUARDED_SHAPE_TYPEDEF + _guarded(name, direct_conv.transposed_prototypes(name))
+                       + unit(direct_conv.transposed_source(params, self.target, shape.taps, name)))
+            # work units: a channel panel's rows in chunks, as few as keep 4 units per thread (a
+            # panel's weights are read once per row, from L2 after the first)
+            panels, oh = -(-r.M // nr), shape.out_h
+            want = 4 * T // self.hint(count) if T > 1 else 1
+            rows = -(-oh // max(1, min(oh, -(-want // panels))))
+            chunks = -(-oh // rows)
+            per_image = panels * chunks
+            units = _c(dim_mul(count, per_image))
+            unit_lines = [f"const long bt = u / {per_image}, rest = u - bt * {per_image};",
+                          f"const long j = rest / {chunks}, oh0 = (rest - j * {chunks}) * {rows}, o0 = j * {nr};",
+                          *decl, *edecl,
+                          f"{name}_rows(&shape, toff, {shape.plane}L, in{p.w.arg} + j * {r.K * nr}L, {xp_image}, "
+                          f"{c_ptr} + o0 * {p.ldc}L, tf_min({nr}, {r.M} - o0), {p.ldc}, oh0, tf_min(oh0 + {rows}, {oh}), "
+                          f"o0, {fn}, {ctx});"]
+        else:
+            name = direct_conv.routine_name(params, self.target, shape.taps)
+            helpers = (GUARDED_SHAPE_TYPEDEF + _guarded(name, direct_conv.prototypes(name))
+                       + unit(direct_conv.source(params, self.target, shape.taps, name)))
+            panels = shape.panels(nr)
+            m_tiles = -(-r.M // mr)
+            if isinstance(count, int) or T == 1:
+                # enough work units for a dynamic schedule to even out a descheduled thread, rows split last
+                chunks = 1 if T == 1 else max(1, min(m_tiles, -(-4 * T // (count * panels))))
+                m_step = -(-m_tiles // chunks) * mr
+                chunks = -(-r.M // m_step)
+                units, per_image = _c(dim_mul(count, panels * chunks)), panels * chunks
+            else:       # the same choice for the runtime image count
+                sizes = _direct_chunks_c(_c(count), T, m_tiles, panels, mr, r.M)
+                chunks, m_step = "chunks", "m_step"
+                per_image, units = f"({panels} * chunks)", f"{_c(count)} * {panels} * chunks"
+            unit_lines = [f"const long bt = u / {per_image}, rest = u - bt * {per_image};",
+                          f"const long q = rest / {chunks}, m0 = (rest - q * {chunks}) * {m_step};",
+                          *decl, *edecl,
+                          f"{name}_unit(&shape, toff, {shape.plane}L, in{p.w.arg}, {xp_image}, "
+                          f"{c_ptr}, {r.M}, {p.ldc}, q, m0, tf_min(m0 + {m_step}, {r.M}), {fn}, {ctx});"]
+        x_ptr = _strided(f"in{p.x.arg}", p.x_batch_stride, names)
         pads = [f"{name}_pad(&shape, {ph}, {pq}, {x_ptr} + c * {shape.in_h * shape.in_w}L, xp + t * {shape.plane}L"
                 f"{f' + {i * shape.phase_plane}L' if i else ''});"
                 for i, (ph, pq) in enumerate(shape.phases)]
         pad_body = "\n      ".join([f"const long bt = t / {C}, c = t - bt * {C};", *decl, *pads])
-        unit_body = "\n      ".join([f"const long bt = u / {per_image}, rest = u - bt * {per_image};",
-                                      f"const long q = rest / {chunks}, m0 = (rest - q * {chunks}) * {m_step};",
-                                      *decl, *edecl,
-                                      f"{name}_unit(&shape, toff, {shape.plane}L, in{p.w.arg}, xp + bt * {C * shape.plane}L, "
-                                      f"{c_ptr}, {r.M}, {p.ldc}, q, m0, tf_min(m0 + {m_step}, {r.M}), {fn}, {ctx});"])
+        unit_body = "\n      ".join(unit_lines)
         par = "#pragma omp parallel" + ("" if T > 1 else " num_threads(1)")
         images = dim_mul(count, C * shape.plane)
-        padded = _c(shape.padded_floats(count, nr)) if isinstance(count, int) else f"{_c(images)} + {nr}"
+        slack = max(mr, nr)         # a last tile's reads past the final plane
+        padded = _c(shape.padded_floats(count, slack)) if isinstance(count, int) else f"{_c(images)} + {slack}"
         body = f"""{sizes}  float *xp = tf_alloc({padded});
-  memset(xp + {_cl(images)}, 0, sizeof(float) * {nr});
+  memset(xp + {_cl(images)}, 0, sizeof(float) * {slack});
   {par}
   {{
     #pragma omp for schedule(static)
@@ -1161,6 +1210,8 @@ class Tensorizer:
             # every algorithm reads constant weights from a compile-time packing (direct and
             # Winograd apply only to such weights)
             packed = {conv.w.arg} if self._weights_packable(conv, constant_args) else set()
+            if kind == DIRECT_TRANSPOSED:
+                return KernelPlan("direct", conv, chain, self.target, packed, tuned, table, True)
             # im2col into the columns of a transposed GEMM, where that pads less than the usual one
             # (the direct kernel stays: ResNet-18's 3x3 layers at 7x7 measured 1.15x slower transposed)
             transposed = (tuned is None and kind == "conv" and bool(packed)
@@ -1171,7 +1222,7 @@ class Tensorizer:
     def conv_algorithms(self, p: ConvPlan, constant_args: set[int]) -> list[str]:
         """The ``GemmParams.conv_algorithm`` values that apply to convolution ``p`` (what a tuner may try)."""
         return (["im2col"] + (["fold"] if self._fold_ok(p, current_hint) else [])
-                + (["direct"] if self._direct_ok(p, constant_args) else [])
+                + (["direct", DIRECT_TRANSPOSED] if self._direct_ok(p, constant_args) else [])
                 + (list(WINOGRAD_TILES) if self._winograd_ok(p, constant_args) else []))
 
     def _conv_algorithm(self, p: ConvPlan, constant_args: set[int], asked: str = "",
@@ -1184,7 +1235,7 @@ class Tensorizer:
         (it copies 1x the input where im2col copies kh*kw x) unless it wastes 5 points more."""
         direct, fold = self._direct_ok(p, constant_args), self._fold_ok(p, hint)
         wino = self._winograd_ok(p, constant_args)
-        if asked == "direct" and direct or asked == "fold" and fold or asked in WINOGRAD_TILES and wino:
+        if asked in ("direct", DIRECT_TRANSPOSED) and direct or asked == "fold" and fold or asked in WINOGRAD_TILES and wino:
             return asked
         if asked == "im2col":
             return "conv"
@@ -1204,9 +1255,22 @@ class Tensorizer:
             direct = False
         if direct:
             shape = _direct_shape(p)
-            if shape.waste(_tile(self.target, shape.grid_columns, m=r.M)[1]) <= folded + 0.05:
+            waste = shape.waste(_tile(self.target, shape.grid_columns, m=r.M)[1])
+            if count == 1 and waste - self._direct_transposed_waste(p) >= DIRECT_TRANSPOSED_MARGIN:
+                return DIRECT_TRANSPOSED
+            if waste <= folded + 0.05:
                 return "direct"
         return "fold" if folded < per_image else ("direct" if direct else "conv")
+
+    def _direct_transposed_waste(self, p: ConvPlan) -> float:
+        """Share of the transposed direct kernel's tile work that is padding (positions of an
+        output row past a multiple of mr, channels past a multiple of nr); 1 when it is off
+        (``TENSORFORGE_DIRECT_T=0``, comparisons)."""
+        if os.environ.get("TENSORFORGE_DIRECT_T", "1") == "0":
+            return 1.0
+        ow, rows = p.out_spatial[-1], p.roles.M
+        mr, nr = _transposed_tile(self.target, ow, rows)
+        return 1.0 - ow * rows / (-(-ow // mr) * mr * -(-rows // nr) * nr)
 
     def _strided_direct_ok(self, p: ConvPlan, hint: Callable[[Dim], int]) -> bool:
         """A strided layer's default use of the direct kernel (the tuner may try it anywhere):
