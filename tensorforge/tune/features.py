@@ -538,7 +538,7 @@ def gemm_features(params: dict, problem: dict, target=None) -> np.ndarray:
     if b_block > l3 // 2:
         dram += b_block * math.ceil(M / mc) * math.ceil(N / nc) * kt * batch
     pack_traffic = K * N * es * batch * 2.0 * (2.0 if conv else 1.0)
-    if algorithm == "direct":            # the input is padded once and read in place: no kh*kw copy
+    if algorithm.startswith("direct"):   # the input is padded once and read in place: no kh*kw copy
         pack_traffic /= max(taps, 1)
     if p["pack_a"]:
         pack_traffic += M * K * es * batch * 2.0 * math.ceil(N / nc)

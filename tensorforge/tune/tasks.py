@@ -251,7 +251,7 @@ def classify(kernel: Operation, target, table: SymbolTable | None = None) -> tup
 
 
 def _classify(kernel: Operation, target, table: SymbolTable | None) -> tuple[str, dict, float | None]:
-    from ..codegen.c.tensorize import Tensorizer
+    from ..codegen.c.tensorize import DIRECT_TRANSPOSED, Tensorizer
     plan = Tensorizer(target).plan(kernel, set(constant_args(kernel)), table)
     if plan is None:
         return "loop", {}, None
@@ -265,7 +265,8 @@ def _classify(kernel: Operation, target, table: SymbolTable | None) -> tuple[str
     if kind in ("conv", "fold", "direct", "winograd", "winograd4", "narrow"):   # one task kind; the algorithm is a knob of its space
         p = plan.plan
         problem["conv"] = {"kernel": list(p.kernel), "strides": list(p.strides), "channels": p.channels,
-                           "algorithm": "im2col" if kind == "conv" else kind,
+                           "algorithm": ("im2col" if kind == "conv" else
+                                         DIRECT_TRANSPOSED if kind == "direct" and plan.transposed else kind),
                            "algorithms": Tensorizer(target).conv_algorithms(p, set(constant_args(kernel)))}
         kind = "conv"
     return kind, problem, 2.0 * problem["M"] * problem["N"] * problem["K"] * problem["batch"]

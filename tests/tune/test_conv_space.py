@@ -30,6 +30,16 @@ def test_algorithms_that_apply():
     assert _conv_task(1, 1).problem["conv"]["algorithm"] == "direct"      # untuned: 25 tiles, too few for Winograd
 
 
+def test_untuned_algorithm_names_the_transposed_direct_kernel():
+    """A 7x7 map of one image runs the direct kernel transposed by default: the task says so, so
+    that the space's default and the cost model's features describe what runs."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU()).eval()
+    x = torch.from_numpy(np.random.default_rng(0).standard_normal((1, 64, 7, 7), dtype=np.float32))
+    task = next(t for t in extract_tasks(model, (x,)) if t.kind == "conv")
+    assert task.problem["conv"]["algorithm"] == "direct_t"
+
+
 def test_space_seeds_samples_and_rejects_algorithms():
     task = _conv_task(1, 2)
     space = GemmSpace(task, Target.host())
