@@ -145,14 +145,35 @@ def prototypes(name: str) -> str:
             f"    tf_epi_fn epi, const void *ectx);\n")
 
 
-def _register_tile(params: GemmParams, target: Target, name: str) -> tuple[str, str, str]:
-    """C text of the micro-kernel's register tile: one k step (broadcasts of ``a[r]``, vector
-    loads at ``b``), the accumulators' declaration and their stores to ``ct``."""
+def _micro_kernel(params: GemmParams, target: Target, taps: int, name: str, transposed: bool) -> str:
+    """``{name}_ukr``, or ``{name}_tukr`` transposed: a register tile over all channels and taps,
+    stored to ``ct``.  The usual tile broadcasts mr weights (``a``, [K][mr] panels) against nr
+    grid columns loaded at a tap's offset (``b``); the transposed one broadcasts mr positions read
+    at the offset (``a``) against nr channels of weights (``b``, [K][nr] panels)."""
     mr, nr, vw = params.mr, params.nr, target.vector_width
     writer = _GemmWriter(GemmParams(mr=mr, nr=nr, mc=mr, nc=nr, pack_a=True), vw, GemmSpec(), name)
     acc = ", ".join(f"c{r}_{v} = {{0}}" for r in range(mr) for v in range(nr // vw))
     stores = "\n".join(f"  tf_st(ct + {r * nr + v * vw}, c{r}_{v});" for r in range(mr) for v in range(nr // vw))
-    return writer.k_step(mr), acc, stores
+    if transposed:
+        what = f"C^T[{mr} positions x {nr} channels] at positions xb (one output row, consecutive)"
+        fn, weights, image, walk = f"{name}_tukr", "b", "a", f"b += {nr}"
+    else:
+        what = f"C[{mr} x {nr}] of the padded grid at columns xb (already offset by the panel's first column)"
+        fn, weights, image, walk = f"{name}_ukr", "a", "b", f"a += {mr}"
+    return f"""/* {what}: all channels, all {taps} taps, in registers; then stored to ct. */
+static __attribute__((noinline)) void {fn}(long C, long plane, const long *restrict toff,
+    const float *restrict {weights}, const float *restrict xb, float *restrict ct) {{
+  tf_vf {acc};
+  for (long c = 0; c < C; c++, xb += plane) {{
+    TF_UNROLL({params.unroll})
+    for (long t = 0; t < {taps}; t++, {walk}) {{
+      const float *{image} = xb + toff[t];
+{writer.k_step(mr)}
+    }}
+  }}
+{stores}
+}}
+"""
 
 
 def _prelude_and_pad(target: Target, name: str) -> str:
@@ -186,22 +207,7 @@ TF_API void {name}_pad(const {SHAPE_TYPE} *s, long ph, long pq, const float *res
 def source(params: GemmParams, target: Target, taps: int, name: str) -> str:
     """The translation unit of ``name``: padding of one channel plane, micro-kernel, one work unit."""
     mr, nr = params.mr, params.nr
-    step, acc, stores = _register_tile(params, target, name)
-    return f"""{_prelude_and_pad(target, name)}/* C[{mr} x {nr}] of the padded grid at columns xb (already offset by the panel's first column):
-   all channels, all {taps} taps, in registers; then stored to ct. */
-static __attribute__((noinline)) void {name}_ukr(long C, long plane, const long *restrict toff,
-    const float *restrict a, const float *restrict xb, float *restrict ct) {{
-  tf_vf {acc};
-  for (long c = 0; c < C; c++, xb += plane) {{
-    TF_UNROLL({params.unroll})
-    for (long t = 0; t < {taps}; t++, a += {mr}) {{
-      const float *b = xb + toff[t];
-{step}
-    }}
-  }}
-{stores}
-}}
-
+    return f"""{_prelude_and_pad(target, name)}{_micro_kernel(params, target, taps, name, transposed=False)}
 /* Row tiles [m0, m1) (multiples of {mr}) of column panel q of one image: rows of the output
    ``out`` (row stride ldc, ``rows`` output channels), the fused epilogue on every stored segment.
    toff: the taps' offsets (DirectShape.tap_offsets); plane: floats of one padded channel. */
@@ -257,22 +263,7 @@ def transposed_source(params: GemmParams, target: Target, taps: int, name: str) 
     """The translation unit of ``name``: the padding pass (as ``source``), the transposed
     micro-kernel and one output row of one channel panel."""
     mr, nr = params.mr, params.nr
-    step, acc, stores = _register_tile(params, target, name)
-    return f"""{_prelude_and_pad(target, name)}/* C^T[{mr} positions x {nr} channels] at positions xb (one output row, consecutive): all
-   channels, all {taps} taps, in registers; then stored to ct. */
-static __attribute__((noinline)) void {name}_tukr(long C, long plane, const long *restrict toff,
-    const float *restrict b, const float *restrict xb, float *restrict ct) {{
-  tf_vf {acc};
-  for (long c = 0; c < C; c++, xb += plane) {{
-    TF_UNROLL({params.unroll})
-    for (long t = 0; t < {taps}; t++, b += {nr}) {{
-      const float *a = xb + toff[t];
-{step}
-    }}
-  }}
-{stores}
-}}
-
+    return f"""{_prelude_and_pad(target, name)}{_micro_kernel(params, target, taps, name, transposed=True)}
 /* Output rows [oh0, oh1) of one image for the channel panel at wp ([K][{nr}], read once per row
    from L2 when it fits): ``out`` is the panel's first channel row (row stride ldc), nrow (<= {nr})
    its channels; the fused epilogue on every finished row. */
