@@ -70,7 +70,7 @@ def register(sub) -> None:
     p.add_argument("--measure-batch", type=int, default=8, metavar="K",
                    help="candidates measured per batch, one database transaction each (default 8)")
     p.add_argument("--per-task", type=int, metavar="N", help="at most N records per task")
-    p.add_argument("--kinds", default="gemm,conv,loop", help="task kinds to tune (default gemm,conv,loop)")
+    p.add_argument("--kinds", default="gemm,conv,depthwise,loop", help="task kinds to tune (default gemm,conv,depthwise,loop)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--target", choices=("cpu", "opencl", "cuda"), default="cpu",
                    help="tune for this backend: opencl/cuda vary the GPU schedules' tiles and threads per "

@@ -115,10 +115,10 @@ class TuneReport:
         if len(self.models) > 1:
             return self._multi_table()
         tw = self._task_width()
-        lines = [f"{'task':{tw}s} {'kind':5s} {'x':>3s} {'trials':>6s} {'records':>7s} {'default ms':>10s} "
+        lines = [f"{'task':{tw}s} {'kind':9s} {'x':>3s} {'trials':>6s} {'records':>7s} {'default ms':>10s} "
                  f"{'best ms':>9s} {'GFLOP/s':>8s} {'speedup':>7s}  confirmed"]
         for t, label in zip(self.tasks, self._labels(tw)):
-            lines.append(f"{label:{tw}s} {t.kind:5s} {t.weight:3d} {t.trials:6d} {t.records:7d} "
+            lines.append(f"{label:{tw}s} {t.kind:9s} {t.weight:3d} {t.trials:6d} {t.records:7d} "
                          f"{shown(t.default_s * 1e3, 10, 3)} {shown(t.best_s * 1e3, 9, 3)} "
                          f"{shown(t.gflops, 8, 1)} {shown(t.speedup, 7, 2)}  {t.decision}")
         lines.append(self._footer())
@@ -129,10 +129,10 @@ class TuneReport:
         scheduler's weight), then the usual columns."""
         width = max([6] + [len(", ".join(t.models)) for t in self.tasks])
         tw = self._task_width()
-        lines = [f"{'task':{tw}s} {'kind':5s} {'models':{width}s} {'x':>3s} {'weight':>6s} {'trials':>6s} "
+        lines = [f"{'task':{tw}s} {'kind':9s} {'models':{width}s} {'x':>3s} {'weight':>6s} {'trials':>6s} "
                  f"{'default ms':>10s} {'best ms':>9s} {'speedup':>7s}  confirmed"]
         for t, label in zip(self.tasks, self._labels(tw)):
-            lines.append(f"{label:{tw}s} {t.kind:5s} {', '.join(t.models):{width}s} {t.weight:3d} "
+            lines.append(f"{label:{tw}s} {t.kind:9s} {', '.join(t.models):{width}s} {t.weight:3d} "
                          f"{shown(t.share, 6, 3)} {t.trials:6d} {shown(t.default_s * 1e3, 10, 3)} "
                          f"{shown(t.best_s * 1e3, 9, 3)} {shown(t.speedup, 7, 2)}  {t.decision}")
         shared = sum(1 for t in self.tasks if len(t.models) > 1)

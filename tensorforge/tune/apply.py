@@ -1,7 +1,8 @@
 """Tuned configs -> the code generator's per-kernel overrides.
 
 ``Tuning`` answers two questions the C code generator asks for every kernel it emits:
-``params_for(kernel)`` (GemmParams for a tensorized contraction, via ``Tensorizer(params_for=...)``)
+``params_for(kernel)`` (GemmParams for a tensorized contraction, DepthwiseParams for a depthwise
+convolution, via ``Tensorizer(params_for=...)``)
 and ``schedule_for(kernel)`` (a schedule that replays a tuned trace, via
 ``generate_model_c(schedule_for=...)``); None means "do what you do untuned".  Configs come from a
 fixed map (the measurer: one candidate) or from the tuning database (compile: the best record of
@@ -29,6 +30,7 @@ from ..ir.core import Operation
 from .tasks import workload_key
 
 AUTO = "auto"           # compile's default: the default database when the file exists
+CPU_KINDS = ("gemm", "depthwise", "loop")       # the config kinds the C code generator applies
 
 
 class Tuning:
@@ -53,21 +55,25 @@ class Tuning:
         key = workload_key(kernel)
         if key not in self._memo:
             cfg = self._lookup(key)
-            self._memo[key] = cfg if cfg and cfg.get("kind") in ("gemm", "loop") else None
+            self._memo[key] = cfg if cfg and cfg.get("kind") in CPU_KINDS else None
         return self._memo[key]
 
     def params_for(self, kernel: Operation):
-        """Tuned GemmParams for a tensorized kernel, or None."""
+        """Tuned GemmParams for a tensorized kernel (DepthwiseParams for a depthwise one), or None."""
         cfg = self.config_for(kernel)
-        if cfg is None or cfg["kind"] != "gemm":
+        if cfg is None or cfg["kind"] not in ("gemm", "depthwise"):
             return None
+        from ..codegen.c.depthwise import DepthwiseParams
         from ..codegen.c.microkernels import GemmParams
+        kind = GemmParams if cfg["kind"] == "gemm" else DepthwiseParams
         try:
-            params = GemmParams(**cfg["params"])
-            if self.target is not None:
+            params = kind(**cfg["params"])
+            if kind is DepthwiseParams:
+                params.validate()
+            elif self.target is not None:
                 params.validate(self.target.vector_width)
         except (TypeError, ValueError) as exc:
-            warnings.warn(f"tuned GemmParams of kernel {_name(kernel)} no longer apply ({exc}); using the default")
+            warnings.warn(f"tuned {kind.__name__} of kernel {_name(kernel)} no longer apply ({exc}); using the default")
             return None
         self.applied[workload_key(kernel)] = cfg
         return params

@@ -9,6 +9,8 @@ A candidate is a JSON-able *config*, stored as is in the tuning database and app
   loop order, static or dynamic thread split, thread count; for a convolution also how it feeds the
   GEMM (``conv_algorithm``: im2col per image, batch folded into N, or the direct kernel, strided
   layers through its polyphase split).
+* ``{"kind": "depthwise", "params": {...}}``: the DepthwiseParams of a depthwise convolution:
+  row-vector or channels-in-lanes kernel, outputs per work unit, outputs per handed-out group.
 * ``{"kind": "loop", "trace": {...}}``: a schedule trace (``schedule/trace.py``) for a loop kernel,
   derived from the default schedule's trace by changing split/tile/unroll factors, dropping steps
   (a vectorize, a parallel, a compute_at...) and adding steps (split, vectorize, unroll, parallel).
@@ -71,7 +73,66 @@ class Space:
 
 
 def space_for(task: Task, target) -> Space:
-    return GemmSpace(task, target) if task.kind in ("gemm", "conv") else LoopSpace(task, target)
+    if task.kind in ("gemm", "conv"):
+        return GemmSpace(task, target)
+    return DepthwiseSpace(task, target) if task.kind == "depthwise" else LoopSpace(task, target)
+
+
+# ---- depthwise convolutions ----------------------------------------------------------------------
+DW_CHUNK_OUTPUTS = (512, 1024, 2048, 4096, 8192, 16384)
+DW_GROUP_OUTPUTS = (256, 1024, 2048, 4096, 8192)
+
+
+class DepthwiseSpace(Space):
+    """DepthwiseParams knobs: the kernel (channels in the lanes only where the layer's planes are
+    narrow enough, ``depthwise.lanes_shape``), the outputs of a work unit and of a handed-out group."""
+
+    def __init__(self, task: Task, target):
+        super().__init__(task, target)
+        self.modes = ["rows"] + (["lanes"] if (task.problem.get("conv") or {}).get("lanes") else [])
+
+    @staticmethod
+    def _config(mode: str, chunk: int, group: int) -> dict:
+        if mode == "lanes":        # one unit per channel group: the row kernel's unit sizes do not apply
+            chunk = group = 0
+        return {"kind": "depthwise", "params": {"mode": mode, "chunk_outputs": chunk, "group_outputs": group}}
+
+    def seeds(self) -> list[dict]:
+        out = [DEFAULT]
+        if len(self.modes) > 1:                 # narrow planes run channels in the lanes by default
+            out.append(self._config("rows", 0, 0))
+        out += [self._config("rows", chunk, 0) for chunk in (1024, 16384)]
+        return out
+
+    def sample(self, rng: random.Random) -> dict:
+        return self._config(rng.choice(self.modes), rng.choice(DW_CHUNK_OUTPUTS), rng.choice(DW_GROUP_OUTPUTS))
+
+    def mutate(self, config: dict, rng: random.Random) -> dict:
+        p = dict(config.get("params") or {})
+        mode, chunk, group = p.get("mode") or "rows", p.get("chunk_outputs") or 4096, p.get("group_outputs") or 2048
+        which = rng.randrange(3)
+        if which == 0:
+            mode = rng.choice(self.modes)
+        elif which == 1:
+            chunk = _neighbour(DW_CHUNK_OUTPUTS, chunk, rng)
+        else:
+            group = _neighbour(DW_GROUP_OUTPUTS, group, rng)
+        return self._config(mode, chunk, group)
+
+    def check(self, config: dict):
+        if config.get("kind") == "default":
+            return None
+        if config.get("kind") != "depthwise":
+            raise InvalidCandidate(f"a depthwise task takes depthwise configs, not {config.get('kind')!r}")
+        from ..codegen.c.depthwise import DepthwiseParams
+        try:
+            params = DepthwiseParams(**(config.get("params") or {}))
+            params.validate()
+        except (TypeError, ValueError) as exc:
+            raise InvalidCandidate(str(exc)) from None
+        if params.mode == "lanes" and "lanes" not in self.modes:
+            raise InvalidCandidate("mode 'lanes' does not apply: this layer's planes are too wide for channels in the lanes")
+        return params
 
 
 # ---- contractions -------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from ..ir.structure import structural_hash
 from ..ir.symbolic import SYMBOLS_ATTR, SymbolTable, enclosing_symbols_text, hint_of, hints_from, symbol_table_of
 
 KEY_VERSION = "tf-workload-v1"
-KINDS = ("gemm", "conv", "loop")
+KINDS = ("gemm", "conv", "depthwise", "loop")
 
 
 def constant_args(kernel: Operation) -> tuple[int, ...]:
@@ -54,8 +54,9 @@ def workload_key(kernel: Operation) -> str:
 class Task:
     """One distinct kernel of a model.
 
-    ``kind``: "gemm"/"conv" (tensorized contractions, tuned through GemmParams) or "loop" (a
-    scheduled loop nest, tuned through a schedule trace).  ``weight``: how many kernels of the model
+    ``kind``: "gemm"/"conv" (tensorized contractions, tuned through GemmParams), "depthwise" (a
+    depthwise convolution's direct kernel, tuned through DepthwiseParams) or "loop" (a scheduled
+    loop nest, tuned through a schedule trace).  ``weight``: how many kernels of the model
     are this one.  ``flops``/``bytes`` are per call.  ``problem`` is the contraction's shape
     (M, N, K, batch; conv details) for the cost model's analytic features, empty for loop kernels.
     """
@@ -262,6 +263,12 @@ def _classify(kernel: Operation, target, table: SymbolTable | None) -> tuple[str
     if any(isinstance(d, str) for d in dims.values()):
         problem["dims"] = dims
     kind = plan.kind
+    if kind == "depthwise":
+        from ..codegen.c import depthwise
+        p, vw = plan.plan, target.vector_width
+        problem["conv"] = {"kernel": list(p.kernel), "strides": list(p.strides), "channels": p.channels,
+                           "algorithm": "depthwise", "out": [p.shape.oh, p.shape.ow],
+                           "lanes": depthwise.lanes_shape(p.shape, vw) is not None}
     if kind in ("conv", "fold", "direct", "winograd", "winograd4", "narrow"):   # one task kind; the algorithm is a knob of its space
         p = plan.plan
         problem["conv"] = {"kernel": list(p.kernel), "strides": list(p.strides), "channels": p.channels,

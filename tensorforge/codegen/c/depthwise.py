@@ -57,6 +57,30 @@ PARALLEL_MIN_MACS = 1 << 18  # below this a layer runs on one thread (a parallel
 ENV = "TENSORFORGE_DEPTHWISE"  # "0": leave depthwise convolutions to the generic paths (comparisons)
 
 
+@dataclass(frozen=True)
+class DepthwiseParams:
+    """A tuning record's knobs for one depthwise layer (``tune/space.DepthwiseSpace``); the zero
+    values keep the untuned choice.  ``mode``: "rows" (the row-vector kernel) or "lanes" (channels
+    in the lanes, where ``lanes_shape`` allows it); ``chunk_outputs``: outputs per work unit of the
+    row-vector kernel (``CHUNK_OUTPUTS``); ``group_outputs``: outputs of the units a thread takes at
+    once (``GROUP_OUTPUTS``)."""
+
+    mode: str = ""
+    chunk_outputs: int = 0
+    group_outputs: int = 0
+
+    def validate(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"DepthwiseParams.mode must be one of {MODES}, got {self.mode!r}")
+        for name in ("chunk_outputs", "group_outputs"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0 or value > (1 << 20):
+                raise ValueError(f"DepthwiseParams.{name} must be an int in [0, 2^20], got {value!r}")
+
+
+MODES = ("", "rows", "lanes")
+
+
 def enabled() -> bool:
     return os.environ.get("TENSORFORGE_DEPTHWISE", "1").strip().lower() not in ("0", "off", "false", "no")
 
@@ -275,10 +299,10 @@ class DepthwiseShape:
         i0, i1 = min(i0, lp), min(max(i1, 0), lp)
         return i0, max(i0, i1)
 
-    def chunk_rows(self, vw: int) -> int:
+    def chunk_rows(self, vw: int, outputs: int = 0) -> int:
         """Output rows per work unit: its staged input rows fit ``STAGE_BYTES`` and it holds at most
-        ``CHUNK_OUTPUTS`` outputs (at least one row)."""
-        rows = max(1, CHUNK_OUTPUTS // max(1, self.ow))
+        ``outputs`` (default ``CHUNK_OUTPUTS``) outputs (at least one row)."""
+        rows = max(1, (outputs or CHUNK_OUTPUTS) // max(1, self.ow))
         rs = self.row_stride(vw) * 4
         while rows > 1 and ((rows - 1) * self.sh + (self.kh - 1) * self.dh + 1) * rs > STAGE_BYTES:
             rows -= 1
@@ -286,9 +310,9 @@ class DepthwiseShape:
         chunks = _ceil_div(self.oh, rows)
         return _ceil_div(self.oh, chunks)       # even chunks
 
-    def stage_floats(self, vw: int) -> int:
+    def stage_floats(self, vw: int, outputs: int = 0) -> int:
         """Floats of the staged input rows of one chunk (a whole number of vectors)."""
-        rows = self.chunk_rows(vw)
+        rows = self.chunk_rows(vw, outputs)
         staged = min(self.h, (rows - 1) * self.sh + (self.kh - 1) * self.dh + 1)
         return max(1, staged) * self.row_stride(vw)
 
@@ -298,9 +322,9 @@ class DepthwiseShape:
         va = min(va, self.nvec(vw))
         return va + self.nvec(vw) - max(va, vb)
 
-    def scratch_floats(self, vw: int) -> int:
+    def scratch_floats(self, vw: int, outputs: int = 0) -> int:
         """Per-thread scratch: the staged rows, then the border vectors' masked weights."""
-        return self.stage_floats(vw) + max(1, self.edge_vectors(vw)) * self.kh * self.kw * vw
+        return self.stage_floats(vw, outputs) + max(1, self.edge_vectors(vw)) * self.kh * self.kw * vw
 
     def c_init(self, vw: int) -> str:
         """The ``tf_dw_shape`` initializer of this layer."""

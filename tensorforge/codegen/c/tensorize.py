@@ -295,7 +295,8 @@ class KernelPlan:
     chain: EpilogueChain
     target: Target
     packed_args: set[int] = field(default_factory=set)
-    params: GemmParams | None = None          # the auto-tuner's choice (tune/apply.py); None: defaults
+    # the auto-tuner's choice (tune/apply.py; DepthwiseParams for a depthwise layer); None: defaults
+    params: "GemmParams | depthwise.DepthwiseParams | None" = None
     table: SymbolTable | None = None          # the model's symbols (hints); None: the current table
     # a "gemm" with a constant A computed as C^T = B^T @ A^T into a transposed C (GemmSpec.trans_c):
     # A^T is packed at compile time as the B panels, the activation B read in place as A^T
@@ -553,7 +554,7 @@ class KernelPlan:
         return (f"{text}vectorised along output width ({vw} floats; interior vectors [{va}, {vb}) of {s.nvec(vw)} "
                 f"without bounds checks, border lanes skip out-of-range taps), "
                 f"{'input rows split into ' + str(s.sw) + ' phase rows, ' if s.sw > 1 else ''}"
-                f"work units of {s.chunk_rows(vw)} output rows per plane over "
+                f"work units of {s.chunk_rows(vw, self.dw_params.chunk_outputs)} output rows per plane over "
                 f"{self._depthwise_threads()} thread(s), epilogue per unit")
 
     def pack(self, arg: int, array: np.ndarray) -> np.ndarray:
@@ -885,10 +886,16 @@ class KernelPlan:
     # -- depthwise convolution (depthwise.py) ---------------------------------------------------
 
     @property
+    def dw_params(self) -> depthwise.DepthwiseParams:
+        """A depthwise layer's tuned knobs (the defaults when untuned)."""
+        return self.params if isinstance(self.params, depthwise.DepthwiseParams) else depthwise.DepthwiseParams()
+
+    @property
     def dw_lanes(self) -> bool:
         """A depthwise layer of narrow planes runs with the channels in the vector lanes
-        (``depthwise.lanes_source``)."""
-        return (self.kind == "depthwise" and depthwise.lanes_enabled()
+        (``depthwise.lanes_source``), unless a tuning record asks for the row-vector kernel."""
+        mode = self.dw_params.mode
+        return (self.kind == "depthwise" and (depthwise.lanes_enabled() or mode == "lanes") and mode != "rows"
                 and depthwise.lanes_shape(self.plan.shape, self.target.vector_width) is not None)
 
     def _depthwise_threads(self) -> int:
@@ -909,12 +916,13 @@ class KernelPlan:
         s, vw = p.shape, self.target.vector_width
         name = depthwise.routine_name(p.kernel, p.strides, p.dilations, vw)
         helpers = depthwise.SHAPE_TYPEDEF + _guarded(name, depthwise.source(p.kernel, p.strides, p.dilations, vw, name))
-        rows = s.chunk_rows(vw)
+        knobs = self.dw_params
+        rows = s.chunk_rows(vw, knobs.chunk_outputs)
         chunks = -(-s.oh // rows)
         C, taps = p.channels, s.kh * s.kw
         count = r.batch_count
         units = _c(dim_mul(count, C * chunks))
-        group = max(1, depthwise.GROUP_OUTPUTS // (rows * s.ow))
+        group = max(1, (knobs.group_outputs or depthwise.GROUP_OUTPUTS) // (rows * s.ow))
         decl, names = _batch_index(r.batch, "bt")
         x_ptr = _strided(f"in{p.x.arg}", p.x_batch_stride, names)
         c_ptr = f"out0 + ({_offset(p.c, names)})"
@@ -926,9 +934,9 @@ class KernelPlan:
                  f"const long oh0 = ch * {rows}, oh1 = tf_min(oh0 + {rows}, {s.oh});",
                  f"float *y = {c_ptr} + c * {p.ldc}L;",
                  f"{name}_chunk(&shape, {x_ptr} + c * {p.x_channel_stride}L, in{p.w.arg} + c * {taps}L, y, oh0, oh1, "
-                 f"st, st + {s.stage_floats(vw)}L);",
+                 f"st, st + {s.stage_floats(vw, knobs.chunk_outputs)}L);",
                  *edecl, call_epi]
-        body = self._unit_loop(lines, units, group, s.scratch_floats(vw),
+        body = self._unit_loop(lines, units, group, s.scratch_floats(vw, knobs.chunk_outputs),
                                dim_mul(count, C * s.oh * s.ow * taps), depthwise.PARALLEL_MIN_MACS)
         return (f"{_prelude(self.target)}{helpers}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
                 f"  /* depthwise direct kernel (depthwise.py) */\n"
@@ -1189,21 +1197,23 @@ class Tensorizer:
         if depthwise.enabled():
             dw = depthwise.plan_depthwise(c, constant_args)
             if dw is not None and self._worth_depthwise(dw.roles, hint) and chain.bind(dw.roles):
-                return KernelPlan("depthwise", dw, chain, self.target, {dw.w.arg}, None, table)
+                tuned = self._tuned(kernel)
+                knobs = tuned if isinstance(tuned, depthwise.DepthwiseParams) else None
+                return KernelPlan("depthwise", dw, chain, self.target, {dw.w.arg}, knobs, table)
         gemm = plan_gemm(c, constant_args)
         if gemm is not None and self._worth(gemm.roles, hint) and self._layouts_ok(gemm, constant_args):
             if chain.bind(gemm.roles):
                 packed = {gemm.b.arg} if gemm.b.arg in constant_args and gemm.b.arg != gemm.a.arg else set()
                 if not packed and self._a_packable(gemm, constant_args):
                     packed = {gemm.a.arg}
-                tuned = self._tuned(kernel)
+                tuned = self._tuned_gemm(kernel)
                 transposed = (tuned is None and packed == {gemm.a.arg} and self._transposable(gemm.roles, hint)
                               and matrix_layout(gemm.b, gemm.roles.K, gemm.roles.N) is not None)
                 return KernelPlan("gemm", gemm, chain, self.target, packed, tuned, table, transposed)
         conv = plan_conv(c)
         if (conv is not None and _static_but_batch(conv) and self._worth_conv(conv, hint)
                 and chain.bind(conv.roles)):
-            tuned = self._tuned(kernel)
+            tuned = self._tuned_gemm(kernel)
             if tuned is None and self._narrow_ok(conv, constant_args):
                 return KernelPlan("narrow", conv, chain, self.target, {conv.w.arg}, None, table)
             kind = self._conv_algorithm(conv, constant_args, tuned.conv_algorithm if tuned else "", hint)
@@ -1307,8 +1317,12 @@ class Tensorizer:
         r = p.roles
         return len(r.batch) == 1 and hint(r.batch_count) > 1 and not any(p.w_batch_stride.values())
 
-    def _tuned(self, kernel: Operation) -> GemmParams | None:
+    def _tuned(self, kernel: Operation) -> "GemmParams | depthwise.DepthwiseParams | None":
         return self.params_for(kernel) if self.params_for is not None else None
+
+    def _tuned_gemm(self, kernel: Operation) -> GemmParams | None:
+        tuned = self._tuned(kernel)
+        return tuned if isinstance(tuned, GemmParams) else None
 
     @staticmethod
     def _direct_ok(p: ConvPlan, constant_args: set[int]) -> bool:
