@@ -89,6 +89,28 @@ def test_every_algorithm_matches_torch(algorithm, case):
 
 
 
+@pytest.mark.parametrize("algorithm", ["im2col", "direct", "direct_t"])
+def test_epilogue_row_tails_keep_nan_and_inf(algorithm):
+    """The fused epilogue runs a row segment's last ``len % 16`` columns as one partial vector
+    (masked loads and stores): NaN and infinities in the residual it reads there must come out as
+    they went in, and the columns past the segment must stay untouched (11-wide rows: every
+    segment has a tail)."""
+    m, (x, res), want, _ = _case(2, 5, 11, 11, 7, (3, 3), (1, 1), 1, 1)
+    res = res.copy()
+    res[0, :, :, 10] = np.nan
+    res[1, 2, 3, :] = np.inf
+    res[1, 4, :, 9] = -np.inf
+    conv = want - _case(2, 5, 11, 11, 7, (3, 3), (1, 1), 1, 1)[1][1]     # the clipped convolution alone
+    want = conv + res
+    model, src = build_native(m, tuning=forced_algorithm(algorithm))
+    assert MARKERS[algorithm] in src
+    got = model.run([x, res])[0]
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(np.isposinf(got), np.isposinf(want)) and np.array_equal(np.isneginf(got), np.isneginf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=1e-4)
+
+
 def test_small_register_tile_and_many_row_chunks():
     """mr 4 / nr 16 tiles: several row chunks per work unit and many column panels in the direct path."""
     m, args, want, _ = _case(1, 8, 12, 12, 30, (3, 3), (1, 1), 1, 1)

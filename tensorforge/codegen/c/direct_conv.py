@@ -16,7 +16,8 @@ Weights are constant for every model we see, so they are packed at compile time 
 panels over the natural ``K = (c, kh, kw)`` order (``pack_weights``): the micro-kernel walks
 channels outer and taps inner, which keeps the few input rows of one channel in L1 while their
 taps are read.  A whole tile's reduction (all of K) stays in registers; finished tiles are copied
-out row segment by row segment and handed to the fused epilogue (``tf_epi_fn``) while in L1.
+out row segment by row segment after the fused epilogue (``tf_epi_fn``) has run on them in the
+tile buffer, so the output is only written, never read back (the 7x7/2 stem: 1.07x).
 
 Strided layers (ResNet's 3x3/2 and 1x1/2 downsampling, the 7x7/2 stem) take the same kernel
 through a polyphase split of the padded input: with stride ``s`` the padded image is cut into the
@@ -225,9 +226,9 @@ TF_API void {name}_unit(const {SHAPE_TYPE} *s, const long *restrict toff, long p
       const long oh = j / pw, ow = j - oh * pw;
       if (ow >= s->out_w) {{ j = (oh + 1) * pw; continue; }}
       const long len = tf_min(s->out_w - ow, j1 - j), p = oh * s->out_w + ow;
-      float *dst = out + i * ldc + p;
-      for (long r = 0; r < nrow; r++) memcpy(dst + r * ldc, ct + r * {nr} + (j - j0), sizeof(float) * (size_t)len);
-      if (epi) epi(ectx, dst, ldc, i, p, nrow, len);
+      float *src = ct + (j - j0), *dst = out + i * ldc + p;
+      if (epi) epi(ectx, src, {nr}, i, p, nrow, len);    /* on the tile in L1: dst is only written */
+      for (long r = 0; r < nrow; r++) memcpy(dst + r * ldc, src + r * {nr}, sizeof(float) * (size_t)len);
       j += len;
     }}
   }}

@@ -131,14 +131,29 @@ class EpilogueChain:
     def callback(self, name: str) -> str:
         """The chain as a ``tf_epi_fn`` named ``name`` applied in place to a tile of C. Row strides
         are runtime values from the context, column strides (0 or 1 nearly always) are in the
-        text, so layers whose chains differ only in size share one function."""
-        def read(rd: EpilogueRead) -> str:
-            return {0: f"{rd.param}[0]", 1: f"{rd.param}[l]"}.get(rd.cn, f"{rd.param}[l * {rd.cn}]")
+        text, so layers whose chains differ only in size share one function.
+
+        Columns go in whole vectors; a row's last ``cols % TF_VW`` as one more vector, loaded and
+        stored partially (``tf_ld_n``/``tf_st_n``: masked on AVX-512).  Left to the compiler, that
+        tail is a scalar loop where a clamp or a ReLU becomes a branch on the data, mispredicted
+        about every other element: on row segments that are rarely a multiple of 16 (a strided
+        layer's grid) the epilogue took a third of a 3x3/2 stem's time."""
+        def read(rd: EpilogueRead, tail: bool = False) -> str:
+            if rd.cn == 0:
+                return f"{rd.param}[0]"
+            if tail:
+                return f"tb{rd.index}[l]"
+            return f"{rd.param}[l]" if rd.cn == 1 else f"{rd.param}[l * {rd.cn}]"
 
         lines, prev = self._scalar_code(read)
+        tail_lines, tail_prev = self._scalar_code(lambda rd: read(rd, tail=True))
         rows = "".join(f"    const float *restrict {r.param} = e->p[{r.index}] + i * e->cm[{r.index}]"
                        f"{f' + j0 * {r.cn}' if r.cn else ''};\n" for r in self.reads)
-        body = " ".join(lines)
+        gathers = "".join(
+            f"      float tb{r.index}[TF_VW] __attribute__((aligned(64)));\n"
+            + (f"      tf_st(tb{r.index}, tf_ld_n({r.param} + l0, (int)n));\n" if r.cn == 1 else
+               f"      for (long l = 0; l < TF_VW; l++) tb{r.index}[l] = l < n ? {r.param}[(l0 + l) * {r.cn}] : 0.0f;\n")
+            for r in self.reads if r.cn)
         return f"""static void {name}(const void *ctx, float *c, long ldc, long i0, long j0, long rows, long cols) {{
   const {self.ctx_type()} *e = (const {self.ctx_type()} *)ctx;
   (void)e; (void)j0;
@@ -146,8 +161,19 @@ class EpilogueChain:
     const long i = i0 + r;
     float *restrict cr = c + r * ldc;
     (void)i;
-{rows}    _Pragma("omp simd")
-    for (long l = 0; l < cols; l++) {{ const float acc = cr[l]; {body} cr[l] = (float){prev}; }}
+{rows}    long l0 = 0;
+    for (; l0 + TF_VW <= cols; l0 += TF_VW) {{
+      _Pragma("omp simd")
+      for (long l = l0; l < l0 + TF_VW; l++) {{ const float acc = cr[l]; {" ".join(lines)} cr[l] = (float){prev}; }}
+    }}
+    if (l0 < cols) {{      /* the tail as one partial vector */
+      const long n = cols - l0;
+      float ta[TF_VW] __attribute__((aligned(64)));
+      tf_st(ta, tf_ld_n(cr + l0, (int)n));
+{gathers}      _Pragma("omp simd")
+      for (long l = 0; l < TF_VW; l++) {{ const float acc = ta[l]; {" ".join(tail_lines)} ta[l] = (float){tail_prev}; }}
+      tf_st_n(cr + l0, tf_ld(ta), (int)n);
+    }}
   }}
 }}
 """

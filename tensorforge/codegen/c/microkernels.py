@@ -302,8 +302,22 @@ typedef float tf_vfu __attribute__((vector_size({vbytes}), aligned(4), may_alias
 static inline tf_vf tf_ld(const float *p) {{ return *(const tf_vfu *)p; }}
 static inline void tf_st(float *p, tf_vf v) {{ *(tf_vfu *)p = v; }}
 static inline tf_vf tf_bcast(float s) {{ return (tf_vf){{0}} + s; }}
-/* Partial loads and stores go through a buffer: indexing a vector variable by a runtime lane
-   would make it addressable and push the micro-kernel's accumulators out to the stack. */
+/* Partial loads and stores: masked where the ISA has them (a masked-off lane neither faults nor
+   is written), else through a buffer.  Byte-wise copies through a buffer make the following vector
+   load wait for the small stores to drain (no store forwarding), tens of cycles a call, which
+   showed on every row segment of a fused epilogue.  Indexing a vector variable by a runtime lane
+   instead would make it addressable and push a micro-kernel's accumulators out to the stack. */
+#if defined(__AVX512F__) && TF_VW == 16
+#include <immintrin.h>
+static inline tf_vf tf_ld_n(const float *p, int n) {{
+  if (n >= TF_VW) return tf_ld(p);
+  return (tf_vf)_mm512_maskz_loadu_ps((__mmask16)((1u << (n > 0 ? n : 0)) - 1u), p);
+}}
+static inline void tf_st_n(float *p, tf_vf v, int n) {{
+  if (n >= TF_VW) {{ tf_st(p, v); return; }}
+  _mm512_mask_storeu_ps(p, (__mmask16)((1u << (n > 0 ? n : 0)) - 1u), (__m512)v);
+}}
+#else
 static inline tf_vf tf_ld_n(const float *p, int n) {{
   if (n >= TF_VW) return tf_ld(p);
   float buf[TF_VW] = {{0}};
@@ -316,6 +330,7 @@ static inline void tf_st_n(float *p, tf_vf v, int n) {{
   tf_st(buf, v);
   memcpy(p, buf, sizeof(float) * (size_t)(n > 0 ? n : 0));
 }}
+#endif
 static inline tf_vf tf_relu(tf_vf x) {{  /* NaN passes through, as torch's relu */
   tf_vi keep = ~(x < (tf_vf){{0}});
   return (tf_vf)((tf_vi)x & keep);
