@@ -223,15 +223,15 @@ def test_convolutions_through_compile(rng):
     assert len(kernels) == len(CONVS)
     wino = [k for k in kernels if "A^T M A" in k]        # 3x3 stride 1, no groups: winograd.py
     narrow = [k for k in kernels if narrow_conv.MARKER in k]    # 3 input channels: narrow_conv.py
-    assert len(wino) == 1 and len(narrow) == 1 and all("tfg_" in k for k in kernels if k not in narrow)
-    # the strided 3x3 (K 72) takes the direct kernel's polyphase split (direct_conv.py)
-    assert sum("_unit(&shape, toff" in k for k in kernels) == 1
-    assert sum("tf_im2col(&" in k for k in kernels) == len(CONVS) - 4      # all but the 1x1, Winograd, narrow and direct
+    assert len(wino) == 1 and len(narrow) == 1 and all("tfg_" in k or "tfd_" in k for k in kernels if k not in narrow)
+    # the strided 3x3 (K 72) and 1x1 (K 16) take the direct kernel's polyphase split (direct_conv.py)
+    assert sum("_unit(&shape, toff" in k for k in kernels) == 2
+    assert sum("tf_im2col(&" in k for k in kernels) == len(CONVS) - 5      # all but the 1x1, Winograd, narrow and direct
     # compile time: convolutions share GEMM translation units (one per tiling and thread count),
     # and the im2col routine (guarded: compiled once), instead of one specialised copy per shape
     from tensorforge.codegen.c.toolchain import split_units
     main, units = split_units(cm.source)
-    assert len(units) <= 5 < len(CONVS) and all("_prepacked(" in u or "_unit(" in u for u in units)
+    assert len(units) <= 6 < len(CONVS) and all("_prepacked(" in u or "_unit(" in u for u in units)
 
 
 def test_depthwise_conv_stays_off_the_gemm_path(rng):

@@ -109,8 +109,8 @@ static void tf_im2col(const tf_conv_shape *s, long nr, const float *restrict x, 
 """
 
 # The GEMM callback of a batch-folded convolution (``tensorize.KernelPlan._fold``): a finished tile
-# of the scratch C (columns = images x positions) goes to each image's output rows, then through
-# that image's fused epilogue (contexts ``ctx_size`` bytes apart from ``ctx0``).
+# of the scratch C (columns = images x positions) goes through each image's fused epilogue
+# (contexts ``ctx_size`` bytes apart from ``ctx0``), then to that image's output rows.
 FOLD_SCATTER_C = """
 #ifndef TF_FOLD_SCATTER_DEFINED
 #define TF_FOLD_SCATTER_DEFINED
@@ -120,8 +120,9 @@ static void tf_fold_scatter(const void *vctx, float *c, long ldt, long i0, long 
   for (long j = f->col0 + j0, end = j + cols, off = 0; j < end;) {
     const long img = j / f->positions, p = j - img * f->positions, len = tf_min(f->positions - p, end - j);
     float *dst = f->out + img * f->img_stride + i0 * f->ldc + p;
+    /* the epilogue on the scratch tile (in L1), so the output is only written */
+    if (f->epi) f->epi((const char *)f->ctx0 + img * f->ctx_size, c + off, ldt, i0, p, rows, len);
     for (long r = 0; r < rows; r++) memcpy(dst + r * f->ldc, c + r * ldt + off, sizeof(float) * (size_t)len);
-    if (f->epi) f->epi((const char *)f->ctx0 + img * f->ctx_size, dst, f->ldc, i0, p, rows, len);
     j += len;
     off += len;
   }

@@ -104,9 +104,10 @@ TRANSPOSED_MIN_COLUMNS = 16
 TRANSPOSED_MAX_POSITIONS = 256
 # Strided convolutions take the direct kernel's polyphase split by default when their K is at
 # least this deep (benchmarks/strided_layers.py: ResNet's 7x7/2 stem, K 147, 1.2x and 3x3/2 at
-# 56x56, K 576, 1.35x over im2col; MobileNetV2's 3x3/2 stem, K 27, 0.8x: too few multiply-adds
-# per tile for the tile's copy-out) and their outputs too many for the transposed im2col GEMM.
-STRIDED_DIRECT_MIN_DEPTH = 64
+# 56x56, K 576, 1.35x over im2col; MobileNetV2's 3x3/2 stem, K 27, 1.14-1.31x since the fused
+# epilogue runs on the tile buffer with masked tails, 0.8x before: its copy-out dominated such a
+# short K) and their outputs too many for the transposed im2col GEMM.
+STRIDED_DIRECT_MIN_DEPTH = 16
 
 
 def _tile(target: Target, n: int, m: int = 0) -> tuple[int, int]:
