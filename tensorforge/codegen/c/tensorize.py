@@ -98,6 +98,12 @@ _TILES = ((6, 4), (8, 3), (12, 2), (14, 1))
 _TRANSPOSED_TILES = ((7, 3), (7, 4), (14, 1), (12, 2), (6, 4), (8, 3))
 # ... when the output has at least this many columns (fewer: the GEMV-like shapes of squeeze layers)
 TRANSPOSED_MIN_COLUMNS = 16
+# ... and when the usual tile wastes at least this much more of its work than the transposed one
+# (in one process, steady state: ResNet-50's and EfficientNet's 1x1 layers at 56x56, 28x28 and 14x14,
+# whose usual tiles pad 0-6%, ran 1.03-1.2x faster untransposed, MobileNetV2's 14x14 64->384 1.5x;
+# the 7x7 maps, whose 49 positions pad a 64-wide tile by 23%, stay transposed unless the channels pad
+# the transposed tile nearly as much: 160 channels in 64-wide tiles, 1.02-1.08x untransposed)
+TRANSPOSED_MARGIN = 0.10
 # ... and, for a convolution that needs im2col, at most this many positions per image: its whole
 # x_col [K, P] is built before the GEMM (benchmarks: 3x3 layers at 7x7 and 14x14 1.25x faster; at
 # 28x28 0.85x and ResNet's 7x7 stem at 112x112 0.6x, where the chunked im2col keeps panels in L2)
@@ -1392,8 +1398,8 @@ class Tensorizer:
     def _transposable(self, r: Roles, hint: Callable[[Dim], int] = current_hint) -> bool:
         """A contraction with compile-time packed weights as A (a convolution: M output channels, N
         positions) is computed transposed when its static N has at least ``TRANSPOSED_MIN_COLUMNS``
-        columns and the transposed register tile pads the M rows less than the usual one pads the
-        N columns (benchmarks/pointwise_layers.py: 1.2-2.4x on MobileNetV2's 7x7 and 14x14 1x1
+        columns and the transposed register tile pads the M rows ``TRANSPOSED_MARGIN`` less than the
+        usual one pads its rows and columns (benchmarks/pointwise_layers.py: 1.2-2.4x on MobileNetV2's 7x7 and 14x14 1x1
         layers, whose 49 and 196 positions pad 64-wide tiles; 0.75-0.8x at 56x56 with 24 output
         channels, which pad it).  Where neither pads (28x28 and 56x56 positions), ResNet-50's 1x1
         layers measured 0.84-1.5x transposed, run to run, so they stay as they are.  Convolutions
@@ -1409,7 +1415,7 @@ class Tensorizer:
             # one vector of output channels (M = 16): each k's FMA waits on mr broadcasts, and C
             # is written in runs of mr floats (32->16 at 112x112, batch 8: 0.74x; batch 1: level)
             return False
-        return 1.0 - M / (-(-M // nr) * nr) < _column_waste(self.target, M, r.N)
+        return _column_waste(self.target, M, r.N) - (1.0 - M / (-(-M // nr) * nr)) >= TRANSPOSED_MARGIN
 
     @staticmethod
     def _layouts_ok(p: GemmPlan, constant_args: set[int]) -> bool:
