@@ -167,6 +167,41 @@ def test_qdq_max_pool_runs_on_uint8(tmp_path):
         assert np.abs(got - want).max() <= out_scale * 1.001
 
 
+def test_qdq_concat_runs_on_uint8(tmp_path):
+    """Two conv branches concatenated along channels, then a conv (an Inception/SqueezeNet block)
+    in QDQ form: the QuantizeLinear after the concat moves onto its inputs, where it cancels the
+    branches' DequantizeLinear or requantizes their uint8 outputs, so the concat joins uint8
+    tensors, no float32 tensor is left between the convs, and the last conv reads the concat's
+    uint8 output; the outputs stay within one quantum of onnxruntime's."""
+    rng = np.random.default_rng(11)
+    inits = {"w1": rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3,
+             "wa": rng.standard_normal((6, 8, 1, 1)).astype(np.float32) * 0.3,
+             "wb": rng.standard_normal((10, 8, 3, 3)).astype(np.float32) * 0.2,
+             "w2": rng.standard_normal((4, 16, 1, 1)).astype(np.float32) * 0.3}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "wa"], ["ca"]),
+             helper.make_node("Relu", ["ca"], ["ra"]),
+             helper.make_node("Conv", ["r1", "wb"], ["cb"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["cb"], ["rb"]),
+             helper.make_node("Concat", ["ra", "rb"], ["cat"], axis=1),
+             helper.make_node("Conv", ["cat", "w2"], ["y"])]
+    path = _qdq(tmp_path, _model(nodes, inits, [1, 4, 16, 16]), 600)
+    module = tensorforge.import_model(onnx.load(path))
+    optimize(module, "cpu", None)
+    cats = [op for op in module.main.body if op.name == "graph.concat"]
+    convs = [op for op in module.main.body if op.name == "graph.qconv"]
+    assert len(cats) == 1 and len(convs) == 4
+    assert all(v.type.dtype.value == "ui8" for v in [*cats[0].operands, cats[0].results[0]])
+    assert convs[3].operands[0] is cats[0].results[0]
+    out_scale = next(float(numpy_helper.to_array(t)) for t in onnx.load(path).graph.initializer if t.name == "y_scale")
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    cm = tensorforge.compile(path)
+    for x in _samples(5, 700):
+        want, got = sess.run(None, {"x": x})[0], np.asarray(cm(x))
+        assert np.abs(got - want).max() <= out_scale * 1.001
+
+
 def test_qdq_residual_add_runs_in_the_conv_epilogue(tmp_path):
     """onnxruntime's QDQ form of a residual block: the add of two dequantized uint8 tensors and
     the QuantizeLinear after it fold into the second conv (uint8 residual, uint8 result), so the

@@ -468,6 +468,30 @@ def quantize_before_max_pool(op: Operation, rewriter: PatternRewriter) -> bool:
     return True
 
 
+@pattern("graph.cast")
+def quantize_before_concat(op: Operation, rewriter: PatternRewriter) -> bool:
+    """``Q(concat(x1, x2, ...)) -> concat(Q(x1), Q(x2), ...)`` for float32 inputs of a concat that
+    only this QuantizeLinear reads: quantizing is elementwise and a concat only moves elements, so
+    the two commute exactly.  The concat then moves a quarter of the bytes, and where an input is
+    itself a dequantized uint8 tensor of the same scale (onnxruntime's QDQ form of a concat of
+    quantized branches) ``Q(DQ(q))`` cancels (``requantized_dequantize``): no float32 tensor is left
+    between the branches and the concat's consumer.  Inputs of other scales keep a uint8 -> uint8
+    requantization, an elementwise kernel over that input alone."""
+    if op.results[0].type.dtype is not DType.u8:
+        return False
+    found = _quantized_from(op.results[0])
+    cat = found and _producer(found[0], "graph.concat")
+    if cat is None or not _private(found[0], found[3]) or any(x.type.dtype is not DType.f32 for x in cat.operands):
+        return False
+    rewriter.set_insertion_point_before(op)
+    parts = [_replay(rewriter, found[3], found[0], x) for x in cat.operands]
+    joined = rewriter.create("graph.concat", parts, dict(cat.attributes)).results[0]
+    if joined.type != op.results[0].type:
+        return False
+    rewriter.replace_op(op, [joined])
+    return True
+
+
 def _zero_point(rewriter: PatternRewriter, zp: Value | int) -> Value:
     """The activations' zero point as an int32 scalar value."""
     if isinstance(zp, int):
@@ -482,7 +506,8 @@ def int8_contractions(root: Operation, max_iterations: int = 4) -> RewriteStats:
     and ``graph.qconv``."""
     return apply_patterns_greedily(root, (matmul_to_qmatmul, conv_to_qconv, dequantize_into_qconv, requantize_into_qconv,
                                           quantize_into_qconv, residual_into_qconv, requantized_dequantize,
-                                          max_pool_before_dequantize, quantize_before_max_pool), fold=False,
+                                          max_pool_before_dequantize, quantize_before_max_pool, quantize_before_concat),
+                                   fold=False,
                                    max_iterations=max_iterations)
 
 
@@ -501,5 +526,6 @@ class Int8ContractionsPass(_GreedyPass):
 
 __all__ = ["Int8ContractionsPass", "conv_to_qconv", "dequantize_into_qconv", "quantize_into_qconv", "requantize_into_qconv",
            "residual_into_qconv", "requantized_dequantize", "max_pool_before_dequantize", "quantize_before_max_pool",
+           "quantize_before_concat",
            "int8_contractions",
            "matmul_to_qmatmul"]
