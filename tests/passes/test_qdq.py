@@ -141,6 +141,24 @@ def _qdq(tmp_path, model: onnx.ModelProto, seed: int) -> str:
     return str(dst)
 
 
+def _optimized_ops(path: str, *names: str) -> list[list]:
+    """The ops of each name in the QDQ model at ``path`` after the CPU pipeline, in program order."""
+    module = tensorforge.import_model(onnx.load(path))
+    optimize(module, "cpu", None)
+    return [[op for op in module.main.body if op.name == name] for name in names]
+
+
+def _within_one_quantum_of_onnxruntime(path: str, seed: int) -> None:
+    """tensorforge's outputs of the QDQ model at ``path`` on 5 samples are within one output quantum
+    (``y_scale``) of onnxruntime's."""
+    out_scale = next(float(numpy_helper.to_array(t)) for t in onnx.load(path).graph.initializer if t.name == "y_scale")
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    cm = tensorforge.compile(path)
+    for x in _samples(5, seed):
+        want, got = sess.run(None, {"x": x})[0], np.asarray(cm(x))
+        assert np.abs(got - want).max() <= out_scale * 1.001
+
+
 def test_qdq_max_pool_runs_on_uint8(tmp_path):
     """conv, relu, max pool 3x3/2, conv in QDQ form: the pool moves before the DequantizeLinear and
     runs on the uint8 tensor, whose QuantizeLinear round trip then cancels, so the second conv
@@ -153,18 +171,10 @@ def test_qdq_max_pool_runs_on_uint8(tmp_path):
              helper.make_node("MaxPool", ["r1"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
              helper.make_node("Conv", ["p", "w2"], ["y"])]
     path = _qdq(tmp_path, _model(nodes, inits, [1, 4, 8, 8]), 400)
-    module = tensorforge.import_model(onnx.load(path))
-    optimize(module, "cpu", None)
-    pools = [op for op in module.main.body if op.name == "graph.max_pool"]
-    convs = [op for op in module.main.body if op.name == "graph.qconv"]
+    pools, convs = _optimized_ops(path, "graph.max_pool", "graph.qconv")
     assert len(pools) == 1 and pools[0].operands[0].type.dtype.value == "ui8"
     assert convs[1].operands[0] is pools[0].results[0]
-    out_scale = next(float(numpy_helper.to_array(t)) for t in onnx.load(path).graph.initializer if t.name == "y_scale")
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    cm = tensorforge.compile(path)
-    for x in _samples(5, 500):
-        want, got = sess.run(None, {"x": x})[0], np.asarray(cm(x))
-        assert np.abs(got - want).max() <= out_scale * 1.001
+    _within_one_quantum_of_onnxruntime(path, 500)
 
 
 def test_qdq_concat_runs_on_uint8(tmp_path):
@@ -187,19 +197,11 @@ def test_qdq_concat_runs_on_uint8(tmp_path):
              helper.make_node("Concat", ["ra", "rb"], ["cat"], axis=1),
              helper.make_node("Conv", ["cat", "w2"], ["y"])]
     path = _qdq(tmp_path, _model(nodes, inits, [1, 4, 16, 16]), 600)
-    module = tensorforge.import_model(onnx.load(path))
-    optimize(module, "cpu", None)
-    cats = [op for op in module.main.body if op.name == "graph.concat"]
-    convs = [op for op in module.main.body if op.name == "graph.qconv"]
+    cats, convs = _optimized_ops(path, "graph.concat", "graph.qconv")
     assert len(cats) == 1 and len(convs) == 4
     assert all(v.type.dtype.value == "ui8" for v in [*cats[0].operands, cats[0].results[0]])
     assert convs[3].operands[0] is cats[0].results[0]
-    out_scale = next(float(numpy_helper.to_array(t)) for t in onnx.load(path).graph.initializer if t.name == "y_scale")
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    cm = tensorforge.compile(path)
-    for x in _samples(5, 700):
-        want, got = sess.run(None, {"x": x})[0], np.asarray(cm(x))
-        assert np.abs(got - want).max() <= out_scale * 1.001
+    _within_one_quantum_of_onnxruntime(path, 700)
 
 
 def test_qdq_residual_add_runs_in_the_conv_epilogue(tmp_path):
