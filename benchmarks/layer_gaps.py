@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/layer_gaps.py resnet50                 # 2 threads, 12 rounds
     .venv/bin/python benchmarks/layer_gaps.py mobilenet_v2 --threads 1 --rounds 20
+    .venv/bin/python benchmarks/layer_gaps.py resnet50_int8.onnx       # a QDQ file: int8 against int8
 
 Whole-model ratios say how far behind a model is, not where.  Per-layer benchmarks time a layer on
 its own, where its input stays hot in cache and nothing runs before it, and profiles taken in
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     from tensorforge.report.collect import example_inputs
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("model", help="a zoo name")
+    ap.add_argument("model", help="a zoo name or an .onnx file (a quantized one compares int8 with int8)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--pause-s", type=float, default=0.05)
