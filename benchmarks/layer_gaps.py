@@ -52,6 +52,7 @@ def ort_session(lm, threads: int, profile_dir: str):
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
     opts.enable_profiling = True
+    opts.log_severity_level = 3          # no warnings about unused initializers of quantized files
     opts.profile_file_prefix = os.path.join(profile_dir, "ort")
     session = ort.InferenceSession(_onnx_bytes(lm), opts, providers=["CPUExecutionProvider"])
     feeds = _feeds(lm, lm.inputs, {i.name for i in session.get_inputs()})

@@ -165,15 +165,17 @@ static void tf_qconv_pack_panel_padded(const uint8_t *xp, const long *koff, long
 typedef struct {
   const float *scale, *bias, *residual; int relu; float hi; uint8_t *q; float qm, qzp;
   const uint8_t *residual8; float rs, ro; int mid; float mid_m, mid_zp, mid_s, mid_o;
+  long ldo;                          /* row stride of the output and the residual */
 } tf_qconv_epi;
 
 /* The epilogue's description from the kernels' arguments, for image n of an O x P output. */
 static tf_qconv_epi tf_qconv_epilogue_of(const float *scale, const float *bias, const void *residual, int relu, float hi,
                                          float mid_m, int32_t mid_zp, float mid_s, float mid_o, float res_s,
-                                         float res_o, uint8_t *q, float out_scale, int32_t out_zp, long n, long OP)
+                                         float res_o, uint8_t *q, float out_scale, int32_t out_zp, long n, long OP,
+                                         long ldo)
 {
   tf_qconv_epi e = {scale, bias, 0, relu, hi, q, out_scale, (float)out_zp, 0, res_s, res_o, mid_m != 0.0f, mid_m,
-                    (float)mid_zp, mid_s, mid_o};
+                    (float)mid_zp, mid_s, mid_o, ldo};
   if (residual && res_s != 0.0f) e.residual8 = (const uint8_t *)residual + n * OP;
   else if (residual) e.residual = (const float *)residual + n * OP;
   return e;
@@ -248,7 +250,7 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
     const __m512 s = _mm512_set1_ps(e->scale[i]), b = _mm512_set1_ps(e->bias[i]);
     for (long j = j0; j < j1; j += 16) {
       const __mmask16 k = j1 - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (j1 - j)) - 1u);
-      tf_qconv_epilogue16(e, C + i * ldc + j, i * ldc + j, e->q ? e->q + i * ldc + j : 0, s, b, k);
+      tf_qconv_epilogue16(e, C + (i - i0) * ldc + (j - j0), i * e->ldo + j, e->q ? e->q + i * e->ldo + j : 0, s, b, k);
     }
   }
 #else
@@ -257,7 +259,7 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
     const long n = j1 - j < 64 ? j1 - j : 64;
     for (long i = i0; i < i1; i++) {
       const float s = e->scale[i], b = e->bias[i];
-      int32_t *c = C + i * ldc + j;
+      int32_t *c = C + (i - i0) * ldc + (j - j0);
       for (long t = 0; t < n; t++) v[t] = (float)c[t] * s;
       for (long t = 0; t < n; t++) v[t] = v[t] + b;
       if (e->mid) {
@@ -267,13 +269,13 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
         for (long t = 0; t < n; t++) v[t] = v[t] + e->mid_o;
       }
       if (e->residual8) {
-        const uint8_t *r = e->residual8 + i * ldc + j;
+        const uint8_t *r = e->residual8 + i * e->ldo + j;
         float d[64];
         for (long t = 0; t < n; t++) d[t] = (float)r[t] * e->rs;
         for (long t = 0; t < n; t++) v[t] = v[t] + (d[t] + e->ro);
       }
       if (e->residual) {
-        const float *r = e->residual + i * ldc + j;
+        const float *r = e->residual + i * e->ldo + j;
         for (long t = 0; t < n; t++) v[t] = v[t] + r[t];
       }
       if (e->relu)
@@ -281,7 +283,7 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
       if (e->relu && e->hi < INFINITY)
         for (long t = 0; t < n; t++) v[t] = v[t] > e->hi ? e->hi : v[t];
       if (e->q) {
-        tf_qconv_quantize(v, n, e->qm, e->qzp, e->q + i * ldc + j);
+        tf_qconv_quantize(v, n, e->qm, e->qzp, e->q + i * e->ldo + j);
       } else {
         memcpy(c, v, (size_t)n * sizeof(float));
       }
@@ -352,12 +354,14 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
       koff[k] = (k / (kh * kw)) * Hp * Wp + ((k / kw) % kh) * dh * Wp + (k % kw) * dw;
   }}
   uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
-  int32_t *acc = out_scale != 0.0f ? (int32_t *)tf_qconv_scratch(6, (size_t)(O * P) * sizeof(int32_t)) : 0;
+  /* a uint8 output: the GEMM sums each tile in a local buffer for the epilogue (qgemm, C == NULL) */
+  const int local = out_scale != 0.0f && scale;
+  int32_t *acc = out_scale != 0.0f && !local ? (int32_t *)tf_qconv_scratch(6, (size_t)(O * P) * sizeof(int32_t)) : 0;
   for (long n = 0; n < N; n++) {{
     const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
     const uint8_t *src = direct ? xn : col;
     tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
-                                            acc ? (uint8_t *)y + n * O * P : 0, out_scale, out_zp, n, O * P);
+                                            out_scale != 0.0f ? (uint8_t *)y + n * O * P : 0, out_scale, out_zp, n, O * P, P);
     #pragma omp parallel {par}
     {{
       if (xq) {{
@@ -394,7 +398,7 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
       }}
       /* the GEMM's parts are an omp for of this region (after the packing loop's barrier) */
       {gemm}(O, P, Kp, w_shifted, Kp, bp, colterm, rowterm, scale ? tf_qconv_dequantize : 0, &epi,
-           acc ? acc : (int32_t *)y + n * O * P, P);
+           local ? (int32_t *)0 : acc ? acc : (int32_t *)y + n * O * P, P);
     }}
   }}
 }}
@@ -544,7 +548,7 @@ void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, 
   for (long n = 0; n < N; n++) {{
     int32_t *sums = acc ? acc : (int32_t *)y + n * C * P;
     tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
-                                            acc ? (uint8_t *)y + n * C * P : 0, out_scale, out_zp, n, C * P);
+                                            acc ? (uint8_t *)y + n * C * P : 0, out_scale, out_zp, n, C * P, P);
     #pragma omp parallel for schedule(dynamic, 16) {par}
     for (long c = 0; c < C; c++) {{
       if (xq) tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
@@ -573,7 +577,7 @@ void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, 
           for (long ow = 0; ow < OW; ow++) out[oh * OW + ow] = (int32_t)row[ow];
         }}
       }}
-      if (scale) tf_qconv_dequantize(&epi, sums, P, c, c + 1, 0, P);
+      if (scale) tf_qconv_dequantize(&epi, out, P, c, c + 1, 0, P);
     }}
   }}
 }}
