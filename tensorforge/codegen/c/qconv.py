@@ -534,7 +534,10 @@ void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, 
             float out_scale, int32_t out_zp, void *y)
 {{
   const long P = OH * OW, Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
-  int32_t *acc = out_scale != 0.0f ? (int32_t *)tf_qconv_scratch(6, (size_t)(C * P) * sizeof(int32_t)) : 0;
+  /* a uint8 output: each thread sums a channel in its own P-sized buffer for the epilogue, not in a
+     C x P int32 matrix written and read back every call */
+  const int local = out_scale != 0.0f && scale;
+  int32_t *acc = out_scale != 0.0f && !local ? (int32_t *)tf_qconv_scratch(6, (size_t)(C * P) * sizeof(int32_t)) : 0;
   uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
   /* the 3x3 kinds of {name}_same3x3 and their column masks (one pair for every channel) */
   const int same = kh == 3 && kw == 3 && dh == 1 && dw == 1 && ph == 1 && pw == 1 && sh == sw &&
@@ -548,13 +551,17 @@ void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, 
   for (long n = 0; n < N; n++) {{
     int32_t *sums = acc ? acc : (int32_t *)y + n * C * P;
     tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
-                                            acc ? (uint8_t *)y + n * C * P : 0, out_scale, out_zp, n, C * P, P);
-    #pragma omp parallel for schedule(dynamic, 16) {par}
+                                            out_scale != 0.0f ? (uint8_t *)y + n * C * P : 0, out_scale, out_zp, n, C * P, P);
+    #pragma omp parallel {par}
+    {{
+    int32_t *own = local ? (int32_t *)malloc(sizeof(int32_t) * (size_t)P) : 0;
+    #pragma omp for schedule(dynamic, 16)
     for (long c = 0; c < C; c++) {{
+      if (local && !own) continue;
       if (xq) tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
       const uint8_t *xc = xq ? xq + c * H * W : (const uint8_t *)x + (n * C + c) * H * W;
       const uint8_t *wc = w_shifted + c * kp;
-      int32_t *out = sums + c * P;
+      int32_t *out = local ? own : sums + c * P;
       float wt[64];
       for (long t = 0; t < kh * kw && t < 64; t++) wt[t] = (float)((int32_t)wc[t] - 128);
       if (same) {{
@@ -578,6 +585,8 @@ void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, 
         }}
       }}
       if (scale) tf_qconv_dequantize(&epi, out, P, c, c + 1, 0, P);
+    }}
+    free(own);
     }}
   }}
 }}
