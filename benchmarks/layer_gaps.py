@@ -26,21 +26,18 @@ import time
 
 def build_profiled(lm, threads: int):
     """Our model with kernel timers, compiled as ``tensorforge.compile`` would (default pipeline,
-    fusion and tuning database), and the report rows naming its kernels."""
+    fusion and tuning database): the build ``tensorforge explain`` profiles."""
     import dataclasses
 
-    from tensorforge.codegen.c.build import build_lowered
     from tensorforge.codegen.target import Target
     from tensorforge.passes.lower.graph_to_kernels import default_fusion
     from tensorforge.passes.pipeline import default_pipeline
-    from tensorforge.report.collect import default_tuning, lower_with_log
+    from tensorforge.report.collect import build_profiled as profiled_build
 
     target = dataclasses.replace(Target.host(), cores=threads)
     module = lm.import_module()
     default_pipeline(target).run(module)
-    lowered, _ = lower_with_log(module, target, default_fusion())
-    model, _ = build_lowered(lowered, module, target, name=lm.name, profile=True, tuning=default_tuning(target))
-    return model
+    return profiled_build(module, target, lm.name, default_fusion())[2]
 
 
 def ort_session(lm, threads: int, profile_dir: str):

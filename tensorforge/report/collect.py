@@ -132,6 +132,16 @@ def default_tuning(target: Target):
     return tuning_from_db("auto", target)
 
 
+def build_profiled(module: ModuleOp, target: Target, name: str, fusion: str | None = None):
+    """``module`` (already through the graph pipeline) lowered with the fusion log and built with
+    per-kernel timers and the default tuning, as ``tensorforge.compile`` would build it:
+    (lowered module, fusion log, model, tuning or None)."""
+    lowered, log = lower_with_log(module, target, fusion)
+    tuning = default_tuning(target)
+    model, _ = build_lowered(lowered, module, target, name=name, profile=True, tuning=tuning)
+    return lowered, log, model, tuning
+
+
 def collect(module: ModuleOp, name: str, inputs: Sequence[Any] | None = None, target: Target | None = None,
             profile_runs: int = 10, pipeline: str | None = None, check: bool = True,
             step: Callable[[str], None] | None = None, warmup_runs: int = 5) -> Report:
@@ -150,9 +160,7 @@ def collect(module: ModuleOp, name: str, inputs: Sequence[Any] | None = None, ta
     step("optimised")
     t0 = time.perf_counter()
     fusion = default_fusion()
-    lowered, log = lower_with_log(module, target, fusion)
-    tuning = default_tuning(target)
-    model, _ = build_lowered(lowered, module, target, name=name, profile=True, tuning=tuning)
+    lowered, log, model, tuning = build_profiled(module, target, name, fusion)
     compile_s = time.perf_counter() - t0
     step("compiled")
     layout = model.layout

@@ -354,9 +354,9 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
       koff[k] = (k / (kh * kw)) * Hp * Wp + ((k / kw) % kh) * dh * Wp + (k % kw) * dw;
   }}
   uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
-  /* a uint8 output: the GEMM sums each tile in a local buffer for the epilogue (qgemm, C == NULL) */
-  const int local = out_scale != 0.0f && scale;
-  int32_t *acc = out_scale != 0.0f && !local ? (int32_t *)tf_qconv_scratch(6, (size_t)(O * P) * sizeof(int32_t)) : 0;
+  /* a uint8 output (which graph.qconv's verifier allows only with the float epilogue): the GEMM
+     sums each tile in a local buffer for the epilogue (qgemm, C == NULL) */
+  const int local = out_scale != 0.0f;
   for (long n = 0; n < N; n++) {{
     const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
     const uint8_t *src = direct ? xn : col;
@@ -398,7 +398,7 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
       }}
       /* the GEMM's parts are an omp for of this region (after the packing loop's barrier) */
       {gemm}(O, P, Kp, w_shifted, Kp, bp, colterm, rowterm, scale ? tf_qconv_dequantize : 0, &epi,
-           local ? (int32_t *)0 : acc ? acc : (int32_t *)y + n * O * P, P);
+           local ? (int32_t *)0 : (int32_t *)y + n * O * P, P);
     }}
   }}
 }}
@@ -534,10 +534,9 @@ void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, 
             float out_scale, int32_t out_zp, void *y)
 {{
   const long P = OH * OW, Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
-  /* a uint8 output: each thread sums a channel in its own P-sized buffer for the epilogue, not in a
-     C x P int32 matrix written and read back every call */
-  const int local = out_scale != 0.0f && scale;
-  int32_t *acc = out_scale != 0.0f && !local ? (int32_t *)tf_qconv_scratch(6, (size_t)(C * P) * sizeof(int32_t)) : 0;
+  /* a uint8 output (only with the float epilogue): each thread sums a channel in its own P-sized
+     buffer for the epilogue, not in a C x P int32 matrix written and read back every call */
+  const int local = out_scale != 0.0f;
   uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
   /* the 3x3 kinds of {name}_same3x3 and their column masks (one pair for every channel) */
   const int same = kh == 3 && kw == 3 && dh == 1 && dw == 1 && ph == 1 && pw == 1 && sh == sw &&
@@ -549,7 +548,7 @@ void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, 
     masks[H * OW + j] = j % OW != OW - 1;
   }}
   for (long n = 0; n < N; n++) {{
-    int32_t *sums = acc ? acc : (int32_t *)y + n * C * P;
+    int32_t *sums = (int32_t *)y + n * C * P;           /* the int32 or float32 output */
     tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
                                             out_scale != 0.0f ? (uint8_t *)y + n * C * P : 0, out_scale, out_zp, n, C * P, P);
     #pragma omp parallel {par}
