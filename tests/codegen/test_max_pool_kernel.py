@@ -41,6 +41,9 @@ CASES = [
     ((1, 3, 8, 8), dict(kernel=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1))),
     ((1, 1, 1, 1), dict(kernel=(1, 1))),
     ((2, 5, 4, 31), dict(kernel=(1, 7), strides=(1, 3), pads=(0, 3, 0, 3))),
+    ((1, 3, 9, 20), dict(kernel=(2, 2), strides=(3, 4), pads=(1, 1, 1, 1))),         # stride past the window
+    ((1, 2, 11, 13), dict(kernel=(3, 3), strides=(3, 3), pads=(1, 1, 1, 1), ceil_mode=True)),
+    ((1, 2, 10, 10), dict(kernel=(4, 4), strides=(2, 2), pads=(1, 2, 2, 1))),         # even window, phases of 2
 ]
 
 

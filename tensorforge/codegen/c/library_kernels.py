@@ -660,9 +660,12 @@ def _deform_conv_kernel(k: _Kernel) -> str:
 
 def _max_pool_kernel(k: _Kernel) -> str:
     """2-D max pool (float32, or the uint8/int8 of a quantized model), one (image, channel) plane per
-    task, separably: each input row is copied into a buffer padded with the lowest value, the
-    horizontal window max is taken at every input column (contiguous vector loads, no strided
-    ones), every ``sw``-th kept, and each output row is the max of its window's rows of that.
+    task, separably.  Each input row is copied into a buffer padded with the lowest value and split
+    into its ``sw`` column phases (``ph_q[j] = row[j*sw + q]``: one strided pass); window column
+    ``kx`` of output ``ox`` is then ``ph_{kx % sw}[ox + kx // sw]``, so the horizontal maximum is
+    ``kw`` contiguous passes over the ``ow`` outputs, not over every input column followed by a
+    strided pick (ResNet's 3x3/2 pool: half the compares, no gather).  Each output row is the max
+    of its window's rows of those.
 
     Exact in the reference's tap order (window row, then column): the NaN-keeping max (the first
     NaN wins, else the largest value, the later of equal ones for -0.0 against 0.0) is associative,
@@ -677,24 +680,29 @@ def _max_pool_kernel(k: _Kernel) -> str:
     sh, sw = (tuple(at.get("strides", ())) or (1, 1))
     pads = tuple(at.get("pads", ())) or (0, 0, 0, 0)
     ph, pw = pads[0], pads[1]
-    span = (ow - 1) * sw + 1                      # input columns where a window starts (padded coordinates)
-    padded = span + kw - 1                        # padded columns the windows read
+    phase_len = ow + (kw - 1) // sw               # entries of a phase the windows read
+    padded = phase_len * sw                       # padded columns split into phases (covers every tap)
     right = max(0, min(padded, pw + w))           # padded columns [pw, right) hold the row
     work = n * c * oh * ow * kh * kw
     ct = c_type(x.type)
     low = "-INFINITY" if x.type.dtype.is_float else str(x.type.dtype.int_range[0])
     maxf = "(((a) > (b)) | ((a) != (a)) ? (a) : (b))"
-    # one pass over g per window column, the first reading two of them (the same form as the
-    # vertical passes: gcc vectorises it, not a chain through a local, whose compare-selects it
-    # leaves as mispredicted branches)
-    hmax = ([f"        for (int64_t j = 0; j < {span}; ++j) g[j] = TF_POOL_MAX(pb[j], pb[j + 1]);"]
-            + [f"        for (int64_t j = 0; j < {span}; ++j) g[j] = TF_POOL_MAX(g[j], pb[j + {kx}]);"
-               for kx in range(2, kw)]) if kw > 1 else [f"        memcpy(g, pb, sizeof({ct}) * {span});"]
+    phases = min(sw, kw)
+    split = ([f"        for (int64_t j = 0; j < {phase_len}; ++j) {{"]
+             + [f"          ps[{q * phase_len} + j] = pb[j * {sw} + {q}];" for q in range(phases)]
+             + ["        }"]) if sw > 1 else []
+    tap = (lambda kx: f"ps[{(kx % sw) * phase_len + kx // sw} + ox]") if sw > 1 else (lambda kx: f"pb[ox + {kx}]")
+    # one pass per window column, the first reading two of them (the same form as the vertical
+    # passes: gcc vectorises it, not a chain through a local, whose compare-selects it leaves as
+    # mispredicted branches)
+    hmax = ([f"        for (int64_t ox = 0; ox < {ow}; ++ox) hr[ox] = TF_POOL_MAX({tap(0)}, {tap(1)});"]
+            + [f"        for (int64_t ox = 0; ox < {ow}; ++ox) hr[ox] = TF_POOL_MAX(hr[ox], {tap(kx)});"
+               for kx in range(2, kw)]) if kw > 1 else [f"        for (int64_t ox = 0; ox < {ow}; ++ox) hr[ox] = {tap(0)};"]
     body = [f"  #define TF_POOL_MAX(a, b) {maxf}",
             f"  #pragma omp parallel if ({work} > 65536)",
             "  {",
             f"    {ct}* const pb = ({ct}*)malloc(sizeof({ct}) * {padded});",
-            f"    {ct}* const g = ({ct}*)malloc(sizeof({ct}) * {span});",
+            f"    {ct}* const ps = ({ct}*)malloc(sizeof({ct}) * {phases * phase_len});",
             f"    {ct}* const hs = ({ct}*)malloc(sizeof({ct}) * {h * ow});",
             f"    for (int64_t j = 0; j < {min(pw, padded)}; ++j) pb[j] = {low};",
             f"    for (int64_t j = {right}; j < {padded}; ++j) pb[j] = {low};",
@@ -702,11 +710,11 @@ def _max_pool_kernel(k: _Kernel) -> str:
             f"    for (int64_t p = 0; p < {n * c}; ++p) {{",
             f"      const {ct}* restrict xp = in0 + p * {h * w};",
             f"      {ct}* restrict yp = out0 + p * {oh * ow};",
-            f"      for (int64_t y = 0; y < {h}; ++y) {{      /* the row's horizontal maxima, every {sw}-th */",
+            f"      for (int64_t y = 0; y < {h}; ++y) {{      /* the row's horizontal maxima at the {ow} outputs */",
             f"        memcpy(pb + {min(pw, padded)}, xp + y * {w}, sizeof({ct}) * {max(0, right - min(pw, padded))});",
-            *hmax,
+            *split,
             f"        {ct}* restrict hr = hs + y * {ow};",
-            f"        for (int64_t ox = 0; ox < {ow}; ++ox) hr[ox] = g[ox * {sw}];",
+            *hmax,
             "      }",
             f"      for (int64_t oy = 0; oy < {oh}; ++oy) {{",
             f"        const int64_t y0 = oy * {sh} - {ph};",
@@ -724,7 +732,7 @@ def _max_pool_kernel(k: _Kernel) -> str:
             "      }",
             "    }",
             "    free(pb);",
-            "    free(g);",
+            "    free(ps);",
             "    free(hs);",
             "  }",
             "  #undef TF_POOL_MAX"]
