@@ -435,3 +435,22 @@ def test_pointwise_convs_with_few_positions_run_transposed(rng):
         conv = np.einsum("nchw,oc->nohw", x.astype(np.float64), w.reshape(O, C).astype(np.float64))
         want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 3.0) + res
         np.testing.assert_allclose(cm.run(x, res)[0], want, rtol=RTOL, atol=1e-3)
+
+
+def test_deep_transposed_pointwise_conv_runs_k_in_one_block(rng):
+    """A transposed 1x1 convolution over many input channels takes all of K in one block (its
+    tile is transposed on every block boundary, ``_transposed_kc``); bias + ReLU + residual still
+    fused and the result equal to float64 einsum."""
+    x_shape, O = (1, 600, 7, 7), 128
+    C, out = x_shape[1], (1, O) + x_shape[2:]
+
+    def body(x, w, n, o, h, w_, c):
+        return x[n, c, h, w_] * w[o, c, 0, 0]
+
+    m, w, bias = _epilogue_kernel_module(x_shape, (O, C, 1, 1), (out, out + (C,), "ppppr", body), 1, 3.0)
+    x, res = _rand(rng, *x_shape), _rand(rng, *out)
+    cm = _compile(m)
+    assert "trans_c=True" in cm.source and "tf_min(600, K - pc)" in cm.source
+    conv = np.einsum("nchw,oc->nohw", x.astype(np.float64), w.reshape(O, C).astype(np.float64))
+    want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 3.0) + res
+    np.testing.assert_allclose(cm.run(x, res)[0], want, rtol=RTOL, atol=1e-3)
