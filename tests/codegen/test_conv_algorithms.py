@@ -140,8 +140,10 @@ def _plain_conv(n, c, hw, o, stride, k=3):
     (1, 28, 1, 5, "direct"),     # 5x5 stride 1, few garbage columns
     (8, 7, 1, 5, "fold"),        # 5x5 on 7x7 images of a batch: the padded grid wastes 40%, folding 2%
     (8, 14, 2, 3, "fold"),       # strided, 7x7 outputs per image
-    # strided, one image: 49 positions pad 64-wide tiles, so im2col into a transposed GEMM
-    (1, 14, 2, 3, "im2col+transposed"),
+    # strided, one image: 49 positions pad 64-wide tiles, so the transposed direct kernel on the
+    # phase planes (im2col into a transposed GEMM would copy the input 2.25x)
+    (1, 14, 2, 3, "direct_t"),
+    (1, 14, 2, 1, "im2col+transposed"),     # ... but a 1x1/2 layer keeps the transposed GEMM
     # strided, one image, 28x28 outputs: too many positions for one x_col; the direct kernel's
     # polyphase split copies the input once where im2col copies it 2.25x
     (1, 56, 2, 3, "direct"),

@@ -114,6 +114,12 @@ TRANSPOSED_MAX_POSITIONS = 256
 # epilogue runs on the tile buffer with masked tails, 0.8x before: its copy-out dominated such a
 # short K) and their outputs too many for the transposed im2col GEMM.
 STRIDED_DIRECT_MIN_DEPTH = 16
+# ... and one image's strided windows (not 1x1) over outputs few enough for the transposed GEMM take
+# the transposed direct kernel on the same phase planes instead of transposed im2col, which copies
+# the input 2.25x for a 3x3/2 layer (ResNet's 256->256 3x3/2 at 28x28 and 512->512 at 14x14, one
+# process: 1 thread 1.70 -> 1.39 and 1.96 -> 1.55 ms, 2 threads 0.90 -> 0.74 and 1.07 -> 0.86;
+# onnxruntime 1.20 / 1.39 and 0.66 / 0.74).  1x1/2 layers stay: the fused subsample of the
+# transposed GEMM was as fast.
 
 
 def _tile(target: Target, n: int, m: int = 0) -> tuple[int, int]:
@@ -1282,6 +1288,8 @@ class Tensorizer:
         per_image = _column_waste(self.target, r.M, r.N)
         folded = _column_waste(self.target, r.M, r.N * count) if fold else per_image
         if direct and not self._strided_direct_ok(p, hint):
+            if count == 1 and any(k > 1 for k in p.kernel) and self._strided_transposed(p, hint):
+                return DIRECT_TRANSPOSED     # a strided window over few outputs (see STRIDED_DIRECT_MIN_DEPTH)
             direct = False
         if direct:
             shape = _direct_shape(p)
@@ -1305,13 +1313,16 @@ class Tensorizer:
     def _strided_direct_ok(self, p: ConvPlan, hint: Callable[[Dim], int]) -> bool:
         """A strided layer's default use of the direct kernel (the tuner may try it anywhere):
         deep enough K (``STRIDED_DIRECT_MIN_DEPTH``), and not a layer whose im2col GEMM runs
-        transposed (14x14 and 7x7 outputs: the transposed GEMM measured 1.2-1.45x faster there)."""
+        transposed (14x14 and 7x7 outputs: the transposed GEMM measured 1.2-1.45x faster there;
+        its windows wider than 1x1 take the transposed direct kernel instead, for one image)."""
         if all(s == 1 for s in p.strides):
             return True
+        return hint(p.roles.K) >= STRIDED_DIRECT_MIN_DEPTH and not self._strided_transposed(p, hint)
+
+    def _strided_transposed(self, p: ConvPlan, hint: Callable[[Dim], int]) -> bool:
+        """A strided layer whose im2col GEMM would run transposed (few output positions)."""
         r = p.roles
-        transposed = (self._transposable(r, hint) and r.N <= TRANSPOSED_MAX_POSITIONS
-                      and not self._fold_ok(p, hint))
-        return hint(r.K) >= STRIDED_DIRECT_MIN_DEPTH and not transposed
+        return self._transposable(r, hint) and r.N <= TRANSPOSED_MAX_POSITIONS and not self._fold_ok(p, hint)
 
     def _winograd4_fits(self, shape: winograd.WinogradShape) -> bool:
         """F(4x4) keeps one image's transformed input and output (36 planes of channels x tiles
