@@ -219,3 +219,15 @@ def test_tiny_maps_of_a_batch_are_folded():
     want = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64),
                                       padding=1).numpy()
     np.testing.assert_allclose(model.run([x])[0], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mr", [7, 8, 14])
+def test_transposed_direct_store_of_every_tile_shape(mr):
+    """The transposed direct kernel's tiles go back to the layer's layout through ``tf_store_t``:
+    16 channels at a time by permutes where a tile has at most 8 positions, element by element
+    past that (mr 14) and for the last channels (72 = 4 x 16 + 8); 12-wide rows leave partial
+    tiles of 5 (mr 7), 4 (mr 8) and 12 (mr 14) positions."""
+    m, args, want, _ = _case(1, 6, 12, 12, 72, (3, 3), (1, 1), 1, 1)
+    model, src = build_native(m, tuning=forced_algorithm("direct_t", mr=mr, nr=4 * Target.host().vector_width))
+    assert MARKERS["direct_t"] in src
+    np.testing.assert_allclose(model.run(list(args))[0], want, rtol=1e-4, atol=1e-4)

@@ -245,7 +245,8 @@ TF_API void {name}_unit(const {SHAPE_TYPE} *s, const long *restrict toff, long p
 # channels: per (channel, tap) step it broadcasts the ``mr`` input elements that step reads (from
 # the same padded phase planes, consecutive addresses) and loads ``nr/vw`` vectors of packed
 # weights (``pack_weights`` with nr-wide panels: [ceil(M/nr), K, nr]), aligned and read in order.
-# The tile is written back transposed, ``mr`` floats into each of its ``nr`` channel rows; a
+# The tile is written back transposed, ``mr`` floats into each of its ``nr`` channel rows
+# (``tf_store_t``: 16 channels at a time through permutes where AVX-512 is there); a
 # work unit is one output row of one image for one panel of channels, its fused epilogue called
 # on that row segment.
 
@@ -278,8 +279,7 @@ TF_API void {name}_rows(const {SHAPE_TYPE} *s, const long *restrict toff, long p
     for (long ow0 = 0; ow0 < ow_n; ow0 += {mr}) {{
       {name}_tukr(s->channels, plane, toff, wp, xp + oh * pw + ow0, ct);
       const long n = tf_min({mr}, ow_n - ow0);
-      for (long v = 0; v < nrow; v++)
-        for (long i = 0; i < n; i++) dst[v * ldc + ow0 + i] = ct[i * {nr} + v];
+      tf_store_t(ct, {nr}, n, nrow, dst + ow0, ldc);
     }}
     if (epi) epi(ectx, dst, ldc, o0, oh * ow_n, nrow, ow_n);
   }}
