@@ -29,9 +29,9 @@ GEMV does none of them:
   sized by multiply-adds (``tensorize.PARALLEL_MIN_MACS``), which say nothing about a streaming
   kernel.  On a shared machine a threaded call can wait a whole scheduler time slice (4-12 ms,
   measured, against ~0.1 ms of work) for a descheduled thread, so the threads are kept honest by
-  the clock: a threaded call slower per byte than the running serial estimate sends the next
-  ``MIN_BACKOFF`` .. ``MAX_BACKOFF`` large calls (doubling while threads keep losing) to one
-  thread.  Each panel is always computed by one thread with the same code, so the numbers do not
+  the clock: a threaded call more than ``STALL_FACTOR`` times slower per byte than the running
+  serial estimate sends the next ``MIN_BACKOFF`` .. ``MAX_BACKOFF`` large calls (doubling while
+  threads keep losing) to one thread.  Each panel is always computed by one thread with the same code, so the numbers do not
   depend on the split.
 
 ``TENSORFORGE_GEMV_MAX_M=0`` in the environment at code generation disables the path (for
@@ -55,6 +55,13 @@ PREFETCH_BYTES = 512
 # the maximum while threaded calls keep losing).
 MIN_BACKOFF = 16
 MAX_BACKOFF = 4096
+# ... "lost" meaning slower than this many times the serial estimate: a stall (a thread that held
+# a chunk and was descheduled: a time slice, 10-100x the work), not the few microseconds a worker
+# takes to wake after an idle spell.  tensorforge's OpenMP runtime has the caller take every chunk
+# a late worker has not claimed, so such a call runs about as fast as a serial one; counting it as
+# lost (factor 1) sent the next 16-4096 calls to one thread after every pause, and MLP
+# 784-1024-1024-10 at batch 1 ran 0.095 ms against 0.060 ms threaded (onnxruntime 0.076).
+STALL_FACTOR = 2
 # How the threads share the panels: "dynamic" (chunks on demand) or "static" (one even range each).
 SCHEDULE = "dynamic"
 # Most bytes of B in one chunk of panels handed to a thread.
@@ -129,8 +136,8 @@ static void {name}_gemv_range(long q0, long q1, long M, long N, long K, const fl
 
 /* Whether threads pay, judged by the clock (relaxed atomics: concurrent callers only blur the
    estimate): the first two large calls run serially and set the serial picoseconds per byte; a
-   threaded call slower than that estimate (a descheduled thread on a shared machine: a whole time
-   slice) sends the next `backoff` large calls to one thread, doubling while threads keep losing.
+   threaded call over {STALL_FACTOR}x that estimate (a descheduled thread on a shared machine: a whole
+   time slice) sends the next `backoff` large calls to one thread, doubling while threads keep losing.
    Every panel is computed by one thread with the same code, so the result does not depend on it. */
 static long {name}_gemv_ser_ps, {name}_gemv_skip, {name}_gemv_backoff;
 
@@ -149,7 +156,7 @@ static void {name}_gemv(long M, long N, long K, const float *A, long lda, const 
 {par}
         const long ps = (long)((omp_get_wtime() - t0) * 1e12 / (double)bytes);
         long backoff = 0;
-        if (ps > ser) {{
+        if (ps > {STALL_FACTOR} * ser) {{
           backoff = __atomic_load_n(&{name}_gemv_backoff, __ATOMIC_RELAXED);
           backoff = backoff ? tf_min(2 * backoff, {MAX_BACKOFF}) : {MIN_BACKOFF};
           __atomic_store_n(&{name}_gemv_skip, backoff, __ATOMIC_RELAXED);
