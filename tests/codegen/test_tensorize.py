@@ -473,3 +473,24 @@ def test_transposed_pointwise_conv_with_partial_tiles(rng):
     conv = np.einsum("nchw,oc->nohw", x.astype(np.float64), w.reshape(O, C).astype(np.float64))
     want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 3.0) + res
     np.testing.assert_allclose(cm.run(x, res)[0], want, rtol=RTOL, atol=1e-3)
+
+
+def test_gemms_with_a_large_output_take_k_in_one_block(rng):
+    """An output of at least half of L3 (GPT-2's head: 128 x 50257 floats) gets all of a moderate K
+    in one block (each further block would read and write the whole output again), the 6 x 64
+    tile, A in place and blocks on demand; other GEMMs keep the usual blocks.  End to end on a
+    target whose small L3 makes a small GEMM large: the packed weights agree with that tile."""
+    from tensorforge.codegen import Target
+    from tensorforge.codegen.c.build import build_native
+    from tensorforge.codegen.c.tensorize import _gemm_params
+    zen = Target.host().replace(l1d=48 * 1024, l2=1 << 20, l3=32 << 20, vector_width=16, vector_registers=32)
+    head = _gemm_params(zen, 50257, 2, 128, 768)
+    assert (head.kc, head.pack_a, head.schedule, head.mr, head.nr) == (768, False, "dynamic", 6, 64)
+    assert head.kc * head.nc * 4 <= zen.l2
+    assert _gemm_params(zen, 3072, 2, 128, 768).kc == 256       # BERT's FFN: 1.5 MB of output
+    assert _gemm_params(zen, 50257, 2, 128, 4096).kc == 256     # a 6 x K micro-panel past half of L1
+    x, w = _rand(rng, 20, 300), _rand(rng, 300, 3000)
+    m = _module([x], lambda bd, x_: [bd.create("graph.matmul", [x_, bd.graph.constant(w)]).results[0]])
+    model, src = build_native(m, target=Target.host().replace(l3=256 * 1024))
+    assert "tf_min(300, K - pc)" in src
+    np.testing.assert_allclose(model.run([x])[0], x.astype(np.float64) @ w, rtol=RTOL, atol=1e-3)
