@@ -231,3 +231,16 @@ def test_transposed_direct_store_of_every_tile_shape(mr):
     model, src = build_native(m, tuning=forced_algorithm("direct_t", mr=mr, nr=4 * Target.host().vector_width))
     assert MARKERS["direct_t"] in src
     np.testing.assert_allclose(model.run(list(args))[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_one_image_with_heavy_weights_takes_the_transposed_direct_kernel_over_winograd():
+    """128 -> 128 3x3 at 28x28 (590 KB of weights, a quarter of L2 or more on the targets we see):
+    one image takes the transposed direct kernel (inside a model Winograd's 16/9x larger
+    transformed weights come from memory); two images keep Winograd, and so do light weights."""
+    target = Target.host().replace(l2=1 << 20)
+    _, one = build_native(_plain_conv(1, 128, 28, 128, 1), target=target)
+    assert MARKERS["direct_t"] in one and MARKERS["winograd"] not in one and MARKERS["winograd4"] not in one
+    _, two = build_native(_plain_conv(2, 128, 28, 128, 1), target=target)
+    assert MARKERS["direct_t"] not in two
+    _, light = build_native(_plain_conv(1, 16, 28, 32, 1), target=target)
+    assert MARKERS["winograd4"] in light

@@ -93,6 +93,9 @@ DIRECT_TRANSPOSED = "direct_t"
 # wastes 23%, 7x64 transposed tiles none; measured 1.2x on one thread, 1.3x on two; a batch's
 # images are folded or take Winograd instead)
 DIRECT_TRANSPOSED_MARGIN = 0.10
+# ... and taken over Winograd for one image of a map at most this wide with weights of a quarter of
+# L2 or more (``Tensorizer._weights_outweigh_winograd``)
+DIRECT_T_MAX_WIDTH = 28
 # Register tiles (mr, nr in vectors) tried for narrow outputs: the one wasting fewest columns wins.
 _TILES = ((6, 4), (8, 3), (12, 2), (14, 1))
 # A GEMM with a constant A computed transposed (``KernelPlan.transposed``) tiles the output's columns
@@ -1311,6 +1314,8 @@ class Tensorizer:
             return "conv"
         r = p.roles
         count = hint(r.batch_count)
+        if wino and self._weights_outweigh_winograd(p, hint):
+            return DIRECT_TRANSPOSED
         if wino:
             large = _winograd_shape(p, 4)
             if (large.tiles_h * large.tiles_w * count >= WINOGRAD4_MIN_TILES
@@ -1333,6 +1338,21 @@ class Tensorizer:
             if waste <= folded + 0.05:
                 return "direct"
         return "fold" if folded < per_image else ("direct" if direct else "conv")
+
+    def _weights_outweigh_winograd(self, p: ConvPlan, hint: Callable[[Dim], int]) -> bool:
+        """One image of a small map (at most ``DIRECT_T_MAX_WIDTH`` wide) whose weights fill at
+        least a quarter of L2 takes the transposed direct kernel, not Winograd: inside a model the
+        weights come from memory, and Winograd's transformed ones are 16/9x (F2) or 4x (F4) as
+        many bytes, read over few tiles.  ResNet's 3x3 layers on one thread, the caches flushed
+        but the input, one process: 128->128 at 28x28 1.52 ms (F2) against 1.33, 256->256 at 14x14
+        1.57 against 1.44 (onnxruntime 1.30 and 1.30), though hot Winograd is 5-15% faster; whole
+        ResNet-18 / ResNet-50 at batch 1, four runs each: 0.995-1.046x / 0.984-1.060x, mean
+        1.02-1.03x.  ``TENSORFORGE_DIRECT_T=0`` keeps Winograd (comparisons)."""
+        if os.environ.get("TENSORFORGE_DIRECT_T", "1") == "0":
+            return False
+        r = p.roles
+        return (hint(r.batch_count) == 1 and len(p.out_spatial) == 2 and p.out_spatial[-1] <= DIRECT_T_MAX_WIDTH
+                and hint(r.M) * hint(r.K) * 4 >= self.target.l2 // 4)
 
     def _direct_transposed_waste(self, p: ConvPlan) -> float:
         """Share of the transposed direct kernel's tile work that is padding (positions of an
