@@ -70,8 +70,6 @@ SMALL_GEMM = 1 << 22
 PARALLEL_MIN_MACS = 1 << 21
 # A multi-threaded GEMM with at least this many (mc x nc) blocks per thread schedules them dynamically.
 DYNAMIC_BLOCKS_PER_THREAD = 4
-# A GEMM whose output holds at least 1/this of L3 takes _large_output_params.
-LARGE_OUTPUT_SHARE = 2
 # A Winograd convolution needs this many 2x2 output tiles (all images) to beat the other algorithms
 # (benchmarks/conv_layers.py: 49 tiles of one 14x14 image 1.4x faster than direct, 16 of a 7x7 2x slower).
 WINOGRAD_MIN_TILES = 32
@@ -172,8 +170,8 @@ def _gemm_params(target: Target, n: int, threads: int, m: int = 0, k: int = 0) -
     """Default params; a GEMM with many (mc x nc) blocks per thread hands them out on demand
     (``schedule="dynamic"``, half-height blocks): on a shared machine a static split waits for
     a descheduled thread (or for another library's spinning threads), a dynamic one does not.
-    A GEMM with a large output takes ``_large_output_params``."""
-    if m and k and m * n * 4 * LARGE_OUTPUT_SHARE >= target.l3:
+    A GEMM whose output does not fit L2 takes ``_large_output_params``."""
+    if m and k and m * n * 4 >= target.l2:
         params = _large_output_params(target, k, threads)
         if params is not None:
             return params
@@ -187,13 +185,16 @@ def _gemm_params(target: Target, n: int, threads: int, m: int = 0, k: int = 0) -
 
 
 def _large_output_params(target: Target, k: int, threads: int) -> GemmParams | None:
-    """All of a moderate K in one block, for a GEMM whose output is large against L3 (a language
-    model's head: 128 x 50257 floats, 26 MB): every further K block reads and writes the whole
-    output once more, from memory.  The 6 x 64 tile (its A micro-panel, 6 x K, within half of
-    L1), B blocks of K x nc filling 3/4 of L2, A read in place (packing it per B block would copy
-    it N / nc times) and blocks on demand.  GPT-2's head (128 x 768 x 50257), 2 threads, one
-    process: 33.2 -> 25.3 ms (onnxruntime 27.9); K blocks of 256 and 512 with the usual blocks
-    29-36 ms.  None where K already fits one usual block or the micro-panel would not fit."""
+    """All of a moderate K in one block, for a GEMM whose output does not fit L2 (a language
+    model's head: 128 x 50257 floats, 26 MB; a transformer's FFN: 128 x 3072, 1.5 MB): every
+    further K block reads and writes the whole output once more, from L3 or memory.  The 6 x 64
+    tile (its A micro-panel, 6 x K, within half of L1), B blocks of K x nc filling 3/4 of L2, A
+    read in place (packing it per B block would copy it N / nc times) and blocks on demand.
+    2 threads, one process: GPT-2's head (128 x 768 x 50257) 33.2 -> 25.3 ms (onnxruntime 27.9;
+    K blocks of 256 and 512 with the usual blocks 29-36 ms), BERT's 768 -> 3072 1.57 -> 1.46 ms;
+    whole models, outputs over L2 against over half of L3: BERT-base 1.070x and 1.045x, GPT-2
+    small 1.078x, ResNet-50 b8 0.994x.  None where K already fits one usual block or the
+    micro-panel would not fit."""
     base = GemmParams.for_target(target, threads=threads)
     if k <= base.kc or k * base.mr * 4 > target.l1d // 2:
         return None
