@@ -14,6 +14,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 import tensorforge
 from tensorforge.codegen.c.contraction import match_contraction, plan_conv, plan_gemm
@@ -437,11 +438,16 @@ def test_pointwise_convs_with_few_positions_run_transposed(rng):
         np.testing.assert_allclose(cm.run(x, res)[0], want, rtol=RTOL, atol=1e-3)
 
 
-def test_deep_transposed_pointwise_conv_runs_k_in_one_block(rng):
-    """A transposed 1x1 convolution over many input channels takes all of K in one block (its
-    tile is transposed on every block boundary, ``_transposed_kc``); bias + ReLU + residual still
-    fused and the result equal to float64 einsum."""
-    x_shape, O = (1, 600, 7, 7), 128
+@pytest.mark.parametrize("x_shape, O, marker", [
+    # 600 input channels: all of K in one block (the tile is transposed on every block boundary,
+    # ``_transposed_kc``)
+    ((1, 600, 7, 7), 128, "tf_min(600, K - pc)"),
+    # 36 positions (a last tile of fewer rows for 7- and 8-row tiles) and 144 channels (two
+    # 64-wide panels, then 16): the tile shapes ``tf_store_t`` writes back
+    ((1, 48, 6, 6), 144, ""),
+])
+def test_transposed_pointwise_convs_deep_k_and_partial_tiles(rng, x_shape, O, marker):
+    """Transposed 1x1 convolutions with bias + ReLU + residual fused, against float64 einsum."""
     C, out = x_shape[1], (1, O) + x_shape[2:]
 
     def body(x, w, n, o, h, w_, c):
@@ -450,26 +456,7 @@ def test_deep_transposed_pointwise_conv_runs_k_in_one_block(rng):
     m, w, bias = _epilogue_kernel_module(x_shape, (O, C, 1, 1), (out, out + (C,), "ppppr", body), 1, 3.0)
     x, res = _rand(rng, *x_shape), _rand(rng, *out)
     cm = _compile(m)
-    assert "trans_c=True" in cm.source and "tf_min(600, K - pc)" in cm.source
-    conv = np.einsum("nchw,oc->nohw", x.astype(np.float64), w.reshape(O, C).astype(np.float64))
-    want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 3.0) + res
-    np.testing.assert_allclose(cm.run(x, res)[0], want, rtol=RTOL, atol=1e-3)
-
-
-def test_transposed_pointwise_conv_with_partial_tiles(rng):
-    """A transposed 1x1 convolution over 36 positions (a last tile of fewer rows for the 7- and
-    8-row tiles) and 144 output channels (two full 64-wide panels, then 16): the tile shapes
-    ``tf_store_t`` writes back."""
-    x_shape, O = (1, 48, 6, 6), 144
-    C, out = x_shape[1], (1, O) + x_shape[2:]
-
-    def body(x, w, n, o, h, w_, c):
-        return x[n, c, h, w_] * w[o, c, 0, 0]
-
-    m, w, bias = _epilogue_kernel_module(x_shape, (O, C, 1, 1), (out, out + (C,), "ppppr", body), 1, 3.0)
-    x, res = _rand(rng, *x_shape), _rand(rng, *out)
-    cm = _compile(m)
-    assert "trans_c=True" in cm.source
+    assert "trans_c=True" in cm.source and marker in cm.source
     conv = np.einsum("nchw,oc->nohw", x.astype(np.float64), w.reshape(O, C).astype(np.float64))
     want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 3.0) + res
     np.testing.assert_allclose(cm.run(x, res)[0], want, rtol=RTOL, atol=1e-3)
