@@ -31,8 +31,8 @@ GEMV does none of them:
   measured, against ~0.1 ms of work) for a descheduled thread, so the threads are kept honest by
   the clock: a threaded call more than ``STALL_FACTOR`` times slower per byte than the running
   serial estimate sends the next ``MIN_BACKOFF`` .. ``MAX_BACKOFF`` large calls (doubling while
-  threads keep losing) to one thread.  Each panel is always computed by one thread with the same code, so the numbers do not
-  depend on the split.
+  threads keep losing) to one thread.  Each panel is always computed by one thread with the same
+  code, so the numbers do not depend on the split.
 
 ``TENSORFORGE_GEMV_MAX_M=0`` in the environment at code generation disables the path (for
 benchmarking the blocked GEMM at small M); the dispatch is on the runtime M, so a GEMM called

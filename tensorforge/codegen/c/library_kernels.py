@@ -702,7 +702,7 @@ def _max_pool_kernel(k: _Kernel) -> str:
             f"  #pragma omp parallel if ({work} > 65536)",
             "  {",
             f"    {ct}* const pb = ({ct}*)malloc(sizeof({ct}) * {padded});",
-            f"    {ct}* const ps = ({ct}*)malloc(sizeof({ct}) * {phases * phase_len});",
+            *([f"    {ct}* const ps = ({ct}*)malloc(sizeof({ct}) * {phases * phase_len});"] if sw > 1 else []),
             f"    {ct}* const hs = ({ct}*)malloc(sizeof({ct}) * {h * ow});",
             f"    for (int64_t j = 0; j < {min(pw, padded)}; ++j) pb[j] = {low};",
             f"    for (int64_t j = {right}; j < {padded}; ++j) pb[j] = {low};",
@@ -732,7 +732,7 @@ def _max_pool_kernel(k: _Kernel) -> str:
             "      }",
             "    }",
             "    free(pb);",
-            "    free(ps);",
+            *(["    free(ps);"] if sw > 1 else []),
             "    free(hs);",
             "  }",
             "  #undef TF_POOL_MAX"]

@@ -140,12 +140,18 @@ def _tile(target: Target, n: int, m: int = 0) -> tuple[int, int]:
     return min(tiles, key=lambda t: (padded_work(t), -t[1]))
 
 
+def _direct_t_on() -> bool:
+    """The transposed direct kernel's default uses (``TENSORFORGE_DIRECT_T=0`` turns them off for
+    comparisons: the waste rule and the heavy-weights rule against Winograd)."""
+    return os.environ.get("TENSORFORGE_DIRECT_T", "1") != "0"
+
+
 def _transposed_kc(target: Target, depth: int, nr: int) -> int:
     """K block of a transposed GEMM: all of K where one weight panel (K x nr floats) fits half of
-    L2.  Its tile is written back transposed, element by element, and read back the same way
-    before every further K block, so each block boundary costs two scalar passes over the tile:
-    at K = 1024-2048 with 256-deep blocks that was 8-15% of ResNet-50's 14x14 and 7x7 1x1
-    layers (2048->512 at 7x7, one thread: 0.667 -> 0.565 ms with one block, onnxruntime 0.553).
+    L2.  Its tile is written back transposed and, before every further K block, read back
+    element by element, so each block boundary costs two passes over the tile: at K = 1024-2048
+    with 256-deep blocks (both passes scalar then) that was 8-15% of ResNet-50's 14x14 and 7x7
+    1x1 layers (2048->512 at 7x7, one thread: 0.667 -> 0.565 ms with one block, onnxruntime 0.553).
     ``TENSORFORGE_TRANSPOSED_KC=0`` keeps the usual blocks (comparisons)."""
     if os.environ.get("TENSORFORGE_TRANSPOSED_KC", "1") == "0":
         return 0
@@ -1349,7 +1355,7 @@ class Tensorizer:
         1.57 against 1.44 (onnxruntime 1.30 and 1.30), though hot Winograd is 5-15% faster; whole
         ResNet-18 / ResNet-50 at batch 1, four runs each: 0.995-1.046x / 0.984-1.060x, mean
         1.02-1.03x.  ``TENSORFORGE_DIRECT_T=0`` keeps Winograd (comparisons)."""
-        if os.environ.get("TENSORFORGE_DIRECT_T", "1") == "0":
+        if not _direct_t_on():
             return False
         r = p.roles
         return (hint(r.batch_count) == 1 and len(p.out_spatial) == 2 and p.out_spatial[-1] <= DIRECT_T_MAX_WIDTH
@@ -1359,7 +1365,7 @@ class Tensorizer:
         """Share of the transposed direct kernel's tile work that is padding (positions of an
         output row past a multiple of mr, channels past a multiple of nr); 1 when it is off
         (``TENSORFORGE_DIRECT_T=0``, comparisons)."""
-        if os.environ.get("TENSORFORGE_DIRECT_T", "1") == "0":
+        if not _direct_t_on():
             return 1.0
         ow, rows = p.out_spatial[-1], p.roles.M
         mr, nr = _transposed_tile(self.target, ow, rows)
