@@ -7,14 +7,30 @@ from typing import Sequence
 import numpy as np
 
 
+def abs_diff(out: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """|out - ref| elementwise (float64, same shapes), where a NaN or an infinity the reference
+    also has counts as agreement (0) and one it lacks as an infinite error: so that one NaN
+    cannot hide inside a max (Python's ``max(0.0, nan)`` is 0.0) and a model whose reference
+    is NaN there too is not charged for it."""
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(out - ref)
+    odd = ~np.isfinite(diff)
+    if odd.any():
+        same = (np.isnan(out) & np.isnan(ref)) | (out == ref)
+        diff[odd] = np.where(same[odd], 0.0, np.inf)
+    return diff
+
+
 def max_rel_err(out, ref) -> float:
-    """max |out - ref| / max |ref|: one number per output that does not blow up near zeros."""
+    """max |out - ref| / max |ref| (finite |ref| only): one number per output that does not blow
+    up near zeros; inf where a NaN or infinity of one side is missing from the other."""
     out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
     if out.shape != ref.shape:
         return float("inf")
     if out.size == 0:
         return 0.0
-    return float(np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-30))
+    finite = np.abs(ref[np.isfinite(ref)])
+    return float(abs_diff(out, ref).max() / max(finite.max() if finite.size else 0.0, 1e-30))
 
 
 def max_rel_err_all(outs: Sequence, refs: Sequence) -> float:
@@ -35,7 +51,7 @@ def max_abs_diff_all(outs: Sequence, refs: Sequence) -> float:
         if o.shape != r.shape:
             return float("inf")
         if o.size:
-            worst = max(worst, float(np.abs(o - r).max()))
+            worst = max(worst, float(abs_diff(o, r).max()))
     return worst
 
 

@@ -161,3 +161,16 @@ def test_tfm_bench_times_tensorforge_alone_and_says_why(tiny_onnx, cache, capsys
     assert [c["key"] for c in model["contenders"]] == ["tensorforge"]
     assert {s["peer"] for s in model["skipped"]} == {"eager", "inductor", "inductor-freezing", "onnxruntime"}
     assert model["check"]["reference"] is None and "outputs not checked" in out
+
+
+def test_output_errors_see_a_nan_the_reference_lacks():
+    """A NaN in tensorforge's output where the reference has a number is an infinite error (the
+    first real-GPU run reported 'max abs err 0.0' for NaN outputs: max(0.0, nan) is 0.0); a NaN
+    or infinity both sides have is agreement; the scale ignores the reference's infinities."""
+    from tensorforge.benchmark.stats import max_abs_diff_all, max_rel_err
+    nan, inf = np.nan, np.inf
+    assert max_abs_diff_all([np.array([nan, 1.0])], [np.array([0.0, 1.0])]) == inf
+    assert max_rel_err(np.array([0.0, nan]), np.array([0.0, 2.0])) == inf
+    assert max_rel_err(np.array([1.0, nan, -inf, 3.0]), np.array([1.0, nan, -inf, 4.0])) == 0.25
+    assert max_rel_err(np.array([1.0, inf]), np.array([1.0, -inf])) == inf
+    assert max_abs_diff_all([np.array([nan, 2.5])], [np.array([nan, 2.0])]) == 0.5

@@ -29,7 +29,7 @@ typedef unsigned char uint8_t;
 CUDA = Language(
     "cuda", PRELUDE,
     kernel='extern "C" __global__ void __launch_bounds__({threads}, 1) {name}({params})',
-    param="{const}{type}* __restrict__ {name}", param_setup="",
+    param="{const}{type}* {restrict}{name}", param_setup="", restrict="__restrict__ ",
     block_index="blockIdx.{axis_name}", thread_index="threadIdx.{axis_name}",
     shared="__shared__ ", barrier="__syncthreads();",
     vector_load="(*(const float{n}*)({ptr}))", vector_store="*(float{n}*)({ptr}) = {value};",

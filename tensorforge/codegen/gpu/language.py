@@ -14,8 +14,9 @@ class Language:
     name: str
     prelude: str
     kernel: str             # "{name}" and "{params}" and "{threads}"
-    param: str              # one buffer parameter: "{const}", "{type}", "{name}", "{k}"
+    param: str              # one buffer parameter: "{const}", "{restrict}", "{type}", "{name}", "{k}"
     param_setup: str        # statement turning the parameter into the typed pointer (or "")
+    restrict: str           # the no-alias qualifier, with its trailing space
     block_index: str        # "{axis}" is 0/1/2
     thread_index: str
     shared: str             # declaration prefix of a shared array

@@ -52,13 +52,15 @@ class GpuEmitter(FunctionEmitter):
 
     def _emit(self) -> str:
         decls, setup = [], []
+        shared = self._read_and_written()
         for k, v in enumerate(self.params):
             t = v.type
             if t.dtype is DType.f16:
                 raise CompileError(f"kernel '{self.c_name}': float16 buffers have no GPU lowering yet")
             name = f"p{k}"
             self.names[id(v)] = name
-            fields = {"const": "const " if k < self.n_inputs else "", "type": c_type(t), "name": name, "k": k}
+            fields = {"const": "const " if k < self.n_inputs else "", "type": c_type(t), "name": name, "k": k,
+                      "restrict": "" if id(v) in shared else self.lang.restrict}
             decls.append(self.lang.param.format(**fields))
             if self.lang.param_setup:
                 setup.append("  " + self.lang.param_setup.format(**fields))
@@ -77,6 +79,16 @@ class GpuEmitter(FunctionEmitter):
             self.op(self.nest, 1)
         self.lines.append("}")
         return "\n".join(self.lines) + "\n"
+
+    def _read_and_written(self) -> set[int]:
+        """The ids of the global buffers this kernel both stores to and loads from: one thread
+        writes what another reads after a barrier (a row's mean in global scratch), so they must
+        not be ``restrict``.  With it the compiler may assume no other access path exists and
+        move a load above the barrier: on an H200, NVRTC's code read a layer norm's statistics
+        before thread 0 had written them (NaN rows)."""
+        stored = {id(buffer_of(op)) for op in walk_ops(self.nest, STORE)}
+        loaded = {id(buffer_of(op)) for op in walk_ops(self.nest, LOAD)}
+        return stored & loaded
 
     def emit(self) -> str:
         """The kernel's text; its index arithmetic is 32-bit when every buffer and loop fits."""
