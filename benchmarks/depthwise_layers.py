@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/depthwise_layers.py                   # batch 1, 2 threads
     .venv/bin/python benchmarks/depthwise_layers.py --repeats 15 --only 144@56
+    .venv/bin/python benchmarks/depthwise_layers.py --batch 8 --only 480@14 576@14
 
 A layer is ``clip(conv2d(x, w, b, groups=C), 0, 6)`` (BatchNorm folded into w and b; ReLU6), the
 form both networks run.  Contenders, timed interleaved in one process (medians of rounds after
@@ -33,7 +34,7 @@ MARKER = "depthwise direct kernel (depthwise.py)"      # how the kernel shows in
 
 
 def bench_layer(c: int, size: int, k: int, s: int, threads: int, repeats: int, block: int,
-                pause: float = 0.05) -> dict:
+                pause: float = 0.05, batch: int = 1) -> dict:
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -45,7 +46,7 @@ def bench_layer(c: int, size: int, k: int, s: int, threads: int, repeats: int, b
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(c, c, k, s, k // 2, groups=c, bias=True)
     layer = torch.nn.Sequential(conv, torch.nn.ReLU6()).eval()
-    x = torch.randn(1, c, size, size)
+    x = torch.randn(batch, c, size, size)
     xn = x.numpy()
     with torch.no_grad():
         ref = layer(x).numpy()
@@ -63,7 +64,7 @@ def bench_layer(c: int, size: int, k: int, s: int, threads: int, repeats: int, b
             raise SystemExit(f"{c}@{size} k{k} s{s}, {name}: max relative error {err:.2e}")
         compiled[name] = cm
     os.environ.pop(depthwise.ENV, None)
-    sess = conv_session(w.numpy(), b.numpy(), size, s, c, threads)
+    sess = conv_session(w.numpy(), b.numpy(), size, s, c, threads, batch=batch)
     feed = {"x": xn}
     err = float(np.abs(sess.run(None, feed)[0] - ref).max() / np.abs(ref).max())
     if err > 1e-4:
@@ -90,6 +91,7 @@ def bench_layer(c: int, size: int, k: int, s: int, threads: int, repeats: int, b
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--block", type=int, default=5)
     ap.add_argument("--pause", type=float, default=0.05,
@@ -97,14 +99,14 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=None, help="layers as C@size (e.g. 144@56)")
     args = ap.parse_args()
     cols = ("tf", "tf-old", "torch", "ort", "copy")
-    print(f"ms (GB/s), batch 1, {args.threads} thread(s), medians of {args.repeats} interleaved rounds "
+    print(f"ms (GB/s), batch {args.batch}, {args.threads} thread(s), medians of {args.repeats} interleaved rounds "
           f"of {args.block} calls after a {args.pause} s pause; load average before: {os.getloadavg()}")
     print(f"{'layer':18s} {'KiB':>6s} " + " ".join(f"{c:>14s}" for c in cols) + "  torch/tf  ort/tf  old/tf")
     start = time.time()
     for c, size, k, s in LAYERS:
         if args.only and f"{c}@{size}" not in args.only:
             continue
-        r = bench_layer(c, size, k, s, args.threads, args.repeats, args.block, args.pause)
+        r = bench_layer(c, size, k, s, args.threads, args.repeats, args.block, args.pause, args.batch)
         ms, gbs = r["ms"], r["gbs"]
         cells = " ".join(f"{ms[k_]:6.3f} ({gbs[k_]:5.1f})" for k_ in cols)
         best = " ".join(f"{r['best'][k_]:6.3f}" for k_ in cols)

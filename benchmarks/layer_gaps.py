@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/layer_gaps.py resnet50                 # 2 threads, 12 rounds
     .venv/bin/python benchmarks/layer_gaps.py mobilenet_v2 --threads 1 --rounds 20
+    .venv/bin/python benchmarks/layer_gaps.py efficientnet_b0 --batch 8
     .venv/bin/python benchmarks/layer_gaps.py resnet50_int8.onnx       # a QDQ file: int8 against int8
 
 Whole-model ratios say how far behind a model is, not where.  Per-layer benchmarks time a layer on
@@ -82,11 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", help="a zoo name or an .onnx file (a quantized one compares int8 with int8)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=None, help="the zoo model's batch size (default: its own)")
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--pause-s", type=float, default=0.05)
     args = ap.parse_args(argv)
 
-    lm = load_model(args.model, None, {})
+    lm = load_model(args.model, args.batch, {})
     model = build_profiled(lm, args.threads)
     xs = example_inputs(model)
     with tempfile.TemporaryDirectory() as tmp:

@@ -6,8 +6,8 @@ onnxruntime fuses the pair, so its session is its best case for the layer.
 from __future__ import annotations
 
 
-def conv_session(w, b, size: int, stride: int, groups: int, threads: int, clip: bool = True):
-    """An onnxruntime session computing ``clip(conv2d(x, w, b), 0, 6)`` on a ``1 x C x size x size`` x."""
+def conv_session(w, b, size: int, stride: int, groups: int, threads: int, clip: bool = True, batch: int = 1):
+    """An onnxruntime session computing ``clip(conv2d(x, w, b), 0, 6)`` on a ``batch x C x size x size`` x."""
     import numpy as np
     import onnx
     import onnxruntime as ort
@@ -24,8 +24,8 @@ def conv_session(w, b, size: int, stride: int, groups: int, threads: int, clip: 
         nodes.append(helper.make_node("Clip", ["y0", "lo", "hi"], ["y"]))
         inits += [numpy_helper.from_array(np.array(0, np.float32), "lo"),
                   numpy_helper.from_array(np.array(6, np.float32), "hi")]
-    graph = helper.make_graph(nodes, "layer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, size, size])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, o, out, out])], inits)
+    graph = helper.make_graph(nodes, "layer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, c, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, o, out, out])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)

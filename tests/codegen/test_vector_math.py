@@ -20,10 +20,11 @@ void tf_test_{fn}(const float* restrict x, float* restrict y, long n) {{
 }}
 """
 F32P = np.ctypeslib.ndpointer(np.float32, flags="C_CONTIGUOUS")
+FUNCTIONS = ("tf_erff", "tf_expf", "tf_geluf", "tf_sigmoidf")
 
 
 def _compiled(fast_math: bool):
-    lib = compile_c(PRELUDE + "".join(_APPLY.format(fn=f) for f in ("tf_erff", "tf_expf", "tf_geluf")),
+    lib = compile_c(PRELUDE + "".join(_APPLY.format(fn=f) for f in FUNCTIONS),
                     Target.host().with_fast_math(fast_math), name="vmath_test")
 
     def run(fn: str, x) -> np.ndarray:
@@ -121,7 +122,7 @@ def test_exp_saturates_under_fast_math(apply_fast):
     assert y[4] == 0.0 and y[5] == 1.0
 
 
-@pytest.mark.parametrize("fn", ["tf_erff", "tf_expf", "tf_geluf"])
+@pytest.mark.parametrize("fn", FUNCTIONS)
 def test_nan_in_nan_out(apply, fn):
     x = np.array([np.nan, -np.nan, 1.0, np.nan] * 4, np.float32)       # vector lanes and the tail
     y = apply(fn, x)
@@ -135,6 +136,27 @@ def test_special_values_follow_the_references(apply):
     np.testing.assert_array_equal(apply("tf_expf", x), [np.inf, 0, 1, 1])
     g = apply("tf_geluf", x)                                           # torch: gelu(inf) = inf, gelu(-inf) = nan
     assert g[0] == np.inf and np.isnan(g[1]) and g[2] == 0 and g[3] == 0
+
+
+def _ulps(y: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    return np.abs(y.astype(np.float64) - ref) / np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_sigmoid_within_3_ulps_and_its_limits(apply, apply_fast, fast):
+    """tf_sigmoidf (exp(-|x|) with no overflow path) against float64 over the float range (torch's
+    own is within 2.4 ulps); denormal results stay denormals; limits and signed zeros as torch."""
+    run = apply_fast if fast else apply
+    x = np.concatenate([np.linspace(-104, 104, 400_001), np.geomspace(1e-30, 20, 20_001)]).astype(np.float32)
+    x = np.concatenate([x, -x])
+    ref = 1 / (1 + np.exp(-x.astype(np.float64)))
+    y = run("tf_sigmoidf", x)
+    normal = ref > 1.2e-38
+    assert _ulps(y[normal], ref[normal]).max() <= 3.0
+    assert np.abs(y[~normal] - ref[~normal]).max() <= 1.5e-45               # a denormal's last bit
+    special = run("tf_sigmoidf", np.array([np.inf, -np.inf, 0.0, -0.0, -100.0, 17.0], np.float32))
+    np.testing.assert_array_equal(special[:4], [1, 0, 0.5, 0.5])
+    assert 3.7e-44 < special[4] < 3.9e-44 and special[5] == 1.0
 
 
 def test_gelu_and_sigmoid_through_the_compiler():
@@ -156,7 +178,7 @@ def test_gelu_and_sigmoid_through_the_compiler():
                     or "avx2" not in Target.host().features, reason="checks gcc's x86 vectorizer report")
 def test_loops_calling_them_vectorize_without_calls(tmp_path):
     src = tmp_path / "v.c"
-    src.write_text(PRELUDE + "".join(_APPLY.format(fn=f) for f in ("tf_erff", "tf_expf", "tf_geluf")))
+    src.write_text(PRELUDE + "".join(_APPLY.format(fn=f) for f in FUNCTIONS))
     flags = [f for f in Target.host().cflags if f != "-shared"]
     out = subprocess.run(["gcc", *flags, "-march=native", "-fopt-info-vec-optimized", "-c", str(src),
                           "-o", str(tmp_path / "v.o")], capture_output=True, text=True, check=True)
@@ -171,9 +193,13 @@ def test_libm_math_switches_the_emitter_back_to_the_c_library():
     from tensorforge.codegen.c.emit_loop import _gelu, _math_fn
     from tensorforge.codegen.c.vmath import libm_math
     from tensorforge.ir.types import DType
+    from tensorforge.codegen.c.emit_loop import _sigmoid
     assert _math_fn("exp", "x", DType.f32) == "tf_expf(x)"
     assert _math_fn("exp", "x", DType.f64) == "exp(x)"           # double keeps libm
+    assert _sigmoid("x", DType.f32) == "tf_sigmoidf(x)"
+    assert _sigmoid("x", DType.f64) == "(1.0 / (1.0 + exp(-x)))"
     with libm_math():
+        assert _sigmoid("x", DType.f32) == "(1.0f / (1.0f + expf(-x)))"
         assert _math_fn("exp", "x", DType.f32) == "expf(x)"
         assert _math_fn("erf", "x", DType.f32) == "erff(x)"
         assert "erff(x * 0.7071067811865476f)" in _gelu(["x"], DType.f32, {})

@@ -137,12 +137,30 @@ static inline float tf_expm1f(float x0) {{
 {_EXP_SCALE}
   return TF_NAN_PASS(x0, k == 0.0f ? small : TF_EXP_OVERFLOW(x0, (e * s1.f) * s2.f - 1.0f));
 }}
+static inline float tf_sigmoidf(float x) {{
+  /* e = exp(-|x|) in (0, 1], then 1 / (1 + e) for x >= 0 and e / (1 + e) below: the exponent is
+     never positive, so nothing overflows and no NaN or overflow select is needed (a NaN x goes
+     through every step: the clamp keeps it, as -|NaN| fails the compare).  2^k for k in
+     [-150, 0] is 2^(k+64) (normal) times 2^-64, the last product rounding once into the denormals:
+     sigmoid(-100) is 3.8e-44 as in torch, sigmoid(-inf) is 0.  Half the instructions of
+     1 / (1 + tf_expf(-x)): EfficientNet's SiLU epilogues run it on every activation. */
+  const float a = -fabsf(x);
+  const float y = {_lit(EXP_LOW)} > a ? {_lit(EXP_LOW)} : a;
+  const float k = rintf(y * {_lit(1 / math.log(2))});
+  float r = fmaf(-k, {_lit(LN2_HI)}, y);
+  r = fmaf(-k, {_lit(LN2_LO)}, r);
+{_horner("e", EXP_E, "r")}
+  e = fmaf(e, r * r, r) + 1.0f;
+  union {{ int32_t i; float f; }} s = {{ .i = ((int32_t)k + 191) << 23 }};
+  e = (e * s.f) * 5.421010862e-20f;
+  return (x < 0.0f ? e : 1.0f) / (1.0f + e);
+}}
 """
 
 
 # C function for a scalar op on float32 (and float16, computed in float32); float64 keeps libm.
 # "gelu" is the exact (erf) GELU; without an entry the emitter spells it with erf.
-INLINE_FLOAT32 = {"exp": "tf_expf", "expm1": "tf_expm1f", "erf": "tf_erff", "gelu": "tf_geluf"}
+INLINE_FLOAT32 = {"exp": "tf_expf", "expm1": "tf_expm1f", "erf": "tf_erff", "gelu": "tf_geluf", "sigmoid": "tf_sigmoidf"}
 
 
 @contextmanager
