@@ -2,7 +2,7 @@
 
 ``Tuning`` answers two questions the C code generator asks for every kernel it emits:
 ``params_for(kernel)`` (GemmParams for a tensorized contraction, DepthwiseParams for a depthwise
-convolution, via ``Tensorizer(params_for=...)``)
+convolution, a ``qgemm.Tiling`` for an int8 GEMM or convolution, via ``Tensorizer(params_for=...)``)
 and ``schedule_for(kernel)`` (a schedule that replays a tuned trace, via
 ``generate_model_c(schedule_for=...)``); None means "do what you do untuned".  Configs come from a
 fixed map (the measurer: one candidate) or from the tuning database (compile: the best record of
@@ -30,7 +30,7 @@ from ..ir.core import Operation
 from .tasks import workload_key
 
 AUTO = "auto"           # compile's default: the default database when the file exists
-CPU_KINDS = ("gemm", "depthwise", "loop")       # the config kinds the C code generator applies
+CPU_KINDS = ("gemm", "depthwise", "int8", "loop")       # the config kinds the C code generator applies
 
 
 class Tuning:
@@ -59,17 +59,21 @@ class Tuning:
         return self._memo[key]
 
     def params_for(self, kernel: Operation):
-        """Tuned GemmParams for a tensorized kernel (DepthwiseParams for a depthwise one), or None."""
+        """Tuned GemmParams for a tensorized kernel (DepthwiseParams for a depthwise one, a
+        qgemm.Tiling for an int8 GEMM or convolution), or None."""
         cfg = self.config_for(kernel)
-        if cfg is None or cfg["kind"] not in ("gemm", "depthwise"):
+        if cfg is None or cfg["kind"] not in ("gemm", "depthwise", "int8"):
             return None
         from ..codegen.c.depthwise import DepthwiseParams
         from ..codegen.c.microkernels import GemmParams
-        kind = GemmParams if cfg["kind"] == "gemm" else DepthwiseParams
+        from ..codegen.c.qgemm import Tiling
+        kind = {"gemm": GemmParams, "depthwise": DepthwiseParams, "int8": Tiling}[cfg["kind"]]
         try:
             params = kind(**cfg["params"])
             if kind is DepthwiseParams:
                 params.validate()
+            elif kind is Tiling:
+                params.validate(self.target or _host())
             elif self.target is not None:
                 params.validate(self.target.vector_width)
         except (TypeError, ValueError) as exc:
@@ -100,6 +104,11 @@ class Tuning:
             return replay(fn, trace, check=False)
 
         return schedule
+
+
+def _host():
+    from ..codegen.target import Target
+    return Target.host()
 
 
 def _name(kernel: Operation) -> str:

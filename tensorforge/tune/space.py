@@ -11,6 +11,8 @@ A candidate is a JSON-able *config*, stored as is in the tuning database and app
   layers through its polyphase split).
 * ``{"kind": "depthwise", "params": {...}}``: the DepthwiseParams of a depthwise convolution:
   row-vector or channels-in-lanes kernel, outputs per work unit, outputs per handed-out group.
+* ``{"kind": "int8", "params": {...}}``: the ``qgemm.Tiling`` of an int8 GEMM or convolution (the
+  VNNI kernel): register tile mr rows x nrv vectors, k unroll, K block, L2 block of A.
 * ``{"kind": "loop", "trace": {...}}``: a schedule trace (``schedule/trace.py``) for a loop kernel,
   derived from the default schedule's trace by changing split/tile/unroll factors, dropping steps
   (a vectorize, a parallel, a compute_at...) and adding steps (split, vectorize, unroll, parallel).
@@ -71,11 +73,74 @@ class Space:
     def features(self, config: dict, checked: Any) -> np.ndarray | None:
         return None
 
+    @staticmethod
+    def _checked(config: dict, kind: str, make) -> Any:
+        """None for the default config, else ``make(params)`` of a config of ``kind`` (``make``
+        builds and validates the params object); InvalidCandidate for any other kind or a
+        rejected params."""
+        if config.get("kind") == "default":
+            return None
+        if config.get("kind") != kind:
+            raise InvalidCandidate(f"a {kind} task takes {kind} configs, not {config.get('kind')!r}")
+        try:
+            return make(config.get("params") or {})
+        except (TypeError, ValueError) as exc:
+            raise InvalidCandidate(str(exc)) from None
+
 
 def space_for(task: Task, target) -> Space:
     if task.kind in ("gemm", "conv"):
         return GemmSpace(task, target)
+    if task.kind == "int8":
+        return Int8Space(task, target)
     return DepthwiseSpace(task, target) if task.kind == "depthwise" else LoopSpace(task, target)
+
+
+# ---- int8 GEMM and convolution (qgemm.Tiling) --------------------------------------------------
+I8_MR = (2, 4, 6, 8, 10, 12, 16)
+I8_NRV = (1, 2, 3, 4)
+I8_UNROLL = (1, 2, 4, 8)
+I8_KC = (256, 512, 1024, 2048, 4096)
+I8_A_BLOCK = (64 << 10, 128 << 10, 256 << 10, 512 << 10)
+
+
+class Int8Space(Space):
+    """qgemm.Tiling knobs of an int8 VNNI kernel.  Seeds: the default, and the tiles its docstring
+    measured level on one square GEMM (6x3, 4x4, 16x1) which may not be level on a model's
+    shapes (a convolution's short K, a batch-1 GEMM's few rows)."""
+
+    @staticmethod
+    def _config(mr: int, nrv: int, unroll: int, kc: int, a_block: int) -> dict:
+        return {"kind": "int8", "params": {"mr": mr, "nrv": nrv, "unroll": unroll, "kc": kc, "a_block": a_block}}
+
+    def _default(self):
+        from ..codegen.c.qgemm import Tiling
+        return Tiling.for_target(self.target)
+
+    def seeds(self) -> list[dict]:
+        d = self._default()
+        return [DEFAULT] + [self._config(mr, nrv, d.unroll, d.kc, d.a_block) for mr, nrv in ((6, 3), (4, 4), (16, 1))]
+
+    def sample(self, rng: random.Random) -> dict:
+        return self._config(rng.choice(I8_MR), rng.choice(I8_NRV), rng.choice(I8_UNROLL), rng.choice(I8_KC),
+                            rng.choice(I8_A_BLOCK))
+
+    def mutate(self, config: dict, rng: random.Random) -> dict:
+        d = dataclasses.asdict(self._default())
+        p = {**d, **(config.get("params") or {})}
+        name, choices = rng.choice((("mr", I8_MR), ("nrv", I8_NRV), ("unroll", I8_UNROLL), ("kc", I8_KC),
+                                    ("a_block", I8_A_BLOCK)))
+        p[name] = _neighbour(choices, p[name], rng)
+        return self._config(p["mr"], p["nrv"], p["unroll"], p["kc"], p["a_block"])
+
+    def check(self, config: dict):
+        from ..codegen.c.qgemm import Tiling
+
+        def make(params: dict) -> Tiling:
+            tiling = Tiling(**params)
+            tiling.validate(self.target)
+            return tiling
+        return self._checked(config, "int8", make)
 
 
 # ---- depthwise convolutions ----------------------------------------------------------------------
@@ -120,17 +185,14 @@ class DepthwiseSpace(Space):
         return self._config(mode, chunk, group)
 
     def check(self, config: dict):
-        if config.get("kind") == "default":
-            return None
-        if config.get("kind") != "depthwise":
-            raise InvalidCandidate(f"a depthwise task takes depthwise configs, not {config.get('kind')!r}")
         from ..codegen.c.depthwise import DepthwiseParams
-        try:
-            params = DepthwiseParams(**(config.get("params") or {}))
+
+        def make(p: dict) -> DepthwiseParams:
+            params = DepthwiseParams(**p)
             params.validate()
-        except (TypeError, ValueError) as exc:
-            raise InvalidCandidate(str(exc)) from None
-        if params.mode == "lanes" and "lanes" not in self.modes:
+            return params
+        params = self._checked(config, "depthwise", make)
+        if params is not None and params.mode == "lanes" and "lanes" not in self.modes:
             raise InvalidCandidate("mode 'lanes' does not apply: this layer's planes are too wide for channels in the lanes")
         return params
 

@@ -33,7 +33,7 @@ from ..ir.structure import structural_hash
 from ..ir.symbolic import SYMBOLS_ATTR, SymbolTable, enclosing_symbols_text, hint_of, hints_from, symbol_table_of
 
 KEY_VERSION = "tf-workload-v1"
-KINDS = ("gemm", "conv", "depthwise", "loop")
+KINDS = ("gemm", "conv", "depthwise", "int8", "loop")
 
 
 def constant_args(kernel: Operation) -> tuple[int, ...]:
@@ -46,8 +46,27 @@ def workload_key(kernel: Operation) -> str:
 
     Compile (``apply.py``) and the tuner both call this on kernels of a lowered function, so a
     record stored under the key is found again for the same kernel in any model."""
-    h = hashlib.sha256(f"{KEY_VERSION}|{structural_hash(kernel)}|const={constant_args(kernel)}".encode())
+    h = hashlib.sha256(f"{KEY_VERSION}|{_int8_shape(kernel) or structural_hash(kernel)}|"
+                       f"const={constant_args(kernel)}".encode())
     return h.hexdigest()[:32]
+
+
+# attributes of an int8 kernel that change its work (the rest, scales and zero points, only its numbers)
+_INT8_GEOMETRY = ("kernel", "strides", "pads", "dilations", "groups", "k", "n", "relu")
+
+
+def _int8_shape(kernel: Operation) -> str | None:
+    """What an int8 GEMM or convolution's tiling depends on: the op, its operands' and results'
+    types and its geometry, without the quantization parameters, so that the identical layers of
+    a quantized model (each with its own scales) are one task and one record; None for others."""
+    from ..codegen.c.library_kernels import int8_tunable
+    if not int8_tunable(kernel):
+        return None
+    from ..passes.lower.graph_to_kernels import library_op
+    op = library_op(kernel)
+    geometry = {k: str(op.attributes.get(k)) for k in _INT8_GEOMETRY if k in op.attributes}
+    types = [str(v.type) for v in (*kernel.operands, *kernel.results)]
+    return f"int8:{op.name}:{types}:{sorted(geometry.items())}"
 
 
 @dataclass
@@ -55,7 +74,8 @@ class Task:
     """One distinct kernel of a model.
 
     ``kind``: "gemm"/"conv" (tensorized contractions, tuned through GemmParams), "depthwise" (a
-    depthwise convolution's direct kernel, tuned through DepthwiseParams) or "loop" (a scheduled
+    depthwise convolution's direct kernel, tuned through DepthwiseParams), "int8" (an int8 GEMM or
+    convolution's VNNI kernel, tuned through its ``qgemm.Tiling``) or "loop" (a scheduled
     loop nest, tuned through a schedule trace).  ``weight``: how many kernels of the model
     are this one.  ``flops``/``bytes`` are per call.  ``problem`` is the contraction's shape
     (M, N, K, batch; conv details) for the cost model's analytic features, empty for loop kernels.
@@ -252,7 +272,10 @@ def classify(kernel: Operation, target, table: SymbolTable | None = None) -> tup
 
 
 def _classify(kernel: Operation, target, table: SymbolTable | None) -> tuple[str, dict, float | None]:
+    from ..codegen.c.library_kernels import int8_tunable
     from ..codegen.c.tensorize import DIRECT_TRANSPOSED, Tensorizer
+    if int8_tunable(kernel):
+        return _int8_problem(kernel)
     plan = Tensorizer(target).plan(kernel, set(constant_args(kernel)), table)
     if plan is None:
         return "loop", {}, None
@@ -279,6 +302,25 @@ def _classify(kernel: Operation, target, table: SymbolTable | None) -> tuple[str
     return kind, problem, 2.0 * problem["M"] * problem["N"] * problem["K"] * problem["batch"]
 
 
+def _int8_problem(kernel: Operation) -> tuple[str, dict, float]:
+    """("int8", problem, flops) of an int8 GEMM (rows x n x k) or convolution (the implicit GEMM
+    of one image: out channels x pixels x channels * window, batch = images)."""
+    from ..passes.lower.graph_to_kernels import library_op
+    op = library_op(kernel)
+    at = op.attributes
+    if op.name == "graph.qmatmul":
+        rows = math.prod(int(d) for d in kernel.operands[0].type.shape[:-1])
+        problem = {"M": rows, "N": int(at["n"]), "K": int(at["k"]), "batch": 1, "conv": None}
+    else:
+        n, c = (int(d) for d in kernel.operands[0].type.shape[:2])
+        o, oh, ow = (int(d) for d in kernel.results[0].type.shape[1:])
+        kh, kw = (int(v) for v in at["kernel"])
+        problem = {"M": o, "N": oh * ow, "K": c * kh * kw, "batch": n,
+                   "conv": {"kernel": [kh, kw], "strides": [int(v) for v in (at.get("strides") or (1, 1))],
+                            "channels": c, "algorithm": "int8"}}
+    return "int8", problem, 2.0 * problem["M"] * problem["N"] * problem["K"] * problem["batch"]
+
+
 def extract_tasks(model: Any, example_inputs: Sequence | None = None, target=None, passes: Any = None,
                   kinds: Sequence[str] = KINDS, *, shapes: Any = None, dynamic_shapes: Any = None) -> list[Task]:
     """The distinct kernels of ``model`` (any object ``compile`` takes), heaviest total work first
@@ -292,11 +334,12 @@ def extract_tasks(model: Any, example_inputs: Sequence | None = None, target=Non
 
 def tasks_of_function(func: FuncOp, target, kinds: Sequence[str] = KINDS) -> list[Task]:
     """The distinct kernels of an already lowered function."""
+    from ..codegen.c.library_kernels import int8_tunable
     from ..passes.lower.graph_to_kernels import is_library_kernel
     tasks: dict[str, Task] = {}
     for op in func.body:
-        if op.name != "structured.kernel" or is_library_kernel(op):     # hand-written C: nothing to tune
-            continue
+        if op.name != "structured.kernel" or (is_library_kernel(op) and not int8_tunable(op)):
+            continue                                     # hand-written C without knobs: nothing to tune
         key = workload_key(op)
         if key in tasks:
             tasks[key].weight += 1

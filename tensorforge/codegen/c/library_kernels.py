@@ -91,6 +91,8 @@ class _Kernel:
     """What a generator sees: C names of the operands (``in0``...) and results (``out0``...), their
     dims as C text (symbols read from ``tf_dims``), and the slot of the op's count symbol."""
 
+    tiling = None       # a tuned qgemm.Tiling (int8 GEMM and convolution kernels)
+
     def __init__(self, kernel: Operation, symbols: Sequence[str]):
         self.kernel = kernel
         self.op = library_op(kernel)
@@ -739,6 +741,23 @@ def _max_pool_kernel(k: _Kernel) -> str:
     return k.function(body)
 
 
+INT8_TUNED_OPS = ("graph.qmatmul", "graph.qconv")    # library kernels with a tuning space (qgemm.Tiling)
+
+
+def int8_tunable(kernel: Operation) -> bool:
+    """Whether ``kernel`` is an int8 GEMM or (non-depthwise) int8 convolution: its ``qgemm.Tiling``
+    is a tuning knob (``tune/space.Int8Space``)."""
+    if not is_library_kernel(kernel):
+        return False
+    op = library_op(kernel)
+    return op.name in INT8_TUNED_OPS and int(op.attributes.get("groups", 1) or 1) == 1
+
+
+def _tiled(name: str, tiling) -> str:
+    """The C name of an int8 kernel built with ``tiling`` (the default one keeps the plain name)."""
+    return name if tiling is None else f"{name}_{tiling.key()}"
+
+
 def _qmatmul_kernel(k: _Kernel) -> str:
     """int8 x int8 -> int32 matmul (``graph.qmatmul``) on the VNNI kernel of ``qgemm.py``: the zero
     point (and, for int8 activations, the +128 shift that makes them uint8) folds with the weights'
@@ -746,13 +765,13 @@ def _qmatmul_kernel(k: _Kernel) -> str:
     2^32 in unsigned C, as ONNX's int32 accumulation (no signed-overflow undefined behaviour)."""
     kk, n, rows = _contraction_sizes(k)
     signed = k.kernel.operands[0].type.dtype is DType.i8
-    name = f"tf_qgemm_{'s8' if signed else 'u8'}"
+    name = _tiled(f"tf_qgemm_{'s8' if signed else 'u8'}", k.tiling)
     body = [f"  int32_t* const comp = (int32_t*)malloc({max(n, 1)} * sizeof(int32_t));",
             f"  const uint32_t zp = (uint32_t)in3[0]{' + 128u' if signed else ''};",
             f"  for (int64_t j = 0; j < {n}; ++j) comp[j] = (int32_t)(0u - zp * (uint32_t)in2[j]);",
             f"  {name}({rows}, {n}, {kk}, (const uint8_t*)in0, {kk}, in1, comp, out0, {n});",
             "  free(comp);"]
-    return k.function(body, helpers=_qgemm_text(name, signed))
+    return k.function(body, helpers=_qgemm_text(name, signed, k.tiling))
 
 
 def _conv_geometry(k: _Kernel) -> tuple[int, ...]:
@@ -798,9 +817,11 @@ def _qconv_kernel(k: _Kernel) -> str:
         body = [f"  {name}({n}, {c}, {h}, {w}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
                 f"in0, {float.hex(in_scale)}f, in1, {kp}, in2, in3[0], {epilogue}, out0);"]
         return k.function(body, helpers=_host_kernel(name, lambda host, threads: qconv.depthwise_source(name, signed, threads)))
+    name = _tiled(name, k.tiling)
     body = [f"  {name}({n}, {c}, {h}, {w}, {o}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
             f"in0, {float.hex(in_scale)}f, in1, in2, in3[0], {epilogue}, out0);"]
-    return k.function(body, helpers=_host_kernel(name, lambda host, threads: qconv.source(name, host, signed, threads)))
+    return k.function(body, helpers=_host_kernel(name, lambda host, threads: qconv.source(name, host, signed, threads,
+                                                                                            tiling=k.tiling)))
 
 
 def _bf16_conv_kernel(k: _Kernel) -> str:
@@ -844,10 +865,10 @@ def _host_kernel(name: str, source: Callable) -> str:
     return f"#ifndef {guard}\n#define {guard}\n{source(host, max(1, host.cores))}\n#endif\n"
 
 
-def _qgemm_text(name: str, signed: bool) -> str:
+def _qgemm_text(name: str, signed: bool, tiling=None) -> str:
     """The int8 GEMM ``name`` for the host (VNNI where it has it; the exact scalar loop elsewhere)."""
     from . import qgemm
-    return _host_kernel(name, lambda host, threads: qgemm.source(name, host, signed, threads=threads))
+    return _host_kernel(name, lambda host, threads: qgemm.source(name, host, signed, threads=threads, tiling=tiling))
 
 
 _GENERATORS: dict[str, Callable[[_Kernel], str]] = {
@@ -871,10 +892,11 @@ def _fixed_size(op: Operation) -> bool:
     return bool(getattr(op.opdef, "library_kernel", False)) or hasattr(op.opdef, "library_kernel_if")
 
 
-def emit_library_kernel(kernel: Operation, symbols: Sequence[str] | None) -> str | None:
+def emit_library_kernel(kernel: Operation, symbols: Sequence[str] | None, tiling=None) -> str | None:
     """The C of a library kernel as ``static void KERNEL_NAME(inputs..., outputs..., tf_dims)``
     (guarded helpers before it), or None when ``kernel`` is not a library kernel.  ``symbols`` is
-    the model's symbol order (the ``tf_dims`` order); it holds the op's count symbol."""
+    the model's symbol order (the ``tf_dims`` order); it holds the op's count symbol.  ``tiling``:
+    a tuned ``qgemm.Tiling`` for an int8 GEMM or convolution (``int8_tunable``)."""
     if not is_library_kernel(kernel):
         return None
     op = library_op(kernel)
@@ -886,7 +908,9 @@ def emit_library_kernel(kernel: Operation, symbols: Sequence[str] | None) -> str
             raise CompileError(f"library kernel '{op.name}': bf16 tensors are widened to f32 before lowering "
                                f"(lower_function); got {v.type}")
     fixed = _fixed_size(op)                                      # no count symbol (scatter, grid_sample)
-    return gen((_FixedKernel if fixed else _Kernel)(kernel, symbols or []))
+    k = (_FixedKernel if fixed else _Kernel)(kernel, symbols or [])
+    k.tiling = tiling if int8_tunable(kernel) else None
+    return gen(k)
 
 
 def describe(kernel: Operation) -> str:
@@ -896,4 +920,4 @@ def describe(kernel: Operation) -> str:
     return f"library kernel: hand-written C for {op.name} ({why})"
 
 
-__all__ = ["describe", "emit_library_kernel"]
+__all__ = ["INT8_TUNED_OPS", "describe", "emit_library_kernel", "int8_tunable"]

@@ -104,7 +104,8 @@ def emit_kernel(op: Operation, schedule: Schedule | None, tensorized: Prepared |
     ``symbols`` (the model's symbol order; only for a model with symbols) makes every kernel take
     ``const int64_t* restrict tf_dims`` last; static models call the emitters exactly as before.
     """
-    text = emit_library_kernel(op, symbols)       # hand-written C (data-dependent ops), else None
+    tiling = tensorized.library_params(op) if tensorized is not None else None
+    text = emit_library_kernel(op, symbols, tiling)       # hand-written C (data-dependent ops, int8), else None
     if text is not None:
         return text
     extra = {"symbols": list(symbols)} if symbols else {}

@@ -299,7 +299,7 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
 _HELPERS = expand(_HELPERS, "tf_qconv", "uint8_t", 9)
 
 
-def source(name: str, target, signed: bool, threads: int = 1) -> str:
+def source(name: str, target, signed: bool, threads: int = 1, tiling: "qgemm.Tiling | None" = None) -> str:
     """C text defining ``void NAME(long N, long C, long H, long W, long O, long kh, long kw, long sh,
     long sw, long ph, long pw, long dh, long dw, long OH, long OW, const void *x, float in_scale,
     const uint8_t *w_shifted, const int32_t *w_sums, int32_t zp, const float *scale, const float
@@ -314,12 +314,13 @@ def source(name: str, target, signed: bool, threads: int = 1) -> str:
     float is quantized to uint8 (``clip(round(v * out_scale) + out_zp, 0, 255)``) and ``y`` is
     uint8 (the int32 sums go to a scratch buffer).  ``mid_m`` not 0 rounds the value through uint8
     (``mid_m``, ``mid_zp``) and back (``* mid_s + mid_o``) before the residual; ``res_s`` not 0
-    makes the residual uint8, dequantized as ``r * res_s + res_o``.  Self-contained and guarded like ``qgemm.source``."""
+    makes the residual uint8, dequantized as ``r * res_s + res_o``.  Self-contained and guarded like ``qgemm.source``;
+    ``tiling``: the GEMM's blocking (default ``qgemm.Tiling.for_target``; the int8 tuner's knob)."""
     gemm = f"{name}_gemm"
     flip = "0x00" if signed else "0x80"
     zp_shift = "" if signed else " - 128u"
     par = f"num_threads({threads}) if (P * Kp * O >= {qgemm.PARALLEL_MIN_MACS})" if threads > 1 else "if (0)"
-    return (qgemm.source(gemm, target, a_signed=False, threads=threads, row_comp=True) + _HELPERS + f"""
+    return (qgemm.source(gemm, target, a_signed=False, threads=threads, row_comp=True, tiling=tiling) + _HELPERS + f"""
 void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
             long dh, long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted,
             const int32_t *w_sums, int32_t zp, const float *scale, const float *bias,

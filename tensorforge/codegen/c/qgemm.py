@@ -186,6 +186,21 @@ class Tiling:
         if min(self.mr, self.nrv, self.unroll, self.kc, self.a_block) < 1 or self.kc % 4:
             raise ValueError(f"invalid tiling {self}")
 
+    def validate(self, target) -> None:
+        """That the tile's accumulators, its B vectors and a broadcast fit the target's vector
+        registers with two to spare (gcc spills beyond: 12 x 2 with 32 registers did), and that
+        the blocks are sane; a ValueError saying which rule broke (the int8 tuner's gate)."""
+        regs = getattr(target, "vector_registers", 32)
+        need = self.mr * self.nrv + self.nrv + 1
+        if need > (regs - 8 if regs >= 32 else regs - 2):
+            raise ValueError(f"a {self.mr} x {self.nrv} tile needs {need} vector registers; this target has {regs}")
+        if self.kc > 1 << 16 or self.a_block > 16 << 20 or self.unroll > 16:
+            raise ValueError(f"tiling {self} is outside the tuner's range (kc <= 65536, a_block <= 16 MiB, unroll <= 16)")
+
+    def key(self) -> str:
+        """A C-identifier fragment naming this tiling (kernels of different tilings share a file)."""
+        return f"t{self.mr}x{self.nrv}u{self.unroll}k{self.kc}a{self.a_block}"
+
     @classmethod
     def for_target(cls, target) -> "Tiling":
         """Default tiling; the A block takes a quarter of the target's L2.  Without AVX-512 there

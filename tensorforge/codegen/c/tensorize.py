@@ -1528,6 +1528,7 @@ class Prepared:
     """The tensorization decisions for one function, and its packed weights."""
 
     def __init__(self, tensorizer: Tensorizer, func: FuncOp):
+        self.params_for = tensorizer.params_for
         table = symbol_table_of(func)
         self.table = table if table.ranges else None
         self.plans: dict[int, KernelPlan] = {}
@@ -1562,6 +1563,15 @@ class Prepared:
                 v = op.results[0]
                 if v.uses and packed_uses.get(id(v), 0) == len(v.uses):
                     self.replaced.add(id(v))
+
+    def library_params(self, kernel: Operation):
+        """The tuned ``qgemm.Tiling`` of an int8 library kernel (the tuning hook's answer), or None."""
+        from .library_kernels import int8_tunable
+        from .qgemm import Tiling
+        if self.params_for is None or not int8_tunable(kernel):
+            return None
+        params = self.params_for(kernel)
+        return params if isinstance(params, Tiling) else None
 
     def emit(self, kernel: Operation, symbols: list[str] | None = None) -> str | None:
         """The kernel's C, or None (the loop path).  ``symbols``: the model's symbol order, given
