@@ -21,7 +21,7 @@ AVX512_BF16 only: ``precision="bf16"`` is refused (or falls back to float32) on 
 from __future__ import annotations
 
 from . import bf16gemm
-from .conv_helpers import expand
+from .conv_helpers import expand, team
 
 _HELPERS = r"""
 #include <stdint.h>
@@ -105,7 +105,7 @@ def source(name: str, target, threads: int = 1) -> str:
     cfg = bf16gemm._Config(True, bf16gemm.LANES, bf16gemm.Tiling.for_target(target))
     mr, width, p = cfg.tiling.mr, cfg.width, cfg.prefix
     want = threads * 4
-    par = f"num_threads({threads}) if (P * K * O >= {1 << 20})" if threads > 1 else "if (0)"
+    par = f"{team(threads)} if (P * K * O >= {1 << 20})" if threads > 1 else "if (0)"
     return bf16gemm.source(f"{name}_gemm", target, threads) + _HELPERS + f"""
 void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
             long dh, long dw, long OH, long OW, const float *x, const uint16_t *w, long wstride,

@@ -1,6 +1,7 @@
 """C helpers the library convolutions share (``qconv.py``, ``bf16conv.py``): per-thread scratch
 buffers and the padding of one channel plane, generated per kernel family so each family's
-names stay its own (several can share one model file)."""
+names stay its own (several can share one model file); and the team-size clause of the kernels
+that fork their own threads (``team``)."""
 from __future__ import annotations
 
 
@@ -84,3 +85,11 @@ def expand(text: str, family: str, ctype: str, slots: int) -> str:
 
 
 __all__ = ["expand", "im2col_row", "pad_plane", "scratch"]
+
+
+def team(threads: int) -> str:
+    """An OpenMP ``num_threads`` clause of at most ``threads`` and at most the caller's setting
+    (``omp_get_max_threads``: what ``omp_set_num_threads``, i.e. ``compile(threads=...)`` and
+    ``tf_set_num_threads``, asked for).  A fixed ``num_threads(threads)`` overrode it: a model
+    compiled for one thread ran its int8, bf16 and narrow convolutions on every core."""
+    return f"num_threads({threads} < omp_get_max_threads() ? {threads} : omp_get_max_threads())"

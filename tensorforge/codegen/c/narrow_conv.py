@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..target import Target
+from .conv_helpers import team
 
 MAX_CHANNELS = 4            # input channels (per group) up to which convolutions take this kernel
 # ... and output columns: on wide rows the shifted tap loads mostly straddle cache lines and the
@@ -114,7 +115,7 @@ def kernel_body(shape: NarrowShape, target: Target, threads: int, x: str, w: str
         + " }"
         for o in range(ob))
     par = "#pragma omp for schedule(dynamic, 1)" if threads > 1 else ""
-    team = f"#pragma omp parallel num_threads({threads})" if threads > 1 else ""
+    region = f"#pragma omp parallel {team(threads)}" if threads > 1 else ""
     split = "#pragma omp for schedule(static)" if threads > 1 else ""
     decls = "\n      ".join(decl)
     callback = (f"{fn}({ctx}, yb + oy * {s.out_w} + c0, {plane_out}, o0, oy * {s.out_w} + c0, nob, cols);"
@@ -122,7 +123,7 @@ def kernel_body(shape: NarrowShape, target: Target, threads: int, x: str, w: str
     return f"""  /* {MARKER}: {s.channels} channels {s.in_h}x{s.in_w} -> {s.out_channels} x {s.out_h}x{s.out_w},
      window {s.k_h}x{s.k_w} stride {s.s_h}x{s.s_w} dilation {s.d_h}x{s.d_w}; tile {ob} channels x {nv} vectors */
   float *tf_ph = tf_alloc({images} * {per_image}L);
-  {team}
+  {region}
   {{
     {split}
     for (long r = 0; r < {images} * {s.channels * s.in_h}L; r++) {{   /* input row r: its {s.s_w} phase rows */

@@ -31,7 +31,7 @@ the output is NCHW without a transpose:
 from __future__ import annotations
 
 from . import qgemm
-from .conv_helpers import expand
+from .conv_helpers import expand, team
 
 _HELPERS = r"""
 #include <stdint.h>
@@ -319,7 +319,7 @@ def source(name: str, target, signed: bool, threads: int = 1, tiling: "qgemm.Til
     gemm = f"{name}_gemm"
     flip = "0x00" if signed else "0x80"
     zp_shift = "" if signed else " - 128u"
-    par = f"num_threads({threads}) if (P * Kp * O >= {qgemm.PARALLEL_MIN_MACS})" if threads > 1 else "if (0)"
+    par = f"{team(threads)} if (P * Kp * O >= {qgemm.PARALLEL_MIN_MACS})" if threads > 1 else "if (0)"
     return (qgemm.source(gemm, target, a_signed=False, threads=threads, row_comp=True, tiling=tiling) + _HELPERS + f"""
 void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
             long dh, long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted,
@@ -421,7 +421,7 @@ def depthwise_source(name: str, signed: bool, threads: int = 1) -> str:
     size, ``_flat_channel`` (padded-width runs) for other stride-1/2 undilated ones; dilated or
     wider-strided ones go row by row over the padded plane.  Channels are the OpenMP tasks."""
     elem = "int8_t" if signed else "uint8_t"
-    par = f"num_threads({threads}) if (C * P * kh * kw >= {qgemm.PARALLEL_MIN_MACS // 8})" if threads > 1 else "if (0)"
+    par = f"{team(threads)} if (C * P * kh * kw >= {qgemm.PARALLEL_MIN_MACS // 8})" if threads > 1 else "if (0)"
     return _HELPERS + f"""
 /* The taps of one channel over a flat run of L outputs: src[t] is where tap t reads output 0,
    every plane has the run's row pitch, so output j reads src[t][j] (the padded-width columns

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...dialects.graph.quant import pack_vnni, vnni_packed_size
+from .conv_helpers import team
 
 AVX512_VNNI = "avx512_vnni"
 AVX_VNNI = "avx_vnni"
@@ -261,6 +262,9 @@ class _Config:
 _COMMON = """\
 #include <stdint.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #ifndef TF_QGEMM_COMMON_DEFINED
 #define TF_QGEMM_COMMON_DEFINED
 static inline long tf_qgemm_min(long a, long b) { return a < b ? a : b; }
@@ -564,7 +568,7 @@ def grid_driver(signature: str, block: str, extra: str, mr: int, width: int, thr
     if threads == 1:
         return f"{head}  {block}(0, M, 0, N, N, K, A, lda, Bp, {extra}, C, ldc);\n}}\n"
     pragma = ("#pragma omp for schedule(dynamic, 1)" if orphaned else
-              f"#pragma omp parallel for num_threads({threads}) schedule(dynamic, 1) if (M * N * (K + 1) >= {PARALLEL_MIN_MACS})")
+              f"#pragma omp parallel for {team(threads)} schedule(dynamic, 1) if (M * N * (K + 1) >= {PARALLEL_MIN_MACS})")
     want = threads * PARTS_PER_THREAD
     return f"""{head}\
   const long ntiles = (N + {width - 1}) / {width}, mtiles = (M + {mr - 1}) / {mr};
