@@ -97,3 +97,10 @@ def test_an_int8_record_reaches_compile(tmp_path, int8_tasks):
     assert name not in untuned.source and f"tf_qconv_u8_{name}" in tuned.source and f"_{name}(" in tuned.source
     assert tuned.native.build["tuned_kernels"] == len(tasks)
     np.testing.assert_array_equal(tuned(x).numpy(), untuned(x).numpy())
+
+
+def test_the_command_line_tunes_every_kind_by_default():
+    from tensorforge.cli import build_parser
+    from tensorforge.tune.tasks import KINDS
+    args = build_parser().parse_args(["tune", "resnet18"])
+    assert args.kinds.split(",") == list(KINDS) and "int8" in KINDS
