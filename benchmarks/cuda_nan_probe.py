@@ -20,16 +20,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-
-def _outputs(x) -> list:
-    import torch
-    if isinstance(x, torch.Tensor):
-        return [x.detach().float().cpu().numpy()]
-    if isinstance(x, dict):
-        return [a for v in x.values() for a in _outputs(v)]
-    if isinstance(x, (list, tuple)):
-        return [a for v in x for a in _outputs(v)]
-    return [np.asarray(x)]
+from gpu_models import as_numpy_list  # noqa: E402  (the benchmarks folder is the script's own)
 
 
 def _runtime(cm):
@@ -108,14 +99,14 @@ def main() -> None:
         t0 = time.perf_counter()
         module, inputs = models.get(name)
         with torch.no_grad():
-            refs = _outputs(module(*inputs))
+            refs = as_numpy_list(module(*inputs))
         cm = tensorforge.compile(module, inputs, target="cuda")
         row = {"model": name, "compile_s": time.perf_counter() - t0}
-        outs = _outputs(cm(*inputs))
+        outs = as_numpy_list(cm(*inputs))
         row["numpy_in"] = [{"nonfinite": int((~np.isfinite(o)).sum()), "size": int(o.size),
                             "rel_err": max_rel_err(np.nan_to_num(o), r)} for o, r in zip(outs, refs)]
         if torch.cuda.is_available():
-            outs = _outputs(cm(*(x.cuda() for x in inputs)))
+            outs = as_numpy_list(cm(*(x.cuda() for x in inputs)))
             row["torch_cuda_in"] = [{"nonfinite": int((~np.isfinite(o)).sum()),
                                      "rel_err": max_rel_err(np.nan_to_num(o), r)} for o, r in zip(outs, refs)]
         rt = _runtime(cm)

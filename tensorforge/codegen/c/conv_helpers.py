@@ -84,12 +84,12 @@ def expand(text: str, family: str, ctype: str, slots: int) -> str:
             .replace("@SCRATCH@", scratch(f"{family}_scratch", slots)))
 
 
-__all__ = ["expand", "im2col_row", "pad_plane", "scratch"]
-
-
 def team(threads: int) -> str:
     """An OpenMP ``num_threads`` clause of at most ``threads`` and at most the caller's setting
     (``omp_get_max_threads``: what ``omp_set_num_threads``, i.e. ``compile(threads=...)`` and
     ``tf_set_num_threads``, asked for).  A fixed ``num_threads(threads)`` overrode it: a model
     compiled for one thread ran its int8, bf16 and narrow convolutions on every core."""
     return f"num_threads({threads} < omp_get_max_threads() ? {threads} : omp_get_max_threads())"
+
+
+__all__ = ["expand", "im2col_row", "pad_plane", "scratch", "team"]
