@@ -30,7 +30,7 @@ the output is NCHW without a transpose:
 """
 from __future__ import annotations
 
-from . import qgemm
+from . import qconv_direct, qgemm
 from .conv_helpers import expand, team
 
 _HELPERS = r"""
@@ -202,17 +202,19 @@ static void tf_qconv_quantize(const float *x, long n, float m, float zpf, uint8_
 #define TF_QCONV_VECTOR_EPILOGUE 1
 /* 16 lanes of tf_qconv_dequantize (or of its quantizing form), the same float32 operations in
    the same order.  The epilogue runs on narrow blocks (a GEMM tile is 32 columns wide), where
-   the scalar loops' per-row set-up cost as much as the arithmetic; compares and selects are
-   written as the C ternaries, so NaN passes relu and the clip as it does there. */
-/* clip(round(v * m) + zp, 0, 255) as float (NaN passes the clip), then its uint8 value as an int32 lane. */
+   the scalar loops' per-row set-up cost as much as the arithmetic.  The compares of the C
+   ternaries are max/min with the operands in the order that gives the same NaN and -0.0 results
+   (VMAXPS/VMINPS return their second operand when either is NaN or both are zeros): for a short-K
+   layer (a 1x1 conv over 64 channels) the epilogue has as many instructions as the GEMM. */
+/* uint8 clip(round(v * m) + zp, 0, 255) as an int32 lane, NaN -> 0.  The clip moves before the
+   rounding: clamping v * m to the integers [-zp, 255 - zp] commutes with rounding to nearest (a
+   monotonic map that fixes integers), and the integer add of zp is then exact. */
 static inline __m512i tf_qconv_quantize16(__m512 v, float m, float zp)
 {
-  const __m512 zero = _mm512_setzero_ps(), top = _mm512_set1_ps(255.0f);
-  v = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(m)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  v = _mm512_add_ps(v, _mm512_set1_ps(zp));
-  v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, zero);
-  v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, top, _CMP_GT_OQ), v, top);
-  return _mm512_and_si512(_mm512_cvttps_epi32(v), _mm512_set1_epi32(0xFF));   /* (uint8_t): NaN -> 0 */
+  v = _mm512_max_ps(_mm512_mul_ps(v, _mm512_set1_ps(m)), _mm512_set1_ps(-zp));     /* NaN -> -zp */
+  v = _mm512_min_ps(v, _mm512_set1_ps(255.0f - zp));
+  return _mm512_add_epi32(_mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                          _mm512_set1_epi32((int)zp));
 }
 
 /* float32(q) * s + o for 16 uint8 lanes. */
@@ -231,11 +233,8 @@ static inline void tf_qconv_epilogue16(const tf_qconv_epi *e, int32_t *c, long o
   if (e->residual8)
     v = _mm512_add_ps(v, tf_qconv_dequantize16(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, e->residual8 + off)), e->rs, e->ro));
   if (e->relu) {
-    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, zero);
-    if (e->hi < INFINITY) {
-      const __m512 hi = _mm512_set1_ps(e->hi);
-      v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
-    }
+    v = _mm512_max_ps(zero, v);                          /* v < 0 ? 0 : v */
+    if (e->hi < INFINITY) v = _mm512_min_ps(_mm512_set1_ps(e->hi), v);    /* v > hi ? hi : v */
   }
   if (!q) { _mm512_mask_storeu_ps(c, k, v); return; }
   _mm_mask_storeu_epi8(q, k, _mm512_cvtepi32_epi8(tf_qconv_quantize16(v, e->qm, e->qzp)));
@@ -320,13 +319,39 @@ def source(name: str, target, signed: bool, threads: int = 1, tiling: "qgemm.Til
     flip = "0x00" if signed else "0x80"
     zp_shift = "" if signed else " - 128u"
     par = f"{team(threads)} if (P * Kp * O >= {qgemm.PARALLEL_MIN_MACS})" if threads > 1 else "if (0)"
-    return (qgemm.source(gemm, target, a_signed=False, threads=threads, row_comp=True, tiling=tiling) + _HELPERS + f"""
+    direct = qgemm.isa(target) == qgemm.AVX512_VNNI and qconv_direct.enabled()
+    direct_text = qconv_direct.source(f"{name}_direct", par.replace("P * Kp * O", "OH * OW * O * C * kh * kw")) if direct else ""
+    direct_call = f"""
+  if ({name}_direct_fits(O, kh, kw, sh, sw, OH, OW)) {{
+    /* stride 1 over many positions: the direct kernel on interleaved planes (qconv_direct.py) */
+    int32_t *rowterm = (int32_t *)tf_qconv_scratch(3, (size_t)O * sizeof(int32_t));
+    uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
+    const uint32_t zps = (uint32_t)zp{zp_shift};
+    if (!rowterm || (in_scale != 0.0f && !xq)) return;
+    for (long o = 0; o < O; o++) rowterm[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
+    for (long n = 0; n < N; n++) {{
+      const long P = OH * OW, Kp = (C * kh * kw + 3) / 4 * 4;
+      if (xq) {{
+        #pragma omp parallel for schedule(dynamic, 4) {par}
+        for (long c = 0; c < C; c++)
+          tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
+      }}
+      const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
+      tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
+                                              out_scale != 0.0f ? (uint8_t *)y + n * O * P : 0, out_scale, out_zp, n, O * P, P);
+      {name}_direct(C, H, W, O, kh, kw, ph, pw, dh, dw, OH, OW, xn, (uint8_t)zp, {flip}, w_shifted, Kp, rowterm,
+                    scale ? &epi : 0, (char *)y + n * O * P * 4);
+    }}
+    return;
+  }}""" if direct else ""
+    return (qgemm.source(gemm, target, a_signed=False, threads=threads, row_comp=True, tiling=tiling) + _HELPERS
+            + direct_text + f"""
 void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
             long dh, long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted,
             const int32_t *w_sums, int32_t zp, const float *scale, const float *bias,
             const void *residual, int relu, float hi, float mid_m, int32_t mid_zp, float mid_s, float mid_o,
             float res_s, float res_o, float out_scale, int32_t out_zp, void *y)
-{{
+{{{direct_call}
   const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW, panels = (P + 15) / 16;
   const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
   /* a strided 1x1 conv without padding (ResNet's downsampling shortcut) is the direct one on the

@@ -1,0 +1,135 @@
+"""The direct int8 convolution (``codegen/c/qconv_direct.py``, stride 1 on channel-quad interleaved
+planes) against the exact reference of ``graph.qconv``, bit for bit.
+
+Shapes cross the kernel's edges: channels not a multiple of the quad (padded channels), output
+channels not a multiple of the 8-row tile, output rows shorter and longer than the 48-position
+tile (a tile over several rows, a row over several tiles), grids whose last tile runs past the
+plane (the slack), dilation, asymmetric and over-wide padding, 5x5 windows, batches, int8 and
+uint8 activations with zero points, float input quantized in the kernel, and every output form
+(int32 sums, float32, uint8, with residuals).  The same layers compiled without the direct path
+(``TENSORFORGE_QCONV_DIRECT=0``) give the same bytes.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from tensorforge.codegen.c import compile_c, qconv, qconv_direct, qgemm
+
+from .test_qconv import ARGTYPES, _epilogue_case, run
+from .test_qgemm import TARGETS, runnable
+
+# (N, C, H, W, O, kh, kw, pads (top, left, bottom, right), dilations); stride 1, OH * OW >= O
+SHAPES = [
+    (1, 5, 9, 9, 13, 3, 3, (1, 1, 1, 1), (1, 1)),          # C, O off the quad and the tile
+    (2, 8, 12, 20, 16, 3, 3, (1, 1, 1, 1), (1, 1)),        # batch 2, rows of 22 in 48-wide tiles
+    (1, 16, 4, 60, 24, 3, 3, (1, 1, 1, 1), (1, 1)),        # rows longer than a tile
+    (1, 7, 10, 10, 9, 3, 3, (2, 2, 2, 2), (2, 2)),         # dilation 2
+    (1, 12, 11, 11, 40, 5, 5, (2, 2, 2, 2), (1, 1)),       # 5x5
+    (1, 4, 6, 7, 5, 2, 3, (0, 1, 1, 0), (1, 1)),           # asymmetric window and pads
+    (1, 3, 5, 5, 6, 3, 3, (3, 3, 3, 3), (1, 1)),           # pads wider than the window's reach
+    (1, 64, 14, 14, 64, 3, 3, (1, 1, 1, 1), (1, 1)),       # a ResNet layer's shape, smaller map
+    (1, 9, 3, 1, 2, 3, 1, (1, 0, 1, 0), (1, 1)),           # one-column image
+]
+
+
+def _path() -> str:
+    path = "avx512_vnni"
+    runnable(path)
+    if qgemm.isa(TARGETS[path]) != path:
+        pytest.skip("host lacks AVX512-VNNI")
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def kernel(signed: bool, threads: int, direct: bool):
+    target = TARGETS[_path()]
+    name = f"t_qconv_direct_{int(direct)}_{'s8' if signed else 'u8'}_{threads}t"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(qconv_direct.ENV, "1" if direct else "0")
+        text = qconv.source(name, target, signed, threads)
+    assert (f"{name}_direct_fits" in text) == direct
+    return compile_c(text, target, name=name).function(name, ARGTYPES)
+
+
+def _cases(rng, signed: bool):
+    lo, hi = (-128, 128) if signed else (0, 256)
+    for n, c, h, wd, o, kh, kw, pads, dil in SHAPES:
+        x = rng.integers(lo, hi, (n, c, h, wd)).astype(np.int8 if signed else np.uint8)
+        w = rng.integers(-128, 128, (o, c, kh, kw)).astype(np.int8)
+        yield (n, c, h, wd, o, kh, kw, pads, dil), x, w, int(rng.integers(lo, hi))
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["u8", "s8"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_int32_sums_are_exact(signed, threads):
+    fn = kernel(signed, threads, True)
+    for shape, x, w, zp in _cases(np.random.default_rng(5 + threads + 2 * signed), signed):
+        y, ref = run(fn, x, w, zp, (1, 1), shape[7], shape[8])
+        assert y.dtype == np.int32
+        assert qconv_direct.fits(shape[4], shape[5], shape[6], 1, 1, *ref.shape[2:]), shape   # the direct path ran
+        np.testing.assert_array_equal(y, ref, err_msg=f"{shape} zp={zp}")
+
+
+def test_extreme_values():
+    """Every byte at its extreme (the largest products and column terms) over 576-deep sums."""
+    fn = kernel(False, 2, True)
+    x = np.full((1, 64, 7, 7), 255, np.uint8)
+    w = np.full((16, 64, 3, 3), -128, np.int8)
+    for zp in (0, 255):
+        y, ref = run(fn, x, w, zp, (1, 1), (1, 1, 1, 1), (1, 1))
+        np.testing.assert_array_equal(y, ref)
+
+
+@pytest.mark.parametrize("output", [(0.0, 0), (3.0, 17)], ids=["f32", "u8"])
+@pytest.mark.parametrize("residual", [None, "f32", "u8"])
+def test_epilogues_are_exact(output, residual):
+    """scale, bias, relu6, a float residual with NaN and infinities or a uint8 one rounded through
+    uint8 first (a QDQ block's tail), then float32 or the next layer's uint8."""
+    fn = kernel(False, 2, True)
+    rng = np.random.default_rng(31)
+    for n, c, h, wd, o, kh, kw, pads, dil in SHAPES[:5]:
+        x, w, scale, bias, shape = _epilogue_case(rng, n, c, h, wd, o, kh, kw, (1, 1), pads, dil)
+        extra = {}
+        r = None
+        if residual == "f32":
+            r = rng.standard_normal(shape).astype(np.float32)
+            r.reshape(-1)[[0, 5, 9]] = [np.nan, np.inf, -np.inf]
+        elif residual == "u8":
+            r = rng.integers(0, 256, shape).astype(np.uint8)
+            extra = dict(mid=(1 / 0.05, 12, 0.05, -12 * 0.05), residual8=(0.03, -3.0))
+        y, ref = run(fn, x, w, 9, (1, 1), pads, dil, (scale, bias, r), True, output=output, clip_max=6.0, **extra)
+        np.testing.assert_array_equal(y, ref, err_msg=str((n, c, h, wd, o, kh, kw)))
+
+
+def test_float_input_quantized_in_the_kernel():
+    fn = kernel(False, 2, True)
+    rng = np.random.default_rng(37)
+    for n, c, h, wd, o, kh, kw, pads, dil in SHAPES[:4]:
+        x = (rng.standard_normal((n, c, h, wd)) * 40).astype(np.float32)
+        x.flat[:6] = [0.5, 1.5, 2.5, -0.5, 1e6, -1e6]
+        w = rng.integers(-128, 128, (o, c, kh, kw)).astype(np.int8)
+        y, ref = run(fn, x, w, 100, (1, 1), pads, dil, input_scale=0.5)
+        np.testing.assert_array_equal(y, ref)
+
+
+def test_same_bytes_as_the_gemm_path():
+    """The layers the direct kernel takes, compiled with it switched off: identical uint8 outputs."""
+    on, off = kernel(False, 2, True), kernel(False, 2, False)
+    rng = np.random.default_rng(43)
+    for n, c, h, wd, o, kh, kw, pads, dil in SHAPES:
+        x, w, scale, bias, _ = _epilogue_case(rng, n, c, h, wd, o, kh, kw, (1, 1), pads, dil)
+        a, _ = run(on, x, w, 3, (1, 1), pads, dil, (scale, bias, None), True, output=(2.0, 11))
+        b, _ = run(off, x, w, 3, (1, 1), pads, dil, (scale, bias, None), True, output=(2.0, 11))
+        np.testing.assert_array_equal(a, b)
+
+
+def test_which_layers_take_it():
+    """Stride 1, a window of more than one tap, at least as many output positions as channels."""
+    fits = qconv_direct.fits
+    assert fits(64, 3, 3, 1, 1, 56, 56)             # ResNet's 64@56 3x3
+    assert not fits(256, 3, 3, 1, 1, 14, 14)        # 196 positions for 256 channels: the GEMM path
+    assert not fits(64, 3, 3, 2, 2, 28, 28)         # strided
+    assert not fits(64, 1, 1, 1, 1, 56, 56)         # 1x1: its packing is the input itself
