@@ -474,8 +474,9 @@ static void {name}_flat(float *restrict acc, long L, const float *const *src, co
    row of zeros before and after it, no padded copy, and every output row in one flat loop; the
    taps that would read across a row's left (right) edge are multiplied by the column mask m0
    (m2): 0 in the first (last) column, 1 elsewhere (exact: the sums are integers below 2^24).
-   Stride 2 reads the even and odd columns as two runs and computes every row, keeping the even
-   ones: twice the multiply-adds of the rows it keeps, in loops long enough to vectorize. */
+   Stride 2 reads the even and odd columns as two runs; output rows of 16 or more are computed
+   one kept row at a time, shorter ones as one flat run over every row, keeping the even ones
+   (twice the multiply-adds of the rows kept, in a loop long enough to vectorize). */
 static void {name}_same3x3(const uint8_t *xc, long H, long W, long s, float zp, const float *w, const float *m0,
                            const float *m2, int32_t *out)
 {{
@@ -492,17 +493,27 @@ static void {name}_same3x3(const uint8_t *xc, long H, long W, long s, float zp, 
   }}
   const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6], w7 = w[7], w8 = w[8];
   const float *L0 = s == 1 ? F - 1 : O - 1, *R0 = s == 1 ? F + 1 : O;   /* columns left and right of F's */
+  /* stride 2: the output centred on flat position j of the even columns (no right mask: the odd
+     column right of an even one is inside an even-width image) */
+#define {name}_S2(j) (int32_t)(m0[j] * (L0[(j) - OW] * w0 + L0[j] * w3 + L0[(j) + OW] * w6) \
+                       + (F[(j) - OW] * w1 + F[j] * w4 + F[(j) + OW] * w7) + (R0[(j) - OW] * w2 + R0[j] * w5 + R0[(j) + OW] * w8))
   if (s == 1)
     for (long j = 0; j < L; j++)
       rows[j] = (int32_t)(m0[j] * (L0[j - OW] * w0 + L0[j] * w3 + L0[j + OW] * w6) + (F[j - OW] * w1 + F[j] * w4 + F[j + OW] * w7)
                           + m2[j] * (R0[j - OW] * w2 + R0[j] * w5 + R0[j + OW] * w8));
-  else
+  else if (OW >= 16)          /* rows long enough to vectorize one at a time: only the kept ones */
+    for (long oh = 0; oh < H / 2; oh++) {{
+      int32_t *o = out + oh * OW;
+      for (long j = 2 * oh * OW, t = 0; t < OW; j++, t++)
+        o[t] = {name}_S2(j);
+    }}
+  else {{
     for (long j = 0; j < L; j++)
-      rows[j] = (int32_t)(m0[j] * (L0[j - OW] * w0 + L0[j] * w3 + L0[j + OW] * w6) + (F[j - OW] * w1 + F[j] * w4 + F[j + OW] * w7)
-                          + (R0[j - OW] * w2 + R0[j] * w5 + R0[j + OW] * w8));
-  if (s == 2)
+      rows[j] = {name}_S2(j);
     for (long oh = 0; oh < H / 2; oh++) memcpy(out + oh * OW, rows + 2 * oh * OW, (size_t)OW * sizeof(int32_t));
+  }}
 }}
+#undef {name}_S2
 
 /* Row iy of a channel (H x W, any of them: rows outside are all padding) padded to Wp columns as
    float x - zp: padding, which holds the zero point, is 0. */
