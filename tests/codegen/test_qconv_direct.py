@@ -133,3 +133,61 @@ def test_which_layers_take_it():
     assert not fits(256, 3, 3, 1, 1, 14, 14)        # 196 positions for 256 channels: the GEMM path
     assert not fits(64, 3, 3, 2, 2, 28, 28)         # strided
     assert not fits(64, 1, 1, 1, 1, 56, 56)         # 1x1: its packing is the input itself
+
+
+def test_compile_time_arrangement_matches_the_kernels():
+    """``arrange_weights`` lays the weights out as the C function does per call: the arranged entry
+    and the plain one give the same bytes (a 14x14 layer with more channels than positions)."""
+    import ctypes
+
+    from tensorforge.dialects.graph.quant import qconv_weights
+
+    _path()
+    target = TARGETS["avx512_vnni"]
+    name = "t_qconv_direct_arranged"
+    lib = compile_c(qconv.source(name, target, False, 2), target, name=name)
+    arranged = lib.function(f"{name}_arranged", [ctypes.c_long] * 13 + ARGTYPES[15:])
+    rng = np.random.default_rng(47)
+    for c, size, o, k in [(13, 14, 40, 3), (32, 16, 90, 3), (6, 12, 5, 5)]:
+        assert qconv_direct.arranged_fits(k, k, 1, 1, 1, size, size)
+        x, w, scale, bias, _ = _epilogue_case(rng, 1, c, size, size, o, k, k, (1, 1), (k // 2,) * 4, (1, 1))
+        _, ref = run(kernel(False, 2, False), x, w, 5, (1, 1), (k // 2,) * 4, (1, 1), (scale, bias, None), True,
+                     output=(2.0, 11))
+        shifted, sums = qconv_weights(w)
+        words = qconv_direct.arrange_weights(shifted, c, k * k)
+        y = np.zeros_like(ref)
+        arranged(1, c, size, size, o, k, k, k // 2, k // 2, 1, 1, size, size, x.ctypes.data, 0.0, words.ctypes.data,
+                 sums.ctypes.data, 5, scale.ctypes.data, bias.ctypes.data, None, 1, float("inf"), 0.0, 0, 1.0, -0.0,
+                 0.0, -0.0, 2.0, 11, y.ctypes.data)
+        np.testing.assert_array_equal(y, ref)
+
+
+def test_which_layers_arrange_their_weights():
+    assert qconv_direct.arranged_fits(3, 3, 1, 1, 1, 14, 14)          # 82% of a 16-wide grid's tiles are outputs
+    assert not qconv_direct.arranged_fits(3, 3, 1, 1, 1, 7, 7)        # 51%: the GEMM path
+    assert not qconv_direct.arranged_fits(3, 3, 2, 2, 1, 28, 28)      # strided
+
+
+def test_a_quantized_model_runs_its_3x3_layers_on_arranged_weights():
+    """``tensorforge.quantize`` then ``compile``: the 3x3 stride-1 convs call the arranged entry,
+    their weights replaced in the blob by the arranged copy, and the outputs equal those of the
+    same model built without the direct kernel."""
+    torch = pytest.importorskip("torch")
+    import tensorforge
+
+    _path()
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(16, 24, 3, 1, 1), torch.nn.ReLU(), torch.nn.Conv2d(24, 40, 3, 1, 1),
+                            torch.nn.ReLU(), torch.nn.Conv2d(40, 8, 1)).eval()
+    rng = np.random.default_rng(0)
+    samples = [rng.standard_normal((1, 16, 14, 14)).astype(np.float32) for _ in range(3)]
+    x = torch.from_numpy(samples[0])
+    q = tensorforge.quantize(m, samples, (x,), keep_first_last=False)
+    cm = tensorforge.compile(q, (x,), threads=2)
+    assert cm.source.count("_arranged(") >= 2
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(qconv_direct.ENV, "0")
+        plain = tensorforge.compile(q, (x,), threads=2)
+    assert "_arranged(" not in plain.source
+    for s in samples:
+        np.testing.assert_array_equal(np.asarray(cm(s)), np.asarray(plain(s)))

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import numpy as np
+
 from ...errors import CompileError
 from ...ir.core import Operation, Value
 from ...ir.symbolic import Dim, c_identifier, dim_prod, symbols_of, to_c
@@ -774,17 +776,45 @@ def _qmatmul_kernel(k: _Kernel) -> str:
     return k.function(body, helpers=_qgemm_text(name, signed, k.tiling))
 
 
-def _conv_geometry(k: _Kernel) -> tuple[int, ...]:
+def _conv_geometry(op: Operation, kernel: Operation) -> tuple[int, ...]:
     """(N, C, H, W, O, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW) of a static 2-D conv kernel (the
     leading arguments of the int8 and bf16 conv kernels; pads: top and left)."""
-    at = k.op.attributes
-    n, c, h, w = (int(d) for d in k.kernel.operands[0].type.shape)
-    o, oh, ow = (int(d) for d in k.kernel.results[0].type.shape[1:])
+    at = op.attributes
+    n, c, h, w = (int(d) for d in kernel.operands[0].type.shape)
+    o, oh, ow = (int(d) for d in kernel.results[0].type.shape[1:])
     kh, kw = (int(v) for v in at["kernel"])
     sh, sw = tuple(at.get("strides", ())) or (1, 1)
     ph, pw = (tuple(at.get("pads", ())) or (0, 0, 0, 0))[:2]
     dh, dw = tuple(at.get("dilations", ())) or (1, 1)
     return n, c, h, w, o, kh, kw, int(sh), int(sw), int(ph), int(pw), int(dh), int(dw), oh, ow
+
+
+def qconv_arranged(kernel: Operation) -> bool:
+    """Whether int8 conv ``kernel`` runs on the direct kernel with its weights arranged at compile
+    time (``qconv_direct.arranged_fits``; the host has AVX-512 VNNI, one group, constant weights):
+    ``tensorize.Prepared`` then passes ``qconv_direct.arrange_weights`` of its weight operand."""
+    from ..target import Target
+    from . import qconv_direct, qgemm
+    if not is_library_kernel(kernel) or library_op(kernel).name != "graph.qconv":
+        return False
+    op = library_op(kernel)
+    w = kernel.operands[1]
+    if int(op.attributes.get("groups", 1) or 1) != 1 or w.op is None or w.op.name != "graph.constant":
+        return False
+    if any(not isinstance(d, int) for v in (kernel.operands[0], kernel.results[0]) for d in v.type.shape):
+        return False
+    if qgemm.isa(Target.host()) != qgemm.AVX512_VNNI:
+        return False
+    _, _, _, _, _, kh, kw, sh, sw, _, _, _, dw, oh, ow = _conv_geometry(op, kernel)
+    return qconv_direct.arranged_fits(kh, kw, sh, sw, dw, oh, ow)
+
+
+def qconv_arranged_weights(kernel: Operation, w_shifted: np.ndarray) -> np.ndarray:
+    """The weight operand of a ``qconv_arranged`` kernel as the direct kernel reads it."""
+    from . import qconv_direct
+    c = int(kernel.operands[0].type.shape[1])
+    kh, kw = (int(v) for v in library_op(kernel).attributes["kernel"])
+    return qconv_direct.arrange_weights(w_shifted, c, kh * kw)
 
 
 def _qconv_kernel(k: _Kernel) -> str:
@@ -795,7 +825,7 @@ def _qconv_kernel(k: _Kernel) -> str:
     from . import qconv
     x = k.kernel.operands[0]
     at = k.op.attributes
-    n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow = _conv_geometry(k)
+    n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow = _conv_geometry(k.op, k.kernel)
     signed = x.type.dtype is DType.i8
     name = f"tf_qconv_{'s8' if signed else 'u8'}"
     in_scale = float(at.get("input_scale", 0.0) or 0.0)
@@ -818,8 +848,12 @@ def _qconv_kernel(k: _Kernel) -> str:
                 f"in0, {float.hex(in_scale)}f, in1, {kp}, in2, in3[0], {epilogue}, out0);"]
         return k.function(body, helpers=_host_kernel(name, lambda host, threads: qconv.depthwise_source(name, signed, threads)))
     name = _tiled(name, k.tiling)
-    body = [f"  {name}({n}, {c}, {h}, {w}, {o}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
-            f"in0, {float.hex(in_scale)}f, in1, in2, in3[0], {epilogue}, out0);"]
+    if qconv_arranged(k.kernel):          # stride 1, weights arranged at compile time (qconv_direct.py)
+        body = [f"  {name}_arranged({n}, {c}, {h}, {w}, {o}, {kh}, {kw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
+                f"in0, {float.hex(in_scale)}f, (const int32_t*)in1, in2, in3[0], {epilogue}, out0);"]
+    else:
+        body = [f"  {name}({n}, {c}, {h}, {w}, {o}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
+                f"in0, {float.hex(in_scale)}f, in1, in2, in3[0], {epilogue}, out0);"]
     return k.function(body, helpers=_host_kernel(name, lambda host, threads: qconv.source(name, host, signed, threads,
                                                                                             tiling=k.tiling)))
 
@@ -829,7 +863,7 @@ def _bf16_conv_kernel(k: _Kernel) -> str:
     rows, the activations packed per image at run time, bias, residual and relu after the GEMM."""
     from . import bf16conv
     at = k.op.attributes
-    geometry = ", ".join(str(v) for v in _conv_geometry(k))
+    geometry = ", ".join(str(v) for v in _conv_geometry(k.op, k.kernel))
     stride = int(k.kernel.operands[1].type.shape[1]) // 2
     hi = at.get("clip_max")
     hi = "INFINITY" if hi is None else f"{float.hex(float(hi))}f"

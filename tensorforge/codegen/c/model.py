@@ -194,7 +194,7 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
                                     _schedule_text(scheduled, tz.plans.get(id(op)) if tz else None))
             by_key[key] = cname
         packed = [tz.operand_weight(op, i) if tz else None for i in range(len(op.operands))]
-        args = [pointer(v) if w is None else f"((float*)(weights + {w_off[id(w)]}))"
+        args = [pointer(v) if w is None else f"(({c_type(v.type)}*)(weights + {w_off[id(w)]}))"
                 for v, w in zip(op.operands, packed)] + [pointer(r) for r in op.results]
         if symbols:
             args.append("tf_dims")

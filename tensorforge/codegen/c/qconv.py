@@ -324,26 +324,49 @@ def source(name: str, target, signed: bool, threads: int = 1, tiling: "qgemm.Til
     direct_call = f"""
   if ({name}_direct_fits(O, kh, kw, sh, sw, OH, OW)) {{
     /* stride 1 over many positions: the direct kernel on interleaved planes (qconv_direct.py) */
-    int32_t *rowterm = (int32_t *)tf_qconv_scratch(3, (size_t)O * sizeof(int32_t));
-    uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
-    const uint32_t zps = (uint32_t)zp{zp_shift};
-    if (!rowterm || (in_scale != 0.0f && !xq)) return;
-    for (long o = 0; o < O; o++) rowterm[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
-    for (long n = 0; n < N; n++) {{
-      const long P = OH * OW, Kp = (C * kh * kw + 3) / 4 * 4;
-      if (xq) {{
-        #pragma omp parallel for schedule(dynamic, 4) {par}
-        for (long c = 0; c < C; c++)
-          tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
-      }}
-      const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
-      tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
-                                              out_scale != 0.0f ? (uint8_t *)y + n * O * P : 0, out_scale, out_zp, n, O * P, P);
-      {name}_direct(C, H, W, O, kh, kw, ph, pw, dh, dw, OH, OW, xn, (uint8_t)zp, {flip}, w_shifted, Kp, rowterm,
-                    scale ? &epi : 0, (char *)y + n * O * P * 4);
-    }}
+    {name}_direct_all(N, C, H, W, O, kh, kw, ph, pw, dh, dw, OH, OW, x, in_scale, w_shifted, 0, w_sums, zp, scale, bias,
+                      residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o, out_scale, out_zp, y);
     return;
   }}""" if direct else ""
+    direct_text += f"""
+/* Every image through {name}_direct, with the weights arranged at compile time or per call. */
+static void {name}_direct_all(long N, long C, long H, long W, long O, long kh, long kw, long ph, long pw, long dh,
+                              long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted,
+                              const int32_t *arranged, const int32_t *w_sums, int32_t zp, const float *scale,
+                              const float *bias, const void *residual, int relu, float hi, float mid_m, int32_t mid_zp,
+                              float mid_s, float mid_o, float res_s, float res_o, float out_scale, int32_t out_zp, void *y)
+{{
+  const long P = OH * OW, Kp = (C * kh * kw + 3) / 4 * 4;
+  int32_t *rowterm = (int32_t *)tf_qconv_scratch(3, (size_t)O * sizeof(int32_t));
+  uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
+  const uint32_t zps = (uint32_t)zp{zp_shift};
+  if (!rowterm || (in_scale != 0.0f && !xq)) return;
+  for (long o = 0; o < O; o++) rowterm[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
+  for (long n = 0; n < N; n++) {{
+    if (xq) {{
+      #pragma omp parallel for schedule(dynamic, 4) {par}
+      for (long c = 0; c < C; c++)
+        tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
+    }}
+    const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
+    tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
+                                            out_scale != 0.0f ? (uint8_t *)y + n * O * P : 0, out_scale, out_zp, n, O * P, P);
+    {name}_direct(C, H, W, O, kh, kw, ph, pw, dh, dw, OH, OW, xn, (uint8_t)zp, {flip}, w_shifted, Kp, arranged, rowterm,
+                  scale ? &epi : 0, (char *)y + n * O * P * 4);
+  }}
+}}
+
+/* {name} for a layer the direct kernel takes (stride 1; decided at compile time), its weights
+   arranged by qconv_direct.arrange_weights. */
+void {name}_arranged(long N, long C, long H, long W, long O, long kh, long kw, long ph, long pw, long dh, long dw,
+                     long OH, long OW, const void *x, float in_scale, const int32_t *arranged, const int32_t *w_sums,
+                     int32_t zp, const float *scale, const float *bias, const void *residual, int relu, float hi,
+                     float mid_m, int32_t mid_zp, float mid_s, float mid_o, float res_s, float res_o, float out_scale,
+                     int32_t out_zp, void *y)
+{{
+  {name}_direct_all(N, C, H, W, O, kh, kw, ph, pw, dh, dw, OH, OW, x, in_scale, 0, arranged, w_sums, zp, scale, bias,
+                    residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o, out_scale, out_zp, y);
+}}""" if direct else ""
     return (qgemm.source(gemm, target, a_signed=False, threads=threads, row_comp=True, tiling=tiling) + _HELPERS
             + direct_text + f"""
 void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,

@@ -45,6 +45,7 @@ from ...ir.core import Operation
 from ...ir.structure import structural_hash
 from ...ir.symbolic import (Dim, SymbolTable, c_identifier, current_hint, dim_ceildiv, dim_mul, hint_of,
                             hints_from, symbol_table_of, to_c)
+from ...passes.lower.graph_to_kernels import is_library_kernel
 from ..target import Target
 from . import depthwise, direct_conv, narrow_conv, winograd
 from .contraction import (Affine, ConvPlan, GemmPlan, Roles, VAxis, match_contraction, matrix_layout, plan_conv,
@@ -1541,6 +1542,9 @@ class Prepared:
             if op.name != "structured.kernel":
                 continue
             consts = _constant_args(op)
+            if is_library_kernel(op):
+                self._arrange_library_weights(op, packs, packed_uses)
+                continue
             key = (structural_hash(op), frozenset(consts))
             if key not in memo:
                 memo[key] = tensorizer.plan(op, consts, self.table)
@@ -1563,6 +1567,20 @@ class Prepared:
                 v = op.results[0]
                 if v.uses and packed_uses.get(id(v), 0) == len(v.uses):
                     self.replaced.add(id(v))
+
+    def _arrange_library_weights(self, kernel: Operation, packs: dict, packed_uses: dict) -> None:
+        """An int8 conv on the direct kernel reads its weights arranged at compile time
+        (``library_kernels.qconv_arranged``): operand 1 becomes that array."""
+        from .library_kernels import qconv_arranged, qconv_arranged_weights
+        if not qconv_arranged(kernel):
+            return
+        v = kernel.operands[1]
+        pk = (id(v), "qconv-arranged")
+        if pk not in packs:
+            packs[pk] = qconv_arranged_weights(kernel, v.op.attributes["value"].array)
+            self.weights.append(packs[pk])
+        self._operand[(id(kernel), 1)] = packs[pk]
+        packed_uses[id(v)] = packed_uses.get(id(v), 0) + 1
 
     def library_params(self, kernel: Operation):
         """The tuned ``qgemm.Tiling`` of an int8 library kernel (the tuning hook's answer), or None."""
