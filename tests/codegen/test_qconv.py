@@ -150,10 +150,12 @@ def test_float_epilogue_is_bit_exact(residual, relu, output):
 
 @pytest.mark.parametrize("vector", [True, False], ids=["avx512", "plain-c"])
 @pytest.mark.parametrize("output", [(0.0, 0), (0.7, 3)], ids=["f32", "u8"])
-def test_qdq_residual_block_epilogue_is_bit_exact(vector, output):
+@pytest.mark.parametrize("relu", [True, False], ids=["relu", "no-relu"])
+def test_qdq_residual_block_epilogue_is_bit_exact(vector, output, relu):
     """A QDQ ResNet block's tail in the epilogue: the conv's float result rounded through uint8 and
-    dequantized, a uint8 residual dequantized and added, relu, the next layer's quantize; the
-    AVX-512 epilogue and the plain C one (compiled without AVX-512) against the reference."""
+    dequantized, a uint8 residual dequantized and added, relu (none: MobileNetV2's blocks), the
+    next layer's quantize; the AVX-512 epilogue and the plain C one (compiled without AVX-512)
+    against the reference."""
     target = TARGETS["avx512_vnni"]
     if vector and qgemm.isa(target) != "avx512_vnni":
         pytest.skip("host lacks AVX512-VNNI")
@@ -166,7 +168,7 @@ def test_qdq_residual_block_epilogue_is_bit_exact(vector, output):
     for n, c, h, wd, o, kh, kw, strides, pads, dil in SHAPES[:3] + SHAPES[5:6]:
         x, w, scale, bias, shape = _epilogue_case(rng, n, c, h, wd, o, kh, kw, strides, pads, dil)
         r = rng.integers(0, 256, shape).astype(np.uint8)
-        y, ref = run(fn, x, w, 7, strides, pads, dil, (scale, bias, r), True, output=output,
+        y, ref = run(fn, x, w, 7, strides, pads, dil, (scale, bias, r), relu, output=output,
                      mid=(1 / 0.05, 12, 0.05, -12 * 0.05), residual8=(0.03, -0.03 * 100))
         np.testing.assert_array_equal(y, ref)
         assert len(np.unique(y)) > 10
