@@ -191,3 +191,7 @@ def test_a_quantized_model_runs_its_3x3_layers_on_arranged_weights():
     assert "_arranged(" not in plain.source
     for s in samples:
         np.testing.assert_array_equal(np.asarray(cm(s)), np.asarray(plain(s)))
+    from tensorforge.report.collect import collect       # what explain says of each kernel
+    schedules = [c.schedule for c in collect(cm.module, "t").code]
+    assert sum("int8 direct convolution" in s for s in schedules) == 2
+    assert any("int8 VNNI GEMM" in s for s in schedules)                    # the 1x1

@@ -951,7 +951,19 @@ def describe(kernel: Operation) -> str:
     """One line for ``explain``: what a library kernel runs."""
     op = library_op(kernel)
     why = "fixed size" if _fixed_size(op) else "data-dependent size"
-    return f"library kernel: hand-written C for {op.name} ({why})"
+    text = f"library kernel: hand-written C for {op.name} ({why})"
+    if op.name == "graph.qconv":
+        from . import qconv_direct
+        if int(op.attributes.get("groups", 1) or 1) > 1:
+            how = "int8 depthwise: per-channel flat loops"
+        elif qconv_arranged(kernel):
+            how = (f"int8 direct convolution on channel-quad interleaved padded planes, weights arranged at compile "
+                   f"time, tiles of {qconv_direct.MR} channels x {16 * qconv_direct.NRV} positions")
+        else:
+            how = "int8 VNNI GEMM on activations packed per image (im2col for windows wider than 1x1)"
+        text += f"; {how}"
+    return text
 
 
-__all__ = ["INT8_TUNED_OPS", "describe", "emit_library_kernel", "int8_tunable"]
+__all__ = ["INT8_TUNED_OPS", "describe", "emit_library_kernel", "int8_tunable", "qconv_arranged",
+           "qconv_arranged_weights"]
