@@ -208,21 +208,34 @@ static void tf_qconv_quantize(const float *x, long n, float m, float zpf, uint8_
    layer (a 1x1 conv over 64 channels) the epilogue has as many instructions as the GEMM. */
 /* One uint8 quantization's constants as vectors: v * m clamped to [lo, hi] = [-zp, 255 - zp],
    rounded, + zp (set up once per epilogue call, not per vector). */
-typedef struct { __m512 m, lo, hi; __m512i zp; } tf_qconv_q16;
+typedef struct { __m512 m, lo, hi, zpf; __m512i zp; } tf_qconv_q16;
 
 static inline tf_qconv_q16 tf_qconv_q16_of(float m, float zp)
 {
-  const tf_qconv_q16 q = {_mm512_set1_ps(m), _mm512_set1_ps(-zp), _mm512_set1_ps(255.0f - zp), _mm512_set1_epi32((int)zp)};
+  const tf_qconv_q16 q = {_mm512_set1_ps(m), _mm512_set1_ps(-zp), _mm512_set1_ps(255.0f - zp), _mm512_set1_ps(zp),
+                          _mm512_set1_epi32((int)zp)};
   return q;
 }
 
-/* uint8 clip(round(v * m) + zp, 0, 255) as an int32 lane, NaN -> 0.  The clip moves before the
-   rounding: clamping v * m to the integers [-zp, 255 - zp] commutes with rounding to nearest (a
-   monotonic map that fixes integers), and the integer add of zp is then exact. */
-static inline __m512i tf_qconv_quantize16(__m512 v, const tf_qconv_q16 *q)
+/* 16 uint8 quantizations as bytes: clip(round(v * m) + zp, 0, 255), NaN -> 0.  Only the lower
+   clamp is explicit (it also takes NaN to -zp); the narrowing saturates at 255, which covers the
+   upper one and values past int32 (converted to 0x80000000, unsigned above 255). */
+static inline __m128i tf_qconv_quantize16_u8(__m512 v, const tf_qconv_q16 *q)
+{
+  v = _mm512_max_ps(_mm512_mul_ps(v, q->m), q->lo);
+  return _mm512_cvtusepi32_epi8(_mm512_add_epi32(_mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                                                 q->zp));
+}
+
+/* The value rounded through uint8 and dequantized, float32(quantize(v)) * s + o, without leaving
+   float: the rounded clamp plus zp is the same small integer the uint8 holds.  The clip moves
+   before the rounding: clamping v * m to the integers [-zp, 255 - zp] commutes with rounding to
+   nearest (a monotonic map that fixes integers), and adding zp is then exact. */
+static inline __m512 tf_qconv_requantize16(__m512 v, const tf_qconv_q16 *q, __m512 s, __m512 o)
 {
   v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, q->m), q->lo), q->hi);     /* NaN -> lo */
-  return _mm512_add_epi32(_mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), q->zp);
+  v = _mm512_add_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), q->zpf);
+  return _mm512_add_ps(_mm512_mul_ps(v, s), o);
 }
 
 /* float32(q) * s + o for 16 uint8 lanes. */
@@ -254,14 +267,14 @@ static inline __attribute__((always_inline)) void tf_qconv_epilogue_row(
   for (long j = j0; j < j1; j += 16) {
     const __mmask16 k = j1 - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (j1 - j)) - 1u);
     __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(k, c + (j - j0))), s), b);
-    if (mid) v = tf_qconv_dequantize16(tf_qconv_quantize16(v, &x->mid), x->mid_s, x->mid_o);
+    if (mid) v = tf_qconv_requantize16(v, &x->mid, x->mid_s, x->mid_o);
     if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, rf + j));
     if (res8) v = _mm512_add_ps(v, tf_qconv_dequantize16(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, r8 + j)), x->rs, x->ro));
     if (relu) {
       v = _mm512_max_ps(_mm512_setzero_ps(), v);         /* v < 0 ? 0 : v */
       if (clip) v = _mm512_min_ps(x->hi, v);            /* v > hi ? hi : v */
     }
-    if (quant) _mm_mask_storeu_epi8(q + j, k, _mm512_cvtepi32_epi8(tf_qconv_quantize16(v, &x->out)));
+    if (quant) _mm_mask_storeu_epi8(q + j, k, tf_qconv_quantize16_u8(v, &x->out));
     else _mm512_mask_storeu_ps(f + j, k, v);
   }
 }
