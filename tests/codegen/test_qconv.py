@@ -193,21 +193,27 @@ DW_ARGTYPES = ([ctypes.c_long] * 14 + [ctypes.c_void_p, ctypes.c_float, ctypes.c
 
 
 @functools.lru_cache(maxsize=None)
-def depthwise_kernel(signed: bool, threads: int):
-    name = f"t_qdwconv_{'s8' if signed else 'u8'}_{threads}t"
-    return compile_c(qconv.depthwise_source(name, signed, threads), TARGETS["scalar"], name=name).function(name, DW_ARGTYPES)
+def depthwise_kernel(signed: bool, threads: int, vbmi: bool = True):
+    """``vbmi`` False compiles without AVX512-VBMI: the wide 3x3 layers take the float loops instead
+    of the byte-permute vpdpbusd form (``qconv.DW_VNNI_MIN_WIDTH``; it needs VBMI and VNNI, hosts
+    without them get the float loops)."""
+    name = f"t_qdwconv_{'s8' if signed else 'u8'}_{threads}t{'' if vbmi else '_novbmi'}"
+    text = qconv.depthwise_source(name, signed, threads)
+    flags = () if vbmi else ("-mno-avx512vbmi",)
+    return compile_c(text, TARGETS["scalar"], name=name, extra_flags=flags).function(name, DW_ARGTYPES)
 
 
 @pytest.mark.parametrize("signed", [False, True], ids=["u8", "s8"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("epilogue", ["i32", "relu6", "u8", "f32-input"])
-def test_depthwise_is_bit_exact(signed, threads, epilogue):
+@pytest.mark.parametrize("vbmi", [True, False], ids=["vbmi", "float"])
+def test_depthwise_is_bit_exact(signed, threads, epilogue, vbmi):
     """Depthwise qconv (one 3x3 / 5x5 filter per channel; stride 1 and 2 on the flat padded-width
     runs, odd widths and asymmetric pads, dilation on the row loop): the integer sums, the float epilogue,
     the requantized uint8 result and float32 input quantized in the kernel, against the reference."""
     if signed and epilogue == "f32-input":
         pytest.skip("float input is quantized to uint8 only")
-    fn = depthwise_kernel(signed, threads)
+    fn = depthwise_kernel(signed, threads, vbmi)
     rng = np.random.default_rng(31 + threads)
     for n, c, h, wd, k, strides, pads, dil in [(1, 8, 9, 10, 3, (1, 1), (1, 1, 1, 1), (1, 1)),
                                               (2, 5, 12, 7, 3, (2, 2), (1, 0, 1, 1), (1, 1)),
@@ -218,6 +224,9 @@ def test_depthwise_is_bit_exact(signed, threads, epilogue):
                                               (1, 3, 8, 9, 3, (2, 2), (0, 0, 1, 1), (1, 1)),
                                               (2, 7, 12, 10, 3, (2, 2), (1, 1, 1, 1), (1, 1)),   # same3x3 stride 2
                                               (1, 3, 6, 36, 3, (2, 2), (1, 1, 1, 1), (1, 1)),    # ... rows of 18: kept rows only
+                                              (1, 2, 5, 37, 3, (1, 1), (1, 1, 1, 1), (1, 1)),    # 3x3/1, rows of 37
+                                              (1, 2, 3, 100, 3, (1, 1), (1, 1, 1, 1), (1, 1)),   # wide: the vpdpbusd form
+                                              (1, 3, 4, 98, 3, (2, 2), (1, 1, 1, 1), (1, 1)),    # ... stride 2
                                               (1, 4, 2, 2, 3, (2, 2), (1, 1, 1, 1), (1, 1)),
                                               (1, 4, 1, 1, 3, (1, 1), (1, 1, 1, 1), (1, 1))]:
         lo, hi = (-128, 128) if signed else (0, 256)
