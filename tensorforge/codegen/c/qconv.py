@@ -202,6 +202,16 @@ static void tf_qconv_pack_panel_padded(const uint8_t *xp, const long *koff, long
 }
 #endif
 
+/* The caller's OpenMP team size (1 without OpenMP). */
+static inline int tf_qconv_max_threads(void)
+{
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 /* The dequantizing epilogue, in place: C[o, p] (int32) becomes the float32
    relu?(C * scale[o] + bias[o] (+ residual[o, p])) (ReLU6: clipped at hi too), each operation
    rounded as the graph's;
@@ -413,6 +423,9 @@ def source(name: str, target, signed: bool, threads: int = 1, tiling: "qgemm.Til
     zp_shift = "" if signed else " - 128u"
     par = f"{team(threads)} if (P * Kp * O >= {qgemm.PARALLEL_MIN_MACS})" if threads > 1 else "if (0)"
     direct = qgemm.isa(target) == qgemm.AVX512_VNNI and qconv_direct.enabled()
+    by_image = "N > 1 && N >= tf_qconv_max_threads() && tf_qconv_max_threads() > 1" if threads > 1 else "0"
+    team_clause = team(threads)
+    par_pragma = par.replace('"', '\\"')
     direct_text = qconv_direct.source(f"{name}_direct", par.replace("P * Kp * O", "OH * OW * O * C * kh * kw")) if direct else ""
     direct_call = f"""
   if ({name}_direct_fits(O, kh, kw, sh, sw, OH, OW)) {{
@@ -431,22 +444,31 @@ static void {name}_direct_all(long N, long C, long H, long W, long O, long kh, l
 {{
   const long P = OH * OW, Kp = (C * kh * kw + 3) / 4 * 4;
   int32_t *rowterm = (int32_t *)tf_qconv_scratch(3, (size_t)O * sizeof(int32_t));
-  uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
   const uint32_t zps = (uint32_t)zp{zp_shift};
-  if (!rowterm || (in_scale != 0.0f && !xq)) return;
+  if (!rowterm) return;
   for (long o = 0; o < O; o++) rowterm[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
-  for (long n = 0; n < N; n++) {{
-    if (xq) {{
-      #pragma omp parallel for schedule(dynamic, 4) {par}
-      for (long c = 0; c < C; c++)
-        tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
-    }}
-    const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
-    tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
-                                            out_scale != 0.0f ? (uint8_t *)y + n * O * P : 0, out_scale, out_zp, n, O * P, P);
-    {name}_direct(C, H, W, O, kh, kw, ph, pw, dh, dw, OH, OW, xn, (uint8_t)zp, {flip}, w_shifted, Kp, arranged, rowterm,
-                  scale ? &epi : 0, (char *)y + n * O * P * 4);
+  /* each thread takes whole images when a batch has enough (see {name}); an explicit branch, not
+     an if clause: a region inside even a one-thread region would run the kernel's as a team of one */
+#define {name.upper()}_DIRECT_IMAGE(n) {{ \
+    uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0; \
+    if (in_scale == 0.0f || xq) {{ \
+      if (xq) {{ \
+        _Pragma("omp parallel for schedule(dynamic, 4) {par_pragma}") \
+        for (long c = 0; c < C; c++) \
+          tf_qconv_quantize((const float *)x + ((n) * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W); \
+      }} \
+      tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, \
+          res_o, out_scale != 0.0f ? (uint8_t *)y + (n) * O * P : 0, out_scale, out_zp, n, O * P, P); \
+      {name}_direct(C, H, W, O, kh, kw, ph, pw, dh, dw, OH, OW, xq ? xq : (const uint8_t *)x + (n) * C * H * W, \
+                    (uint8_t)zp, {flip}, w_shifted, Kp, arranged, rowterm, scale ? &epi : 0, (char *)y + (n) * O * P * 4); \
+    }} }}
+  if ({by_image}) {{
+    #pragma omp parallel for schedule(dynamic, 1) {team_clause}
+    for (long n = 0; n < N; n++) {name.upper()}_DIRECT_IMAGE(n)
+  }} else {{
+    for (long n = 0; n < N; n++) {name.upper()}_DIRECT_IMAGE(n)
   }}
+#undef {name.upper()}_DIRECT_IMAGE
 }}
 
 /* {name} for a layer the direct kernel takes (stride 1; decided at compile time), its weights
@@ -462,100 +484,128 @@ void {name}_arranged(long N, long C, long H, long W, long O, long kh, long kw, l
 }}""" if direct else ""
     return (qgemm.source(gemm, target, a_signed=False, threads=threads, row_comp=True, tiling=tiling) + _HELPERS
             + direct_text + f"""
+/* Image n through the GEMM path: its input quantized (float input), padded or copied, packed into
+   VNNI panels, multiplied, the epilogue on each finished block; one parallel region (a team of
+   one when the images themselves are shared out: see {name}). */
+static void {name}_image(long n, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
+                         long dh, long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted,
+                         int32_t zp, const float *scale, const float *bias, const void *residual, int relu, float hi,
+                         float mid_m, int32_t mid_zp, float mid_s, float mid_o, float res_s, float res_o, float out_scale,
+                         int32_t out_zp, void *y, const int32_t *rowterm, const long *koff)
+{{
+  const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW, panels = (P + 15) / 16;
+  const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
+  /* a strided 1x1 conv without padding (ResNet's downsampling shortcut) is the direct one on the
+     subsampled image, copied once: C x OH x OW bytes, a quarter of the input at stride 2 */
+  const int subsampled = kh == 1 && kw == 1 && ph == 0 && pw == 0 && !direct && (OH - 1) * sh < H && (OW - 1) * sw < W;
+  const int fused = koff != 0;
+  /* the padded input the windows read: 32 bytes of slack before, 64 after (the packer's loads) */
+  const long Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
+  /* this thread's buffers (scratch is per thread) */
+  uint8_t *col = direct ? 0 : (uint8_t *)tf_qconv_scratch(0, (size_t)(fused ? C * Hp * Wp + 96 : K * P));   /* subsampled: C x P */
+  int8_t *bp = (int8_t *)tf_qconv_scratch(1, (size_t)(panels * 16 * Kp));
+  int32_t *colterm = (int32_t *)tf_qconv_scratch(2, (size_t)(panels * 16) * sizeof(int32_t));
+  uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
+  if ((!direct && !col) || !bp || !colterm || (in_scale != 0.0f && !xq)) return;
+  if (fused) {{
+    /* the planes are written whole (tf_qconv_pad_plane); only the slack around them, which the
+       packer's loads may touch for lanes it then discards, is set here */
+    memset(col, (uint8_t)zp, 32);
+    memset(col + 32 + C * Hp * Wp, (uint8_t)zp, 64);
+  }}
+  /* a uint8 output (which graph.qconv's verifier allows only with the float epilogue): the GEMM
+     sums each tile in a local buffer for the epilogue (qgemm, C == NULL) */
+  const int local = out_scale != 0.0f;
+  const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
+  const uint8_t *src = direct ? xn : col;
+  tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
+                                          out_scale != 0.0f ? (uint8_t *)y + n * O * P : 0, out_scale, out_zp, n, O * P, P);
+  #pragma omp parallel {par}
+  {{
+    if (xq) {{
+      #pragma omp for schedule(dynamic, 4)
+      for (long c = 0; c < C; c++)
+        tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
+    }}
+    if (fused) {{
+#ifdef TF_QCONV_FUSED_PACK
+      #pragma omp for schedule(dynamic, 4)
+      for (long c = 0; c < C; c++) tf_qconv_pad_plane(xn + c * H * W, H, W, ph, pw, Hp, Wp, (uint8_t)zp, col + 32 + c * Hp * Wp);
+      #pragma omp for schedule(dynamic, 4)
+      for (long pn = 0; pn < panels; pn++)
+        tf_qconv_pack_panel_padded(col + 32, koff, Wp, sh, sw, OW, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp,
+                                   colterm);
+#endif
+    }} else {{
+      if (subsampled) {{
+        #pragma omp for schedule(dynamic, 4)
+        for (long c = 0; c < C; c++)
+          for (long oh = 0; oh < OH; oh++) {{
+            const uint8_t *src = xn + (c * H + oh * sh) * W;
+            uint8_t *dst = col + (c * OH + oh) * OW;
+            for (long ow = 0; ow < OW; ow++) dst[ow] = src[ow * sw];
+          }}
+      }} else if (!direct) {{
+        #pragma omp for schedule(dynamic, 4)
+        for (long k = 0; k < K; k++)
+          tf_qconv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, (uint8_t)zp, col + k * P);
+      }}
+#ifdef TF_QCONV_PACK4
+      const long fours = P / 64;                    /* groups of four whole panels */
+#else
+      const long fours = 0;
+#endif
+      #pragma omp for schedule(dynamic, 1)
+      for (long g = 0; g < fours + (panels - 4 * fours); g++) {{
+#ifdef TF_QCONV_PACK4
+        if (g < fours) {{
+          tf_qconv_pack_panels4(src, P, K, Kp / 4, g * 64, {flip}, Kp, bp + g * 64 * Kp, colterm);
+          continue;
+        }}
+#endif
+        const long pn = 4 * fours + (g - fours);
+        tf_qconv_pack_panel(src, P, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp, colterm);
+      }}
+    }}
+    /* the GEMM's parts are an omp for of this region (after the packing loop's barrier) */
+    {gemm}(O, P, Kp, w_shifted, Kp, bp, colterm, rowterm, scale ? tf_qconv_dequantize : 0, &epi,
+         local ? (int32_t *)0 : (int32_t *)y + n * O * P, P);
+  }}
+}}
+
 void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
             long dh, long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted,
             const int32_t *w_sums, int32_t zp, const float *scale, const float *bias,
             const void *residual, int relu, float hi, float mid_m, int32_t mid_zp, float mid_s, float mid_o,
             float res_s, float res_o, float out_scale, int32_t out_zp, void *y)
 {{{direct_call}
-  const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW, panels = (P + 15) / 16;
+  const long K = C * kh * kw;
   const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
-  /* a strided 1x1 conv without padding (ResNet's downsampling shortcut) is the direct one on the
-     subsampled image, copied once: C x OH x OW bytes, a quarter of the input at stride 2 */
   const int subsampled = kh == 1 && kw == 1 && ph == 0 && pw == 0 && !direct && (OH - 1) * sh < H && (OW - 1) * sw < W;
 #ifdef TF_QCONV_FUSED_PACK
   const int fused = !direct && !subsampled && (sw == 1 || sw == 2);
 #else
   const int fused = 0;
 #endif
-  /* the padded input the windows read: 32 bytes of slack before, 64 after (the packer's loads) */
   const long Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
-  uint8_t *col = direct ? 0 : (uint8_t *)tf_qconv_scratch(0, (size_t)(fused ? C * Hp * Wp + 96 : K * P));   /* subsampled: C x P */
-  int8_t *bp = (int8_t *)tf_qconv_scratch(1, (size_t)(panels * 16 * Kp));
-  int32_t *colterm = (int32_t *)tf_qconv_scratch(2, (size_t)(panels * 16) * sizeof(int32_t));
   int32_t *rowterm = (int32_t *)tf_qconv_scratch(3, (size_t)O * sizeof(int32_t));
+  long *koff = fused ? (long *)tf_qconv_scratch(4, (size_t)K * sizeof(long)) : 0;
+  if (!rowterm || (fused && !koff)) return;
   const uint32_t zps = (uint32_t)zp{zp_shift};
   for (long o = 0; o < O; o++) rowterm[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
-  long *koff = fused ? (long *)tf_qconv_scratch(4, (size_t)K * sizeof(long)) : 0;
-  if (fused) {{
-    /* the planes are written whole per image (tf_qconv_pad_plane); only the slack around them,
-       which the packer's loads may touch for lanes it then discards, is set once */
-    memset(col, (uint8_t)zp, 32);
-    memset(col + 32 + C * Hp * Wp, (uint8_t)zp, 64);
-    for (long k = 0; k < K; k++)
-      koff[k] = (k / (kh * kw)) * Hp * Wp + ((k / kw) % kh) * dh * Wp + (k % kw) * dw;
+  for (long k = 0; fused && k < K; k++)
+    koff[k] = (k / (kh * kw)) * Hp * Wp + ((k / kw) % kh) * dh * Wp + (k % kw) * dw;
+#define {name.upper()}_IMAGE(n) {name}_image(n, C, H, W, O, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, in_scale, w_shifted, zp, \
+    scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o, out_scale, out_zp, y, rowterm, koff)
+  if ({by_image}) {{
+    /* a batch of at least as many images as threads: each thread takes whole images (its own
+       buffers in its own cache; the images' regions run as teams of one) */
+    #pragma omp parallel for schedule(dynamic, 1) {team_clause}
+    for (long n = 0; n < N; n++) {name.upper()}_IMAGE(n);
+  }} else {{
+    for (long n = 0; n < N; n++) {name.upper()}_IMAGE(n);
   }}
-  uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
-  /* a uint8 output (which graph.qconv's verifier allows only with the float epilogue): the GEMM
-     sums each tile in a local buffer for the epilogue (qgemm, C == NULL) */
-  const int local = out_scale != 0.0f;
-  for (long n = 0; n < N; n++) {{
-    const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
-    const uint8_t *src = direct ? xn : col;
-    tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
-                                            out_scale != 0.0f ? (uint8_t *)y + n * O * P : 0, out_scale, out_zp, n, O * P, P);
-    #pragma omp parallel {par}
-    {{
-      if (xq) {{
-        #pragma omp for schedule(dynamic, 4)
-        for (long c = 0; c < C; c++)
-          tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
-      }}
-      if (fused) {{
-#ifdef TF_QCONV_FUSED_PACK
-        #pragma omp for schedule(dynamic, 4)
-        for (long c = 0; c < C; c++) tf_qconv_pad_plane(xn + c * H * W, H, W, ph, pw, Hp, Wp, (uint8_t)zp, col + 32 + c * Hp * Wp);
-        #pragma omp for schedule(dynamic, 4)
-        for (long pn = 0; pn < panels; pn++)
-          tf_qconv_pack_panel_padded(col + 32, koff, Wp, sh, sw, OW, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp,
-                                     colterm);
-#endif
-      }} else {{
-        if (subsampled) {{
-          #pragma omp for schedule(dynamic, 4)
-          for (long c = 0; c < C; c++)
-            for (long oh = 0; oh < OH; oh++) {{
-              const uint8_t *src = xn + (c * H + oh * sh) * W;
-              uint8_t *dst = col + (c * OH + oh) * OW;
-              for (long ow = 0; ow < OW; ow++) dst[ow] = src[ow * sw];
-            }}
-        }} else if (!direct) {{
-          #pragma omp for schedule(dynamic, 4)
-          for (long k = 0; k < K; k++)
-            tf_qconv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, (uint8_t)zp, col + k * P);
-        }}
-#ifdef TF_QCONV_PACK4
-        const long fours = P / 64;                    /* groups of four whole panels */
-#else
-        const long fours = 0;
-#endif
-        #pragma omp for schedule(dynamic, 1)
-        for (long g = 0; g < fours + (panels - 4 * fours); g++) {{
-#ifdef TF_QCONV_PACK4
-          if (g < fours) {{
-            tf_qconv_pack_panels4(src, P, K, Kp / 4, g * 64, {flip}, Kp, bp + g * 64 * Kp, colterm);
-            continue;
-          }}
-#endif
-          const long pn = 4 * fours + (g - fours);
-          tf_qconv_pack_panel(src, P, K, Kp / 4, pn * 16, P, {flip}, bp + pn * 16 * Kp, colterm);
-        }}
-      }}
-      /* the GEMM's parts are an omp for of this region (after the packing loop's barrier) */
-      {gemm}(O, P, Kp, w_shifted, Kp, bp, colterm, rowterm, scale ? tf_qconv_dequantize : 0, &epi,
-           local ? (int32_t *)0 : (int32_t *)y + n * O * P, P);
-    }}
-  }}
+#undef {name.upper()}_IMAGE
 }}
 """)
 
