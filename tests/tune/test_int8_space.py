@@ -19,9 +19,11 @@ torch = pytest.importorskip("torch")
 
 def _int8_model():
     """A small CNN + linear head quantized by tensorforge (per-channel int8 weights, uint8
-    activations; the first and last layers kept int8 too, so there is a qmatmul)."""
+    activations; the first and last layers kept int8 too, so there is a qmatmul).  Its convs run
+    on the VNNI GEMM (a 1x1 and a strided 3x3); a stride-1 3x3 would take the direct kernel, which
+    has no tiling to tune (``test_a_direct_conv_is_no_int8_task``)."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(),
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 1), torch.nn.ReLU(),
                                 torch.nn.Conv2d(16, 32, 3, stride=2, padding=1), torch.nn.ReLU(),
                                 torch.nn.Flatten(), torch.nn.Linear(32 * 6 * 6, 10)).eval()
     rng = np.random.default_rng(0)
@@ -43,8 +45,8 @@ def test_int8_kernels_are_tasks_with_a_tiling_space(int8_tasks):
     gemms = [t for t in tasks if not t.problem["conv"]]
     assert len(convs) == 2 and len(gemms) == 1, [str(t) for t in tasks]
     first = next(t for t in convs if t.problem["conv"]["channels"] == 8)
-    assert (first.problem["M"], first.problem["N"], first.problem["K"]) == (16, 144, 72)     # O x OH*OW x C*9
-    assert first.flops == 2.0 * 16 * 144 * 72
+    assert (first.problem["M"], first.problem["N"], first.problem["K"]) == (16, 144, 8)      # O x OH*OW x C
+    assert first.flops == 2.0 * 16 * 144 * 8
     target = Target.host()
     space = space_for(first, target)
     assert isinstance(space, Int8Space)
@@ -104,3 +106,21 @@ def test_the_command_line_tunes_every_kind_by_default():
     from tensorforge.tune.tasks import KINDS
     args = build_parser().parse_args(["tune", "resnet18"])
     assert args.kinds.split(",") == list(KINDS) and "int8" in KINDS
+
+
+def test_a_direct_conv_is_no_int8_task():
+    """A stride-1 3x3 int8 conv runs on the direct kernel (qconv_direct.py), which has no
+    ``qgemm.Tiling``: it is not a tuning task; the GEMM path's 1x1 next to it is."""
+    from tensorforge.codegen.c import qconv_direct
+    if qgemm.isa(Target.host()) != qgemm.AVX512_VNNI:
+        pytest.skip("the direct kernel needs AVX512-VNNI")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 8, 1)).eval()
+    rng = np.random.default_rng(0)
+    samples = [rng.standard_normal((1, 8, 12, 12)).astype(np.float32) for _ in range(3)]
+    quantized = tensorforge.quantize(model, samples, (torch.from_numpy(samples[0]),), keep_first_last=False)
+    convs = [t.problem["conv"] for t in extract_tasks(quantized) if t.kind == "int8"]
+    assert [c["channels"] for c in convs] == [16]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(qconv_direct.ENV, "0")
+        assert len([t for t in extract_tasks(quantized) if t.kind == "int8"]) == 2

@@ -747,12 +747,30 @@ INT8_TUNED_OPS = ("graph.qmatmul", "graph.qconv")    # library kernels with a tu
 
 
 def int8_tunable(kernel: Operation) -> bool:
-    """Whether ``kernel`` is an int8 GEMM or (non-depthwise) int8 convolution: its ``qgemm.Tiling``
-    is a tuning knob (``tune/space.Int8Space``)."""
+    """Whether ``kernel`` is an int8 GEMM or (non-depthwise) int8 convolution on the VNNI GEMM: its
+    ``qgemm.Tiling`` is a tuning knob (``tune/space.Int8Space``).  A convolution on the direct
+    kernel (``qconv_direct.py``) has no such knob, so it is no tuning task."""
     if not is_library_kernel(kernel):
         return False
     op = library_op(kernel)
-    return op.name in INT8_TUNED_OPS and int(op.attributes.get("groups", 1) or 1) == 1
+    if op.name not in INT8_TUNED_OPS or int(op.attributes.get("groups", 1) or 1) != 1:
+        return False
+    return op.name != "graph.qconv" or not _qconv_direct(kernel)
+
+
+def _qconv_direct(kernel: Operation) -> bool:
+    """Whether an int8 conv runs on the direct kernel: with compile-time arranged weights
+    (``qconv_arranged``), or by the C function's own run-time rule on a static geometry."""
+    from . import qconv_direct, qgemm
+    from ..target import Target
+    if qconv_arranged(kernel):
+        return True
+    if qgemm.isa(Target.host()) != qgemm.AVX512_VNNI or not qconv_direct.enabled():
+        return False
+    if any(not isinstance(d, int) for v in (kernel.operands[0], kernel.results[0]) for d in v.type.shape):
+        return False
+    _, _, _, _, o, kh, kw, sh, sw, _, _, _, _, oh, ow = _conv_geometry(library_op(kernel), kernel)
+    return qconv_direct.fits(o, kh, kw, sh, sw, oh, ow)
 
 
 def _tiled(name: str, tiling) -> str:
