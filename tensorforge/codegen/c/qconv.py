@@ -401,6 +401,12 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
 _HELPERS = expand(_HELPERS, "tf_qconv", "uint8_t", 9)
 
 
+def _by_image(threads: int) -> str:
+    """The C condition under which a batch shares out whole images: at least as many images as the
+    caller's threads, and more than one thread."""
+    return "N > 1 && N >= tf_qconv_max_threads() && tf_qconv_max_threads() > 1" if threads > 1 else "0"
+
+
 def source(name: str, target, signed: bool, threads: int = 1, tiling: "qgemm.Tiling | None" = None) -> str:
     """C text defining ``void NAME(long N, long C, long H, long W, long O, long kh, long kw, long sh,
     long sw, long ph, long pw, long dh, long dw, long OH, long OW, const void *x, float in_scale,
@@ -423,8 +429,7 @@ def source(name: str, target, signed: bool, threads: int = 1, tiling: "qgemm.Til
     zp_shift = "" if signed else " - 128u"
     par = f"{team(threads)} if (P * Kp * O >= {qgemm.PARALLEL_MIN_MACS})" if threads > 1 else "if (0)"
     direct = qgemm.isa(target) == qgemm.AVX512_VNNI and qconv_direct.enabled()
-    by_image = "N > 1 && N >= tf_qconv_max_threads() && tf_qconv_max_threads() > 1" if threads > 1 else "0"
-    team_clause = team(threads)
+    by_image, team_clause = _by_image(threads), team(threads)
     par_pragma = par.replace('"', '\\"')
     direct_text = qconv_direct.source(f"{name}_direct", par.replace("P * Kp * O", "OH * OW * O * C * kh * kw")) if direct else ""
     direct_call = f"""
@@ -626,6 +631,7 @@ def depthwise_source(name: str, signed: bool, threads: int = 1) -> str:
     wider-strided ones go row by row over the padded plane.  Channels are the OpenMP tasks."""
     elem = "int8_t" if signed else "uint8_t"
     par = f"{team(threads)} if (C * P * kh * kw >= {qgemm.PARALLEL_MIN_MACS // 8})" if threads > 1 else "if (0)"
+    by_image, team_clause = _by_image(threads), team(threads)
     return _HELPERS + f"""
 /* The taps of one channel over a flat run of L outputs: src[t] is where tap t reads output 0,
    every plane has the run's row pitch, so output j reads src[t][j] (the padded-width columns
@@ -793,17 +799,65 @@ static void {name}_flat_channel(const uint8_t *xc, long H, long W, long ph, long
     for (long ow = 0; ow < OW; ow++) out[oh * OW + ow] = (int32_t)acc[oh * pitch + ow];
 }}
 
+/* Image n of the depthwise conv: every channel's sums, then its epilogue (epi), into sums (or,
+   for a uint8 output, a per-thread buffer); xq: the image's quantized copy for float input. */
+static void {name}_image(long n, long C, long H, long W, long kh, long kw, long sh, long sw, long ph, long pw, long dh,
+                         long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted, long kp,
+                         int32_t zp, const float *scale, uint8_t *xq, int same, const float *masks, const tf_qconv_epi *e,
+                         int32_t *sums)
+{{
+  const long P = OH * OW, Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
+  const int local = e->q != 0;
+  tf_qconv_epi epi = *e;
+  #pragma omp parallel {par}
+  {{
+  int32_t *own = local ? (int32_t *)malloc(sizeof(int32_t) * (size_t)P) : 0;
+  #pragma omp for schedule(dynamic, 16)
+  for (long c = 0; c < C; c++) {{
+    if (local && !own) continue;
+    if (xq) tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
+    const uint8_t *xc = xq ? xq + c * H * W : (const uint8_t *)x + (n * C + c) * H * W;
+    const uint8_t *wc = w_shifted + c * kp;
+    int32_t *out = local ? own : sums + c * P;
+    float wt[64];
+    for (long t = 0; t < kh * kw && t < 64; t++) wt[t] = (float)((int32_t)wc[t] - 128);
+    if (same) {{
+#ifdef {name.upper()}_VNNI3X3
+      if (W >= {DW_VNNI_MIN_WIDTH}) {name}_same3x3_vnni(xc, H, W, sh, (uint8_t)zp, wc, out);
+      else
+#endif
+      {name}_same3x3(xc, H, W, sh, (float)zp, wt, masks, masks + H * OW, out);
+    }} else if (dh == 1 && dw == 1 && sh == sw && (sh == 1 || sh == 2) && kh * kw <= 64) {{
+      {name}_flat_channel(xc, H, W, ph, pw, Hp, Wp, kh, kw, sh, OH, OW, (float)zp, wt, out);
+    }} else {{                                          /* dilated or strided past 2: row by row */
+      uint8_t plane[Hp * Wp];
+      tf_qconv_pad_plane(xc, H, W, ph, pw, Hp, Wp, (uint8_t)zp, plane);
+      float fp[Hp * Wp];                               /* x - zp, exact in float */
+      for (long i = 0; i < Hp * Wp; i++) fp[i] = (float)({elem})plane[i] - (float)zp;
+      float row[OW];
+      for (long oh = 0; oh < OH; oh++) {{
+        for (long ow = 0; ow < OW; ow++) row[ow] = 0.0f;
+        for (long i = 0; i < kh; i++)
+          for (long j = 0; j < kw; j++) {{
+            const float wv = (float)((int32_t)wc[i * kw + j] - 128), *r = fp + (oh * sh + i * dh) * Wp + j * dw;
+            for (long ow = 0; ow < OW; ow++) row[ow] += r[ow * sw] * wv;
+          }}
+        for (long ow = 0; ow < OW; ow++) out[oh * OW + ow] = (int32_t)row[ow];
+      }}
+    }}
+    if (scale) tf_qconv_dequantize(&epi, out, P, c, c + 1, 0, P);
+  }}
+  free(own);
+  }}
+}}
+
 void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, long ph, long pw, long dh, long dw,
             long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted, long kp,
             const int32_t *w_sums, int32_t zp, const float *scale, const float *bias, const void *residual,
             int relu, float hi, float mid_m, int32_t mid_zp, float mid_s, float mid_o, float res_s, float res_o,
             float out_scale, int32_t out_zp, void *y)
 {{
-  const long P = OH * OW, Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
-  /* a uint8 output (only with the float epilogue): each thread sums a channel in its own P-sized
-     buffer for the epilogue, not in a C x P int32 matrix written and read back every call */
-  const int local = out_scale != 0.0f;
-  uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
+  const long P = OH * OW;
   /* the 3x3 kinds of {name}_same3x3 and their column masks (one pair for every channel) */
   const int same = kh == 3 && kw == 3 && dh == 1 && dw == 1 && ph == 1 && pw == 1 && sh == sw &&
                    ((sh == 1 && OH == H && OW == W) || (sh == 2 && H % 2 == 0 && W % 2 == 0 && OH == H / 2 && OW == W / 2));
@@ -813,51 +867,22 @@ void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, 
     masks[j] = j % OW != 0;
     masks[H * OW + j] = j % OW != OW - 1;
   }}
-  for (long n = 0; n < N; n++) {{
-    int32_t *sums = (int32_t *)y + n * C * P;           /* the int32 or float32 output */
-    tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
-                                            out_scale != 0.0f ? (uint8_t *)y + n * C * P : 0, out_scale, out_zp, n, C * P, P);
-    #pragma omp parallel {par}
-    {{
-    int32_t *own = local ? (int32_t *)malloc(sizeof(int32_t) * (size_t)P) : 0;
-    #pragma omp for schedule(dynamic, 16)
-    for (long c = 0; c < C; c++) {{
-      if (local && !own) continue;
-      if (xq) tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
-      const uint8_t *xc = xq ? xq + c * H * W : (const uint8_t *)x + (n * C + c) * H * W;
-      const uint8_t *wc = w_shifted + c * kp;
-      int32_t *out = local ? own : sums + c * P;
-      float wt[64];
-      for (long t = 0; t < kh * kw && t < 64; t++) wt[t] = (float)((int32_t)wc[t] - 128);
-      if (same) {{
-#ifdef {name.upper()}_VNNI3X3
-        if (W >= {DW_VNNI_MIN_WIDTH}) {name}_same3x3_vnni(xc, H, W, sh, (uint8_t)zp, wc, out);
-        else
-#endif
-        {name}_same3x3(xc, H, W, sh, (float)zp, wt, masks, masks + H * OW, out);
-      }} else if (dh == 1 && dw == 1 && sh == sw && (sh == 1 || sh == 2) && kh * kw <= 64) {{
-        {name}_flat_channel(xc, H, W, ph, pw, Hp, Wp, kh, kw, sh, OH, OW, (float)zp, wt, out);
-      }} else {{                                          /* dilated or strided past 2: row by row */
-        uint8_t plane[Hp * Wp];
-        tf_qconv_pad_plane(xc, H, W, ph, pw, Hp, Wp, (uint8_t)zp, plane);
-        float fp[Hp * Wp];                               /* x - zp, exact in float */
-        for (long i = 0; i < Hp * Wp; i++) fp[i] = (float)({elem})plane[i] - (float)zp;
-        float row[OW];
-        for (long oh = 0; oh < OH; oh++) {{
-          for (long ow = 0; ow < OW; ow++) row[ow] = 0.0f;
-          for (long i = 0; i < kh; i++)
-            for (long j = 0; j < kw; j++) {{
-              const float wv = (float)((int32_t)wc[i * kw + j] - 128), *r = fp + (oh * sh + i * dh) * Wp + j * dw;
-              for (long ow = 0; ow < OW; ow++) row[ow] += r[ow * sw] * wv;
-            }}
-          for (long ow = 0; ow < OW; ow++) out[oh * OW + ow] = (int32_t)row[ow];
-        }}
-      }}
-      if (scale) tf_qconv_dequantize(&epi, out, P, c, c + 1, 0, P);
-    }}
-    free(own);
-    }}
+  /* image n: the channels shared out in one region (a team of one when the images are) */
+#define {name.upper()}_DW_IMAGE(n) {{ \
+    int32_t *sums = (int32_t *)y + (n) * C * P;           /* the int32 or float32 output */ \
+    tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o, \
+                                            out_scale != 0.0f ? (uint8_t *)y + (n) * C * P : 0, out_scale, out_zp, n, C * P, P); \
+    uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0; \
+    if (in_scale == 0.0f || xq) {name}_image(n, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, in_scale, w_shifted, kp, \
+                                            zp, scale, xq, same, masks, &epi, sums); }}
+  if ({by_image}) {{
+    /* a batch of at least as many images as threads: each thread takes whole images */
+    #pragma omp parallel for schedule(dynamic, 1) {team_clause}
+    for (long n = 0; n < N; n++) {name.upper()}_DW_IMAGE(n)
+  }} else {{
+    for (long n = 0; n < N; n++) {name.upper()}_DW_IMAGE(n)
   }}
+#undef {name.upper()}_DW_IMAGE
 }}
 """
 
