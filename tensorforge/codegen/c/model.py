@@ -37,6 +37,7 @@ from ...passes.lower.structured_to_loop import lower_kernel
 from ...passes.memory.plan import MemoryPlan, nbytes_dim, plan_dynamic, plan_memory
 from ...runtime.arena_plan import DynamicPlan
 from ...runtime.native import DYN_ENTRY, ENTRY, GET_THREADS, PROFILE, PROFILE_COUNT, SET_THREADS
+from ...schedule.index_fold import fold_div_mod
 from ...schedule.licm import hoist_invariants
 from ..driver import Placement, check_lowered, kernel_key, needs_arena, output_slots, weight_blob  # noqa: F401 (weight_blob: re-exported)
 from .emit_loop import PRELUDE, FunctionEmitter, c_type
@@ -115,6 +116,7 @@ def emit_kernel(op: Operation, schedule: Schedule | None, tensorized: Prepared |
     loop_fn = lower_kernel(op)
     if schedule is not None:
         schedule(loop_fn)
+    fold_div_mod(loop_fn)             # (e // d) * d + e % d -> e: contiguous loads, not gathers
     hoist_invariants(loop_fn)
     return FunctionEmitter(loop_fn, KERNEL_NAME, **extra).emit()
 
