@@ -11,15 +11,7 @@ at about 7 ns an element.  Replacing the sum by ``e`` gives contiguous loads aga
 from __future__ import annotations
 
 from ..ir.core import Operation, Value
-from .analysis import walk_ops
-
-
-def _const(v: Value) -> int | None:
-    op = v.op
-    if op is None or op.name != "scalar.const":
-        return None
-    value = op.attributes.get("value")
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+from .analysis import _const_int as _const, walk_ops
 
 
 def _quotient_times(v: Value) -> tuple[Value, int] | None:
