@@ -761,15 +761,13 @@ def int8_tunable(kernel: Operation) -> bool:
 def _qconv_direct(kernel: Operation) -> bool:
     """Whether an int8 conv runs on the direct kernel: with compile-time arranged weights
     (``qconv_arranged``), or by the C function's own run-time rule on a static geometry."""
-    from . import qconv_direct, qgemm
-    from ..target import Target
+    from . import qconv_direct
     if qconv_arranged(kernel):
         return True
-    if qgemm.isa(Target.host()) != qgemm.AVX512_VNNI or not qconv_direct.enabled():
+    geometry = _direct_geometry(kernel)
+    if geometry is None or not qconv_direct.enabled():
         return False
-    if any(not isinstance(d, int) for v in (kernel.operands[0], kernel.results[0]) for d in v.type.shape):
-        return False
-    _, _, _, _, o, kh, kw, sh, sw, _, _, _, _, oh, ow = _conv_geometry(library_op(kernel), kernel)
+    _, _, _, _, o, kh, kw, sh, sw, _, _, _, _, oh, ow = geometry
     return qconv_direct.fits(o, kh, kw, sh, sw, oh, ow)
 
 
@@ -807,23 +805,33 @@ def _conv_geometry(op: Operation, kernel: Operation) -> tuple[int, ...]:
     return n, c, h, w, o, kh, kw, int(sh), int(sw), int(ph), int(pw), int(dh), int(dw), oh, ow
 
 
+def _direct_geometry(kernel: Operation) -> tuple[int, ...] | None:
+    """``_conv_geometry`` of a one-group int8 conv with static shapes on a host where the direct
+    kernel exists (AVX-512 VNNI), else None."""
+    from ..target import Target
+    from . import qgemm
+    if not is_library_kernel(kernel) or library_op(kernel).name != "graph.qconv":
+        return None
+    op = library_op(kernel)
+    if int(op.attributes.get("groups", 1) or 1) != 1:
+        return None
+    if any(not isinstance(d, int) for v in (kernel.operands[0], kernel.results[0]) for d in v.type.shape):
+        return None
+    if qgemm.isa(Target.host()) != qgemm.AVX512_VNNI:
+        return None
+    return _conv_geometry(op, kernel)
+
+
 def qconv_arranged(kernel: Operation) -> bool:
     """Whether int8 conv ``kernel`` runs on the direct kernel with its weights arranged at compile
     time (``qconv_direct.arranged_fits``; the host has AVX-512 VNNI, one group, constant weights):
     ``tensorize.Prepared`` then passes ``qconv_direct.arrange_weights`` of its weight operand."""
-    from ..target import Target
-    from . import qconv_direct, qgemm
-    if not is_library_kernel(kernel) or library_op(kernel).name != "graph.qconv":
+    from . import qconv_direct
+    geometry = _direct_geometry(kernel)
+    w = kernel.operands[1] if geometry is not None else None
+    if w is None or w.op is None or w.op.name != "graph.constant":
         return False
-    op = library_op(kernel)
-    w = kernel.operands[1]
-    if int(op.attributes.get("groups", 1) or 1) != 1 or w.op is None or w.op.name != "graph.constant":
-        return False
-    if any(not isinstance(d, int) for v in (kernel.operands[0], kernel.results[0]) for d in v.type.shape):
-        return False
-    if qgemm.isa(Target.host()) != qgemm.AVX512_VNNI:
-        return False
-    _, _, _, _, _, kh, kw, sh, sw, _, _, _, dw, oh, ow = _conv_geometry(op, kernel)
+    _, _, _, _, _, kh, kw, sh, sw, _, _, _, dw, oh, ow = geometry
     return qconv_direct.arranged_fits(kh, kw, sh, sw, dw, oh, ow)
 
 
