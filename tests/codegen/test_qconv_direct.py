@@ -193,5 +193,24 @@ def test_a_quantized_model_runs_its_3x3_layers_on_arranged_weights():
         np.testing.assert_array_equal(np.asarray(cm(s)), np.asarray(plain(s)))
     from tensorforge.report.collect import collect       # what explain says of each kernel
     schedules = [c.schedule for c in collect(cm.module, "t").code]
-    assert sum("int8 direct convolution" in s for s in schedules) == 2
+    assert sum("int8 direct convolution" in s and "arranged at compile time" in s for s in schedules) == 2
     assert any("int8 VNNI GEMM" in s for s in schedules)                    # the 1x1
+
+
+def test_explain_says_when_the_weights_are_arranged_per_call():
+    """A 7x7 map: 51% of the tiles' grid are outputs, too few for compile-time arrangement, but the C
+    entry's own rule (49 positions for 24 channels) still takes the direct kernel."""
+    torch = pytest.importorskip("torch")
+    import tensorforge
+    from tensorforge.report.collect import collect
+
+    _path()
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(16, 24, 3, 1, 1), torch.nn.ReLU()).eval()
+    rng = np.random.default_rng(1)
+    samples = [rng.standard_normal((1, 16, 7, 7)).astype(np.float32) for _ in range(3)]
+    q = tensorforge.quantize(m, samples, (torch.from_numpy(samples[0]),), keep_first_last=False)
+    cm = tensorforge.compile(q, (torch.from_numpy(samples[0]),), threads=2)
+    schedules = [c.schedule for c in collect(cm.module, "t").code]
+    assert any("int8 direct convolution" in s and "arranged per call" in s for s in schedules), schedules
+    assert not any("arranged at compile time" in s for s in schedules)

@@ -982,9 +982,10 @@ def describe(kernel: Operation) -> str:
         from . import qconv_direct
         if int(op.attributes.get("groups", 1) or 1) > 1:
             how = "int8 depthwise: per-channel flat loops"
-        elif qconv_arranged(kernel):
-            how = (f"int8 direct convolution on channel-quad interleaved padded planes, weights arranged at compile "
-                   f"time, tiles of {qconv_direct.MR} channels x {16 * qconv_direct.NRV} positions")
+        elif _qconv_direct(kernel):
+            when = "at compile time" if qconv_arranged(kernel) else "per call"
+            how = (f"int8 direct convolution on channel-quad interleaved padded planes, weights arranged {when}, "
+                   f"tiles of {qconv_direct.MR} channels x {16 * qconv_direct.NRV} positions")
         else:
             how = "int8 VNNI GEMM on activations packed per image (im2col for windows wider than 1x1)"
         text += f"; {how}"
