@@ -401,10 +401,20 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
 _HELPERS = expand(_HELPERS, "tf_qconv", "uint8_t", 9)
 
 
-def _by_image(threads: int) -> str:
-    """The C condition under which a batch shares out whole images: at least as many images as the
-    caller's threads, and more than one thread."""
-    return "N > 1 && N >= tf_qconv_max_threads() && tf_qconv_max_threads() > 1" if threads > 1 else "0"
+def _each_image(call: str, threads: int) -> str:
+    """C statements running ``call`` (which reads ``n``) for images ``n < N``.  A batch of at least as
+    many images as the caller's threads shares out whole images, each thread with its own buffers
+    in its own cache, the images' own regions running as teams of one.  An explicit branch, not an
+    ``if`` clause: under the runtime a region inside even a one-thread region runs as a team of
+    one, which would serialise batch 1."""
+    if threads <= 1:
+        return f"  for (long n = 0; n < N; n++) {call}"
+    return f"""  if (N > 1 && N >= tf_qconv_max_threads() && tf_qconv_max_threads() > 1) {{
+    #pragma omp parallel for schedule(dynamic, 1) {team(threads)}
+    for (long n = 0; n < N; n++) {call}
+  }} else {{
+    for (long n = 0; n < N; n++) {call}
+  }}"""
 
 
 def source(name: str, target, signed: bool, threads: int = 1, tiling: "qgemm.Tiling | None" = None) -> str:
@@ -429,7 +439,6 @@ def source(name: str, target, signed: bool, threads: int = 1, tiling: "qgemm.Til
     zp_shift = "" if signed else " - 128u"
     par = f"{team(threads)} if (P * Kp * O >= {qgemm.PARALLEL_MIN_MACS})" if threads > 1 else "if (0)"
     direct = qgemm.isa(target) == qgemm.AVX512_VNNI and qconv_direct.enabled()
-    by_image, team_clause = _by_image(threads), team(threads)
     par_pragma = par.replace('"', '\\"')
     direct_text = qconv_direct.source(f"{name}_direct", par.replace("P * Kp * O", "OH * OW * O * C * kh * kw")) if direct else ""
     direct_call = f"""
@@ -448,12 +457,9 @@ static void {name}_direct_all(long N, long C, long H, long W, long O, long kh, l
                               float mid_s, float mid_o, float res_s, float res_o, float out_scale, int32_t out_zp, void *y)
 {{
   const long P = OH * OW, Kp = (C * kh * kw + 3) / 4 * 4;
-  int32_t *rowterm = (int32_t *)tf_qconv_scratch(3, (size_t)O * sizeof(int32_t));
-  const uint32_t zps = (uint32_t)zp{zp_shift};
+  const int32_t *rowterm = {name}_rowterm(O, w_sums, zp);
   if (!rowterm) return;
-  for (long o = 0; o < O; o++) rowterm[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
-  /* each thread takes whole images when a batch has enough (see {name}); an explicit branch, not
-     an if clause: a region inside even a one-thread region would run the kernel's as a team of one */
+  /* image n (_each_image shares out a batch's images) */
 #define {name.upper()}_DIRECT_IMAGE(n) {{ \
     uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0; \
     if (in_scale == 0.0f || xq) {{ \
@@ -467,12 +473,7 @@ static void {name}_direct_all(long N, long C, long H, long W, long O, long kh, l
       {name}_direct(C, H, W, O, kh, kw, ph, pw, dh, dw, OH, OW, xq ? xq : (const uint8_t *)x + (n) * C * H * W, \
                     (uint8_t)zp, {flip}, w_shifted, Kp, arranged, rowterm, scale ? &epi : 0, (char *)y + (n) * O * P * 4); \
     }} }}
-  if ({by_image}) {{
-    #pragma omp parallel for schedule(dynamic, 1) {team_clause}
-    for (long n = 0; n < N; n++) {name.upper()}_DIRECT_IMAGE(n)
-  }} else {{
-    for (long n = 0; n < N; n++) {name.upper()}_DIRECT_IMAGE(n)
-  }}
+{_each_image(f"{name.upper()}_DIRECT_IMAGE(n)", threads)}
 #undef {name.upper()}_DIRECT_IMAGE
 }}
 
@@ -487,8 +488,19 @@ void {name}_arranged(long N, long C, long H, long W, long O, long kh, long kw, l
   {name}_direct_all(N, C, H, W, O, kh, kw, ph, pw, dh, dw, OH, OW, x, in_scale, 0, arranged, w_sums, zp, scale, bias,
                     residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o, out_scale, out_zp, y);
 }}""" if direct else ""
+    rowterm = f"""
+/* The per-output-channel term -zp' * rowsum(w) both paths start their sums from (in this
+   thread's scratch). */
+static const int32_t *{name}_rowterm(long O, const int32_t *w_sums, int32_t zp)
+{{
+  int32_t *rowterm = (int32_t *)tf_qconv_scratch(3, (size_t)O * sizeof(int32_t));
+  const uint32_t zps = (uint32_t)zp{zp_shift};
+  for (long o = 0; rowterm && o < O; o++) rowterm[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
+  return rowterm;
+}}
+"""
     return (qgemm.source(gemm, target, a_signed=False, threads=threads, row_comp=True, tiling=tiling) + _HELPERS
-            + direct_text + f"""
+            + rowterm + direct_text + f"""
 /* Image n through the GEMM path: its input quantized (float input), padded or copied, packed into
    VNNI panels, multiplied, the epilogue on each finished block; one parallel region (a team of
    one when the images themselves are shared out: see {name}). */
@@ -593,23 +605,14 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
   const int fused = 0;
 #endif
   const long Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
-  int32_t *rowterm = (int32_t *)tf_qconv_scratch(3, (size_t)O * sizeof(int32_t));
+  const int32_t *rowterm = {name}_rowterm(O, w_sums, zp);
   long *koff = fused ? (long *)tf_qconv_scratch(4, (size_t)K * sizeof(long)) : 0;
   if (!rowterm || (fused && !koff)) return;
-  const uint32_t zps = (uint32_t)zp{zp_shift};
-  for (long o = 0; o < O; o++) rowterm[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
   for (long k = 0; fused && k < K; k++)
     koff[k] = (k / (kh * kw)) * Hp * Wp + ((k / kw) % kh) * dh * Wp + (k % kw) * dw;
 #define {name.upper()}_IMAGE(n) {name}_image(n, C, H, W, O, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, in_scale, w_shifted, zp, \
     scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o, out_scale, out_zp, y, rowterm, koff)
-  if ({by_image}) {{
-    /* a batch of at least as many images as threads: each thread takes whole images (its own
-       buffers in its own cache; the images' regions run as teams of one) */
-    #pragma omp parallel for schedule(dynamic, 1) {team_clause}
-    for (long n = 0; n < N; n++) {name.upper()}_IMAGE(n);
-  }} else {{
-    for (long n = 0; n < N; n++) {name.upper()}_IMAGE(n);
-  }}
+{_each_image(f"{name.upper()}_IMAGE(n);", threads)}
 #undef {name.upper()}_IMAGE
 }}
 """)
@@ -631,7 +634,6 @@ def depthwise_source(name: str, signed: bool, threads: int = 1) -> str:
     wider-strided ones go row by row over the padded plane.  Channels are the OpenMP tasks."""
     elem = "int8_t" if signed else "uint8_t"
     par = f"{team(threads)} if (C * P * kh * kw >= {qgemm.PARALLEL_MIN_MACS // 8})" if threads > 1 else "if (0)"
-    by_image, team_clause = _by_image(threads), team(threads)
     return _HELPERS + f"""
 /* The taps of one channel over a flat run of L outputs: src[t] is where tap t reads output 0,
    every plane has the run's row pitch, so output j reads src[t][j] (the padded-width columns
@@ -808,7 +810,6 @@ static void {name}_image(long n, long C, long H, long W, long kh, long kw, long 
 {{
   const long P = OH * OW, Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
   const int local = e->q != 0;
-  tf_qconv_epi epi = *e;
   #pragma omp parallel {par}
   {{
   int32_t *own = local ? (int32_t *)malloc(sizeof(int32_t) * (size_t)P) : 0;
@@ -845,7 +846,7 @@ static void {name}_image(long n, long C, long H, long W, long kh, long kw, long 
         for (long ow = 0; ow < OW; ow++) out[oh * OW + ow] = (int32_t)row[ow];
       }}
     }}
-    if (scale) tf_qconv_dequantize(&epi, out, P, c, c + 1, 0, P);
+    if (scale) tf_qconv_dequantize((void *)e, out, P, c, c + 1, 0, P);
   }}
   free(own);
   }}
@@ -875,13 +876,7 @@ void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, 
     uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0; \
     if (in_scale == 0.0f || xq) {name}_image(n, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, in_scale, w_shifted, kp, \
                                             zp, scale, xq, same, masks, &epi, sums); }}
-  if ({by_image}) {{
-    /* a batch of at least as many images as threads: each thread takes whole images */
-    #pragma omp parallel for schedule(dynamic, 1) {team_clause}
-    for (long n = 0; n < N; n++) {name.upper()}_DW_IMAGE(n)
-  }} else {{
-    for (long n = 0; n < N; n++) {name.upper()}_DW_IMAGE(n)
-  }}
+{_each_image(f"{name.upper()}_DW_IMAGE(n)", threads)}
 #undef {name.upper()}_DW_IMAGE
 }}
 """
