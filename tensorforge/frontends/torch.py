@@ -1386,3 +1386,7 @@ def register_backend() -> None:
     # (registering it here too would make its own registration fail with "duplicate name").
     if BACKEND_NAME not in _COMPILER_FNS and _BACKENDS.get(BACKEND_NAME) is None:
         register(tensorforge_backend, name=BACKEND_NAME)
+
+
+# Handlers kept in modules of their own register as those are imported: PT2E's quantized_decomposed ops.
+importlib.import_module(f"{__package__}.torch_quant")

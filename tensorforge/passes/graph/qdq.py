@@ -93,33 +93,55 @@ def dequantized(v: Value) -> tuple[Value, int, float] | None:
     return q, int(round(z)), s
 
 
-def _exact_scales(w: np.ndarray, candidates: np.ndarray) -> np.ndarray | None:
-    """int8 ``round(w / s)`` (rows of ``w`` by per-row ``s``) when it gives back ``w`` bit for bit."""
-    s = candidates.reshape((-1,) + (1,) * (w.ndim - 1)).astype(np.float32)
+def _exact_rows(rows: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(``round(rows / s)``, which rows that gives back bit for bit as int8 values): ``s`` one scale
+    per row."""
+    s = s.reshape(-1, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        q = np.rint(w / s)
-    if not np.all(np.abs(q) <= 127) or not np.array_equal((q.astype(np.float32) * s).astype(np.float32), w):
-        return None
-    return q.astype(np.int8)
+        q = np.rint(rows / s)
+    ok = np.all((q >= -128) & (q <= 127), axis=1) & np.all((q.astype(np.float32) * s).astype(np.float32) == rows, axis=1)
+    return q, ok
+
+
+def _scale_candidates(base: np.ndarray, levels):
+    """Scales to try for rows whose largest magnitude is ``base``: ``base / k`` for each ``k`` of
+    ``levels``, with its float32 neighbours (the division rounds)."""
+    for k in levels:
+        s0 = np.where(base > 0, base / np.float32(k), np.float32(1)).astype(np.float32)
+        for step in (0, 1, -1, 2, -2):
+            s = s0
+            for _ in range(abs(step)):
+                s = np.nextafter(s, np.float32(np.inf) if step > 0 else np.float32(0)).astype(np.float32)
+            yield s
 
 
 def recover_int8(w: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(int8 weights, float32 scale per row) with ``fl(wq * s) == w`` exactly (rows: output
     channels), or None when ``w`` is not a symmetric int8 tensor dequantized per row or per
-    tensor.  The scale of a row is ``max|w| / 127`` up to float32 rounding: its neighbours are tried."""
+    tensor.
+
+    Where a row's largest magnitude is ``m`` levels of its scale, the scale is ``max|w| / m`` up to
+    float32 rounding.  ``m`` is 127 for onnxruntime's scales (127 levels each side), 127 or 128 for
+    PyTorch's observers (a scale of ``max|w| / 127.5`` rounds the largest magnitude to 128, kept
+    as -128 on the negative side only), and less where an observer raised a row's scale to its
+    minimum (``eps = 2**-12`` in torchao's X86 config: a row of small weights).  Each row takes
+    the first candidate that reproduces it, trying its own largest magnitude with 127 and 128,
+    then the tensor's (one scale per tensor), then the rows still left with 126 levels down to 1."""
     if w.dtype != np.float32 or w.size == 0 or not np.all(np.isfinite(w)):
         return None
     rows = w.reshape(w.shape[0], -1)
     amax = np.abs(rows).max(axis=1)
-    for base in (amax, np.full_like(amax, amax.max())):
-        s0 = np.where(base > 0, base / np.float32(127), np.float32(1)).astype(np.float32)
-        for step in (0, 1, -1, 2, -2):
-            s = s0
-            for _ in range(abs(step)):
-                s = np.nextafter(s, np.float32(np.inf) if step > 0 else np.float32(0)).astype(np.float32)
-            q = _exact_scales(w, s)
-            if q is not None:
-                return q, s
+    q_out, s_out = np.zeros(rows.shape, np.int8), np.zeros(len(rows), np.float32)
+    found = np.zeros(len(rows), bool)
+    for base, levels in ((amax, (127, 128)), (np.full_like(amax, amax.max()), (127, 128)),
+                         (amax, range(126, 0, -1))):
+        for s in _scale_candidates(base, levels):
+            left = np.flatnonzero(~found)
+            q, ok = _exact_rows(rows[left], s[left])
+            q_out[left[ok]], s_out[left[ok]] = q[ok].astype(np.int8), s[left[ok]]
+            found[left[ok]] = True
+            if found.all():
+                return q_out.reshape(w.shape), s_out
     return None
 
 

@@ -1,0 +1,140 @@
+"""Zoo models quantized by PyTorch's PT2E flow: tensorforge against inductor on the same int8 model.
+
+    .venv/bin/python benchmarks/pt2e_models.py                            # resnet50, mobilenet_v2; batch 1
+    .venv/bin/python benchmarks/pt2e_models.py --models resnet18 --batch 8 --repeats 8
+
+Each zoo model goes through torchao's PT2E flow as its X86 tutorial writes it: ``torch.export``
+(strict), ``prepare_pt2e`` with ``X86InductorQuantizer``'s default config (uint8 activations per
+tensor, int8 weights per channel), calibration on 4 inputs drawn with other seeds, ``convert_pt2e``.
+That one quantized ``GraphModule`` is then
+
+- ``tf-pt2e``: compiled by ``tensorforge.compile(q, example)`` and called as ``cm(x)`` with torch
+  tensors (its quantize/dequantize pairs run as the int8 kernels of ``qdq-contractions``);
+- ``inductor-pt2e``: ``torch.compile(q)`` with inductor's freezing on, the path PyTorch documents for
+  these models (oneDNN int8 convolutions and linear layers);
+- ``eager-pt2e``: the quantized model run by PyTorch as it is (float32 arithmetic on dequantized
+  values: the reference the others are compared with);
+
+and the float model: ``tf-f32`` (``tensorforge.compile``) and ``eager-f32``.  Contenders are timed
+interleaved in one process (``tensorforge.benchmark.time_interleaved``: blocks of calls after a
+pause, medians).  Agreement: top-1 of ``tf-pt2e`` and ``inductor-pt2e`` against ``eager-pt2e`` over
+``--agreement`` random inputs, and the largest difference of the logits relative to their largest
+magnitude.  The machine is shared and noisy: compare within a row.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+import warnings
+
+
+def pt2e_quantize(model, example: tuple, calibration: list):
+    """torchao's PT2E flow with X86InductorQuantizer's default config."""
+    import torch
+    logging.getLogger("torchao").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+        from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as xiq
+        exported = torch.export.export(model.eval(), example, strict=True).module()
+        quantizer = xiq.X86InductorQuantizer()
+        quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())
+        prepared = prepare_pt2e(exported, quantizer)
+        with torch.no_grad():
+            for sample in calibration:
+                prepared(*sample)
+        return convert_pt2e(prepared)
+
+
+def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, pause: float, agreement: int) -> dict:
+    import numpy as np
+    import torch
+
+    import tensorforge
+    from tensorforge.benchmark import time_interleaved
+    from tensorforge.models import get
+    from tensorforge.report.collect import collect
+
+    torch.set_num_threads(threads)
+    model, example = get(name, batch)
+    calibration = [get(name, batch, input_seed=100 + i)[1] for i in range(4)]
+    t0 = time.perf_counter()
+    q = pt2e_quantize(model, tuple(example), calibration)
+    quantize_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    tf_q = tensorforge.compile(q, tuple(example), threads=threads)
+    compile_s = time.perf_counter() - t0
+    names = [k.name for k in collect(tf_q.module, name).code]
+    tf_f32 = tensorforge.compile(model, tuple(example), threads=threads)
+    import torch._inductor.config as inductor_config
+    inductor_config.freezing = True
+    t0 = time.perf_counter()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        inductor = torch.compile(q)
+        inductor(*example)
+    inductor_s = time.perf_counter() - t0
+
+    def run(fn):
+        def call():
+            with torch.no_grad():
+                return fn(*example)
+        return call
+
+    contenders = {"tf-pt2e": run(tf_q), "inductor-pt2e": run(inductor), "eager-pt2e": run(q),
+                  "tf-f32": run(tf_f32), "eager-f32": run(model)}
+    t = time_interleaved(contenders, repeats=repeats, warmup=2, block=block, pause_s=pause)
+    agree = {"tf-pt2e": 0, "inductor-pt2e": 0}
+    worst = {"tf-pt2e": 0.0, "inductor-pt2e": 0.0}
+    for i in range(agreement):
+        x = get(name, batch, input_seed=1000 + i)[1]
+        with torch.no_grad():
+            ref = q(*x).numpy()
+            outs = {"tf-pt2e": np.asarray(tf_q(*x)), "inductor-pt2e": inductor(*x).numpy()}
+        for k, out in outs.items():
+            agree[k] += int(np.array_equal(out.argmax(-1), ref.argmax(-1)))
+            worst[k] = max(worst[k], float(np.abs(out - ref).max() / np.abs(ref).max()))
+    return {"model": name, "batch": batch, "ms": {k: v.median_ms for k, v in t.items()},
+            "int8_kernels": sum(("qconv" in n) or ("qmatmul" in n) for n in names), "kernels": len(names),
+            "quantize_s": quantize_s, "compile_s": compile_s, "inductor_s": inductor_s,
+            "agreement": {k: f"{v}/{agreement}" for k, v in agree.items()} if agreement else None,
+            "max_rel_diff": worst if agreement else None}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=["resnet50", "mobilenet_v2"])
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--block", type=int, default=5)
+    ap.add_argument("--pause", type=float, default=0.05)
+    ap.add_argument("--agreement", type=int, default=20, help="random inputs for the top-1 agreement (0: none)")
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args()
+    rows = []
+    print("| model | batch | tf-pt2e ms | inductor-pt2e ms | eager-pt2e ms | tf-f32 ms | eager-f32 ms "
+          "| inductor / tf | tf f32 / tf int8 | int8 kernels | top-1 agreement tf, inductor | max rel diff tf, inductor "
+          "| compile s tf, inductor |")
+    print("|" + "---|" * 13)
+    for name in args.models:
+        r = bench_model(name, args.batch, args.threads, args.repeats, args.block, args.pause, args.agreement)
+        rows.append(r)
+        ms = r["ms"]
+        agree = r["agreement"] or {}
+        diff = r["max_rel_diff"] or {}
+        print(f"| {name} | {args.batch} | {ms['tf-pt2e']:.2f} | {ms['inductor-pt2e']:.2f} | {ms['eager-pt2e']:.2f} "
+              f"| {ms['tf-f32']:.2f} | {ms['eager-f32']:.2f} | **{ms['inductor-pt2e'] / ms['tf-pt2e']:.2f}x** "
+              f"| {ms['tf-f32'] / ms['tf-pt2e']:.2f}x | {r['int8_kernels']} of {r['kernels']} "
+              f"| {agree.get('tf-pt2e', '-')}, {agree.get('inductor-pt2e', '-')} "
+              f"| {diff.get('tf-pt2e', float('nan')):.1e}, {diff.get('inductor-pt2e', float('nan')):.1e} "
+              f"| {r['compile_s']:.1f}, {r['inductor_s']:.1f} |", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
