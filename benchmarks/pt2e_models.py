@@ -17,9 +17,10 @@ That one quantized ``GraphModule`` is then
 
 and the float model: ``tf-f32`` (``tensorforge.compile``) and ``eager-f32``.  Contenders are timed
 interleaved in one process (``tensorforge.benchmark.time_interleaved``: blocks of calls after a
-pause, medians).  Agreement: top-1 of ``tf-pt2e`` and ``inductor-pt2e`` against ``eager-pt2e`` over
-``--agreement`` random inputs, and the largest difference of the logits relative to their largest
-magnitude.  The machine is shared and noisy: compare within a row.
+pause, medians).  Agreement: top-1 (argmax over the last dim) of ``tf-pt2e`` and ``inductor-pt2e``
+against ``eager-pt2e`` over ``--agreement`` random inputs, the largest difference of the first
+output relative to its largest magnitude, and the smallest cosine similarity of its rows (a
+transformer's tokens).  The machine is shared and noisy: compare within a row.
 """
 from __future__ import annotations
 
@@ -88,19 +89,39 @@ def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, p
     t = time_interleaved(contenders, repeats=repeats, warmup=2, block=block, pause_s=pause)
     agree = {"tf-pt2e": 0, "inductor-pt2e": 0}
     worst = {"tf-pt2e": 0.0, "inductor-pt2e": 0.0}
+    cosine = {"tf-pt2e": 1.0, "inductor-pt2e": 1.0}
     for i in range(agreement):
         x = get(name, batch, input_seed=1000 + i)[1]
         with torch.no_grad():
-            ref = q(*x).numpy()
-            outs = {"tf-pt2e": np.asarray(tf_q(*x)), "inductor-pt2e": inductor(*x).numpy()}
+            ref = _first(q(*x))
+            outs = {"tf-pt2e": _first(tf_q(*x)), "inductor-pt2e": _first(inductor(*x))}
         for k, out in outs.items():
             agree[k] += int(np.array_equal(out.argmax(-1), ref.argmax(-1)))
             worst[k] = max(worst[k], float(np.abs(out - ref).max() / np.abs(ref).max()))
+            cosine[k] = min(cosine[k], _worst_cosine(out, ref))
     return {"model": name, "batch": batch, "ms": {k: v.median_ms for k, v in t.items()},
             "int8_kernels": sum(("qconv" in n) or ("qmatmul" in n) for n in names), "kernels": len(names),
             "quantize_s": quantize_s, "compile_s": compile_s, "inductor_s": inductor_s,
             "agreement": {k: f"{v}/{agreement}" for k, v in agree.items()} if agreement else None,
-            "max_rel_diff": worst if agreement else None}
+            "max_rel_diff": worst if agreement else None, "worst_cosine": cosine if agreement else None}
+
+
+def _first(out):
+    """The first output as NumPy (a tuple's first element, a ``ModelOutput``'s first field)."""
+    import numpy as np
+    if hasattr(out, "to_tuple"):
+        out = out.to_tuple()
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    return np.asarray(out.detach() if hasattr(out, "detach") else out)
+
+
+def _worst_cosine(a, b) -> float:
+    """The smallest cosine similarity between matching rows (last dim) of two outputs."""
+    import numpy as np
+    a, b = a.reshape(-1, a.shape[-1]).astype(np.float64), b.reshape(-1, b.shape[-1]).astype(np.float64)
+    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return float(np.min(np.sum(a * b, axis=1) / np.maximum(den, 1e-30)))
 
 
 def main() -> None:
@@ -117,19 +138,21 @@ def main() -> None:
     rows = []
     print("| model | batch | tf-pt2e ms | inductor-pt2e ms | eager-pt2e ms | tf-f32 ms | eager-f32 ms "
           "| inductor / tf | tf f32 / tf int8 | int8 kernels | top-1 agreement tf, inductor | max rel diff tf, inductor "
-          "| compile s tf, inductor |")
-    print("|" + "---|" * 13)
+          "| worst row cosine tf, inductor | compile s tf, inductor |")
+    print("|" + "---|" * 14)
     for name in args.models:
         r = bench_model(name, args.batch, args.threads, args.repeats, args.block, args.pause, args.agreement)
         rows.append(r)
         ms = r["ms"]
         agree = r["agreement"] or {}
         diff = r["max_rel_diff"] or {}
+        cos = r["worst_cosine"] or {}
         print(f"| {name} | {args.batch} | {ms['tf-pt2e']:.2f} | {ms['inductor-pt2e']:.2f} | {ms['eager-pt2e']:.2f} "
               f"| {ms['tf-f32']:.2f} | {ms['eager-f32']:.2f} | **{ms['inductor-pt2e'] / ms['tf-pt2e']:.2f}x** "
               f"| {ms['tf-f32'] / ms['tf-pt2e']:.2f}x | {r['int8_kernels']} of {r['kernels']} "
               f"| {agree.get('tf-pt2e', '-')}, {agree.get('inductor-pt2e', '-')} "
               f"| {diff.get('tf-pt2e', float('nan')):.1e}, {diff.get('inductor-pt2e', float('nan')):.1e} "
+              f"| {cos.get('tf-pt2e', float('nan')):.4f}, {cos.get('inductor-pt2e', float('nan')):.4f} "
               f"| {r['compile_s']:.1f}, {r['inductor_s']:.1f} |", flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -151,6 +151,39 @@ def test_a_pt2e_cnn_runs_on_the_int8_kernels():
         assert np.abs(gt - w).max() <= 0.5 * quant_err, (np.abs(gt - w).max(), quant_err)
 
 
+class TokenMLP(torch.nn.Module):
+    """Linear layers over a batch of sequences (3-D input, which a PyTorch ``linear`` flattens to a
+    matrix), the first with more weights than constant folding expands (its transposed
+    dequantized weight stays an op chain)."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(300, 256)
+        self.down = torch.nn.Linear(256, 64)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+def test_pt2e_linear_layers_over_sequences_run_on_qmatmul():
+    torch.manual_seed(0)
+    model = TokenMLP().eval()
+    g = torch.Generator().manual_seed(2)
+    samples = [torch.randn(2, 5, 300, generator=g) for _ in range(6)]
+    q = quantize_pt2e(model, (samples[0],), samples[:3])
+    cm = tensorforge.compile(q, (samples[0],))
+
+    from tensorforge.report.collect import collect
+    names = [k.name for k in collect(cm.module, "t").code]
+    assert sum("qmatmul" in n for n in names) == 2, names
+    assert not any("gemm" in n or "matmul" in n.replace("qmatmul", "") for n in names), names
+    with torch.no_grad():
+        for s in samples[3:]:
+            want, f32 = q(s).numpy(), model(s).numpy()
+            got = np.asarray(cm(s))
+            assert np.abs(got - want).max() <= 0.5 * np.abs(want - f32).max()
+
+
 def test_weights_with_pytorch_scales_are_recovered_exactly():
     """PyTorch's symmetric int8 weights: -128 in a row (its scale is max|w| / 128, not / 127), a row
     whose scale the observer raised to its minimum (2**-12: largest level below 127), a zero row."""

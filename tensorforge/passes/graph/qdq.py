@@ -158,7 +158,12 @@ def _symmetric(v: Value) -> Value | None:
 def _dequantized_weights(v: Value, axis: int) -> tuple[np.ndarray, np.ndarray] | None:
     """(int8 weights, scale per output channel) of a weight operand whose output channels run
     along ``axis``: a folded float constant (``recover_int8``), or ``(cast<f32>(wq) - 0) * s``
-    with ``s`` per tensor or per channel along ``axis``."""
+    with ``s`` per tensor or per channel along ``axis``, or a matrix transpose of either (a
+    PyTorch ``linear``'s weight too big to fold: ``transpose((cast<f32>(wq) * s))``)."""
+    op = v.op
+    if op is not None and op.name == "graph.transpose" and v.type.rank == 2 and tuple(op.attributes["perm"]) == (1, 0):
+        got = _dequantized_weights(op.operands[0], 1 - axis)
+        return None if got is None else (np.ascontiguousarray(got[0].T), got[1])
     w = constant_value(v)
     if w is not None:
         got = recover_int8(np.moveaxis(w, axis, 0)) if w.ndim >= 2 else None
@@ -184,12 +189,28 @@ def _dequantized_weights(v: Value, axis: int) -> tuple[np.ndarray, np.ndarray] |
     return None
 
 
+def _reshaped_dequantized(v: Value) -> tuple[Operation, Value, int, float] | None:
+    """(the reshape, q, zero point, scale) when ``v = reshape(DequantizeLinear(q))`` per tensor: a
+    PyTorch ``linear`` on a batch of sequences flattens its dequantized input to a matrix.  A
+    per-tensor dequantization commutes with the reshape, so the contraction can read ``reshape(q)``."""
+    op = v.op
+    if op is None or op.name != "graph.reshape":
+        return None
+    inner = dequantized(op.operands[0])
+    return None if inner is None else (op, *inner)
+
+
 @pattern(("graph.conv", "graph.matmul", "graph.gemm"))
 def qdq_to_int8(op: Operation, rewriter: PatternRewriter) -> bool:
     from ...quantization.rewrite import int8_contraction
     if op.results[0].type.dtype is not DType.f32:
         return False
     x = dequantized(op.operands[0])
+    reshape = None
+    if x is None and op.name != "graph.conv":
+        found = _reshaped_dequantized(op.operands[0])
+        if found is not None:
+            reshape, x = found[0], found[1:]
     if x is None:
         return False
     q, zp, sx = x
@@ -207,13 +228,15 @@ def qdq_to_int8(op: Operation, rewriter: PatternRewriter) -> bool:
         got = _dequantized_weights(op.operands[1], 0 if trans_b else 1)
         got = got if got is None or not trans_b else (got[0].T, got[1])
     else:
-        if op.operands[1].type.rank != 2 or q.type.rank < 2:
+        if op.operands[1].type.rank != 2 or op.operands[0].type.rank < 2:
             return False
         got = _dequantized_weights(op.operands[1], 1)
     if got is None:
         return False
     wq, sw = got
     rewriter.set_insertion_point_before(op)
+    if reshape is not None:
+        q = rewriter.create("graph.reshape", [q], dict(reshape.attributes)).results[0]
     y = int8_contraction(rewriter.graph, op, q, sx, zp, wq, sw)
     if y.type != op.results[0].type:
         return False
