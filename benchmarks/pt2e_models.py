@@ -17,7 +17,7 @@ That one quantized ``GraphModule`` is then
 
 and the float model: ``tf-f32`` (``tensorforge.compile``) and ``eager-f32``.  Contenders are timed
 interleaved in one process (``tensorforge.benchmark.time_interleaved``: blocks of calls after a
-pause, medians).  Agreement: top-1 (argmax over the last dim) of ``tf-pt2e`` and ``inductor-pt2e``
+pause, medians).  Agreement: top-1 (for class scores) of ``tf-pt2e`` and ``inductor-pt2e``
 against ``eager-pt2e`` over ``--agreement`` random inputs, the largest difference of the first
 output relative to its largest magnitude, and the smallest cosine similarity of its rows (a
 transformer's tokens).  The machine is shared and noisy: compare within a row.
@@ -26,27 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import time
 import warnings
-
-
-def pt2e_quantize(model, example: tuple, calibration: list):
-    """torchao's PT2E flow with X86InductorQuantizer's default config."""
-    import torch
-    logging.getLogger("torchao").setLevel(logging.ERROR)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-        from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as xiq
-        exported = torch.export.export(model.eval(), example, strict=True).module()
-        quantizer = xiq.X86InductorQuantizer()
-        quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())
-        prepared = prepare_pt2e(exported, quantizer)
-        with torch.no_grad():
-            for sample in calibration:
-                prepared(*sample)
-        return convert_pt2e(prepared)
 
 
 def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, pause: float, agreement: int) -> dict:
@@ -57,12 +38,13 @@ def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, p
     from tensorforge.benchmark import time_interleaved
     from tensorforge.models import get
     from tensorforge.report.collect import collect
+    from tensorforge.testing.pt2e import quantize_pt2e
 
     torch.set_num_threads(threads)
     model, example = get(name, batch)
     calibration = [get(name, batch, input_seed=100 + i)[1] for i in range(4)]
     t0 = time.perf_counter()
-    q = pt2e_quantize(model, tuple(example), calibration)
+    q = quantize_pt2e(model, tuple(example), calibration)
     quantize_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     tf_q = tensorforge.compile(q, tuple(example), threads=threads)
@@ -96,13 +78,14 @@ def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, p
             ref = _first(q(*x))
             outs = {"tf-pt2e": _first(tf_q(*x)), "inductor-pt2e": _first(inductor(*x))}
         for k, out in outs.items():
-            agree[k] += int(np.array_equal(out.argmax(-1), ref.argmax(-1)))
+            if ref.ndim == 2:             # class scores (a transformer's hidden states have no top-1)
+                agree[k] += int(np.array_equal(out.argmax(-1), ref.argmax(-1)))
             worst[k] = max(worst[k], float(np.abs(out - ref).max() / np.abs(ref).max()))
             cosine[k] = min(cosine[k], _worst_cosine(out, ref))
     return {"model": name, "batch": batch, "ms": {k: v.median_ms for k, v in t.items()},
             "int8_kernels": sum(("qconv" in n) or ("qmatmul" in n) for n in names), "kernels": len(names),
             "quantize_s": quantize_s, "compile_s": compile_s, "inductor_s": inductor_s,
-            "agreement": {k: f"{v}/{agreement}" for k, v in agree.items()} if agreement else None,
+            "agreement": {k: f"{v}/{agreement}" for k, v in agree.items()} if agreement and ref.ndim == 2 else None,
             "max_rel_diff": worst if agreement else None, "worst_cosine": cosine if agreement else None}
 
 

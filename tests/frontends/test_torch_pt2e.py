@@ -4,9 +4,6 @@ against torch, and a quantized CNN running on the int8 kernels with outputs clos
 run eagerly (its own float32 simulation of the int8 arithmetic)."""
 from __future__ import annotations
 
-import logging
-import warnings
-
 import numpy as np
 import pytest
 
@@ -16,31 +13,9 @@ pytest.importorskip("torchao")
 import tensorforge  # noqa: E402
 from tensorforge.errors import UnsupportedOpError  # noqa: E402
 from tensorforge.passes.graph.qdq import recover_int8  # noqa: E402
+from tensorforge.testing.pt2e import quantize_pt2e  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning", "ignore::DeprecationWarning")
-
-
-def _pt2e():
-    """torchao's PT2E entry points (its import logs that the CUDA extensions did not load)."""
-    logging.getLogger("torchao").setLevel(logging.ERROR)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-        from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as xiq
-    return prepare_pt2e, convert_pt2e, xiq
-
-
-def quantize_pt2e(model, example, samples):
-    """The PT2E flow of torchao's X86 tutorial: strict export, annotate, calibrate, convert."""
-    prepare_pt2e, convert_pt2e, xiq = _pt2e()
-    exported = torch.export.export(model.eval(), example, strict=True).module()
-    quantizer = xiq.X86InductorQuantizer()
-    quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())
-    prepared = prepare_pt2e(exported, quantizer)
-    with torch.no_grad():
-        for s in samples:
-            prepared(s)
-    return convert_pt2e(prepared)
 
 
 class QuantOps(torch.nn.Module):
@@ -133,7 +108,7 @@ def test_a_pt2e_cnn_runs_on_the_int8_kernels():
     model = _randomized(SmallCNN())
     g = torch.Generator().manual_seed(1)
     samples = [torch.randn(1, 3, 16, 16, generator=g) for _ in range(8)]
-    q = quantize_pt2e(model, (samples[0],), samples[:4])
+    q = quantize_pt2e(model, (samples[0],), [(s,) for s in samples[:4]])
     cm = tensorforge.compile(q, (samples[0],), threads=2)
 
     from tensorforge.report.collect import collect
@@ -170,7 +145,7 @@ def test_pt2e_linear_layers_over_sequences_run_on_qmatmul():
     model = TokenMLP().eval()
     g = torch.Generator().manual_seed(2)
     samples = [torch.randn(2, 5, 300, generator=g) for _ in range(6)]
-    q = quantize_pt2e(model, (samples[0],), samples[:3])
+    q = quantize_pt2e(model, (samples[0],), [(s,) for s in samples[:3]])
     cm = tensorforge.compile(q, (samples[0],))
 
     from tensorforge.report.collect import collect
