@@ -182,11 +182,15 @@ def test_many_ops_match_eager(suite):
 
 
 def test_every_handler_names_a_real_aten_overload():
+    """``op.overload`` in ATen, ``namespace.op.overload`` elsewhere (PT2E's quantized_decomposed)."""
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  (defines the quantized_decomposed ops)
+
     from tensorforge.frontends.torch import supported_ops
 
     for name in supported_ops():
-        op, overload = name.split(".")
-        assert hasattr(getattr(torch.ops.aten, op), overload), name
+        *namespace, op, overload = name.split(".")
+        ops = getattr(torch.ops, namespace[0]) if namespace else torch.ops.aten
+        assert hasattr(getattr(ops, op), overload), name
 
 
 def test_sdpa_is_kept_as_one_attention_op():
