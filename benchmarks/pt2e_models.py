@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/pt2e_models.py                            # resnet50, mobilenet_v2; batch 1
     .venv/bin/python benchmarks/pt2e_models.py --models resnet18 --batch 8 --repeats 8
+    .venv/bin/python benchmarks/pt2e_models.py --models bert_base --dynamic         # linear inputs quantized at run time
 
 Each zoo model goes through torchao's PT2E flow as its X86 tutorial writes it: ``torch.export``
 (strict), ``prepare_pt2e`` with ``X86InductorQuantizer``'s default config (uint8 activations per
@@ -30,7 +31,8 @@ import time
 import warnings
 
 
-def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, pause: float, agreement: int) -> dict:
+def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, pause: float, agreement: int,
+                dynamic: bool = False) -> dict:
     import numpy as np
     import torch
 
@@ -44,7 +46,7 @@ def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, p
     model, example = get(name, batch)
     calibration = [get(name, batch, input_seed=100 + i)[1] for i in range(4)]
     t0 = time.perf_counter()
-    q = quantize_pt2e(model, tuple(example), calibration)
+    q = quantize_pt2e(model, tuple(example), calibration, dynamic=dynamic)
     quantize_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     tf_q = tensorforge.compile(q, tuple(example), threads=threads)
@@ -116,6 +118,8 @@ def main() -> None:
     ap.add_argument("--block", type=int, default=5)
     ap.add_argument("--pause", type=float, default=0.05)
     ap.add_argument("--agreement", type=int, default=20, help="random inputs for the top-1 agreement (0: none)")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="X86InductorQuantizer's dynamic config: linear layers' inputs quantized at run time")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args()
     rows = []
@@ -124,7 +128,7 @@ def main() -> None:
           "| worst row cosine tf, inductor | compile s tf, inductor |")
     print("|" + "---|" * 14)
     for name in args.models:
-        r = bench_model(name, args.batch, args.threads, args.repeats, args.block, args.pause, args.agreement)
+        r = bench_model(name, args.batch, args.threads, args.repeats, args.block, args.pause, args.agreement, args.dynamic)
         rows.append(r)
         ms = r["ms"]
         agree = r["agreement"] or {}

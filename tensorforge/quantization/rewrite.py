@@ -128,12 +128,23 @@ def quantize_activations(b, x: Value, sa: np.float32, za: int) -> Value:
     return b.cast(b.clip(q, min=0.0, max=255.0), dtype=DType.u8)
 
 
-def int8_contraction(b, op: Operation, q: Value, sa: float, za: int, wq: np.ndarray, sw: np.ndarray) -> Value:
+def int8_contraction(b, op: Operation, q: Value, sa: float | Value, za: int | Value, wq: np.ndarray,
+                     sw: np.ndarray) -> Value:
     """``op``'s result (a matmul, gemm or conv) from 8-bit activations ``q`` (scale ``sa``, zero
     point ``za``) and int8 weights ``wq`` with a float32 scale per output channel ``sw``:
     ``qmatmul``/``qconv`` in exact int32, then ``* (sa * sw)`` and the op's bias or addend in
     float32.  ``wq`` is ``(K, N)`` for a matmul/gemm (as the product reads it), ``(O, C, kh, kw)``
-    for a conv.  Built before ``op`` by the graph builder ``b``; ``op`` is left in place."""
+    for a conv.  For a matmul/gemm ``sa`` and ``za`` may be rank-0 float32 values computed at run
+    time (dynamic quantization), the zero point then an integer-valued float.  Built before ``op``
+    by the graph builder ``b``; ``op`` is left in place."""
+    if isinstance(sa, Value):
+        if op.name == "graph.conv":
+            raise ValueError("a conv's activation scale must be a constant")
+        k, n = wq.shape
+        acc = b.qmatmul(q, b.constant(pack_vnni(wq), DType.i8), b.constant(wq.astype(np.int32).sum(axis=0), DType.i32),
+                        b.cast(za, dtype=DType.i32), k=k, n=n)
+        per = (np.asarray(sw, np.float32) * np.float32(gemm_alpha(op))).astype(np.float32)
+        return add_gemm_addend(b, op, b.mul(b.cast(acc, dtype=DType.f32), b.mul(sa, b.constant(per))))
     zp = b.constant(np.array(za, np.int32), DType.i32)
     scale = (np.float32(sa) * np.asarray(sw, np.float32)).astype(np.float32)
     if op.name == "graph.conv":

@@ -178,13 +178,63 @@ def test_weights_with_pytorch_scales_are_recovered_exactly():
     assert recover_int8((w + np.float32(1e-7)).astype(np.float32)) is None      # no longer int8 levels
 
 
-def test_dynamic_quantization_is_refused_with_the_node_named():
+class ChooseQparams(torch.nn.Module):
+    """Dynamic quantization's ops as PT2E writes them: parameters chosen from the tensor at run time."""
+
+    def forward(self, x):
+        ops = torch.ops.quantized_decomposed
+        scale, zp = ops.choose_qparams.tensor(x, 0, 255, 2.0 ** -12, torch.uint8)
+        q = ops.quantize_per_tensor.tensor(x, scale, zp, 0, 255, torch.uint8)
+        return scale, zp, q, ops.dequantize_per_tensor.tensor(q, scale, zp, 0, 255, torch.uint8)
+
+
+def test_choose_qparams_matches_torch():
+    """Scale, zero point and the quantized tensor bit for bit: tensors of both signs, all positive,
+    all negative, and a range so small that the scale is raised to eps."""
     import torch.ao.quantization.fx._decomposed  # noqa: F401
 
-    class Dynamic(torch.nn.Module):
-        def forward(self, x):
-            scale, zp = torch.ops.quantized_decomposed.choose_qparams.tensor(x, 0, 255, 1e-5, torch.uint8)
-            return torch.ops.quantized_decomposed.quantize_per_tensor.tensor(x, scale, zp, 0, 255, torch.uint8)
+    m = ChooseQparams()
+    rng = np.random.default_rng(4)
+    cases = [rng.standard_normal((3, 7)) * 5, rng.random((3, 7)) * 2 + 0.5, -rng.random((3, 7)) * 9,
+             rng.standard_normal((3, 7)) * 1e-4]
+    cm = tensorforge.compile(m, (torch.zeros(3, 7),))
+    for x in cases:
+        xt = torch.from_numpy(x.astype(np.float32))
+        want = m(xt)
+        got = cm(xt)
+        for g, w in zip(got[:3], want[:3]):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(np.asarray(g), w.numpy())
+        np.testing.assert_allclose(np.asarray(got[3]), want[3].numpy(), rtol=0, atol=4 * np.spacing(np.float32(255 * want[0].item())))
 
-    with pytest.raises(UnsupportedOpError, match="choose_qparams.*dynamic quantization"):
-        tensorforge.compile(Dynamic(), (torch.randn(2, 8),))
+
+def test_dynamic_pt2e_linear_layers_run_on_qmatmul():
+    """X86InductorQuantizer's dynamic config: each linear layer's input quantized with parameters
+    chosen at run time, the product on qmatmul with that zero point and scale; the outputs equal the
+    PT2E model's up to float32 rounding (the integer products are exact)."""
+    from tensorforge.report.collect import collect
+
+    torch.manual_seed(0)
+    model = TokenMLP().eval()
+    g = torch.Generator().manual_seed(5)
+    samples = [torch.randn(2, 5, 300, generator=g) * (1 + i) for i in range(4)]
+    q = quantize_pt2e(model, (samples[0],), [(s,) for s in samples[:2]], dynamic=True)
+    cm = tensorforge.compile(q, (samples[0],))
+    names = [k.name for k in collect(cm.module, "t").code]
+    assert sum("qmatmul" in n for n in names) == 2, names
+    with torch.no_grad():
+        for s in samples:
+            want = q(s).numpy()
+            np.testing.assert_allclose(np.asarray(cm(s)), want, rtol=0, atol=1e-5 * np.abs(want).max())
+
+
+def test_other_dynamic_quantization_is_refused_with_the_node_named():
+    import torch.ao.quantization.fx._decomposed  # noqa: F401
+
+    class Symmetric(torch.nn.Module):
+        def forward(self, x):
+            scale, zp = torch.ops.quantized_decomposed.choose_qparams_symmetric.tensor(x, -128, 127, 1e-5, torch.int8)
+            return torch.ops.quantized_decomposed.quantize_per_tensor.tensor(x, scale, zp, -128, 127, torch.int8)
+
+    with pytest.raises(UnsupportedOpError, match="choose_qparams_symmetric.*choose_qparams.tensor"):
+        tensorforge.compile(Symmetric(), (torch.randn(2, 8),))

@@ -93,6 +93,37 @@ def dequantized(v: Value) -> tuple[Value, int, float] | None:
     return q, int(round(z)), s
 
 
+def _runtime_scalar(v: Value) -> bool:
+    """A rank-0 float32 value computed at run time (not a constant)."""
+    return v.type.rank == 0 and v.type.dtype is DType.f32 and constant_value(v) is None
+
+
+def _integer_valued(v: Value) -> bool:
+    """``v = cast<f32>(i)`` with ``i`` of an integer type: its value is a whole number, so the
+    kernel's int32 zero point ``cast<i32>(v)`` is exact."""
+    op = v.op
+    return op is not None and op.name == "graph.cast" and op.operands[0].type.dtype.is_int
+
+
+def dequantized_at_run_time(v: Value) -> tuple[Value, Value, Value] | None:
+    """(uint8 q, zero point, scale) when ``v = (cast<f32>(q) - z) * s`` with ``z`` and ``s`` rank-0
+    float32 values computed at run time and ``z`` a cast of an integer: dynamic quantization
+    (PT2E's ``choose_qparams``, ONNX's DynamicQuantizeLinear)."""
+    op = v.op
+    if op is None or op.name != "graph.mul" or v.type.dtype is not DType.f32:
+        return None
+    for t, s in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
+        sub = t.op
+        if not _runtime_scalar(s) or sub is None or sub.name != "graph.sub" or not _runtime_scalar(sub.operands[1]):
+            continue
+        if not _integer_valued(sub.operands[1]):
+            continue
+        q = _widened(sub.operands[0])
+        if q is not None and q.type.dtype is DType.u8:
+            return q, sub.operands[1], s
+    return None
+
+
 def _exact_rows(rows: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(``round(rows / s)``, which rows that gives back bit for bit as int8 values): ``s`` one scale
     per row."""
@@ -189,15 +220,34 @@ def _dequantized_weights(v: Value, axis: int) -> tuple[np.ndarray, np.ndarray] |
     return None
 
 
-def _reshaped_dequantized(v: Value) -> tuple[Operation, Value, int, float] | None:
-    """(the reshape, q, zero point, scale) when ``v = reshape(DequantizeLinear(q))`` per tensor: a
-    PyTorch ``linear`` on a batch of sequences flattens its dequantized input to a matrix.  A
-    per-tensor dequantization commutes with the reshape, so the contraction can read ``reshape(q)``."""
+def _reshaped_dequantized(v: Value, find=None) -> tuple[Operation, Value, object, object] | None:
+    """(the reshape, q, zero point, scale) when ``v = reshape(DequantizeLinear(q))`` per tensor
+    (``find``: ``dequantized`` or ``dequantized_at_run_time``): a PyTorch ``linear`` on a batch of
+    sequences flattens its dequantized input to a matrix.  A per-tensor dequantization commutes
+    with the reshape, so the contraction can read ``reshape(q)``."""
     op = v.op
     if op is None or op.name != "graph.reshape":
         return None
-    inner = dequantized(op.operands[0])
+    inner = (find or dequantized)(op.operands[0])
     return None if inner is None else (op, *inner)
+
+
+def _activations(op: Operation) -> tuple[Operation | None, tuple] | None:
+    """(a reshape to apply to q or None, (q, zero point, scale)) of a contraction's dequantized
+    input: constant parameters, or, for a matmul/gemm, parameters computed at run time."""
+    x = op.operands[0]
+    found = dequantized(x)
+    if found is not None:
+        return None, found
+    if op.name == "graph.conv":
+        return None
+    for find in (dequantized_at_run_time, None):
+        if find is not None and (found := find(x)) is not None:
+            return None, found
+        reshaped = _reshaped_dequantized(x, find)
+        if reshaped is not None:
+            return reshaped[0], reshaped[1:]
+    return None
 
 
 @pattern(("graph.conv", "graph.matmul", "graph.gemm"))
@@ -205,15 +255,10 @@ def qdq_to_int8(op: Operation, rewriter: PatternRewriter) -> bool:
     from ...quantization.rewrite import int8_contraction
     if op.results[0].type.dtype is not DType.f32:
         return False
-    x = dequantized(op.operands[0])
-    reshape = None
-    if x is None and op.name != "graph.conv":
-        found = _reshaped_dequantized(op.operands[0])
-        if found is not None:
-            reshape, x = found[0], found[1:]
-    if x is None:
+    found = _activations(op)
+    if found is None:
         return False
-    q, zp, sx = x
+    reshape, (q, zp, sx) = found
     if op.name == "graph.conv":
         from ...quantization.rewrite import int8_conv_groups
         # depthwise too: here the float alternative is a float conv behind a standalone uint8 ->
@@ -259,4 +304,5 @@ class QdqContractionsPass(_GreedyPass):
         return self._finish(qdq_contractions(module, max_iterations=self.max_iterations))
 
 
-__all__ = ["QdqContractionsPass", "dequantized", "qdq_contractions", "qdq_to_int8", "recover_int8"]
+__all__ = ["QdqContractionsPass", "dequantized", "dequantized_at_run_time", "qdq_contractions", "qdq_to_int8",
+           "recover_int8"]
