@@ -210,7 +210,7 @@ def depthwise_kernel(signed: bool, threads: int, vbmi: bool = True):
 @pytest.mark.parametrize("epilogue", ["i32", "relu6", "u8", "f32-input"])
 @pytest.mark.parametrize("vbmi", [True, False], ids=["vbmi", "float"])
 def test_depthwise_is_bit_exact(signed, threads, epilogue, vbmi):
-    """Depthwise qconv (one 3x3 / 5x5 filter per channel; stride 1 and 2 on the flat padded-width
+    """Depthwise qconv (one 3x3 / 5x5 / 7x7 filter per channel; stride 1 and 2 on the flat padded-width
     runs, odd widths and asymmetric pads, dilation on the row loop): the integer sums, the float epilogue,
     the requantized uint8 result and float32 input quantized in the kernel, against the reference."""
     if signed and epilogue == "f32-input":
@@ -223,6 +223,9 @@ def test_depthwise_is_bit_exact(signed, threads, epilogue, vbmi):
                                               (1, 4, 9, 9, 3, (1, 1), (2, 2, 2, 2), (2, 2)),
                                               (1, 6, 7, 7, 3, (1, 1), (1, 1, 1, 1), (1, 1)),
                                               (1, 5, 14, 13, 5, (2, 2), (2, 2, 2, 2), (1, 1)),
+                                              (2, 6, 9, 11, 5, (2, 2), (2, 1, 2, 2), (1, 1)),    # 5x5/2 phase planes
+                                              (1, 4, 15, 12, 7, (1, 1), (3, 3, 3, 3), (1, 1)),   # 7x7: a tap row a pass
+                                              (1, 3, 13, 16, 7, (2, 2), (3, 2, 3, 3), (1, 1)),
                                               (1, 3, 8, 9, 3, (2, 2), (0, 0, 1, 1), (1, 1)),
                                               (2, 7, 12, 10, 3, (2, 2), (1, 1, 1, 1), (1, 1)),   # same3x3 stride 2
                                               (1, 3, 6, 36, 3, (2, 2), (1, 1, 1, 1), (1, 1)),    # ... rows of 18: kept rows only

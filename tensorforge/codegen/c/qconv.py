@@ -618,6 +618,26 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
 """)
 
 
+def _tap_rows(name: str, kw: int) -> tuple[str, str]:
+    """(a C function adding one window row of ``kw`` taps to the sums in one expression: ``kw`` loads,
+    one load and store of the sums, its pointers ``restrict`` parameters so that gcc vectorizes it;
+    the statements of ``depthwise_source``'s flat loop that call it for windows ``kw`` taps wide)."""
+    params = ", ".join(f"const float *restrict s{i}" for i in range(kw))
+    weights = ", ".join(f"float w{i}" for i in range(kw))
+    terms = " + ".join(f"s{i}[j] * w{i}" for i in range(kw))
+    args = ", ".join(f"src[r + {i}]" for i in range(kw)) + ", " + ", ".join(f"wt[r + {i}]" for i in range(kw))
+    helper = f"""static void {name}_row{kw}(float *restrict acc, long L, {params}, {weights})
+{{
+  for (long j = 0; j < L; j++) acc[j] += {terms};
+}}
+"""
+    call = f"""  if (kw == {kw} && taps % {kw} == 0) {{
+    for (long r = 0; r < taps; r += {kw}) {name}_row{kw}(acc, L, {args});
+    return;
+  }}"""
+    return helper, call
+
+
 def depthwise_source(name: str, signed: bool, threads: int = 1) -> str:
     """C text defining ``void NAME(long N, long C, long H, long W, long kh, long kw, long sh, long sw,
     long ph, long pw, long dh, long dw, long OH, long OW, const void *x, float in_scale, const
@@ -634,12 +654,17 @@ def depthwise_source(name: str, signed: bool, threads: int = 1) -> str:
     wider-strided ones go row by row over the padded plane.  Channels are the OpenMP tasks."""
     elem = "int8_t" if signed else "uint8_t"
     par = f"{team(threads)} if (C * P * kh * kw >= {qgemm.PARALLEL_MIN_MACS // 8})" if threads > 1 else "if (0)"
+    rows5, rows7 = _tap_rows(name, 5), _tap_rows(name, 7)
     return _HELPERS + f"""
 /* The taps of one channel over a flat run of L outputs: src[t] is where tap t reads output 0,
    every plane has the run's row pitch, so output j reads src[t][j] (the padded-width columns
    past OW are computed and dropped).  Rows of 7 or 14 outputs are too short to vectorize one at
-   a time; one run over the whole plane is not.  3x3: all taps in one expression. */
-static void {name}_flat(float *restrict acc, long L, const float *const *src, const float *wt, long taps)
+   a time; one run over the whole plane is not.  3x3: all taps in one expression; 5 or 7 taps a
+   row: a tap row per pass (a pass per tap, as gcc compiled it, stayed scalar: 5x5 layers ran at
+   3-4 GMAC/s, a fifth of the 3x3 ones); other windows a pass per tap.  Any grouping is exact:
+   the sums are integers below 2^24. */
+{rows5[0]}{rows7[0]}
+static void {name}_flat(float *restrict acc, long L, const float *const *src, const float *wt, long taps, long kw)
 {{
   if (taps == 9) {{
     const float *s0 = src[0], *s1 = src[1], *s2 = src[2], *s3 = src[3], *s4 = src[4], *s5 = src[5], *s6 = src[6],
@@ -650,8 +675,11 @@ static void {name}_flat(float *restrict acc, long L, const float *const *src, co
     return;
   }}
   for (long j = 0; j < L; j++) acc[j] = 0.0f;
+{rows5[1]}
+{rows7[1]}
   for (long t = 0; t < taps; t++) {{
-    const float *sv = src[t], wv = wt[t];
+    const float *restrict sv = src[t];
+    const float wv = wt[t];
     for (long j = 0; j < L; j++) acc[j] += sv[j] * wv;
   }}
 }}
@@ -766,13 +794,16 @@ static inline void {name}_float_row(const uint8_t *xc, long iy, long H, long W, 
 
 /* One channel of a stride-1 or stride-2 undilated depthwise conv through {name}_flat, read from
    the channel's unpadded plane xc: the padded plane as float x - zp (row pitch Wp); for stride 2,
-   per tap row i, the even and odd columns of the rows 2 oh + i (pitch ceil(Wp / 2): output j of
-   the run reads column j + k / 2 of plane (i, k % 2)). */
+   its four phase planes, phase (a, b) holding padded position (2 y + a, 2 x + b) at y * pitch + x
+   (pitch ceil(Wp / 2)), so tap (i, k) of output j of the run reads phase (i % 2, k % 2) at
+   j + (i / 2) pitch + k / 2: every padded row converted and split once (a plane per tap row, its
+   rows converted again for each, cost 5x5/2 layers twice the time of their multiply-adds). */
 static void {name}_flat_channel(const uint8_t *xc, long H, long W, long ph, long pw, long Hp, long Wp, long kh,
                                 long kw, long s, long OH, long OW, float zp, const float *wt, int32_t *out)
 {{
-  const long pitch = s == 1 ? Wp : (Wp + 1) / 2, L = OH * pitch, len = (s == 1 ? Hp * Wp : L) + kw;
-  float *pl = (float *)tf_qconv_scratch(7, (size_t)((s == 1 ? 1 : 2 * kh) * len + 2 * pitch) * sizeof(float));
+  const long pitch = s == 1 ? Wp : (Wp + 1) / 2, L = OH * pitch, Hq = (Hp + 1) / 2;
+  const long len = (s == 1 ? Hp * Wp : Hq * pitch) + pitch + kw;          /* floats per plane */
+  float *pl = (float *)tf_qconv_scratch(7, (size_t)((s == 1 ? 1 : 4) * len + 2 * pitch) * sizeof(float));
   float *acc = (float *)tf_qconv_scratch(8, (size_t)L * sizeof(float));
   const float *src[64];
   if (!pl || !acc) return;
@@ -782,21 +813,19 @@ static void {name}_flat_channel(const uint8_t *xc, long H, long W, long ph, long
     for (long i = 0; i < kh; i++)
       for (long k = 0; k < kw; k++) src[i * kw + k] = pl + i * Wp + k;
   }} else {{
-    float *row = pl + 2 * kh * len;                         /* one padded row, 2 * pitch wide */
+    float *row = pl + 4 * len;                              /* one padded row, 2 * pitch wide */
     row[2 * pitch - 1] = 0.0f;
-    for (long i = 0; i < kh; i++) {{
-      float *even = pl + 2 * i * len, *odd = even + len;
-      for (long oh = 0; oh < OH; oh++) {{
-        {name}_float_row(xc, 2 * oh + i - ph, H, W, pw, Wp, zp, row);
-        float *e = even + oh * pitch, *o = odd + oh * pitch;
-        for (long c = 0; c < pitch; c++) {{ e[c] = row[2 * c]; o[c] = row[2 * c + 1]; }}
-      }}
-      for (long t = L; t < len; t++) even[t] = odd[t] = 0.0f;
+    for (long r = 0; r < 2 * Hq; r++) {{
+      {name}_float_row(xc, r - ph, H, W, pw, Wp, zp, row);
+      float *e = pl + (2 * (r & 1)) * len + (r >> 1) * pitch, *o = e + len;
+      for (long c = 0; c < pitch; c++) {{ e[c] = row[2 * c]; o[c] = row[2 * c + 1]; }}
     }}
+    for (long q = 0; q < 4; q++)
+      for (long t = Hq * pitch; t < len; t++) pl[q * len + t] = 0.0f;
     for (long i = 0; i < kh; i++)
-      for (long k = 0; k < kw; k++) src[i * kw + k] = pl + (2 * i + (k & 1)) * len + (k >> 1);
+      for (long k = 0; k < kw; k++) src[i * kw + k] = pl + (2 * (i & 1) + (k & 1)) * len + (i >> 1) * pitch + (k >> 1);
   }}
-  {name}_flat(acc, L, src, wt, kh * kw);
+  {name}_flat(acc, L, src, wt, kh * kw, kw);
   for (long oh = 0; oh < OH; oh++)
     for (long ow = 0; ow < OW; ow++) out[oh * OW + ow] = (int32_t)acc[oh * pitch + ow];
 }}
