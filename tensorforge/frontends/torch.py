@@ -1150,7 +1150,7 @@ def import_torch(module, example_inputs: Sequence, dynamic_shapes: Any = None) -
 
     if not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)
-    hint = "the module is in training mode: call module.eval() first" if module.training else ""
+    hint = "the module is in training mode: call module.eval() first" if _trains(module) else ""
     register_output_pytrees(module)
     try:
         ep = torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes)
@@ -1166,6 +1166,16 @@ def import_torch(module, example_inputs: Sequence, dynamic_shapes: Any = None) -
     module_op = import_exported_program(ep, hint=hint, symbolic=symbolic)
     record_output_tree(module_op, ep.call_spec.out_spec)
     return module_op
+
+
+def _trains(module) -> bool:
+    """Whether a part of ``module`` that computes differently in training (batch norm, instance
+    norm, dropout) is in training mode: then an error's hint says to call ``eval()``.  The training
+    flag alone says nothing: ``convert_pt2e`` returns its graph in training mode, with no such part."""
+    import torch.nn as nn
+
+    kinds = (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm, nn.modules.dropout._DropoutNd)
+    return any(isinstance(m, kinds) and m.training for m in module.modules())
 
 
 def import_exported_program(ep, hint: str = "", symbolic=None) -> ModuleOp:
