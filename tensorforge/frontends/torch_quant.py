@@ -41,13 +41,14 @@ _NS = "quantized_decomposed"
 
 
 def _constant(cx: FxImporter, v, what: str) -> np.ndarray:
-    """A Python number or a constant IR value as an array; anything computed at run time is
-    dynamic quantization, which is not supported."""
+    """A Python number or a constant IR value as an array (a per-channel parameter, or a per-tensor
+    one the caller found constant); one computed at run time is refused."""
     if isinstance(v, Value):
         c = constant_value(v)
         if c is None:
-            raise cx.unsupported(f"its {what} is computed at run time (dynamic quantization); tensorforge "
-                                 f"imports statically quantized PT2E graphs (constant scales and zero points)")
+            raise cx.unsupported(f"its {what} is computed at run time; tensorforge imports run-time "
+                                 f"parameters only per tensor (choose_qparams.tensor), per-channel ones "
+                                 f"must be constants")
         return np.asarray(c)
     return np.asarray(v)
 

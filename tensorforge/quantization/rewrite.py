@@ -137,16 +137,11 @@ def int8_contraction(b, op: Operation, q: Value, sa: float | Value, za: int | Va
     for a conv.  For a matmul/gemm ``sa`` and ``za`` may be rank-0 float32 values computed at run
     time (dynamic quantization), the zero point then an integer-valued float.  Built before ``op``
     by the graph builder ``b``; ``op`` is left in place."""
-    if isinstance(sa, Value):
-        if op.name == "graph.conv":
-            raise ValueError("a conv's activation scale must be a constant")
-        k, n = wq.shape
-        acc = b.qmatmul(q, b.constant(pack_vnni(wq), DType.i8), b.constant(wq.astype(np.int32).sum(axis=0), DType.i32),
-                        b.cast(za, dtype=DType.i32), k=k, n=n)
-        per = (np.asarray(sw, np.float32) * np.float32(gemm_alpha(op))).astype(np.float32)
-        return add_gemm_addend(b, op, b.mul(b.cast(acc, dtype=DType.f32), b.mul(sa, b.constant(per))))
-    zp = b.constant(np.array(za, np.int32), DType.i32)
-    scale = (np.float32(sa) * np.asarray(sw, np.float32)).astype(np.float32)
+    dynamic = isinstance(sa, Value)
+    if dynamic and op.name == "graph.conv":
+        raise ValueError("a conv's activation scale must be a constant")
+    zp = b.cast(za, dtype=DType.i32) if dynamic else b.constant(np.array(za, np.int32), DType.i32)
+    scale = None if dynamic else (np.float32(sa) * np.asarray(sw, np.float32)).astype(np.float32)
     if op.name == "graph.conv":
         o = wq.shape[0]
         shifted, sums = qconv_weights(wq)
@@ -156,8 +151,12 @@ def int8_contraction(b, op: Operation, q: Value, sa: float | Value, za: int | Va
     k, n = wq.shape
     acc = b.qmatmul(q, b.constant(pack_vnni(wq), DType.i8), b.constant(wq.astype(np.int32).sum(axis=0), DType.i32),
                     zp, k=k, n=n)
-    y = b.mul(b.cast(acc, dtype=DType.f32), b.constant((scale * np.float32(gemm_alpha(op))).astype(np.float32)))
-    return add_gemm_addend(b, op, y)
+    alpha = np.float32(gemm_alpha(op))
+    if dynamic:             # the activation scale times a constant per column, at run time
+        factor = b.mul(sa, b.constant((np.asarray(sw, np.float32) * alpha).astype(np.float32)))
+    else:
+        factor = b.constant((scale * alpha).astype(np.float32))
+    return add_gemm_addend(b, op, b.mul(b.cast(acc, dtype=DType.f32), factor))
 
 
 def replace_result(op: Operation, y: Value) -> None:

@@ -220,7 +220,7 @@ def _dequantized_weights(v: Value, axis: int) -> tuple[np.ndarray, np.ndarray] |
     return None
 
 
-def _reshaped_dequantized(v: Value, find=None) -> tuple[Operation, Value, object, object] | None:
+def _reshaped_dequantized(v: Value, find) -> tuple[Operation, Value, object, object] | None:
     """(the reshape, q, zero point, scale) when ``v = reshape(DequantizeLinear(q))`` per tensor
     (``find``: ``dequantized`` or ``dequantized_at_run_time``): a PyTorch ``linear`` on a batch of
     sequences flattens its dequantized input to a matrix.  A per-tensor dequantization commutes
@@ -228,21 +228,21 @@ def _reshaped_dequantized(v: Value, find=None) -> tuple[Operation, Value, object
     op = v.op
     if op is None or op.name != "graph.reshape":
         return None
-    inner = (find or dequantized)(op.operands[0])
+    inner = find(op.operands[0])
     return None if inner is None else (op, *inner)
 
 
 def _activations(op: Operation) -> tuple[Operation | None, tuple] | None:
     """(a reshape to apply to q or None, (q, zero point, scale)) of a contraction's dequantized
-    input: constant parameters, or, for a matmul/gemm, parameters computed at run time."""
+    input: constant parameters, or, for a matmul/gemm, parameters computed at run time, either
+    also behind a reshape."""
     x = op.operands[0]
-    found = dequantized(x)
-    if found is not None:
-        return None, found
     if op.name == "graph.conv":
-        return None
-    for find in (dequantized_at_run_time, None):
-        if find is not None and (found := find(x)) is not None:
+        found = dequantized(x)
+        return None if found is None else (None, found)
+    for find in (dequantized, dequantized_at_run_time):
+        found = find(x)
+        if found is not None:
             return None, found
         reshaped = _reshaped_dequantized(x, find)
         if reshaped is not None:
