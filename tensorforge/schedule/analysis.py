@@ -7,6 +7,7 @@ between two loops of a perfect nest (``sink_guards`` restores that after a rewri
 """
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
@@ -458,6 +459,21 @@ def _const_int(v: Value) -> int | None:
     return int(val) if isinstance(val, numbers.Integral) and not isinstance(val, bool) else None
 
 
+def _joined(q: Value, r: Value, extent) -> Value | None:
+    """``e`` when ``q, r`` are ``floordiv(e, d)`` and ``mod(e, d)`` with ``extent == d`` (a constant
+    ``d > 0``); else None."""
+    qo, ro = q.op, r.op
+    if qo is None or ro is None or qo.name != "scalar.floordiv" or ro.name != "scalar.mod":
+        return None
+    e = qo.operands[0]
+    if ro.operands[0] is not e and not same_index(ro.operands[0], e):
+        return None
+    d, d2 = _const_int(qo.operands[1]), _const_int(ro.operands[1])
+    if d is None or d <= 0 or d != d2 or not isinstance(extent, int) or extent != d:
+        return None
+    return e
+
+
 def split_pair(idx: list[Value], shape, k: int) -> Value | None:
     """``e`` when ``idx[k], idx[k+1]`` are ``floordiv(e, d)`` and ``mod(e, d)`` and ``shape[k+1] == d``
     (a constant ``d > 0``); else None.  Such a pair addresses the two dims as one flat index ``e``
@@ -465,13 +481,22 @@ def split_pair(idx: list[Value], shape, k: int) -> Value | None:
     sees ``e``'s affine form, so a fused reshape or a fused pair of loops stays contiguous."""
     if k + 1 >= len(idx):
         return None
-    q, r = idx[k].op, idx[k + 1].op
-    if q is None or r is None or q.name != "scalar.floordiv" or r.name != "scalar.mod":
-        return None
-    e = q.operands[0]
-    if r.operands[0] is not e and not same_index(r.operands[0], e):
-        return None
-    d, d2 = _const_int(q.operands[1]), _const_int(r.operands[1])
-    if d is None or d <= 0 or d != d2 or not isinstance(shape[k + 1], int) or shape[k + 1] != d:
-        return None
-    return e
+    return _joined(idx[k], idx[k + 1], shape[k + 1])
+
+
+def flat_runs(idx: list[Value], shape) -> list[tuple[Value, int, int]]:
+    """``idx`` over ``shape`` as runs of dims each addressed by one index: (index, first dim, dims).
+    ``split_pair``'s pairs join, and joins nest: the ``mod`` side may be a run already joined, of
+    static extent ``d`` (``e // 196, (e % 196) // 14, e % 14`` over ``[C, 14, 14]`` is one run
+    addressed by ``e``, as a flat loop over fused channel, row and column loops reads)."""
+    runs: list[tuple[Value, int, int]] = []
+    for k, v in enumerate(idx):
+        runs.append((v, k, 1))
+        while len(runs) >= 2:
+            (q, k0, n0), (r, k1, n1) = runs[-2], runs[-1]
+            dims = shape[k1:k1 + n1]
+            e = _joined(q, r, math.prod(dims)) if all(isinstance(d, int) for d in dims) else None
+            if e is None:
+                break
+            runs[-2:] = [(e, k0, n0 + n1)]
+    return runs

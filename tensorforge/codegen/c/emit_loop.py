@@ -18,7 +18,7 @@ from ...errors import CompileError
 from ...ir.core import Operation, Value
 from ...ir.symbolic import SYMBOLS_ATTR, c_identifier, symbol_table_of, symbols_of, to_c
 from ...ir.types import BufferType, DType, IndexType, ScalarType
-from ...schedule.analysis import split_pair
+from ...schedule.analysis import flat_runs
 from . import lowbits_c, vmath
 
 C_TYPES = {DType.f32: "float", DType.f64: "double", DType.i64: "int64_t", DType.i32: "int32_t",
@@ -542,18 +542,10 @@ class FunctionEmitter:
         shape = buf.type.shape
         if not idx:
             return "0"
-        runs: list[tuple[Value, list]] = []          # (index, the dims it addresses as one)
-        for v, n in zip(idx, shape):
-            runs.append((v, [n]))
-            while len(runs) >= 2 and all(isinstance(d, int) for d in runs[-1][1]):
-                e = split_pair([runs[-2][0], runs[-1][0]], [None, math.prod(runs[-1][1])], 0)
-                if e is None:
-                    break
-                runs[-2:] = [(e, runs[-2][1] + runs[-1][1])]
         expr = None
-        for v, dims in runs:
+        for v, k, n in flat_runs(idx, shape):
             term = self.name(v)
-            expr = term if expr is None else f"({expr}) * {' * '.join(to_c(d) for d in dims)} + {term}"
+            expr = term if expr is None else f"({expr}) * {' * '.join(to_c(d) for d in shape[k:k + n])} + {term}"
         return expr
 
     def op(self, op: Operation, depth: int) -> None:
