@@ -23,7 +23,7 @@ from tensorforge.dialects.graph.quant import QConv, qconv_weights
 
 from .test_qgemm import TARGETS, runnable
 
-EPILOGUE_ARGTYPES = ([ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_float] + [ctypes.c_float, ctypes.c_int32]
+EPILOGUE_ARGTYPES = ([ctypes.c_void_p] * 4 + [ctypes.c_int, ctypes.c_float] + [ctypes.c_float, ctypes.c_int32]
                      + [ctypes.c_float] * 4 + [ctypes.c_float, ctypes.c_int32, ctypes.c_void_p])
 ARGTYPES = ([ctypes.c_long] * 15 + [ctypes.c_void_p, ctypes.c_float] + [ctypes.c_void_p] * 2 + [ctypes.c_int32]
             + EPILOGUE_ARGTYPES)
@@ -44,6 +44,15 @@ SHAPES = [
     (1, 5, 14, 14, 7, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1)),        # 1x1, K = 5: packed four panels at a time
     (1, 6, 20, 20, 9, 1, 1, (2, 2), (0, 0, 0, 0), (1, 1)),        # ... subsampled (P = 100)
 ]
+
+
+def epilogue_pointers(epilogue) -> list:
+    """The kernels' scale, float bias, int32 bias and residual pointers for an epilogue tuple
+    (scale, bias, residual), shorter or empty: an int32 bias goes to the sums (``acc_bias``)."""
+    scale, bias, residual = (tuple(epilogue) + (None, None, None))[:3]
+    integer = bias is not None and bias.dtype == np.int32
+    return [None if a is None else a.ctypes.data
+            for a in (scale, None if integer else bias, bias if integer else None, residual)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -69,7 +78,7 @@ def run(fn, x, w, zp, strides, pads, dilations, epilogue=None, relu=False, input
     ref = QConv().compute(x, shifted, sums, np.int32(zp), *(epilogue or ()), **attrs, relu=relu)
     y = np.full(ref.shape, 7 if ref.dtype == np.uint8 else -7, ref.dtype)
     n, c, h, wd = x.shape
-    ptrs = [None if a is None else a.ctypes.data for a in (epilogue or (None, None, None))]
+    ptrs = epilogue_pointers(epilogue or ())
     fn(n, c, h, wd, w.shape[0], *w.shape[2:], *strides, pads[0], pads[1], *dilations, *ref.shape[2:],
        x.ctypes.data, input_scale, shifted.ctypes.data, sums.ctypes.data, zp, *ptrs, int(relu),
        float("inf") if clip_max is None else clip_max, *mid, *residual8, *output, y.ctypes.data)
@@ -131,12 +140,16 @@ def _epilogue_case(rng, n, c, h, wd, o, kh, kw, strides, pads, dil):
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("relu", [False, True, 6.0], ids=["none", "relu", "relu6"])
 @pytest.mark.parametrize("output", [(0.0, 0), (3.0, 17)], ids=["f32", "u8"])
-def test_float_epilogue_is_bit_exact(residual, relu, output):
+@pytest.mark.parametrize("int_bias", [False, True], ids=["f32-bias", "i32-bias"])
+def test_float_epilogue_is_bit_exact(residual, relu, output, int_bias):
+    """The epilogue against graph.qconv's reference; an int32 bias is added to the sums first."""
     path = "avx512_vnni" if qgemm.isa(TARGETS["avx512_vnni"]) == "avx512_vnni" else "scalar"
     fn = kernel(path, False, 2)
     rng = np.random.default_rng(23)
     for n, c, h, wd, o, kh, kw, strides, pads, dil in SHAPES[:3]:
         x, w, scale, bias, shape = _epilogue_case(rng, n, c, h, wd, o, kh, kw, strides, pads, dil)
+        if int_bias:
+            bias = rng.integers(-30000, 30000, o).astype(np.int32)
         r = rng.standard_normal(shape).astype(np.float32) if residual else None
         if r is not None:              # non-finite values pass relu, the clip and the quantize as in the graph
             r.reshape(-1)[[0, 3, 7]] = [np.nan, np.inf, -np.inf]
@@ -207,7 +220,7 @@ def depthwise_kernel(signed: bool, threads: int, vbmi: bool = True):
 
 @pytest.mark.parametrize("signed", [False, True], ids=["u8", "s8"])
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("epilogue", ["i32", "relu6", "u8", "f32-input"])
+@pytest.mark.parametrize("epilogue", ["i32", "relu6", "u8", "u8-int-bias", "f32-input"])
 @pytest.mark.parametrize("vbmi", [True, False], ids=["vbmi", "float"])
 def test_depthwise_is_bit_exact(signed, threads, epilogue, vbmi):
     """Depthwise qconv (one 3x3 / 5x5 / 7x7 filter per channel; stride 1 and 2 on the flat padded-width
@@ -244,12 +257,15 @@ def test_depthwise_is_bit_exact(signed, threads, epilogue, vbmi):
         shifted, sums = qconv_weights(w)
         attrs = dict(kernel=(k, k), strides=strides, pads=pads, dilations=dil, groups=c, input_scale=in_scale,
                      relu=epilogue == "relu6", clip_max=6.0 if epilogue == "relu6" else None,
-                     output_scale=0.05 if epilogue == "u8" else 0.0, output_zero_point=9 if epilogue == "u8" else 0)
+                     output_scale=0.05 if epilogue.startswith("u8") else 0.0,
+                     output_zero_point=9 if epilogue.startswith("u8") else 0)
         ep = () if epilogue == "i32" else ((rng.random(c) * 1e-3).astype(np.float32), rng.standard_normal(c).astype(np.float32))
+        if epilogue == "u8-int-bias":
+            ep = (ep[0], rng.integers(-3000, 3000, c).astype(np.int32))
         ref = QConv().compute(x, shifted, sums, np.int32(zp), *ep, **attrs)
         y = np.zeros(ref.shape, ref.dtype)
         oh, ow = ref.shape[2:]
-        ptrs = [a.ctypes.data for a in ep] + [None] * (3 - len(ep))
+        ptrs = epilogue_pointers(ep)
         fn(n, c, h, wd, k, k, *strides, pads[0], pads[1], *dil, oh, ow, x.ctypes.data, in_scale, shifted.ctypes.data,
            shifted.shape[1], sums.ctypes.data, zp, *ptrs, int(attrs["relu"]), 6.0 if attrs["relu"] else float("inf"),
            0.0, 0, 1.0, -0.0, 0.0, -0.0, attrs["output_scale"], attrs["output_zero_point"], y.ctypes.data)

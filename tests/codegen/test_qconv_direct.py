@@ -157,7 +157,7 @@ def test_compile_time_arrangement_matches_the_kernels():
         words = qconv_direct.arrange_weights(shifted, c, k * k)
         y = np.zeros_like(ref)
         arranged(1, c, size, size, o, k, k, k // 2, k // 2, 1, 1, size, size, x.ctypes.data, 0.0, words.ctypes.data,
-                 sums.ctypes.data, 5, scale.ctypes.data, bias.ctypes.data, None, 1, float("inf"), 0.0, 0, 1.0, -0.0,
+                 sums.ctypes.data, 5, scale.ctypes.data, bias.ctypes.data, None, None, 1, float("inf"), 0.0, 0, 1.0, -0.0,
                  0.0, -0.0, 2.0, 11, y.ctypes.data)
         np.testing.assert_array_equal(y, ref)
 

@@ -865,8 +865,10 @@ def _qconv_kernel(k: _Kernel) -> str:
 
     mid = (f"{f('requant_scale', 0.0)}, {int(at.get('requant_zero_point', 0) or 0)}, {f('dequant_scale', 1.0)}, "
            f"{f('dequant_offset', -0.0)}, {f('residual_scale', 0.0)}, {f('residual_offset', -0.0)}")
-    epilogue = (f"in4, in5, {'in6' if ins > 6 else '0'}, {int(bool(at.get('relu', False)))}, {hi}" if ins > 4
-                else "0, 0, 0, 0, INFINITY") + f", {mid}, {float.hex(out_scale)}f, {int(at.get('output_zero_point', 0) or 0)}"
+    int_bias = ins > 5 and k.kernel.operands[5].type.dtype is DType.i32      # added to the sums (graph.qconv)
+    biases = "0, (const int32_t*)in5" if int_bias else "in5, 0"
+    epilogue = (f"in4, {biases}, {'in6' if ins > 6 else '0'}, {int(bool(at.get('relu', False)))}, {hi}" if ins > 4
+                else "0, 0, 0, 0, 0, INFINITY") + f", {mid}, {float.hex(out_scale)}f, {int(at.get('output_zero_point', 0) or 0)}"
     if int(at.get("groups", 1) or 1) > 1:                # depthwise: the direct loop
         name = f"tf_qdwconv_{'s8' if signed else 'u8'}"
         kp = int(k.kernel.operands[1].type.shape[1])

@@ -20,7 +20,8 @@ the output is NCHW without a transpose:
   (summed while packing, SSSE3 ``pmaddubsw`` by ones) and ``rowterm[o] = -zp' * rowsum(w)[o]``
   (``qgemm.source(row_comp=True)``).  Padding holds ``zp`` itself, whose term cancels.  All of
   it is integer arithmetic modulo 2**32 (uint32 in C): bit-exact, no saturation.
-* **Dequantizing epilogue**: optionally the output is float32, ``acc * scale[o] + bias[o]``, plus
+* **Dequantizing epilogue**: optionally the output is float32, ``acc * scale[o] + bias[o]``
+  (or ``(acc + acc_bias[o]) * scale[o]``: an integer bias added to the sums), plus
   a residual tensor, then relu, computed in place on each block of the output right after the
   GEMM finishes it (``qgemm``'s epilogue hook), while it is in cache: a quantized ResNet block
   writes its float32 result once instead of int32 sums that later kernels convert.
@@ -214,7 +215,8 @@ static inline int tf_qconv_max_threads(void)
 
 /* The dequantizing epilogue, in place: C[o, p] (int32) becomes the float32
    relu?(C * scale[o] + bias[o] (+ residual[o, p])) (ReLU6: clipped at hi too), each operation
-   rounded as the graph's;
+   rounded as the graph's, or with ibias (bias NULL) relu?((C + ibias[o]) * scale[o] ...): the
+   integer bias added to the sums before the conversion, onnxruntime's QLinearConv arithmetic;
    or, with q, that value quantized to uint8 q[o, p] (C is then a scratch buffer).  With mid, the
    value is rounded through uint8 (mid_m, mid_zp) and dequantized (* mid_s + mid_o) before the
    residual; with residual8 the residual is uint8, dequantized (* rs + ro). */
@@ -222,16 +224,17 @@ typedef struct {
   const float *scale, *bias, *residual; int relu; float hi; uint8_t *q; float qm, qzp;
   const uint8_t *residual8; float rs, ro; int mid; float mid_m, mid_zp, mid_s, mid_o;
   long ldo;                          /* row stride of the output and the residual */
+  const int32_t *ibias;
 } tf_qconv_epi;
 
 /* The epilogue's description from the kernels' arguments, for image n of an O x P output. */
-static tf_qconv_epi tf_qconv_epilogue_of(const float *scale, const float *bias, const void *residual, int relu, float hi,
+static tf_qconv_epi tf_qconv_epilogue_of(const float *scale, const float *bias, const int32_t *acc_bias, const void *residual, int relu, float hi,
                                          float mid_m, int32_t mid_zp, float mid_s, float mid_o, float res_s,
                                          float res_o, uint8_t *q, float out_scale, int32_t out_zp, long n, long OP,
                                          long ldo)
 {
   tf_qconv_epi e = {scale, bias, 0, relu, hi, q, out_scale, (float)out_zp, 0, res_s, res_o, mid_m != 0.0f, mid_m,
-                    (float)mid_zp, mid_s, mid_o, ldo};
+                    (float)mid_zp, mid_s, mid_o, ldo, acc_bias};
   if (residual && res_s != 0.0f) e.residual8 = (const uint8_t *)residual + n * OP;
   else if (residual) e.residual = (const float *)residual + n * OP;
   return e;
@@ -315,14 +318,17 @@ static inline __attribute__((always_inline)) void tf_qconv_epilogue_row(
     const tf_qconv_epi *e, const tf_qconv_epi16 *x, const int32_t *c, long i, long j0, long j1, int mid, int res,
     int res8, int relu, int clip, int quant)
 {
-  const __m512 s = _mm512_set1_ps(e->scale[i]), b = _mm512_set1_ps(e->bias[i]);
+  /* one of the biases is 0: the float one after the scale, or the integer one before it */
+  const __m512 s = _mm512_set1_ps(e->scale[i]), b = _mm512_set1_ps(e->bias ? e->bias[i] : 0.0f);
+  const __m512i ib = _mm512_set1_epi32(e->ibias ? e->ibias[i] : 0);
   const float *rf = res ? e->residual + i * e->ldo : 0;
   const uint8_t *r8 = res8 ? e->residual8 + i * e->ldo : 0;
   uint8_t *q = quant ? e->q + i * e->ldo : 0;
   float *f = (float *)(c - j0);             /* the float result goes back over the sums */
   for (long j = j0; j < j1; j += 16) {
     const __mmask16 k = j1 - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (j1 - j)) - 1u);
-    __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(k, c + (j - j0))), s), b);
+    const __m512i acc = _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, c + (j - j0)), ib);
+    __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc), s), b);
     if (mid) v = tf_qconv_requantize16(v, &x->mid, x->mid_s, x->mid_o);
     if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, rf + j));
     if (res8) v = _mm512_add_ps(v, tf_qconv_dequantize16(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, r8 + j)), x->rs, x->ro));
@@ -360,9 +366,10 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
   for (long j = j0; j < j1; j += 64) {
     const long n = j1 - j < 64 ? j1 - j : 64;
     for (long i = i0; i < i1; i++) {
-      const float s = e->scale[i], b = e->bias[i];
+      const float s = e->scale[i], b = e->bias ? e->bias[i] : 0.0f;
+      const int32_t ib = e->ibias ? e->ibias[i] : 0;
       int32_t *c = C + (i - i0) * ldc + (j - j0);
-      for (long t = 0; t < n; t++) v[t] = (float)c[t] * s;
+      for (long t = 0; t < n; t++) v[t] = (float)(c[t] + ib) * s;
       for (long t = 0; t < n; t++) v[t] = v[t] + b;
       if (e->mid) {
         uint8_t m8[64];
@@ -421,14 +428,14 @@ def source(name: str, target, signed: bool, threads: int = 1, tiling: "qgemm.Til
     """C text defining ``void NAME(long N, long C, long H, long W, long O, long kh, long kw, long sh,
     long sw, long ph, long pw, long dh, long dw, long OH, long OW, const void *x, float in_scale,
     const uint8_t *w_shifted, const int32_t *w_sums, int32_t zp, const float *scale, const float
-    *bias, const void *residual, int relu, float hi, float mid_m, int32_t mid_zp, float mid_s, float mid_o,
+    *bias, const int32_t *acc_bias, const void *residual, int relu, float hi, float mid_m, int32_t mid_zp, float mid_s, float mid_o,
     float res_s, float res_o, float out_scale, int32_t out_zp, void *y)`` for
     ``signed`` (int8) or uint8 activations
     ``x``, or float32 ``x`` quantized to uint8 in the kernel when ``in_scale`` is not 0
     (``clip(round(x * in_scale) + zp, 0, 255)``, one image at a time, in cache); ``y`` is
     ``N x O x OH x OW``: the int32 sums when ``scale`` is NULL, else float32
     ``max?(sums * scale[o] + bias[o] (+ residual), 0)`` (``residual`` may be NULL; ``relu`` 0 or 1, and below ``hi``: INFINITY, or 6 for ReLU6),
-    applied to each block of the output as the GEMM finishes it; with ``out_scale`` not 0 that
+    or, with ``acc_bias`` instead of ``bias`` (NULL), ``(sums + acc_bias[o]) * scale[o]`` first, applied to each block of the output as the GEMM finishes it; with ``out_scale`` not 0 that
     float is quantized to uint8 (``clip(round(v * out_scale) + out_zp, 0, 255)``) and ``y`` is
     uint8 (the int32 sums go to a scratch buffer).  ``mid_m`` not 0 rounds the value through uint8
     (``mid_m``, ``mid_zp``) and back (``* mid_s + mid_o``) before the residual; ``res_s`` not 0
@@ -444,7 +451,7 @@ def source(name: str, target, signed: bool, threads: int = 1, tiling: "qgemm.Til
     direct_call = f"""
   if ({name}_direct_fits(O, kh, kw, sh, sw, OH, OW)) {{
     /* stride 1 over many positions: the direct kernel on interleaved planes (qconv_direct.py) */
-    {name}_direct_all(N, C, H, W, O, kh, kw, ph, pw, dh, dw, OH, OW, x, in_scale, w_shifted, 0, w_sums, zp, scale, bias,
+    {name}_direct_all(N, C, H, W, O, kh, kw, ph, pw, dh, dw, OH, OW, x, in_scale, w_shifted, 0, w_sums, zp, scale, bias, acc_bias,
                       residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o, out_scale, out_zp, y);
     return;
   }}""" if direct else ""
@@ -453,7 +460,7 @@ def source(name: str, target, signed: bool, threads: int = 1, tiling: "qgemm.Til
 static void {name}_direct_all(long N, long C, long H, long W, long O, long kh, long kw, long ph, long pw, long dh,
                               long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted,
                               const int32_t *arranged, const int32_t *w_sums, int32_t zp, const float *scale,
-                              const float *bias, const void *residual, int relu, float hi, float mid_m, int32_t mid_zp,
+                              const float *bias, const int32_t *acc_bias, const void *residual, int relu, float hi, float mid_m, int32_t mid_zp,
                               float mid_s, float mid_o, float res_s, float res_o, float out_scale, int32_t out_zp, void *y)
 {{
   const long P = OH * OW, Kp = (C * kh * kw + 3) / 4 * 4;
@@ -468,7 +475,7 @@ static void {name}_direct_all(long N, long C, long H, long W, long O, long kh, l
         for (long c = 0; c < C; c++) \
           tf_qconv_quantize((const float *)x + ((n) * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W); \
       }} \
-      tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, \
+      tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, acc_bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, \
           res_o, out_scale != 0.0f ? (uint8_t *)y + (n) * O * P : 0, out_scale, out_zp, n, O * P, P); \
       {name}_direct(C, H, W, O, kh, kw, ph, pw, dh, dw, OH, OW, xq ? xq : (const uint8_t *)x + (n) * C * H * W, \
                     (uint8_t)zp, {flip}, w_shifted, Kp, arranged, rowterm, scale ? &epi : 0, (char *)y + (n) * O * P * 4); \
@@ -481,11 +488,11 @@ static void {name}_direct_all(long N, long C, long H, long W, long O, long kh, l
    arranged by qconv_direct.arrange_weights. */
 void {name}_arranged(long N, long C, long H, long W, long O, long kh, long kw, long ph, long pw, long dh, long dw,
                      long OH, long OW, const void *x, float in_scale, const int32_t *arranged, const int32_t *w_sums,
-                     int32_t zp, const float *scale, const float *bias, const void *residual, int relu, float hi,
+                     int32_t zp, const float *scale, const float *bias, const int32_t *acc_bias, const void *residual, int relu, float hi,
                      float mid_m, int32_t mid_zp, float mid_s, float mid_o, float res_s, float res_o, float out_scale,
                      int32_t out_zp, void *y)
 {{
-  {name}_direct_all(N, C, H, W, O, kh, kw, ph, pw, dh, dw, OH, OW, x, in_scale, 0, arranged, w_sums, zp, scale, bias,
+  {name}_direct_all(N, C, H, W, O, kh, kw, ph, pw, dh, dw, OH, OW, x, in_scale, 0, arranged, w_sums, zp, scale, bias, acc_bias,
                     residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o, out_scale, out_zp, y);
 }}""" if direct else ""
     rowterm = f"""
@@ -506,7 +513,7 @@ static const int32_t *{name}_rowterm(long O, const int32_t *w_sums, int32_t zp)
    one when the images themselves are shared out: see {name}). */
 static void {name}_image(long n, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
                          long dh, long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted,
-                         int32_t zp, const float *scale, const float *bias, const void *residual, int relu, float hi,
+                         int32_t zp, const float *scale, const float *bias, const int32_t *acc_bias, const void *residual, int relu, float hi,
                          float mid_m, int32_t mid_zp, float mid_s, float mid_o, float res_s, float res_o, float out_scale,
                          int32_t out_zp, void *y, const int32_t *rowterm, const long *koff)
 {{
@@ -535,7 +542,7 @@ static void {name}_image(long n, long C, long H, long W, long O, long kh, long k
   const int local = out_scale != 0.0f;
   const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
   const uint8_t *src = direct ? xn : col;
-  tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
+  tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, acc_bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o,
                                           out_scale != 0.0f ? (uint8_t *)y + n * O * P : 0, out_scale, out_zp, n, O * P, P);
   #pragma omp parallel {par}
   {{
@@ -592,7 +599,7 @@ static void {name}_image(long n, long C, long H, long W, long O, long kh, long k
 
 void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
             long dh, long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted,
-            const int32_t *w_sums, int32_t zp, const float *scale, const float *bias,
+            const int32_t *w_sums, int32_t zp, const float *scale, const float *bias, const int32_t *acc_bias,
             const void *residual, int relu, float hi, float mid_m, int32_t mid_zp, float mid_s, float mid_o,
             float res_s, float res_o, float out_scale, int32_t out_zp, void *y)
 {{{direct_call}
@@ -611,7 +618,7 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
   for (long k = 0; fused && k < K; k++)
     koff[k] = (k / (kh * kw)) * Hp * Wp + ((k / kw) % kh) * dh * Wp + (k % kw) * dw;
 #define {name.upper()}_IMAGE(n) {name}_image(n, C, H, W, O, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, in_scale, w_shifted, zp, \
-    scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o, out_scale, out_zp, y, rowterm, koff)
+    scale, bias, acc_bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o, out_scale, out_zp, y, rowterm, koff)
 {_each_image(f"{name.upper()}_IMAGE(n);", threads)}
 #undef {name.upper()}_IMAGE
 }}
@@ -642,7 +649,7 @@ def depthwise_source(name: str, signed: bool, threads: int = 1) -> str:
     """C text defining ``void NAME(long N, long C, long H, long W, long kh, long kw, long sh, long sw,
     long ph, long pw, long dh, long dw, long OH, long OW, const void *x, float in_scale, const
     uint8_t *w_shifted, long kp, const int32_t *w_sums, int32_t zp, const float *scale, const float
-    *bias, const void *residual, int relu, float hi, float mid_m, int32_t mid_zp, float mid_s, float mid_o,
+    *bias, const int32_t *acc_bias, const void *residual, int relu, float hi, float mid_m, int32_t mid_zp, float mid_s, float mid_o,
             float res_s, float res_o, float out_scale, int32_t out_zp, void *y)``:
     the depthwise (one filter per channel) form of ``source``'s convolution, with the same
     arguments, epilogue and output types.  A depthwise conv has a handful of taps per output, too
@@ -883,7 +890,7 @@ static void {name}_image(long n, long C, long H, long W, long kh, long kw, long 
 
 void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, long ph, long pw, long dh, long dw,
             long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted, long kp,
-            const int32_t *w_sums, int32_t zp, const float *scale, const float *bias, const void *residual,
+            const int32_t *w_sums, int32_t zp, const float *scale, const float *bias, const int32_t *acc_bias, const void *residual,
             int relu, float hi, float mid_m, int32_t mid_zp, float mid_s, float mid_o, float res_s, float res_o,
             float out_scale, int32_t out_zp, void *y)
 {{
@@ -900,7 +907,7 @@ void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, 
   /* image n: the channels shared out in one region (a team of one when the images are) */
 #define {name.upper()}_DW_IMAGE(n) {{ \
     int32_t *sums = (int32_t *)y + (n) * C * P;           /* the int32 or float32 output */ \
-    tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o, \
+    tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, acc_bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o, \
                                             out_scale != 0.0f ? (uint8_t *)y + (n) * C * P : 0, out_scale, out_zp, n, C * P, P); \
     uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0; \
     if (in_scale == 0.0f || xq) {name}_image(n, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, in_scale, w_shifted, kp, \

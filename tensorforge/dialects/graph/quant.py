@@ -138,7 +138,9 @@ class QConv(FoldStaticOnly):
     With ``scale`` and ``bias`` (float32 per output channel) the result is float32 instead, the
     dequantizing epilogue ``y = acc * scale[o] + bias[o] (+ residual) (relu or clip(0, clip_max))``, each operation
     rounded in float32 in that order (the graph ops it replaces, joined by the
-    ``int8-contractions`` pass).  ``groups`` = the channel count makes it depthwise (one filter per
+    ``int8-contractions`` pass).  An int32 ``bias`` is added to the sums instead, before the
+    conversion: ``y = float32(acc + bias[o]) * scale[o] ...``, onnxruntime's QLinearConv arithmetic
+    (``integer_bias``).  ``groups`` = the channel count makes it depthwise (one filter per
     channel: a direct loop, ``qconv.depthwise_source``, not the GEMM).  With ``input_scale`` the activations arrive in float32 and are
     quantized to uint8 in the kernel (``quantize_u8``), the QuantizeLinear before the conv taken in,
     so no separate pass writes the uint8 tensor; with ``output_scale`` the float32 result is
@@ -199,6 +201,8 @@ class QConv(FoldStaticOnly):
         residual_u8 = bool(attrs.get("residual_scale", 0.0))
         for name, t, want in zip(("scale", "bias", "residual"), epilogue, ((o,), (o,), shape)):
             dtype = DType.u8 if name == "residual" and residual_u8 else DType.f32
+            if name == "bias" and t.dtype is DType.i32:            # added to the sums
+                dtype = DType.i32
             expect(t.dtype is dtype and tuple(t.shape) == tuple(want), f"{name} must be {dtype}{list(want)}, got {t}")
         expect(len(epilogue) == 3 or not residual_u8, "residual_scale needs a residual")
         expect(epilogue or not attrs.get("relu", False), "relu needs the float32 epilogue (scale and bias)")
@@ -228,8 +232,11 @@ class QConv(FoldStaticOnly):
         if scale is None:
             return acc
         per = (1, -1, 1, 1)
+        if bias.dtype == np.int32:
+            acc = acc + bias.reshape(per)
         y = acc.astype(np.float32) * scale.astype(np.float32).reshape(per)
-        y = y + bias.astype(np.float32).reshape(per)
+        if bias.dtype != np.int32:
+            y = y + bias.astype(np.float32).reshape(per)
         if requant_scale:
             y = dequantize_u8(quantize_u8(y, requant_scale, requant_zero_point), dequant_scale, dequant_offset)
         if residual is not None:

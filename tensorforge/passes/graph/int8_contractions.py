@@ -159,17 +159,35 @@ def _per_channel(v: Value, o: int) -> np.ndarray | None:
     return None
 
 
+def _integer_bias(acc: Value, o: int) -> tuple[np.ndarray, Value] | None:
+    """(B, the sum) when the int32 ``acc``'s only use is ``acc + B``, ``B`` an int32 constant
+    per output channel."""
+    add = _only_user(acc, "graph.add")
+    c = None if add is None else constant_value(_other(add, acc))
+    if c is None or c.dtype != np.int32 or add.results[0].type != acc.type:
+        return None
+    if c.size == 1:
+        return np.full(o, c.reshape(()), np.int32), add.results[0]
+    shape = (1,) * (4 - c.ndim) + c.shape
+    return (c.reshape(o), add.results[0]) if shape == (1, o, 1, 1) else None
+
+
 @pattern("graph.qconv")
 def dequantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
     """``relu?(cast<f32>(qconv(...)) * s + b (+ r))`` (or ``clip(.., 0, max)``, ReLU6) -> one
     ``qconv`` with the float32 epilogue
     (``s``, ``b`` per output channel; ``r`` a float32 tensor of the result's shape, or a
     dequantized uint8 one, read as uint8: ``residual_scale``), so the
-    convolution writes its float result once instead of int32 sums a later kernel converts."""
+    convolution writes its float result once instead of int32 sums a later kernel converts.
+    ``cast<f32>(qconv(...) + B) * s`` (``B`` an int32 constant per channel: ``qdq_requant``'s
+    onnxruntime form) takes ``B`` as an int32 bias, added to the sums."""
     if len(op.operands) > 4:
         return False
     acc = op.results[0]
     o = acc.type.shape[1]
+    int_bias = _integer_bias(acc, o)
+    if int_bias is not None:
+        acc = int_bias[1]
     cast = _only_user(acc, "graph.cast")
     mul = cast and cast.results[0].type.dtype is DType.f32 and _only_user(cast.results[0], "graph.mul")
     if not mul:
@@ -179,7 +197,7 @@ def dequantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
         return False
     last, bias, residual = mul, np.zeros(o, np.float32), None
     add = _only_user(last.results[0], "graph.add")
-    per_channel = None if add is None else _per_channel(_other(add, last.results[0]), o)
+    per_channel = None if add is None or int_bias is not None else _per_channel(_other(add, last.results[0]), o)
     if per_channel is not None:
         bias, last = per_channel, add
         add = _only_user(last.results[0], "graph.add")
@@ -198,7 +216,8 @@ def dequantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
     if relu is not None:
         last = relu
     rewriter.set_insertion_point_before(last)
-    operands = list(op.operands) + [rewriter.constant(scale, DType.f32), rewriter.constant(bias, DType.f32)]
+    bias_operand = rewriter.constant(bias, DType.f32) if int_bias is None else rewriter.constant(int_bias[0], DType.i32)
+    operands = list(op.operands) + [rewriter.constant(scale, DType.f32), bias_operand]
     operands += [residual] if residual is not None else []
     attrs = {**op.attributes, "relu": relu is not None, **residual_attrs}
     if clip_max is not None:

@@ -12,7 +12,8 @@ of int8's speed.  This pass finds the 8-bit activations and the integer weights 
 
     y = cast<f32>(qconv(q, wq, zx)) * (sx * sw) + bias          (qmatmul for matmul / gemm)
 
-(``quantization.rewrite.int8_contraction``).  Every product and sum of integers is exact, so the
+(``quantization.rewrite.int8_contraction``), and where a uint8 quantization follows, requantizes as
+onnxruntime's QLinearConv (``qdq_requant``).  Every product and sum of integers is exact, so the
 result differs from the float form by float32 rounding only (the dequantized products are exact
 in float32 too, only their summation rounds), and the requantized output within 1 of
 onnxruntime's.  A folded weight is accepted only when a per-output-channel scale ``s``
@@ -30,6 +31,7 @@ from ...ir.pass_manager import Option
 from ...ir.rewrite import PatternRewriter, RewriteStats, apply_patterns_greedily, constant_value, pattern
 from ...ir.types import DType
 from ..registry import register_pass
+from .qdq_requant import requantize_as_qlinear
 from .simplify import _GreedyPass
 
 _INT8 = (DType.u8, DType.i8)
@@ -291,7 +293,7 @@ def qdq_to_int8(op: Operation, rewriter: PatternRewriter) -> bool:
 
 def qdq_contractions(root: Operation, max_iterations: int = 4) -> RewriteStats:
     """Rewrites the contractions of dequantized 8-bit tensors under ``root`` to the int8 kernels."""
-    return apply_patterns_greedily(root, (qdq_to_int8,), fold=False, max_iterations=max_iterations)
+    return apply_patterns_greedily(root, (qdq_to_int8, requantize_as_qlinear), fold=False, max_iterations=max_iterations)
 
 
 @register_pass

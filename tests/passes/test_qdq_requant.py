@@ -1,0 +1,110 @@
+"""A QDQ convolution followed by a uint8 QuantizeLinear runs as onnxruntime's QLinearConv computes
+it (``qdq_requant``): the int32 bias added to the sums, one float32 multiplier ``sx * sw / sy`` per
+channel.  The outputs are then bit-exact with onnxruntime's, where computing the dequantized
+float form (``float32(acc) * s + b``, then quantized) flipped about one output in a million, and
+such a flip early in a network moves thousands of later outputs."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import tensorforge  # noqa: E402
+from tensorforge.ir.interpreter import run_function  # noqa: E402
+from tensorforge.passes.pipeline import optimize  # noqa: E402
+
+
+def _qdq_conv(seed: int, c: int, o: int, hw: int, k: int, group: int = 1, act: str | None = None,
+              zy: int = 0) -> tuple[onnx.ModelProto, np.ndarray, dict]:
+    """``Q(act?(conv(DQ(x), DQ(w), DQ(b))))`` on a uint8 input, as onnxruntime's ``quantize_static``
+    writes a conv: per-channel int8 weights, an int32 bias at scale ``sx * sw``, uint8 activations;
+    with an input and the parameters."""
+    rng = np.random.default_rng(seed)
+    sx, zx = np.float32(rng.uniform(0.005, 0.02)), np.uint8(rng.integers(80, 130))
+    wf = rng.standard_normal((o, c // group, k, k)) * 0.1
+    sw = (np.abs(wf).reshape(o, -1).max(1) / 127).astype(np.float32)
+    wq = np.clip(np.rint(wf / sw.reshape(-1, 1, 1, 1)), -127, 127).astype(np.int8)
+    sb = (sx * sw).astype(np.float32)
+    bq = rng.integers(-20000, 20000, o).astype(np.int32)
+    sy = np.float32(rng.uniform(0.002, 0.01))
+    params = {"sx": sx, "zx": zx, "wq": wq, "sw": sw, "zw": np.zeros(o, np.int8), "bq": bq, "sb": sb,
+              "zb": np.zeros(o, np.int32), "sy": sy, "zy": np.uint8(zy)}
+    nodes = [helper.make_node("DequantizeLinear", ["x", "sx", "zx"], ["xf"]),
+             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wf"], axis=0),
+             helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bf"], axis=0),
+             helper.make_node("Conv", ["xf", "wf", "bf"], ["yf"], pads=[k // 2] * 4, group=group)]
+    last = "yf"
+    if act == "relu":
+        nodes.append(helper.make_node("Relu", [last], ["ya"]))
+        last = "ya"
+    nodes.append(helper.make_node("QuantizeLinear", [last, "sy", "zy"], ["y"]))
+    graph = helper.make_graph(nodes, "qconv", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, c, hw, hw])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, o, hw, hw])],
+                              [numpy_helper.from_array(np.asarray(v), n) for n, v in params.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, rng.integers(0, 256, (1, c, hw, hw)).astype(np.uint8), params
+
+
+def _qlinear_reference(x: np.ndarray, p: dict, k: int, group: int) -> np.ndarray:
+    """onnxruntime's QLinearConv in NumPy: exact int32 sums plus the bias, times
+    ``float32(float32(sx * sw) / sy)``, rounded half to even, plus the zero point, clamped."""
+    import torch
+    acc = torch.nn.functional.conv2d(torch.tensor(x.astype(np.float64) - float(p["zx"])),
+                                     torch.tensor(p["wq"].astype(np.float64)), None, 1, k // 2, 1, group).numpy()
+    acc = np.rint(acc).astype(np.int64) + p["bq"].reshape(1, -1, 1, 1)
+    m = ((p["sx"] * p["sw"]).astype(np.float32) / p["sy"]).astype(np.float32).reshape(1, -1, 1, 1)
+    return np.clip(np.rint(acc.astype(np.float32) * m) + int(p["zy"]), 0, 255).astype(np.uint8)
+
+
+# (seed, in channels, out channels, size, kernel, groups): the dense cases flipped outputs before
+# (3 of 1.2M and 1 of 100K against onnxruntime); the depthwise one takes the same epilogue
+CASES = [(0, 16, 96, 112, 1, 1), (0, 16, 32, 56, 3, 1), (2, 16, 96, 112, 1, 1), (0, 32, 32, 56, 3, 32)]
+
+
+@pytest.mark.parametrize("seed,c,o,hw,k,group", CASES)
+def test_qdq_conv_is_bit_exact_with_onnxruntime(seed, c, o, hw, k, group):
+    model, x, params = _qdq_conv(seed, c, o, hw, k, group)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(_qlinear_reference(x, params, k, group), want)     # the formula is onnxruntime's
+    cm = tensorforge.compile(model)
+    qconvs = [op for op in cm.module.main.body if op.name == "graph.qconv"]
+    assert len(qconvs) == 1 and qconvs[0].operands[5].type.dtype.name == "i32"      # the int32 bias, in the kernel
+    assert qconvs[0].results[0].type.dtype.name == "u8"
+    np.testing.assert_array_equal(np.asarray(cm(x)), want)
+    module = tensorforge.import_model(model)               # graph.qconv's reference computes the same
+    optimize(module, "cpu", None)
+    np.testing.assert_array_equal(run_function(module.main, [x])[0], want)
+
+
+def test_relu_the_quantization_covers_is_dropped_as_onnxruntime_does():
+    """zero point 0: the relu is the quantization's own lower clamp (onnxruntime removes it), so the
+    conv still requantizes as QLinearConv; with zero point 10 it is not, and the float form stays,
+    within one quantum of onnxruntime."""
+    model, x, params = _qdq_conv(0, 16, 32, 28, 3, act="relu")
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    cm = tensorforge.compile(model)
+    assert [op.operands[5].type.dtype.name for op in cm.module.main.body if op.name == "graph.qconv"] == ["i32"]
+    np.testing.assert_array_equal(np.asarray(cm(x)), want)
+    model, x, params = _qdq_conv(0, 16, 32, 28, 3, act="relu", zy=10)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    cm = tensorforge.compile(model)
+    assert [op.operands[5].type.dtype.name for op in cm.module.main.body if op.name == "graph.qconv"] == ["f32"]
+    got = np.asarray(cm(x)).astype(int)
+    assert np.abs(got - want.astype(int)).max() <= 1 and got.min() >= 10                 # relu kept: at least zy
+
+
+def test_a_float_bias_keeps_the_dequantized_form():
+    """A bias that is not an integer multiple of ``sx * sw`` (a PyTorch-quantized model keeps a float
+    bias) is not rounded into the sums."""
+    model, x, params = _qdq_conv(1, 16, 32, 28, 1)
+    bias = numpy_helper.from_array((params["bq"] * params["sb"] + params["sb"] / 3).astype(np.float32), "bf")
+    graph = model.graph
+    keep = [n for n in graph.node if n.output[0] != "bf"]
+    del graph.node[:]
+    graph.node.extend(keep)
+    graph.initializer.append(bias)
+    module = tensorforge.import_model(model)
+    optimize(module, "cpu", None)
+    assert [op.operands[5].type.dtype.name for op in module.main.body if op.name == "graph.qconv"] == ["f32"]
