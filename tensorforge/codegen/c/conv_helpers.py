@@ -49,7 +49,9 @@ def im2col_row(name: str, ctype: str) -> str:
     """``static void NAME(const T *x, long k, long H, long W, long kh, long kw, long sh, long sw,
     long ph, long pw, long dh, long dw, long OH, long OW, T pad, T *row)``: row k of the K x P
     im2col of one image (k = (c, i, j) in weight order), padding ``pad``; per output row a copy of
-    the span inside the input and fills around it."""
+    the span inside the input and fills around it.  Stride 2 has its own loop: with the stride a
+    constant gcc loads two vectors and keeps the even lanes, where the general loop stayed a scalar
+    gather (the bf16 ResNet-50 stem's im2col, 147 rows of 12544, was most of its packing time)."""
     return f"""static void {name}(const {ctype} *x, long k, long H, long W, long kh, long kw, long sh, long sw,
                       long ph, long pw, long dh, long dw, long OH, long OW, {ctype} pad, {ctype} *row)
 {{
@@ -68,6 +70,7 @@ def im2col_row(name: str, ctype: str) -> str:
     if (hi < lo) hi = lo;
     for (long t = 0; t < lo; t++) dst[t] = pad;
     if (sw == 1) memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof({ctype}));
+    else if (sw == 2) for (long ow = lo; ow < hi; ow++) dst[ow] = src[ow * 2 + off];  /* vectorised: even lanes */
     else for (long ow = lo; ow < hi; ow++) dst[ow] = src[ow * sw + off];
     for (long t = hi; t < OW; t++) dst[t] = pad;
   }}
