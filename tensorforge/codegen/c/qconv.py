@@ -726,8 +726,13 @@ static void {name}_same3x3(const uint8_t *xc, long H, long W, long s, float zp, 
   else if (OW >= 16)          /* rows long enough to vectorize one at a time: only the kept ones */
     for (long oh = 0; oh < H / 2; oh++) {{
       int32_t *o = out + oh * OW;
-      for (long j = 2 * oh * OW, t = 0; t < OW; j++, t++)
-        o[t] = {name}_S2(j);
+      const long j0 = 2 * oh * OW;
+      /* in chunks of 16, the last one overlapping the one before: one vector each, where a loop
+         over the row left its remainder (12 of 28 outputs) to scalar code */
+      for (long t0 = 0; t0 < OW; t0 += 16) {{
+        const long c = t0 + 16 <= OW ? t0 : OW - 16;
+        for (long t = c; t < c + 16; t++) o[t] = {name}_S2(j0 + t);
+      }}
     }}
   else {{
     for (long j = 0; j < L; j++)
