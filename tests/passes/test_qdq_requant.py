@@ -95,6 +95,21 @@ def test_relu_the_quantization_covers_is_dropped_as_onnxruntime_does():
     assert np.abs(got - want.astype(int)).max() <= 1 and got.min() >= 10                 # relu kept: at least zy
 
 
+def test_a_conv_without_bias_requantizes_as_qlinear_too():
+    """No bias operand: the sums times the same multiplier (the zero int32 bias simplifies away,
+    adding nothing).  Seed 2 flipped 4 of 1.2M outputs in the dequantized form."""
+    model, x, params = _qdq_conv(2, 16, 96, 112, 1)
+    conv = next(n for n in model.graph.node if n.op_type == "Conv")
+    del conv.input[2]
+    keep = [n for n in model.graph.node if n.output[0] != "bf"]
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(_qlinear_reference(x, {**params, "bq": np.zeros(96, np.int32)}, 1, 1), want)
+    cm = tensorforge.compile(model)
+    np.testing.assert_array_equal(np.asarray(cm(x)), want)
+
+
 def test_a_float_bias_keeps_the_dequantized_form():
     """A bias that is not an integer multiple of ``sx * sw`` (a PyTorch-quantized model keeps a float
     bias) is not rounded into the sums."""
