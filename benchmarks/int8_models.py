@@ -12,7 +12,7 @@ channel, uint8 activations, calibrated on the same samples as tensorforge's own 
 same quantized file is compiled by ``tensorforge.compile`` (MatMulIntegers and QDQ contractions
 run on the int8 VNNI kernels, ``graph.qmatmul`` / ``graph.qconv``) and run by onnxruntime; the
 float export runs on both too.  ``--agreement N`` also runs N more random inputs through both on
-the quantized file: top-1 agreement and the largest difference of the outputs.  Contenders are timed interleaved in one process (medians of blocks of calls after a
+the quantized file: top-1 agreement (class scores only), the largest difference of the outputs and the worst cosine of an output row.  Contenders are timed interleaved in one process (medians of blocks of calls after a
 pause, ``tensorforge.benchmark.time_interleaved``).
 
 ``tf-ptq`` is tensorforge's own post-training quantization of the zoo model
@@ -87,28 +87,32 @@ def _worst_cosine(a, b) -> float:
     return float(cos.min())
 
 
-def _agreement(name: str, batch: int, tf_int8, ort_int8, names: list[str], n: int) -> tuple[float, float, int]:
-    """(top-1 agreement, largest |difference| of the first outputs, disagreements on near-ties) of
-    tensorforge and onnxruntime on the same quantized file over ``n`` more random inputs of the
-    zoo model.  A near-tie: onnxruntime's top two outputs closer than the two runs' difference on
-    that input, so either answer is within the arithmetic's rounding."""
+def _agreement(name: str, batch: int, tf_int8, ort_int8, names: list[str], n: int) -> tuple:
+    """(top-1 agreement or None, largest |difference| of the first outputs, disagreements on
+    near-ties, worst cosine of an output row) of tensorforge and onnxruntime on the same quantized
+    file over ``n`` more random inputs of the zoo model.  Top-1 only for class scores (a 2-D
+    output): a transformer's hidden states have none.  A near-tie: onnxruntime's top two outputs
+    closer than the two runs' difference on that input, so either answer is within the
+    arithmetic's rounding."""
     import numpy as np
 
     from tensorforge.models import get
-    same, worst, ties = 0, 0.0, 0
+    same, worst, ties, cosine, scores = 0, 0.0, 0, 1.0, True
     for i in range(n):
         args = [t.numpy() for t in get(name, batch, input_seed=1000 + i)[1]]
         a = tf_int8(*args)
         a = np.asarray(a[0] if isinstance(a, (list, tuple)) else a)
         b = np.asarray(ort_int8.run(None, dict(zip(names, args)))[0])
+        scores = scores and b.ndim == 2
         a, b = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
+        cosine = min(cosine, _worst_cosine(a, b))
         agree = bool((a.argmax(1) == b.argmax(1)).all())
         diff = float(np.abs(a - b).max())
         same += agree
         worst = max(worst, diff)
         top2 = np.sort(b, axis=1)[:, -2:]
         ties += int(not agree and float((top2[:, 1] - top2[:, 0]).min()) <= diff)
-    return same / max(n, 1), worst, ties
+    return (same / max(n, 1) if scores else None), worst, ties, cosine
 
 
 def bench_model(name: str, batch: int, threads: int, repeats: int, block: int, pause: float,
@@ -188,9 +192,11 @@ def main() -> None:
               f"   {r['tf_vs_ort']:.1e}  {r['compile_s']:.1f}, {r['ptq_s']:.1f}", flush=True)
         print(f"{'':10s} contractions in tensorforge's build of the onnxruntime file (q*: int8 kernels): {r['qgemm_calls']}")
         if r["agreement"]:
-            print(f"{'':10s} tf vs ort int8 over {args.agreement} random inputs: top-1 agreement "
-                  f"{100 * r['agreement'][0]:.0f}% (disagreements on near-ties: {r['agreement'][2]}), "
-                  f"max |diff| of the first output {r['agreement'][1]:.4g}")
+            top1, diff, ties, cos = r["agreement"]
+            top1 = (f"top-1 agreement {100 * top1:.0f}% (disagreements on near-ties: {ties})" if top1 is not None
+                    else "top-1 n/a (not class scores)")
+            print(f"{'':10s} tf vs ort int8 over {args.agreement} random inputs: {top1}, "
+                  f"max |diff| of the first output {diff:.4g}, worst row cosine {cos:.5f}")
     print(f"load average after: {os.getloadavg()}")
 
 
