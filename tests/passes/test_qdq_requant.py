@@ -110,6 +110,27 @@ def test_a_conv_without_bias_requantizes_as_qlinear_too():
     np.testing.assert_array_equal(np.asarray(cm(x)), want)
 
 
+def test_a_constant_along_the_width_is_not_read_as_a_channel_bias():
+    """A 1-D constant added to the conv's NCHW result broadcasts along the width, not the channels.
+    With the width equal to the channel count and every element an integer multiple of its
+    *channel's* scale, it looked like the int32 bias it is not."""
+    model, x, params = _qdq_conv(0, 16, 32, 32, 1)
+    conv = next(n for n in model.graph.node if n.op_type == "Conv")
+    del conv.input[2]
+    along_w = (np.arange(32, dtype=np.float32) * 1000 * params["sb"]).astype(np.float32)   # k_j * s_j, j along W
+    graph = model.graph
+    keep = [n for n in graph.node if n.output[0] != "bf"]
+    del graph.node[:]
+    graph.node.extend(keep)
+    q = next(n for n in graph.node if n.op_type == "QuantizeLinear")
+    q.input[0] = "yw"
+    graph.node.insert(len(graph.node) - 1, helper.make_node("Add", ["yf", "cw"], ["yw"]))
+    graph.initializer.append(numpy_helper.from_array(along_w, "cw"))
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = np.asarray(tensorforge.compile(model)(x))
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+
+
 def test_a_float_bias_keeps_the_dequantized_form():
     """A bias that is not an integer multiple of ``sx * sw`` (a PyTorch-quantized model keeps a float
     bias) is not rounded into the sums."""

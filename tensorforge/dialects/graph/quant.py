@@ -140,7 +140,7 @@ class QConv(FoldStaticOnly):
     rounded in float32 in that order (the graph ops it replaces, joined by the
     ``int8-contractions`` pass).  An int32 ``bias`` is added to the sums instead, before the
     conversion: ``y = float32(acc + bias[o]) * scale[o] ...``, onnxruntime's QLinearConv arithmetic
-    (``integer_bias``).  ``groups`` = the channel count makes it depthwise (one filter per
+    (``passes/graph/qdq_requant.py``).  ``groups`` = the channel count makes it depthwise (one filter per
     channel: a direct loop, ``qconv.depthwise_source``, not the GEMM).  With ``input_scale`` the activations arrive in float32 and are
     quantized to uint8 in the kernel (``quantize_u8``), the QuantizeLinear before the conv taken in,
     so no separate pass writes the uint8 tensor; with ``output_scale`` the float32 result is

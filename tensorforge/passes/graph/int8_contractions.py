@@ -148,7 +148,12 @@ def _other(op: Operation, v: Value) -> Value:
 
 def _per_channel(v: Value, o: int) -> np.ndarray | None:
     """A float32 constant that broadcasts per output channel of an NCHW result: (O,) values."""
-    c = constant_value(v)
+    return per_channel_values(constant_value(v), o)
+
+
+def per_channel_values(c: np.ndarray | None, o: int) -> np.ndarray | None:
+    """(O,) values of a float32 array that broadcasts per output channel of an NCHW result
+    (one element, or the shape ``[1, O, 1, 1]`` up to leading ones); else None."""
     if c is None or c.dtype != np.float32 or c.ndim > 4:
         return None
     shape = (1,) * (4 - c.ndim) + c.shape
@@ -543,7 +548,8 @@ class Int8ContractionsPass(_GreedyPass):
         return self._finish(int8_contractions(module, max_iterations=self.max_iterations))
 
 
-__all__ = ["Int8ContractionsPass", "conv_to_qconv", "dequantize_into_qconv", "quantize_into_qconv", "requantize_into_qconv",
+__all__ = ["Int8ContractionsPass", "conv_to_qconv", "dequantize_into_qconv", "per_channel_values", "quantize_into_qconv",
+           "requantize_into_qconv",
            "residual_into_qconv", "requantized_dequantize", "max_pool_before_dequantize", "quantize_before_max_pool",
            "quantize_before_concat",
            "int8_contractions",

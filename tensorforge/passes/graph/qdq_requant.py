@@ -31,6 +31,7 @@ import numpy as np
 from ...ir.core import Operation, Value
 from ...ir.rewrite import PatternRewriter, constant_value, pattern
 from ...ir.types import DType
+from .int8_contractions import per_channel_values
 
 _EPSILON = float(np.finfo(np.float32).eps)
 
@@ -40,22 +41,15 @@ def _only_user(v: Value) -> Operation | None:
     return uses[0][0] if len(uses) == 1 else None
 
 
-def _constant(v: Value) -> np.ndarray | None:
-    """A constant's value, also behind a reshape (the bias as ``int8_contraction`` leaves it)."""
-    c = constant_value(v)
-    if c is None and v.op is not None and v.op.name == "graph.reshape":
-        c = constant_value(v.op.operands[0])
-    return c
-
-
 def _per_channel(v: Value, o: int) -> np.ndarray | None:
-    """(O,) float32 values of a constant that broadcasts per channel of an NCHW result."""
-    c = _constant(v)
-    if c is None or c.dtype != np.float32:
-        return None
-    if c.size == 1:
-        return np.full(o, c.reshape(()), np.float32)
-    return c.reshape(o) if c.size == o and (c.ndim == 1 or c.shape[-2:] == (1, 1)) else None
+    """(O,) float32 values of a constant that broadcasts per channel of an NCHW result, also behind
+    a reshape (the bias as ``int8_contraction`` leaves it), read at ``v``'s own shape: a 1-D
+    constant added to an NCHW tensor broadcasts along the width, not the channels."""
+    c = constant_value(v)
+    if c is None and v.op is not None and v.op.name == "graph.reshape" and all(isinstance(d, int) for d in v.type.shape):
+        inner = constant_value(v.op.operands[0])
+        c = None if inner is None else inner.reshape(v.type.shape)
+    return per_channel_values(c, o)
 
 
 def _quantization(rnd: Operation) -> int | None:
@@ -102,17 +96,18 @@ def requantize_as_qlinear(rnd: Operation, rewriter: PatternRewriter) -> bool:
         if _only_user(t) is not div or not _covered(t.op, sy, zy):
             return False
         t = t.op.operands[0]
-    cast_acc = None
-    o = t.type.shape[1] if t.type.rank == 4 else None
-    bias = np.zeros(o or 0, np.float32)
-    if t.op is not None and t.op.name == "graph.add" and _only_user(t) is not None and o is not None:
+    if t.type.rank != 4:
+        return False
+    o, cast_acc = t.type.shape[1], None
+    bias = np.zeros(o, np.float32)
+    if t.op is not None and t.op.name == "graph.add" and _only_user(t) is not None:
         for v, other in ((t.op.operands[0], t.op.operands[1]), (t.op.operands[1], t.op.operands[0])):
             found = _per_channel(other, o)
             if found is not None and v.op is not None and v.op.name == "graph.mul":
                 bias, t = found, v
                 break
     mul = t.op
-    if mul is None or mul.name != "graph.mul" or o is None or _only_user(t) is None:
+    if mul is None or mul.name != "graph.mul" or _only_user(t) is None:
         return False
     for v, other in ((mul.operands[0], mul.operands[1]), (mul.operands[1], mul.operands[0])):
         scale = _per_channel(other, o)
