@@ -189,6 +189,44 @@ def test_qdq_residual_block_epilogue_is_bit_exact(vector, output, relu):
         assert len(np.unique(y)) > 10
 
 
+# 1x1 stride-1 convs the register-sum kernel takes (``tf_qconv_short_k``: padded K <= 160): the
+# last group of 64 pixels holding 1, 2, 3 and 4 vectors, a K not a multiple of 4, output channels
+# not a multiple of the 4-row tile, images small enough that the channels are split among the
+# tasks, K 96 and 150.
+SHORT_K = [(1, 16, 1, 70, 33, 16), (1, 24, 5, 7, 18, 16), (2, 7, 7, 7, 9, 1), (1, 32, 4, 30, 96, 5),
+           (1, 16, 28, 28, 14, 2), (1, 96, 24, 24, 24, 0), (1, 150, 32, 17, 7, 3)]
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["u8", "s8"])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("epilogue", ["u8-relu", "u8-int-bias", "f32-residual", "u8-block"])
+def test_short_k_pointwise_is_bit_exact(signed, threads, epilogue):
+    """The register-sum kernel with each epilogue variant it instantiates (uint8 with relu, the int32
+    bias of QDQ models, float32 with a float residual, a QDQ block's tail) against the reference."""
+    path = "avx512_vnni" if qgemm.isa(TARGETS["avx512_vnni"]) == "avx512_vnni" else "scalar"
+    fn = kernel(path, signed, threads)
+    rng = np.random.default_rng(53 + threads + 2 * signed)
+    lo, hi = (-128, 128) if signed else (0, 256)
+    for n, c, h, wd, o, zp in SHORT_K:
+        x = rng.integers(lo, hi, (n, c, h, wd)).astype(np.int8 if signed else np.uint8)
+        w = rng.integers(-128, 128, (o, c, 1, 1)).astype(np.int8)
+        zp = zp - 64 if signed else zp
+        scale = (rng.random(o) * 1e-3).astype(np.float32)
+        bias = rng.standard_normal(o).astype(np.float32)
+        if epilogue == "u8-int-bias":
+            bias = rng.integers(-30000, 30000, o).astype(np.int32)
+        r = rng.standard_normal((n, o, h, wd)).astype(np.float32) if epilogue == "f32-residual" else None
+        kw = {}
+        if epilogue == "u8-block":
+            r = rng.integers(0, 256, (n, o, h, wd)).astype(np.uint8)
+            kw = dict(mid=(1 / 0.05, 12, 0.05, -12 * 0.05), residual8=(0.03, -0.03 * 100))
+        output = (0.0, 0) if epilogue == "f32-residual" else (3.0, 17)
+        y, ref = run(fn, x, w, zp, (1, 1), (0, 0, 0, 0), (1, 1), (scale, bias, r), epilogue == "u8-relu",
+                     output=output, **kw)
+        np.testing.assert_array_equal(y, ref, err_msg=f"{(n, c, h, wd, o)}")
+        assert len(np.unique(y)) > 10
+
+
 @pytest.mark.parametrize("path", ["avx512_vnni", "scalar"])
 def test_float_input_quantized_in_the_kernel(path):
     """``input_scale``: float32 activations (with values past both ends of the uint8 range, and

@@ -25,6 +25,10 @@ the output is NCHW without a transpose:
   a residual tensor, then relu, computed in place on each block of the output right after the
   GEMM finishes it (``qgemm``'s epilogue hook), while it is in cache: a quantized ResNet block
   writes its float32 result once instead of int32 sums that later kernels convert.
+* **Short-K 1x1 convs** (stride 1, unpadded, K padded to at most 160: MobileNet's expansions and
+  projections, ResNet's first stage) skip the GEMM driver: a thread packs 64 pixels into four
+  panels and keeps each 4-row x 64-pixel block of sums in registers from the first k-quad through
+  the epilogue to the output (``tf_qconv_short_k``).
 * **Threads**: the im2col (over kernel rows), the packing (over pixel panels) and the GEMM's
   grid of output parts (``grid_driver``, orphaned) are OpenMP loops of one parallel region per
   image, scheduled dynamically (a core slowed by another process takes fewer chunks).
@@ -33,6 +37,45 @@ from __future__ import annotations
 
 from . import qconv_direct, qgemm
 from .conv_helpers import expand, team
+
+def _short_rows(rows: int, vecs: int) -> str:
+    """``tf_qconv_short_rowsRxNV``: rows [o, o + R) x the first NV vectors of the 64 pixels of a
+    packed group bp (four panels) of a short-K 1x1 conv, the sums kept in registers from the
+    first k-quad to the epilogue: R x NV accumulators start from the pixels' term ct plus the
+    row's (rowterm and the integer bias: integer addition modulo 2^32, so the same bits as adding
+    the bias after the sums), take Kp / 4 vpdpbusd each and go straight through
+    ``tf_qconv_epilogue_vec`` to the output.  Named variables, as qgemm's tiles: with arrays
+    indexed in loops gcc kept accumulators and B vectors on the stack inside the k loop."""
+    R, V = range(rows), range(vecs)
+    acc = ", ".join(f"c{r}_{v}" for r in R for v in V)
+    lines = [f"static inline __attribute__((always_inline)) void tf_qconv_short_rows{rows}x{vecs}(",
+             "    const tf_qconv_epi *e, const tf_qconv_epi16 *x, const uint8_t *w, long Kp, const int8_t *bp,",
+             "    const __m512i *ct, const int32_t *rowterm, float *yf, long P, long o, long p0, const __mmask16 *km,",
+             "    int mid, int res, int res8, int relu, int clip, int quant)", "{", f"  __m512i {acc};"]
+    for r in R:
+        lines.append(f"  const uint8_t *a{r} = w + (o + {r}) * Kp;")
+        lines.append(f"  const __m512i t{r} = _mm512_add_epi32(_mm512_set1_epi32(rowterm[o + {r}]), "
+                     f"_mm512_set1_epi32(e->ibias ? e->ibias[o + {r}] : 0));")
+        lines += [f"  c{r}_{v} = _mm512_add_epi32(ct[{v}], t{r});" for v in V]
+    lines += [f"  const int8_t *b{v}p = bp + {v} * 16 * Kp;" for v in V]
+    lines.append("  for (long q = 0; q < Kp / 4; q++) {")
+    lines += [f"    const __m512i b{v} = _mm512_loadu_si512((const void *)(b{v}p + q * 64));" for v in V]
+    for r in R:
+        lines.append(f"    const __m512i x{r} = _mm512_set1_epi32(tf_qgemm_ld4(a{r} + 4 * q));")
+        lines += [f"    c{r}_{v} = _mm512_dpbusd_epi32(c{r}_{v}, x{r}, b{v});" for v in V]
+    lines.append("  }")
+    for r in R:
+        lines += ["  {", f"    const long i = o + {r};",
+                  "    const __m512 s = _mm512_set1_ps(e->scale[i]), bias = _mm512_set1_ps(e->bias ? e->bias[i] : 0.0f);",
+                  "    const float *rf = res ? e->residual + i * e->ldo : 0;",
+                  "    const uint8_t *r8 = res8 ? e->residual8 + i * e->ldo : 0;",
+                  "    uint8_t *q = quant ? e->q + i * e->ldo : 0;",
+                  "    float *f = quant ? 0 : yf + i * P;"]
+        lines += [f"    tf_qconv_epilogue_vec(x, c{r}_{v}, s, bias, rf, r8, q, f, p0 + {16 * v}, km[{v}], mid, res, res8, relu, "
+                  "clip, quant);" for v in V]
+        lines.append("  }")
+    return "\n".join(lines + ["}", ""])
+
 
 # 3x3 depthwise planes at least this wide take the byte-permute vpdpbusd form (where the CPU has
 # VBMI and VNNI); narrower ones the float loops.  One process, two threads, 3x3 layers of
@@ -209,7 +252,7 @@ static inline int tf_qconv_max_threads(void)
 #ifdef _OPENMP
   return omp_get_max_threads();
 #else
-  return 1;
+  return Kp <= 160;
 #endif
 }
 
@@ -311,6 +354,26 @@ typedef struct {
   tf_qconv_q16 out, mid; __m512 mid_s, mid_o, rs, ro, hi;
 } tf_qconv_epi16;
 
+/* One vector of the epilogue: the sums acc (the integer bias already added) of row i, columns
+   [j, j + 16) masked by k, to the row's output (uint8 at q + j, or float32 at f + j); s, b: the
+   row's scale and float bias as vectors.  The variant flags are template constants (every call
+   site passes constants), folded by the compiler. */
+static inline __attribute__((always_inline)) void tf_qconv_epilogue_vec(
+    const tf_qconv_epi16 *x, __m512i acc, __m512 s, __m512 b, const float *rf, const uint8_t *r8, uint8_t *q, float *f,
+    long j, __mmask16 k, int mid, int res, int res8, int relu, int clip, int quant)
+{
+  __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc), s), b);
+  if (mid) v = tf_qconv_requantize16(v, &x->mid, x->mid_s, x->mid_o);
+  if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, rf + j));
+  if (res8) v = _mm512_add_ps(v, tf_qconv_dequantize16(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, r8 + j)), x->rs, x->ro));
+  if (relu) {
+    v = _mm512_max_ps(_mm512_setzero_ps(), v);         /* v < 0 ? 0 : v */
+    if (clip) v = _mm512_min_ps(x->hi, v);            /* v > hi ? hi : v */
+  }
+  if (quant) _mm_mask_storeu_epi8(q + j, k, tf_qconv_quantize16_u8(v, &x->out));
+  else _mm512_mask_storeu_ps(f + j, k, v);
+}
+
 /* One row segment [j0, j1) of rows i of C (int32 sums, row i at c) through the epilogue; the
    variant is picked once per row (mid, residual, relu and output form as template flags the
    compiler folds: every call site passes constants). */
@@ -327,39 +390,44 @@ static inline __attribute__((always_inline)) void tf_qconv_epilogue_row(
   float *f = (float *)(c - j0);             /* the float result goes back over the sums */
   for (long j = j0; j < j1; j += 16) {
     const __mmask16 k = j1 - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (j1 - j)) - 1u);
-    const __m512i acc = _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, c + (j - j0)), ib);
-    __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc), s), b);
-    if (mid) v = tf_qconv_requantize16(v, &x->mid, x->mid_s, x->mid_o);
-    if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, rf + j));
-    if (res8) v = _mm512_add_ps(v, tf_qconv_dequantize16(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, r8 + j)), x->rs, x->ro));
-    if (relu) {
-      v = _mm512_max_ps(_mm512_setzero_ps(), v);         /* v < 0 ? 0 : v */
-      if (clip) v = _mm512_min_ps(x->hi, v);            /* v > hi ? hi : v */
-    }
-    if (quant) _mm_mask_storeu_epi8(q + j, k, tf_qconv_quantize16_u8(v, &x->out));
-    else _mm512_mask_storeu_ps(f + j, k, v);
+    tf_qconv_epilogue_vec(x, _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, c + (j - j0)), ib), s, b, rf, r8, q, f, j, k,
+                          mid, res, res8, relu, clip, quant);
   }
 }
+
+/* The epilogue's vectors of a call. */
+static inline tf_qconv_epi16 tf_qconv_epi16_of(const tf_qconv_epi *e)
+{
+  const tf_qconv_epi16 x = {tf_qconv_q16_of(e->qm, e->qzp), tf_qconv_q16_of(e->mid_m, e->mid_zp),
+                            _mm512_set1_ps(e->mid_s), _mm512_set1_ps(e->mid_o), _mm512_set1_ps(e->rs),
+                            _mm512_set1_ps(e->ro), _mm512_set1_ps(e->hi)};
+  return x;
+}
+
+/* Calls STEP(MID, RES, RES8, RELU, CLIP, QUANT) with the variant of epilogue e as constants: the
+   variants a conv's epilogue takes (QDQ models: plain, relu, relu6, a ResNet block's tail) each
+   get code of their own, anything else the generic one. */
+#define TF_QCONV_VARIANTS(e, STEP) do { \
+  const int clip_ = (e)->hi < INFINITY; \
+  const int plain_ = (e)->q && !(e)->residual && !(e)->residual8; \
+  if (plain_ && !(e)->mid && (e)->relu && !clip_) STEP(0, 0, 0, 1, 0, 1); \
+  else if (plain_ && !(e)->mid && !(e)->relu) STEP(0, 0, 0, 0, 0, 1); \
+  else if (plain_ && !(e)->mid && (e)->relu && clip_) STEP(0, 0, 0, 1, 1, 1); \
+  else if ((e)->q && (e)->mid && !(e)->residual && (e)->residual8 && (e)->relu && !clip_) STEP(1, 0, 1, 1, 0, 1); \
+  else if ((e)->q && (e)->mid && !(e)->residual && (e)->residual8 && !(e)->relu) STEP(1, 0, 1, 0, 0, 1); \
+  else STEP((e)->mid, (e)->residual != 0, (e)->residual8 != 0, (e)->relu, clip_, (e)->q != 0); \
+} while (0)
 #endif
 
 static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long i1, long j0, long j1)
 {
   const tf_qconv_epi *e = (const tf_qconv_epi *)vctx;
 #ifdef TF_QCONV_VECTOR_EPILOGUE
-  const tf_qconv_epi16 x = {tf_qconv_q16_of(e->qm, e->qzp), tf_qconv_q16_of(e->mid_m, e->mid_zp),
-                            _mm512_set1_ps(e->mid_s), _mm512_set1_ps(e->mid_o), _mm512_set1_ps(e->rs),
-                            _mm512_set1_ps(e->ro), _mm512_set1_ps(e->hi)};
-  const int clip = e->hi < INFINITY;
-  /* the variants a conv's epilogue takes (QDQ models: plain, relu, relu6, a ResNet block's tail) */
+  const tf_qconv_epi16 x = tf_qconv_epi16_of(e);
 #define TF_QCONV_ROWS(MID, RES, RES8, RELU, CLIP, QUANT) \
   for (long i = i0; i < i1; i++) \
     tf_qconv_epilogue_row(e, &x, C + (i - i0) * ldc, i, j0, j1, MID, RES, RES8, RELU, CLIP, QUANT)
-  if (e->q && !e->mid && !e->residual && !e->residual8 && e->relu && !clip) TF_QCONV_ROWS(0, 0, 0, 1, 0, 1);
-  else if (e->q && !e->mid && !e->residual && !e->residual8 && !e->relu) TF_QCONV_ROWS(0, 0, 0, 0, 0, 1);
-  else if (e->q && !e->mid && !e->residual && !e->residual8 && e->relu && clip) TF_QCONV_ROWS(0, 0, 0, 1, 1, 1);
-  else if (e->q && e->mid && !e->residual && e->residual8 && e->relu && !clip) TF_QCONV_ROWS(1, 0, 1, 1, 0, 1);
-  else if (e->q && e->mid && !e->residual && e->residual8 && !e->relu) TF_QCONV_ROWS(1, 0, 1, 0, 0, 1);
-  else TF_QCONV_ROWS(e->mid, e->residual != 0, e->residual8 != 0, e->relu, clip, e->q != 0);
+  TF_QCONV_VARIANTS(e, TF_QCONV_ROWS);
 #undef TF_QCONV_ROWS
 #else
   float v[64];                       /* one row of the block (at most a tile's width): simple loops vectorize */
@@ -400,12 +468,91 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
   }
 #endif
 }
+
+#if defined(TF_QCONV_VECTOR_EPILOGUE) && defined(TF_QCONV_PACK4) && defined(__AVX512VNNI__)
+#define TF_QCONV_SHORT_K 1
+@SHORT_ROWS@
+/* Pixels [p0, p0 + n) (n <= 64) of the K x P byte matrix src as four packed panels bp (those past
+   n zero), their term in colterm[0, n); km and ct: the group's vector masks and terms. */
+static void tf_qconv_pack_group(const uint8_t *src, long P, long K, long Kp, long p0, long n, uint8_t flip, int8_t *bp,
+                                int32_t *colterm, __mmask16 *km, __m512i *ct)
+{
+  if (n == 64) {
+    tf_qconv_pack_panels4(src + p0, P, K, Kp / 4, 0, flip, Kp, bp, colterm);
+  } else {
+    memset(bp, 0, (size_t)(64 * Kp));
+    for (long l = 0; 16 * l < n; l++) tf_qconv_pack_panel(src + p0, P, K, Kp / 4, 16 * l, n, flip, bp + l * 16 * Kp, colterm);
+  }
+  for (int v = 0; v < 4; v++) {
+    const long left = n - 16 * v;
+    km[v] = left >= 16 ? (__mmask16)0xFFFF : left > 0 ? (__mmask16)((1u << left) - 1u) : (__mmask16)0;
+    ct[v] = _mm512_maskz_loadu_epi32(km[v], colterm + 16 * v);
+  }
+}
+
+/* Whether tf_qconv_short_k takes a 1x1 stride-1 conv of padded depth Kp.  One
+   process, two threads, against the GEMM path, QDQ layers: MobileNetV2's K 16 at 112 x 112 1.70x,
+   K 96 at 56 x 56 1.47x, K 64 and 96 at 14 x 14 1.2-1.5x, K 160 at 7 x 7 1.2-1.3x, ResNet-50's
+   K 64 at 56 x 56 1.42x.  Past K 160 it was level or slower (K 256-512: 0.88-1.15x): the GEMM's
+   8 x 32 tiles and shared packing pay off over a long K. */
+static inline int tf_qconv_short_k_fits(long Kp)
+{
+  return Kp <= 160;
+}
+
+/* A short-K 1x1 stride-1 unpadded conv (its im2col is the K x P input src itself) inside the
+   caller's parallel region: each thread packs a group of 64 pixels into its own four panels and
+   computes the output channels of them (tf_qconv_short_rows), so packing and GEMM need no
+   barrier between them and the group's panels stay in L1.  A small image (14 x 14: 4 groups)
+   also splits the channels, into at least 16 tasks, each packing its group again (64 x K bytes,
+   little beside its share of the multiply-adds).  yf: the float32 output (no q). */
+static void tf_qconv_short_k(const tf_qconv_epi *e, const uint8_t *src, long K, long Kp, long P, long O,
+                             const uint8_t *w, const int32_t *rowterm, uint8_t flip, float *yf)
+{
+  const tf_qconv_epi16 x = tf_qconv_epi16_of(e);
+  int8_t *bp = (int8_t *)tf_qconv_scratch(1, (size_t)(64 * Kp));
+  int32_t *colterm = (int32_t *)tf_qconv_scratch(2, 64 * sizeof(int32_t));
+  const long groups = (P + 63) / 64;
+  long splits = (16 + groups - 1) / groups;
+  if (splits > O / 8) splits = O / 8 > 1 ? O / 8 : 1;
+  const long rows = ((O + splits - 1) / splits + 3) / 4 * 4;
+  long packed = -1;                        /* the group this thread's panels hold */
+  __mmask16 km[4];
+  __m512i ct[4];
+  #pragma omp for schedule(dynamic, 1)
+  for (long t = 0; t < groups * splits; t++) {
+    const long g = t / splits, o0 = t % splits * rows, o1 = o0 + rows < O ? o0 + rows : O;
+    const long p0 = 64 * g, n = P - p0 < 64 ? P - p0 : 64;
+    if (!bp || !colterm || o0 >= O) continue;
+    if (g != packed) tf_qconv_pack_group(src, P, K, Kp, p0, n, flip, bp, colterm, km, ct);
+    packed = g;
+    /* the group's vectors (the last group may hold fewer) and rows as constants */
+#define TF_QCONV_SHORT_ROWS(NV, MID, RES, RES8, RELU, CLIP, QUANT) do { \
+    long o = o0; \
+    for (; o + 4 <= o1; o += 4) \
+      tf_qconv_short_rows4x##NV(e, &x, w, Kp, bp, ct, rowterm, yf, P, o, p0, km, MID, RES, RES8, RELU, CLIP, QUANT); \
+    for (; o < o1; o++) \
+      tf_qconv_short_rows1x##NV(e, &x, w, Kp, bp, ct, rowterm, yf, P, o, p0, km, MID, RES, RES8, RELU, CLIP, QUANT); \
+  } while (0)
+#define TF_QCONV_SHORT_STEP(MID, RES, RES8, RELU, CLIP, QUANT) do { \
+    if (n > 48) TF_QCONV_SHORT_ROWS(4, MID, RES, RES8, RELU, CLIP, QUANT); \
+    else if (n > 32) TF_QCONV_SHORT_ROWS(3, MID, RES, RES8, RELU, CLIP, QUANT); \
+    else if (n > 16) TF_QCONV_SHORT_ROWS(2, MID, RES, RES8, RELU, CLIP, QUANT); \
+    else TF_QCONV_SHORT_ROWS(1, MID, RES, RES8, RELU, CLIP, QUANT); \
+  } while (0)
+    TF_QCONV_VARIANTS(e, TF_QCONV_SHORT_STEP);
+#undef TF_QCONV_SHORT_STEP
+#undef TF_QCONV_SHORT_ROWS
+  }
+}
+#endif
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
 #endif
 #endif
 """
-_HELPERS = expand(_HELPERS, "tf_qconv", "uint8_t", 9)
+_HELPERS = expand(_HELPERS, "tf_qconv", "uint8_t", 9).replace(
+    "@SHORT_ROWS@", "\n".join(_short_rows(r, v) for r in (4, 1) for v in range(1, 5)))
 
 
 def _each_image(call: str, threads: int) -> str:
@@ -523,14 +670,20 @@ static void {name}_image(long n, long C, long H, long W, long O, long kh, long k
      subsampled image, copied once: C x OH x OW bytes, a quarter of the input at stride 2 */
   const int subsampled = kh == 1 && kw == 1 && ph == 0 && pw == 0 && !direct && (OH - 1) * sh < H && (OW - 1) * sw < W;
   const int fused = koff != 0;
+#ifdef TF_QCONV_SHORT_K
+  /* a short-K 1x1 layer (MobileNet's expansions and projections) keeps its sums in registers */
+  const int short_k = direct && scale && tf_qconv_short_k_fits(Kp);
+#else
+  const int short_k = 0;
+#endif
   /* the padded input the windows read: 32 bytes of slack before, 64 after (the packer's loads) */
   const long Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
   /* this thread's buffers (scratch is per thread) */
   uint8_t *col = direct ? 0 : (uint8_t *)tf_qconv_scratch(0, (size_t)(fused ? C * Hp * Wp + 96 : K * P));   /* subsampled: C x P */
-  int8_t *bp = (int8_t *)tf_qconv_scratch(1, (size_t)(panels * 16 * Kp));
-  int32_t *colterm = (int32_t *)tf_qconv_scratch(2, (size_t)(panels * 16) * sizeof(int32_t));
+  int8_t *bp = short_k ? 0 : (int8_t *)tf_qconv_scratch(1, (size_t)(panels * 16 * Kp));
+  int32_t *colterm = short_k ? 0 : (int32_t *)tf_qconv_scratch(2, (size_t)(panels * 16) * sizeof(int32_t));
   uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
-  if ((!direct && !col) || !bp || !colterm || (in_scale != 0.0f && !xq)) return;
+  if ((!direct && !col) || (!short_k && (!bp || !colterm)) || (in_scale != 0.0f && !xq)) return;
   if (fused) {{
     /* the planes are written whole (tf_qconv_pad_plane); only the slack around them, which the
        packer's loads may touch for lanes it then discards, is set here */
@@ -551,6 +704,11 @@ static void {name}_image(long n, long C, long H, long W, long O, long kh, long k
       for (long c = 0; c < C; c++)
         tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
     }}
+#ifdef TF_QCONV_SHORT_K
+    if (short_k) {{
+      tf_qconv_short_k(&epi, xn, K, Kp, P, O, w_shifted, rowterm, {flip}, local ? 0 : (float *)y + n * O * P);
+    }} else
+#endif
     if (fused) {{
 #ifdef TF_QCONV_FUSED_PACK
       #pragma omp for schedule(dynamic, 4)
@@ -592,8 +750,9 @@ static void {name}_image(long n, long C, long H, long W, long O, long kh, long k
       }}
     }}
     /* the GEMM's parts are an omp for of this region (after the packing loop's barrier) */
-    {gemm}(O, P, Kp, w_shifted, Kp, bp, colterm, rowterm, scale ? tf_qconv_dequantize : 0, &epi,
-         local ? (int32_t *)0 : (int32_t *)y + n * O * P, P);
+    if (!short_k)
+      {gemm}(O, P, Kp, w_shifted, Kp, bp, colterm, rowterm, scale ? tf_qconv_dequantize : 0, &epi,
+           local ? (int32_t *)0 : (int32_t *)y + n * O * P, P);
   }}
 }}
 
