@@ -97,7 +97,7 @@ def source(name: str, par: str) -> str:
                     for r in range(MR) for v in range(NRV))
     loads = " ".join(f"const __m512i b{v} = _mm512_loadu_si512((const void *)(xt + {64 * v}));" for v in range(NRV))
     steps = "\n".join(f"        {{ const __m512i a = _mm512_set1_epi32(wt[{r}]); "
-                      + " ".join(f"a{r}_{v} = _mm512_dpbusd_epi32(a{r}_{v}, a, b{v});" for v in range(NRV)) + " }"
+                      + " ".join(f"a{r}_{v} = tf_qgemm_dpbusd512(a{r}_{v}, a, b{v});" for v in range(NRV)) + " }"
                       for r in range(MR))
     stores = "\n".join(f"  _mm512_storeu_si512((void *)(tile + {r * nr + 16 * v}), a{r}_{v});"
                        for r in range(MR) for v in range(NRV))
