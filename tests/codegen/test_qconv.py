@@ -227,6 +227,24 @@ def test_short_k_pointwise_is_bit_exact(signed, threads, epilogue):
         assert len(np.unique(y)) > 10
 
 
+def test_compiles_and_runs_without_openmp():
+    """The kernels built without -fopenmp (a target whose flags lack it): every OpenMP call has a
+    serial branch (a stray expression there once broke this build only)."""
+    path = "avx512_vnni" if qgemm.isa(TARGETS["avx512_vnni"]) == "avx512_vnni" else "scalar"
+    target = TARGETS[path]
+    target = target.replace(cflags=tuple(f for f in target.cflags if f != "-fopenmp"))
+    name = "t_qconv_no_openmp"
+    fn = compile_c(qconv.source(name, target, False, 1), target, name=name).function(name, ARGTYPES)
+    rng = np.random.default_rng(59)
+    for n, c, h, wd, o, zp in SHORT_K[:2]:
+        x = rng.integers(0, 256, (n, c, h, wd)).astype(np.uint8)
+        w = rng.integers(-128, 128, (o, c, 1, 1)).astype(np.int8)
+        scale = (rng.random(o) * 1e-3).astype(np.float32)
+        y, ref = run(fn, x, w, zp, (1, 1), (0, 0, 0, 0), (1, 1), (scale, rng.standard_normal(o).astype(np.float32), None),
+                     True, output=(3.0, 17))
+        np.testing.assert_array_equal(y, ref)
+
+
 @pytest.mark.parametrize("path", ["avx512_vnni", "scalar"])
 def test_float_input_quantized_in_the_kernel(path):
     """``input_scale``: float32 activations (with values past both ends of the uint8 range, and

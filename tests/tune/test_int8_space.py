@@ -20,12 +20,13 @@ torch = pytest.importorskip("torch")
 def _int8_model():
     """A small CNN + linear head quantized by tensorforge (per-channel int8 weights, uint8
     activations; the first and last layers kept int8 too, so there is a qmatmul).  Its convs run
-    on the VNNI GEMM (a 1x1 and a strided 3x3); a stride-1 3x3 would take the direct kernel, which
-    has no tiling to tune (``test_a_direct_conv_is_no_int8_task``)."""
+    on the VNNI GEMM (a strided 3x3 and a 1x1 over 192 channels); a stride-1 3x3 would take the
+    direct kernel and a 1x1 over at most ``qconv.SHORT_K_MAX`` channels the short-K one, which have
+    no tiling to tune (``test_direct_and_short_k_convs_are_no_int8_tasks``)."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 1), torch.nn.ReLU(),
-                                torch.nn.Conv2d(16, 32, 3, stride=2, padding=1), torch.nn.ReLU(),
-                                torch.nn.Flatten(), torch.nn.Linear(32 * 6 * 6, 10)).eval()
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 192, 3, stride=2, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv2d(192, 16, 1), torch.nn.ReLU(),
+                                torch.nn.Flatten(), torch.nn.Linear(16 * 6 * 6, 10)).eval()
     rng = np.random.default_rng(0)
     samples = [rng.standard_normal((1, 8, 12, 12)).astype(np.float32) for _ in range(4)]
     x = torch.from_numpy(samples[0])
@@ -44,9 +45,9 @@ def test_int8_kernels_are_tasks_with_a_tiling_space(int8_tasks):
     convs = [t for t in tasks if t.problem["conv"]]
     gemms = [t for t in tasks if not t.problem["conv"]]
     assert len(convs) == 2 and len(gemms) == 1, [str(t) for t in tasks]
-    first = next(t for t in convs if t.problem["conv"]["channels"] == 8)
-    assert (first.problem["M"], first.problem["N"], first.problem["K"]) == (16, 144, 8)      # O x OH*OW x C
-    assert first.flops == 2.0 * 16 * 144 * 8
+    first = next(t for t in convs if t.problem["conv"]["channels"] == 192)
+    assert (first.problem["M"], first.problem["N"], first.problem["K"]) == (16, 36, 192)     # O x OH*OW x C
+    assert first.flops == 2.0 * 16 * 36 * 192
     target = Target.host()
     space = space_for(first, target)
     assert isinstance(space, Int8Space)
@@ -108,19 +109,21 @@ def test_the_command_line_tunes_every_kind_by_default():
     assert args.kinds.split(",") == list(KINDS) and "int8" in KINDS
 
 
-def test_a_direct_conv_is_no_int8_task():
-    """A stride-1 3x3 int8 conv runs on the direct kernel (qconv_direct.py), which has no
-    ``qgemm.Tiling``: it is not a tuning task; the GEMM path's 1x1 next to it is."""
-    from tensorforge.codegen.c import qconv_direct
+def test_direct_and_short_k_convs_are_no_int8_tasks():
+    """A stride-1 3x3 int8 conv runs on the direct kernel (qconv_direct.py) and a 1x1 over at most
+    ``qconv.SHORT_K_MAX`` channels on the short-K one (``tf_qconv_short_k``); neither has a
+    ``qgemm.Tiling``, so neither is a tuning task.  The GEMM path's 1x1 over 192 channels is."""
+    from tensorforge.codegen.c import qconv, qconv_direct
     if qgemm.isa(Target.host()) != qgemm.AVX512_VNNI:
-        pytest.skip("the direct kernel needs AVX512-VNNI")
+        pytest.skip("the direct and short-K kernels need AVX512-VNNI")
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 8, 1)).eval()
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 192, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(192, 8, 1),
+                                torch.nn.ReLU(), torch.nn.Conv2d(8, 16, 1)).eval()
     rng = np.random.default_rng(0)
     samples = [rng.standard_normal((1, 8, 12, 12)).astype(np.float32) for _ in range(3)]
     quantized = tensorforge.quantize(model, samples, (torch.from_numpy(samples[0]),), keep_first_last=False)
     convs = [t.problem["conv"] for t in extract_tasks(quantized) if t.kind == "int8"]
-    assert [c["channels"] for c in convs] == [16]
+    assert [c["channels"] for c in convs] == [192] and 8 <= qconv.SHORT_K_MAX < 192
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(qconv_direct.ENV, "0")
-        assert len([t for t in extract_tasks(quantized) if t.kind == "int8"]) == 2
+        assert sorted(t.problem["conv"]["channels"] for t in extract_tasks(quantized) if t.kind == "int8") == [8, 192]

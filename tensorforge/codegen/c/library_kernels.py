@@ -749,13 +749,25 @@ INT8_TUNED_OPS = ("graph.qmatmul", "graph.qconv")    # library kernels with a tu
 def int8_tunable(kernel: Operation) -> bool:
     """Whether ``kernel`` is an int8 GEMM or (non-depthwise) int8 convolution on the VNNI GEMM: its
     ``qgemm.Tiling`` is a tuning knob (``tune/space.Int8Space``).  A convolution on the direct
-    kernel (``qconv_direct.py``) has no such knob, so it is no tuning task."""
+    kernel (``qconv_direct.py``) or the short-K one (``qconv.short_k``) has no such knob, so it is
+    no tuning task."""
     if not is_library_kernel(kernel):
         return False
     op = library_op(kernel)
     if op.name not in INT8_TUNED_OPS or int(op.attributes.get("groups", 1) or 1) != 1:
         return False
-    return op.name != "graph.qconv" or not _qconv_direct(kernel)
+    return op.name != "graph.qconv" or not (_qconv_direct(kernel) or _qconv_short_k(kernel))
+
+
+def _qconv_short_k(kernel: Operation) -> bool:
+    """Whether an int8 conv runs on the short-K kernel (``qconv.short_k``; it needs an epilogue:
+    a scale operand)."""
+    from . import qconv
+    geometry = _direct_geometry(kernel)
+    if geometry is None or len(kernel.operands) <= 4:
+        return False
+    _, c, h, w, _, kh, kw, sh, sw, ph, pw, _, _, oh, ow = geometry
+    return qconv.short_k(kh, kw, sh, sw, (ph, pw), h, w, oh, ow, c)
 
 
 def _qconv_direct(kernel: Operation) -> bool:

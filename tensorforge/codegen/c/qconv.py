@@ -92,6 +92,23 @@ DW_VNNI_MIN_WIDTH = 96
 # at 28x28 level or slower, so those keep the channel-at-a-time loop.
 DW_STAGED_MAX_PIXELS = 196
 
+# Padded K up to which a 1x1 stride-1 unpadded conv with an epilogue keeps its sums in registers
+# (``tf_qconv_short_k``) instead of taking the GEMM path.  One process, two threads, against the
+# GEMM path, QDQ layers: MobileNetV2's K 16 at 112x112 1.70x, K 96 at 56x56 1.47x, K 64 and 96 at
+# 14x14 1.2-1.5x, K 160 at 7x7 1.2-1.3x, ResNet-50's K 64 at 56x56 1.42x.  Past K 160 it was level
+# or slower (K 256-512: 0.88-1.15x): the GEMM's 8 x 32 tiles and shared packing pay off over a
+# long K.
+SHORT_K_MAX = 160
+
+
+def short_k(kh: int, kw: int, sh: int, sw: int, pads: tuple[int, ...], h: int, w: int, oh: int, ow: int,
+            channels: int) -> bool:
+    """Whether an int8 conv with an epilogue, on an AVX-512 VNNI host, takes ``tf_qconv_short_k``
+    (the C function ``NAME_image`` decides the same at run time): its GEMM tiling is then no knob."""
+    return ((kh, kw, sh, sw) == (1, 1, 1, 1) and not any(pads[:2]) and (oh, ow) == (h, w)
+            and (channels + 3) // 4 * 4 <= SHORT_K_MAX)
+
+
 _HELPERS = r"""
 #include <stdint.h>
 #include <stdlib.h>
@@ -261,7 +278,7 @@ static inline int tf_qconv_max_threads(void)
 #ifdef _OPENMP
   return omp_get_max_threads();
 #else
-  return Kp <= 160;
+  return 1;
 #endif
 }
 
@@ -509,14 +526,10 @@ static void tf_qconv_pack_group(const uint8_t *src, long P, long K, long Kp, lon
   }
 }
 
-/* Whether tf_qconv_short_k takes a 1x1 stride-1 conv of padded depth Kp.  One
-   process, two threads, against the GEMM path, QDQ layers: MobileNetV2's K 16 at 112 x 112 1.70x,
-   K 96 at 56 x 56 1.47x, K 64 and 96 at 14 x 14 1.2-1.5x, K 160 at 7 x 7 1.2-1.3x, ResNet-50's
-   K 64 at 56 x 56 1.42x.  Past K 160 it was level or slower (K 256-512: 0.88-1.15x): the GEMM's
-   8 x 32 tiles and shared packing pay off over a long K. */
+/* Whether tf_qconv_short_k takes a 1x1 stride-1 conv of padded depth Kp (qconv.SHORT_K_MAX). */
 static inline int tf_qconv_short_k_fits(long Kp)
 {
-  return Kp <= 160;
+  return Kp <= @SHORT_K_MAX@;
 }
 
 /* A short-K 1x1 stride-1 unpadded conv (its im2col is the K x P input src itself) inside the
@@ -571,7 +584,8 @@ static void tf_qconv_short_k(const tf_qconv_epi *e, const uint8_t *src, long K, 
 #endif
 """
 _HELPERS = expand(_HELPERS, "tf_qconv", "uint8_t", 9).replace(
-    "@SHORT_ROWS@", "\n".join(_short_rows(r, v) for r in (4, 1) for v in range(1, 5)))
+    "@SHORT_ROWS@", "\n".join(_short_rows(r, v) for r in (4, 1) for v in range(1, 5))).replace(
+    "@SHORT_K_MAX@", str(SHORT_K_MAX))
 
 
 def _each_image(call: str, threads: int) -> str:
