@@ -199,10 +199,13 @@ SHORT_K = [(1, 16, 1, 70, 33, 16), (1, 24, 5, 7, 18, 16), (2, 7, 7, 7, 9, 1), (1
 
 @pytest.mark.parametrize("signed", [False, True], ids=["u8", "s8"])
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("epilogue", ["u8-relu", "u8-int-bias", "f32-residual", "u8-block"])
+@pytest.mark.parametrize("epilogue", ["u8-relu", "u8-int-bias", "f32-residual", "u8-block", "f32-input"])
 def test_short_k_pointwise_is_bit_exact(signed, threads, epilogue):
     """The register-sum kernel with each epilogue variant it instantiates (uint8 with relu, the int32
-    bias of QDQ models, float32 with a float residual, a QDQ block's tail) against the reference."""
+    bias of QDQ models, float32 with a float residual, a QDQ block's tail), and with float32 input
+    quantized in the kernel first, against the reference."""
+    if signed and epilogue == "f32-input":
+        pytest.skip("float input is quantized to uint8 only")
     path = "avx512_vnni" if qgemm.isa(TARGETS["avx512_vnni"]) == "avx512_vnni" else "scalar"
     fn = kernel(path, signed, threads)
     rng = np.random.default_rng(53 + threads + 2 * signed)
@@ -221,6 +224,8 @@ def test_short_k_pointwise_is_bit_exact(signed, threads, epilogue):
             r = rng.integers(0, 256, (n, o, h, wd)).astype(np.uint8)
             kw = dict(mid=(1 / 0.05, 12, 0.05, -12 * 0.05), residual8=(0.03, -0.03 * 100))
         output = (0.0, 0) if epilogue == "f32-residual" else (3.0, 17)
+        if epilogue == "f32-input":
+            x, kw = (rng.standard_normal((n, c, h, wd)) * 40).astype(np.float32), dict(input_scale=0.5)
         y, ref = run(fn, x, w, zp, (1, 1), (0, 0, 0, 0), (1, 1), (scale, bias, r), epilogue == "u8-relu",
                      output=output, **kw)
         np.testing.assert_array_equal(y, ref, err_msg=f"{(n, c, h, wd, o)}")
