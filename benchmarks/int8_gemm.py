@@ -11,8 +11,9 @@ OPENBLAS_NUM_THREADS=T before NumPy loads, and drops OPENBLAS_CORETYPE / OPENBLA
   One 512-bit ``vpdpbusd`` is 64 multiply-adds = 128 int8 ops (256-bit: 64 ops), so
   GOP/s = instructions/s x 128.  On the AVX-VNNI path the loop and the count use 256 bits.
 * **GEMM**: the generated kernel (``qgemm.source(..., threads=T)``, B packed once beforehand,
-  u8 activations unless ``--signed``) on 1024^3 and BERT-base shapes (M = 128 tokens: QKV/output
-  projection 768x768, FFN up 768x3072 and down 3072x768; batch-1 decode M = 1), in GOP/s
+  u8 activations unless ``--signed``) on 1024^3, two int8 convolutions' GEMMs (ResNet-50's
+  stage-4 1x1s at 14x14 and 7x7: output channels x pixels x K) and BERT-base shapes (M = 128
+  tokens: QKV/output projection 768x768, FFN up 768x3072 and down 3072x768; batch-1 decode M = 1), in GOP/s
   (2 M N K / time) and % of the T-thread peak.  The first call is checked bit-exact against a
   float64 matmul (exact: every sum is an integer below 2^53).
 * **numpy fp32**: ``A @ B`` in float32 on the same shape, GFLOP/s, for comparison.
@@ -34,7 +35,11 @@ import time
 from tensorforge.benchmark.child import run_child
 
 # (label, M, N, K)
-SHAPES = [("square 1024^3", 1024, 1024, 1024), ("BERT proj 128x768x768", 128, 768, 768),
+SHAPES = [("square 1024^3", 1024, 1024, 1024),
+          # ResNet-50's stage-4 entry 1x1 as the conv's GEMM (O x pixels x K): 196 and 49 pixels
+          # pad to 13 and 4 panels of 16 (the second wastes 15 of 64 lanes)
+          ("conv 512x196x1024 (14x14)", 512, 196, 1024), ("conv 2048x49x1024 (7x7)", 2048, 49, 1024),
+          ("BERT proj 128x768x768", 128, 768, 768),
           ("BERT FFN up 128x768->3072", 128, 3072, 768), ("BERT FFN down 128x3072->768", 128, 768, 3072),
           ("batch-1 1x768x768", 1, 768, 768)]
 PEAK_ACCUMULATORS = (8, 12, 16)
