@@ -64,7 +64,7 @@ import numpy as np
 from ...dialects.graph.quant import pack_bf16
 from ...ir.lowbits import from_bf16_bits, to_bf16_bits
 
-from .qgemm import _COMMON, SCALAR, _check_nr, _guarded, grid_driver
+from .qgemm import COMMON, SCALAR, _check_nr, _guarded, grid_driver
 
 AVX512_BF16 = "avx512_bf16"
 LANES = 16
@@ -307,11 +307,11 @@ static inline void tf_bf16gemm_pack_row(uint16_t *dst, const float *a, long K)
 def _prelude(cfg: _Config) -> str:
     """Includes, the ISA check and the helpers every kernel of the path shares."""
     if not cfg.vector:
-        return _COMMON + _BF16_COMMON
+        return COMMON + _BF16_COMMON
     check = (f"#if !(defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512F__))\n"
              f"#error \"tensorforge bf16 GEMM generated for {AVX512_BF16}, which this compiler's -march does not enable\"\n"
              f"#endif\n")
-    return f"#include <immintrin.h>\n{_COMMON}{_BF16_COMMON}{check}{_VEC_PRELUDE}"
+    return f"#include <immintrin.h>\n{COMMON}{_BF16_COMMON}{check}{_VEC_PRELUDE}"
 
 
 _BLOCK_PARAMS = ("long m0, long m1, long n0, long n1, long N, long K, const float *A, long lda, "

@@ -61,8 +61,8 @@ def _short_rows(rows: int, vecs: int) -> str:
     lines.append("  for (long q = 0; q < Kp / 4; q++) {")
     lines += [f"    const __m512i b{v} = _mm512_loadu_si512((const void *)(b{v}p + q * 64));" for v in V]
     for r in R:
-        lines.append(f"    const __m512i x{r} = _mm512_set1_epi32(tf_qconv_ld4(a{r} + 4 * q));")
-        lines += [f"    c{r}_{v} = tf_qconv_dpbusd(c{r}_{v}, x{r}, b{v});" for v in V]
+        lines.append(f"    const __m512i x{r} = _mm512_set1_epi32(tf_qgemm_ld4(a{r} + 4 * q));")
+        lines += [f"    c{r}_{v} = tf_qgemm_dpbusd512(c{r}_{v}, x{r}, b{v});" for v in V]
     lines.append("  }")
     for r in R:
         lines += ["  {", f"    const long i = o + {r};",
@@ -110,6 +110,7 @@ def short_k(kh: int, kw: int, sh: int, sw: int, pads: tuple[int, ...], h: int, w
 
 
 _HELPERS = r"""
+@QGEMM_COMMON@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -497,17 +498,7 @@ static void tf_qconv_dequantize(void *vctx, int32_t *C, long ldc, long i0, long 
 
 #if defined(TF_QCONV_VECTOR_EPILOGUE) && defined(TF_QCONV_PACK4) && defined(__AVX512VNNI__)
 #define TF_QCONV_SHORT_K 1
-/* acc + u8 a x s8 b, in place: gcc compiled the intrinsic's loop-carried accumulators as two
-   registers each and copied them back and forth on every k-quad (two vmovdqa32 per vpdpbusd). */
-static inline __m512i tf_qconv_dpbusd(__m512i acc, __m512i a, __m512i b)
-{
-  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
-  return acc;
-}
-
-/* 4 bytes as one int32, any alignment (this file's own: a depthwise-only unit has no qgemm). */
-static inline int32_t tf_qconv_ld4(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
-@SHORT_ROWS@
+@DPBUSD512@@SHORT_ROWS@
 /* Pixels [p0, p0 + n) (n <= 64) of the K x P byte matrix src as four packed panels bp (those past
    n zero), their term in colterm[0, n); km and ct: the group's vector masks and terms. */
 static void tf_qconv_pack_group(const uint8_t *src, long P, long K, long Kp, long p0, long n, uint8_t flip, int8_t *bp,
@@ -585,7 +576,8 @@ static void tf_qconv_short_k(const tf_qconv_epi *e, const uint8_t *src, long K, 
 """
 _HELPERS = expand(_HELPERS, "tf_qconv", "uint8_t", 9).replace(
     "@SHORT_ROWS@", "\n".join(_short_rows(r, v) for r in (4, 1) for v in range(1, 5))).replace(
-    "@SHORT_K_MAX@", str(SHORT_K_MAX))
+    "@SHORT_K_MAX@", str(SHORT_K_MAX)).replace("@DPBUSD512@", qgemm.DPBUSD512).replace(
+    "@QGEMM_COMMON@", qgemm.COMMON)
 
 
 def _each_image(call: str, threads: int) -> str:

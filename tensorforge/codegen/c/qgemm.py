@@ -259,7 +259,9 @@ class _Config:
         return f"tf_qgemm_{kind}_{'s8' if self.signed else 'u8'}_nr{self.nr}"
 
 
-_COMMON = """\
+# Guarded helpers every int8 kernel text uses, and bf16gemm's too (qconv.py includes them for its
+# depthwise-only units, which have no GEMM text).
+COMMON = """\
 #include <stdint.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -284,18 +286,25 @@ static inline int32_t tf_qgemm_ld_tail(const uint8_t *p, int n)
 #endif
 """
 
-_VEC_PRELUDE = {
-    16: """\
-#ifndef TF_QGEMM_VEC16_DEFINED
-#define TF_QGEMM_VEC16_DEFINED
-/* acc + u8 a x s8 b, in place: with the intrinsic, gcc kept each loop-carried accumulator in two
-   registers and copied it back and forth around every vpdpbusd. */
+# ``tf_qgemm_dpbusd512``, guarded (qconv.py's register tiles use it too).  acc + u8 a x s8 b, in
+# place: with the intrinsic, gcc kept each loop-carried accumulator in two registers and copied it
+# back and forth around every vpdpbusd.  Needs <immintrin.h> and AVX512-VNNI.
+DPBUSD512 = """\
+#ifndef TF_QGEMM_DPBUSD512_DEFINED
+#define TF_QGEMM_DPBUSD512_DEFINED
 static inline __m512i tf_qgemm_dpbusd512(__m512i acc, __m512i a, __m512i b)
 {
   __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
   return acc;
 }
-/* Lanes [0, n) of a 16-lane vector. */
+#endif
+"""
+
+_VEC_PRELUDE = {
+    16: """\
+#ifndef TF_QGEMM_VEC16_DEFINED
+#define TF_QGEMM_VEC16_DEFINED
+@DPBUSD512@/* Lanes [0, n) of a 16-lane vector. */
 static inline __mmask16 tf_qgemm_mask16(long n)
 {
   return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
@@ -319,15 +328,16 @@ static inline __m256i tf_qgemm_mask8(long n)
 #endif
 """,
 }
+_VEC_PRELUDE[16] = _VEC_PRELUDE[16].replace("@DPBUSD512@", DPBUSD512)
 
 
 def _prelude(cfg: _Config) -> str:
     """Includes, the ISA check and the helpers every kernel of this ISA shares."""
     if cfg.vec is None:
-        return _COMMON
+        return COMMON
     check = (f"#if !({cfg.vec.guard})\n#error \"tensorforge int8 GEMM generated for {cfg.vec.name}, "
              f"which this compiler's -march does not enable\"\n#endif\n")
-    return f"#include <immintrin.h>\n{_COMMON}{check}{_VEC_PRELUDE[cfg.vec.lanes]}"
+    return f"#include <immintrin.h>\n{COMMON}{check}{_VEC_PRELUDE[cfg.vec.lanes]}"
 
 
 def _guarded(cfg: _Config, body: str) -> str:
