@@ -151,16 +151,16 @@ def _per_channel(v: Value, o: int) -> np.ndarray | None:
     return per_channel_values(constant_value(v), o)
 
 
-def per_channel_values(c: np.ndarray | None, o: int) -> np.ndarray | None:
-    """(O,) values of a float32 array that broadcasts per output channel of an NCHW result
+def per_channel_values(c: np.ndarray | None, o: int, dtype=np.float32) -> np.ndarray | None:
+    """(O,) values of a ``dtype`` array that broadcasts per output channel of an NCHW result
     (one element, or the shape ``[1, O, 1, 1]`` up to leading ones); else None."""
-    if c is None or c.dtype != np.float32 or c.ndim > 4:
+    if c is None or c.dtype != dtype or c.ndim > 4:
         return None
     shape = (1,) * (4 - c.ndim) + c.shape
     if c.size == 1:
-        return np.full(o, c.reshape(()), np.float32)
+        return np.full(o, c.reshape(()), dtype)
     if shape[0] == 1 and shape[1] == o and shape[2:] == (1, 1):
-        return c.reshape(o).astype(np.float32)
+        return c.reshape(o).astype(dtype)
     return None
 
 
@@ -168,13 +168,10 @@ def _integer_bias(acc: Value, o: int) -> tuple[np.ndarray, Value] | None:
     """(B, the sum) when the int32 ``acc``'s only use is ``acc + B``, ``B`` an int32 constant
     per output channel."""
     add = _only_user(acc, "graph.add")
-    c = None if add is None else constant_value(_other(add, acc))
-    if c is None or c.dtype != np.int32 or add.results[0].type != acc.type:
+    if add is None or add.results[0].type != acc.type:
         return None
-    if c.size == 1:
-        return np.full(o, c.reshape(()), np.int32), add.results[0]
-    shape = (1,) * (4 - c.ndim) + c.shape
-    return (c.reshape(o), add.results[0]) if shape == (1, o, 1, 1) else None
+    b = per_channel_values(constant_value(_other(add, acc)), o, np.int32)
+    return None if b is None else (b, add.results[0])
 
 
 @pattern("graph.qconv")
