@@ -1059,6 +1059,21 @@ static void {name}_flat_channel(const uint8_t *xc, long H, long W, long ph, long
 
 /* Image n of the depthwise conv: every channel's sums, then its epilogue (epi), into sums (or,
    for a uint8 output, a per-thread buffer); xq: the image's quantized copy for float input. */
+/* Channel c of image n as uint8: x itself, or, for float32 input (xq), quantized into xq first. */
+static inline const uint8_t *{name}_channel(long n, long c, long C, long HW, const void *x, float in_scale, int32_t zp,
+                                            uint8_t *xq)
+{{
+  if (!xq) return (const uint8_t *)x + (n * C + c) * HW;
+  tf_qconv_quantize((const float *)x + (n * C + c) * HW, HW, in_scale, (float)zp, xq + c * HW);
+  return xq + c * HW;
+}}
+
+/* A channel's taps w (stored w + 128) as floats. */
+static inline void {name}_weights(const uint8_t *wc, long taps, float *wt)
+{{
+  for (long t = 0; t < taps; t++) wt[t] = (float)((int32_t)wc[t] - 128);
+}}
+
 static void {name}_image(long n, long C, long H, long W, long kh, long kw, long sh, long sw, long ph, long pw, long dh,
                          long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted, long kp,
                          int32_t zp, const float *scale, uint8_t *xq, int same, const float *masks, const tf_qconv_epi *e,
@@ -1079,18 +1094,16 @@ static void {name}_image(long n, long C, long H, long W, long kh, long kw, long 
   const long c0 = 16 * g, c1 = c0 + 16 < C ? c0 + 16 : C;
   if ((local && !own) || (staged && (!stage || (sh == 2 && !rows)))) continue;
   if (staged) {{
+    int32_t *out = local ? own : sums + c0 * P;
     for (long c = c0; c < c1; c++) {{
-      if (xq) tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
-      const uint8_t *xc = xq ? xq + c * H * W : (const uint8_t *)x + (n * C + c) * H * W;
       float *F = stage + (c - c0) * span + OW + 1;
+      const uint8_t *xc = {name}_channel(n, c, C, H * W, x, in_scale, zp, xq);
       if (sh == 1) {name}_same3x3_stage(xc, L, OW + 1, (float)zp, F);
       else {name}_same3x3_stage2(xc, L, OW + 1, (float)zp, F, F + span / 2);
     }}
-    int32_t *out = local ? own : sums + c0 * P;
     for (long c = c0; c < c1; c++) {{
-      const uint8_t *wc = w_shifted + c * kp;
       float wt[9];
-      for (long t = 0; t < 9; t++) wt[t] = (float)((int32_t)wc[t] - 128);
+      {name}_weights(w_shifted + c * kp, 9, wt);
       const float *F = stage + (c - c0) * span + OW + 1;
       if (sh == 1) {name}_same3x3_s1(F, L, OW, wt, masks, masks + H * OW, out + (c - c0) * P);
       else {name}_same3x3_s2(F, F + span / 2, H, OW, wt, masks, rows, out + (c - c0) * P);
@@ -1099,12 +1112,11 @@ static void {name}_image(long n, long C, long H, long W, long kh, long kw, long 
     continue;
   }}
   for (long c = c0; c < c1; c++) {{
-    if (xq) tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
-    const uint8_t *xc = xq ? xq + c * H * W : (const uint8_t *)x + (n * C + c) * H * W;
+    const uint8_t *xc = {name}_channel(n, c, C, H * W, x, in_scale, zp, xq);
     const uint8_t *wc = w_shifted + c * kp;
     int32_t *out = local ? own : sums + c * P;
     float wt[64];
-    for (long t = 0; t < kh * kw && t < 64; t++) wt[t] = (float)((int32_t)wc[t] - 128);
+    {name}_weights(wc, kh * kw < 64 ? kh * kw : 64, wt);
     if (same) {{
 #ifdef {name.upper()}_VNNI3X3
       if (W >= {DW_VNNI_MIN_WIDTH}) {name}_same3x3_vnni(xc, H, W, sh, (uint8_t)zp, wc, out);
