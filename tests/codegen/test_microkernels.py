@@ -238,6 +238,65 @@ def test_callback_epilogue_sees_every_tile_once(pack_a, trans_a, schedule, rng):
         check(k(a, B), A.astype(np.float64) @ B, K)       # no callback: the plain product
 
 
+class _EpiRegs:
+    """ctypes mirror of the prelude's ``tf_epi_regs`` (built lazily: ctypes is imported in tests)."""
+
+    @staticmethod
+    def make(terms, clamp):
+        import ctypes
+
+        class Regs(ctypes.Structure):
+            _fields_ = [("p", ctypes.c_void_p * 2), ("cm", ctypes.c_long * 2), ("cn", ctypes.c_int * 2),
+                        ("terms", ctypes.c_int), ("clamp", ctypes.c_int), ("lo", ctypes.c_float),
+                        ("hi", ctypes.c_float)]
+        regs = Regs()
+        for t, (arr, cm, cn) in enumerate(terms):
+            regs.p[t], regs.cm[t], regs.cn[t] = arr.ctypes.data, cm, cn
+        regs.terms = len(terms)
+        regs.clamp, (regs.lo, regs.hi) = int(clamp is not None), clamp or (0.0, 0.0)
+        return regs
+
+
+@pytest.mark.parametrize("trans_c", [False, True])
+def test_register_epilogue_is_the_callback_arithmetic(trans_c, rng):
+    """``TF_EPI_REGS``: full tiles add the terms and clamp in the micro-kernel's registers, edge tiles,
+    the GEMV path and a transposed C in memory (``tf_epi_regs_tile``); either way each element is
+    ``clamp((c + t0) + t1)`` in float32, bit for bit, NaN and signed zeros included, also on top of
+    ``accumulate`` and several K blocks."""
+    import ctypes
+
+    k = GemmKernel(GemmParams(mr=5, nr=2 * VW, kc=16, mc=10, nc=4 * VW, threads=2, pack_a=not trans_c),
+                   spec=GemmSpec(trans_a=trans_c, callback=True, trans_c=trans_c), name=f"t_regs_{int(trans_c)}")
+    for M, N, K in [(23, 3 * VW + 5, 37), (10, 4 * VW, 16), (2, VW + 3, 20), (1, 1, 1)]:
+        A, B, _, _ = operands(rng, M, N, K)
+        a = np.ascontiguousarray(A.T) if trans_c else A
+        rows, cols = (N, M) if trans_c else (M, N)     # C as stored
+        row_bias = rng.standard_normal(rows, dtype=np.float32)
+        row_bias[rows // 2] = np.nan
+        col_bias = rng.standard_normal(cols, dtype=np.float32)
+        residual = rng.standard_normal((rows, cols + 3), dtype=np.float32)    # row stride cols + 3
+        c0 = rng.standard_normal((rows, cols), dtype=np.float32)
+        cases = [([(row_bias, 1, 0)], (0.0, 6.0)), ([(col_bias, 0, 1), (residual, cols + 3, 1)], None),
+                 ([(row_bias, 1, 0), (residual, cols + 3, 1)], (0.0, np.inf)), ([], (-0.5, 0.5))]
+        for terms, clamp in cases:
+            regs = _EpiRegs.make(terms, clamp)
+            for accumulate in (False, True):
+                # the prepacked entry (its GEMV path for few rows) and the packing one sum differently
+                entries = [lambda **kw: k.prepacked(a, k.pack_b(B), N, C=c0.copy(), accumulate=accumulate, **kw)]
+                if not trans_c:
+                    entries.append(lambda **kw: k(a, B, C=c0.copy(), accumulate=accumulate, **kw))
+                for entry in entries:
+                    want = entry()
+                    for arr, cm, cn in terms:
+                        want = want + (arr[:rows, None] if cn == 0 else arr[:rows, :cols] if arr.ndim == 2
+                                       else arr[None, :cols])
+                    if clamp is not None:     # x < lo ? lo : x, then x > hi ? hi : x
+                        want = np.where(want < clamp[0], np.float32(clamp[0]), want)
+                        want = np.where(want > clamp[1], np.float32(clamp[1]), want)
+                    got = entry(epi=1, epi_ctx=ctypes.addressof(regs))
+                    np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
 def test_callback_and_inline_epilogues_exclude_each_other():
     with pytest.raises(ValueError, match="callback"):
         GemmSpec(epilogues=(relu(),), callback=True)

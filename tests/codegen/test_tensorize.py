@@ -248,8 +248,9 @@ def test_depthwise_conv_stays_off_the_gemm_path(rng):
 # ---- fused epilogues (hand-built kernels, as the fusion engine makes them) ----------------------
 
 
-def _epilogue_kernel_module(shape_x, shape_w, contraction, bias_index, relu_clip: float):
-    """main(x, residual) = min(relu(contraction(x, W) + bias[bias_index]), clip) + residual, as ONE kernel."""
+def _epilogue_kernel_module(shape_x, shape_w, contraction, bias_index, relu_clip: float, clip_last: bool = False):
+    """main(x, residual) = min(relu(contraction(x, W) + bias[bias_index]), clip) + residual, as ONE kernel;
+    ``clip_last``: clip(contraction(x, W) + bias[bias_index] + residual, 0, clip) instead."""
     rng = np.random.default_rng(1)
     w = rng.standard_normal(shape_w, dtype=np.float32)
     m = Module()
@@ -265,9 +266,14 @@ def _epilogue_kernel_module(shape_x, shape_w, contraction, bias_index, relu_clip
     xr, wr, br, rr = kb.inputs
     acc = kb.compute(domain, its, DType.f32, lambda *ax: body(xr, wr, *ax), combiner="add")
     e1 = kb.compute(out_shape, "p" * len(out_shape), DType.f32, lambda *i: acc[i] + br[i[bias_index]])
-    e2 = kb.compute(out_shape, "p" * len(out_shape), DType.f32,
-                    lambda *i: e1[i].apply("relu").min(kb.const(relu_clip, DType.f32)))
-    e3 = kb.compute(out_shape, "p" * len(out_shape), DType.f32, lambda *i: e2[i] + rr[i])
+    if clip_last:
+        e2 = kb.compute(out_shape, "p" * len(out_shape), DType.f32, lambda *i: e1[i] + rr[i])
+        e3 = kb.compute(out_shape, "p" * len(out_shape), DType.f32,
+                        lambda *i: e2[i].apply("clip", min=0.0, max=relu_clip))
+    else:
+        e2 = kb.compute(out_shape, "p" * len(out_shape), DType.f32,
+                        lambda *i: e1[i].apply("relu").min(kb.const(relu_clip, DType.f32)))
+        e3 = kb.compute(out_shape, "p" * len(out_shape), DType.f32, lambda *i: e2[i] + rr[i])
     op = kb.ret([e3], [f.args[0], W, B, f.args[1]])
     b.insert(op)
     f.set_return([op.results[0]])
@@ -285,6 +291,33 @@ def test_gemm_epilogue_bias_relu_residual():
     assert "tfg_" in cm.source and "tfe_" in cm.source
     want = np.minimum(np.maximum(x.astype(np.float64) @ w + bias, 0), 1.5) + res
     np.testing.assert_allclose(cm.run(x, res)[0], want, rtol=RTOL, atol=1e-3)
+
+
+@pytest.mark.parametrize("x_shape, O", [((2, 24, 20, 20), 40), ((1, 16, 9, 9), 13)])
+def test_pointwise_conv_epilogue_in_registers(rng, x_shape, O):
+    """A 1x1 convolution's bias, residual and clip, in that order (MobileNet's and ResNet's chains),
+    go to the GEMM as a ``tf_epi_regs`` (``TF_EPI_REGS``: applied to the accumulators before the one
+    store) instead of a callback; NaN and Inf propagate as in the loop arithmetic.  A chain of
+    another shape (ReLU, then a min) keeps its callback (test_gemm_epilogue_bias_relu_residual)."""
+    C, out = x_shape[1], (x_shape[0], O) + x_shape[2:]
+
+    def body(x, w, n, o, h, w_, c):
+        return x[n, c, h, w_] * w[o, c, 0, 0]
+
+    m, w, bias = _epilogue_kernel_module(x_shape, (O, C, 1, 1), (out, out + (C,), "ppppr", body), 1, 6.0,
+                                         clip_last=True)
+    x, res = _rand(rng, *x_shape), _rand(rng, *out)
+    x[0, :, 1, 2] = np.nan
+    res[0, 0, 3, :] = np.inf
+    res[0, 1, 3, :] = -np.inf
+    cm = _compile(m)
+    assert "TF_EPI_REGS, &ectx" in cm.source and "tfe_" not in cm.source
+    conv = np.einsum("nchw,oc->nohw", x.astype(np.float64), w.reshape(O, C).astype(np.float64))
+    want = np.clip(conv + bias[None, :, None, None] + res, 0, 6.0)
+    got = cm.run(x, res)[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(got[0, :, 1, 2]).all() and (got[0, 0, 3, 3:] == 6.0).all() and (got[0, 1, 3, 3:] == 0.0).all()
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=1e-3)
 
 
 def test_conv_epilogue_bias_relu_residual():

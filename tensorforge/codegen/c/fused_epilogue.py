@@ -114,6 +114,62 @@ class EpilogueChain:
         params = tuple(EpilogueParam(r.param, "ptr", "tile") for r in self.reads)
         return Epilogue("fused", text, params)
 
+    def register_form(self) -> tuple[list[EpilogueRead], tuple[float, float] | None] | None:
+        """The chain as a ``tf_epi_regs`` epilogue, which the GEMM micro-kernel applies to its
+        accumulators (microkernels.py): (the reads it adds, in order, and the clamp's bounds or
+        None).  That is: at most two computes each adding one input read by row or by column
+        (``cn`` 0 or 1), then at most one ReLU or clip.  None for any other chain: it keeps the
+        callback."""
+        terms: list[EpilogueRead] = []
+        clamp: tuple[float, float] | None = None
+        for comp in self.computes:
+            body = list(ComputeView(comp).body)
+            # the running value: the previous compute's (its reads here), then each op's result
+            running = {id(op.results[0]) for op in body
+                       if op.name == "structured.read" and id(op) not in self._read_of}
+            for op in body:
+                if op.name == "structured.yield":
+                    if len(op.operands) != 1 or id(op.operands[0]) not in running:
+                        return None
+                    continue
+                if op.name == "structured.read" or (op.results and isinstance(op.results[0].type, IndexType)):
+                    continue
+                if clamp is not None or not op.results or sum(id(v) in running for v in op.operands) != 1:
+                    return None
+                others = [v for v in op.operands if id(v) not in running]
+                reads = [self._read_of.get(id(v.op)) if v.op is not None else None for v in others]
+                if op.name == "scalar.add" and len(reads) == 1 and reads[0] is not None:
+                    if reads[0].cn not in (0, 1) or len(terms) == 2:
+                        return None
+                    terms.append(reads[0])
+                elif op.name == "scalar.relu" and not others:
+                    clamp = (0.0, float("inf"))
+                elif op.name == "scalar.clip" and not others:
+                    lo, hi = op.attributes.get("min"), op.attributes.get("max")
+                    clamp = (float("-inf") if lo is None else float(lo), float("inf") if hi is None else float(hi))
+                    if clamp[0] != clamp[0] or clamp[1] != clamp[1]:    # a NaN bound
+                        return None
+                else:
+                    return None
+                running = {id(op.results[0])}
+        return terms, clamp
+
+    def regs_init(self, pointers: dict[int, str]) -> str | None:
+        """A C initializer of the ``tf_epi_regs`` of ``register_form`` (``pointers``: each read's
+        pointer at the GEMM's (0, 0), by read index); None when the chain has no such form."""
+        form = self.register_form()
+        if form is None:
+            return None
+        terms, clamp = form
+        def number(x: float) -> str:
+            return ("__builtin_inff()" if x > 0 else "-__builtin_inff()") if abs(x) == float("inf") else f"{x!r}f"
+        ps = [pointers[t.index] for t in terms] + ["0"] * (2 - len(terms))
+        cms = [_c(t.cm) for t in terms] + ["0"] * (2 - len(terms))
+        cns = [str(t.cn) for t in terms] + ["0"] * (2 - len(terms))
+        lo, hi = clamp or (0.0, 0.0)
+        return (f"{{ {{ {', '.join(ps)} }}, {{ {', '.join(cms)} }}, {{ {', '.join(cns)} }}, {len(terms)}, "
+                f"{int(clamp is not None)}, {number(lo)}, {number(hi)} }}")
+
     def ctx_type(self) -> str:
         """The C struct type the callback's context has: one pointer and one row stride per read."""
         return f"tf_epi_ctx{max(1, len(self.reads))}"

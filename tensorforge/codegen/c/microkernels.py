@@ -286,6 +286,14 @@ _PRELUDE = """\
 /* Called on each finished tile of C (rows x cols at c, row stride ldc; i0, j0: its first row and
    column in the GEMM) before the tile leaves L1: the fused epilogue of a model's layer. */
 typedef void (*tf_epi_fn)(const void *ctx, float *c, long ldc, long i0, long j0, long rows, long cols);
+/* The fused epilogues that the micro-kernel applies to its accumulators before the one store, where
+   a callback would load, change and store the tile again: up to two added terms (t: p[t] at row i,
+   column j is p[t][i * cm[t] + j * cn[t]], cn 0 or 1: a bias per row or per column, a residual),
+   then optionally a clamp to [lo, hi] (a ReLU is lo 0, hi +inf).  A caller passes TF_EPI_REGS as
+   the callback and a tf_epi_regs as its context; tiles that cannot take it in registers (edges,
+   a transposed C, the GEMV path) get the same arithmetic from tf_epi_regs_tile. */
+typedef struct {{ const float *p[2]; long cm[2]; int cn[2]; int terms, clamp; float lo, hi; }} tf_epi_regs;
+#define TF_EPI_REGS ((tf_epi_fn)1)
 /* The k loop is unrolled by the compiler, not in the text: unrolled text gives -ffast-math's
    reassociation chains of adds to rebuild, which breaks the FMAs and spills the accumulators. */
 #define TF_PRAGMA(x) _Pragma(#x)
@@ -331,11 +339,36 @@ static inline void tf_st_n(float *p, tf_vf v, int n) {{
   memcpy(p, buf, sizeof(float) * (size_t)(n > 0 ? n : 0));
 }}
 #endif
+static inline long tf_min(long a, long b) {{ return a < b ? a : b; }}
+/* x < lo ? lo : x, then x > hi ? hi : x, lane by lane: NaN and -0.0 pass as in the scalar clip. */
+static inline tf_vf tf_clamp(tf_vf x, tf_vf lo, tf_vf hi) {{
+  tf_vi m = x < lo;
+  x = (tf_vf)(((tf_vi)lo & m) | ((tf_vi)x & ~m));
+  m = x > hi;
+  return (tf_vf)(((tf_vi)hi & m) | ((tf_vi)x & ~m));
+}}
+/* tf_epi_regs applied in place to a tile of C in memory (a tf_epi_fn). */
+static inline void tf_epi_regs_tile(const void *ctx, float *c, long ldc, long i0, long j0, long rows, long cols) {{
+  const tf_epi_regs *q = (const tf_epi_regs *)ctx;
+  const tf_vf lo = tf_bcast(q->lo), hi = tf_bcast(q->hi);
+  for (long r = 0; r < rows; r++) {{
+    float *cr = c + r * ldc;
+    for (long l = 0; l < cols; l += TF_VW) {{
+      const int n = (int)tf_min(TF_VW, cols - l);
+      tf_vf x = tf_ld_n(cr + l, n);
+      for (int t = 0; t < q->terms; t++) {{
+        const float *pt = q->p[t] + (i0 + r) * q->cm[t];
+        x += q->cn[t] ? tf_ld_n(pt + j0 + l, n) : tf_bcast(pt[0]);
+      }}
+      if (q->clamp) x = tf_clamp(x, lo, hi);
+      tf_st_n(cr + l, x, n);
+    }}
+  }}
+}}
 static inline tf_vf tf_relu(tf_vf x) {{  /* NaN passes through, as torch's relu */
   tf_vi keep = ~(x < (tf_vf){{0}});
   return (tf_vf)((tf_vi)x & keep);
 }}
-static inline long tf_min(long a, long b) {{ return a < b ? a : b; }}
 /* Writes the tile ct (rows x cols, row stride ts) transposed: column v's rows values to dst + v*ldc
    (a transposed GEMM's or direct kernel's tile into the layer's layout).  With AVX-512 and at most
    8 rows, 16 columns at a time: an 8 x 16 -> 16 x 8 transpose in 24 two-source permutes and one
@@ -426,7 +459,7 @@ class _GemmWriter:
 
     def epilogue_struct(self) -> str:
         if self.spec.callback:
-            return f"typedef struct {{ tf_epi_fn fn; const void *ctx; }} {self.name}_epi_t;\n"
+            return f"typedef struct {{ tf_epi_fn fn; const void *ctx; const tf_epi_regs *regs; }} {self.name}_epi_t;\n"
         fields = "".join(f"  {p.c_decl.replace('restrict ', '')};\n" for p in self.epi_params) or "  int unused;\n"
         return f"typedef struct {{\n{fields}}} {self.name}_epi_t;\n"
 
@@ -468,8 +501,11 @@ class _GemmWriter:
         return "\n".join(lines)
 
     def store(self, rows: int) -> str:
-        """The tile's stores of whole vectors (the inline epilogue on the last K block)."""
+        """The tile's stores of whole vectors (the inline epilogue on the last K block; with a
+        callback, a ``tf_epi_regs`` epilogue applied to the accumulators first)."""
         vw, lines = self.vw, []
+        if self.spec.callback and rows == self.p.mr:   # only full tiles finish in registers
+            lines.append(self.register_epilogue(rows))
         for r in range(rows):
             for v in range(self.nv):
                 body = [f"float *cp = c + {r} * ldc + {v * vw};", f"tf_vf x = c{r}_{v};", "if (load_c) x += tf_ld(cp);"]
@@ -478,6 +514,30 @@ class _GemmWriter:
                 body.append("tf_st(cp, x);")
                 lines.append(f"    {{ {' '.join(body)} }}")
         return "\n".join(lines)
+
+    def register_epilogue(self, rows: int) -> str:
+        """On the last K block of a callback GEMM given a ``tf_epi_regs`` (``e->regs``): C's old
+        values (``load_c``), each term, the clamp, all on the accumulators; the stores that follow
+        then skip ``load_c``, and the block calls no callback for this tile."""
+        vw, nv = self.vw, self.nv
+        acc = [(r, v) for r in range(rows) for v in range(nv)]
+        old = " ".join(f"c{r}_{v} += tf_ld(c + {r} * ldc + {v * vw});" for r, v in acc)
+        vec = " ".join(f"c{r}_{v} += tf_ld(pt + {r} * cm + {v * vw});" for r, v in acc)
+        bcast = " ".join(f"{{ const tf_vf s = tf_bcast(pt[{r} * cm]); "
+                         + " ".join(f"c{r}_{v} += s;" for v in range(nv)) + " }" for r in range(rows))
+        clamp = " ".join(f"c{r}_{v} = tf_clamp(c{r}_{v}, lo, hi);" for r, v in acc)
+        return f"""    if (last && e->regs) {{
+      const tf_epi_regs *q = e->regs;
+      if (load_c) {{ {old} }}
+      load_c = 0;
+      for (int t = 0; t < q->terms; t++) {{
+        const long cm = q->cm[t];
+        const float *pt = q->p[t] + i0 * cm;
+        if (q->cn[t]) {{ pt += j0; {vec} }}
+        else {{ {bcast} }}
+      }}
+      if (q->clamp) {{ const tf_vf lo = tf_bcast(q->lo), hi = tf_bcast(q->hi); {clamp} }}
+    }}"""
 
     def micro_kernel(self, rows: int) -> str:
         """C[rows x nr] (+)= A-panel @ B-panel over kc, whole vectors stored at ``c``."""
@@ -584,7 +644,7 @@ static __attribute__((noinline)) void {self.name}_tile_t(long mr, long kc, const
             a_ptr = "A + (ic + ir) * lda + pc"
         pack = f"        {self.name}_pack_a(abuf, A, lda, ic, pc, mc, kc);\n" if self.packs_a else ""
         trans_c = self.spec.trans_c
-        callback = ("    if (last && e->fn) e->fn(e->ctx, cp, ldc, i, j, mr, nr);\n"
+        callback = (f"    if (last && e->fn && !(e->regs && mr == {p.mr} && nr == {p.nr})) e->fn(e->ctx, cp, ldc, i, j, mr, nr);\n"
                     if self.spec.callback and not trans_c else "")
         # A transposed C calls back once per finished (mc x nc) block, in C's coordinates (rows and
         # columns swap): a micro-tile's rows of C would be only mr columns long.
@@ -818,7 +878,9 @@ TF_API void {name}({signature}) {{
     def entries(self) -> str:
         p, name = self.p, self.name
         sigs = {k: ", ".join(v) for k, v in signatures(self.spec, name).items()}
-        epi_values = "epi, epi_ctx" if self.spec.callback else (", ".join(q.name for q in self.epi_params) or "0")
+        epi_values = ("epi == TF_EPI_REGS ? tf_epi_regs_tile : epi, epi_ctx, "
+                      "epi == TF_EPI_REGS ? (const tf_epi_regs *)epi_ctx : 0" if self.spec.callback
+                      else (", ".join(q.name for q in self.epi_params) or "0"))
         epi = f"  const {name}_epi_t tf_e = {{ {epi_values} }};\n"
         prepacked_share = self.share_call("NULL, 0, (float *)Bp")
         pack = f"    {name}_pack_b_share(N, K, B, ldb, Bp);\n"

@@ -321,11 +321,17 @@ def _epi_args(chain: EpilogueChain | None, names: dict, col0: str | None = None)
     return out
 
 
-def _epi_callback(chain: EpilogueChain, names: dict, col0: str | None = None) -> tuple[str, list[str], str]:
+def _epi_callback(chain: EpilogueChain, names: dict, col0: str | None = None,
+                  registers: bool = False) -> tuple[str, list[str], str]:
     """(guarded helper text, C declarations, the GEMM call's ``epi, epi_ctx`` arguments) of the
-    fused epilogue; no helper and null arguments for an empty chain."""
+    fused epilogue; no helper and null arguments for an empty chain.  ``registers``: the caller
+    passes them to a generated GEMM, which applies a chain of ``EpilogueChain.register_form`` to
+    its accumulators (``TF_EPI_REGS``) instead of calling back on each stored tile."""
     if not chain.computes:
         return "", [], "0, 0"
+    regs = chain.regs_init(dict(enumerate(_epi_args(chain, names, col0)))) if registers else None
+    if regs is not None:
+        return "", [f"const tf_epi_regs ectx = {regs};"], "TF_EPI_REGS, &ectx"
     probe = chain.callback("EPI")
     name = f"tfe_{_digest(probe)}"
     text = _guarded(chain.ctx_type(), chain.ctx_typedef()) + _guarded(name, chain.callback(name))
@@ -523,7 +529,7 @@ class KernelPlan:
         decl, names = _batch_index(r.batch, "t")
         a_ptr = f"in{p.a.arg}" if a_packed else f"in{p.a.arg} + ({_offset(p.a.flat, names)})"
         c_ptr = f"out0 + ({_offset(p.c, names)})"
-        etext, edecl, epi = _epi_callback(self.chain, names)
+        etext, edecl, epi = _epi_callback(self.chain, names, registers=True)
         decl += edecl
         if prepacked:
             axes, size = self._packed_batch()
@@ -736,7 +742,7 @@ class KernelPlan:
         if chunked:
             cp = max(1, min(-(-panels // T), (self.target.l2 // 2) // (K * nr * 4)))
             chunks = -(-panels // cp)
-            etext, edecl, epi = _epi_callback(self.chain, names, "col0")
+            etext, edecl, epi = _epi_callback(self.chain, names, "col0", registers=True)
             lines = [f"const long ch = t % {chunks}, bt = t / {chunks};", *decl,
                      f"const long q0 = ch * {cp}, q1 = tf_min(q0 + {cp}, {panels});",
                      f"const long col0 = q0 * {nr}, ncols = tf_min(q1 * {nr}, {P}) - col0;", *edecl,
@@ -753,7 +759,7 @@ class KernelPlan:
     free(bp);
   }}"""
         else:
-            etext, edecl, epi = _epi_callback(self.chain, names)
+            etext, edecl, epi = _epi_callback(self.chain, names, registers=True)
             lines = [*decl, *edecl,
                      "#pragma omp parallel for schedule(static)" if panels > 1 and T > 1 else "",
                      f"for (long q = 0; q < {panels}; q++) tf_im2col(&shape, {nr}, {x_ptr}, bp + q * {K * nr}L, q, q + 1, 1, 0);",
