@@ -515,3 +515,27 @@ def test_gemms_with_a_large_output_take_k_in_one_block(rng):
     model, src = build_native(m, target=Target.host().replace(l2=128 * 1024))
     assert "tf_min(300, K - pc)" in src
     np.testing.assert_allclose(model.run([x])[0], x.astype(np.float64) @ w, rtol=RTOL, atol=1e-3)
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_batched_conv_kernels_give_each_thread_its_own_images(rng, batch):
+    """With at least as many images as threads (evenly), every kernel splits the batch the same
+    way: a 1x1 convolution runs one single-threaded GEMM per image under ``schedule(static)``, and
+    the depthwise and direct (strided) kernels hand out their image-major work units statically, so
+    each core reads the images it wrote.  At batch 1 the threads share each image: the GEMM is
+    threaded and the units are handed out on demand."""
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Conv2d(16, 96, 1), torch.nn.ReLU6(),
+                                torch.nn.Conv2d(96, 96, 3, padding=1, groups=96), torch.nn.ReLU6(),
+                                torch.nn.Conv2d(96, 64, 3, stride=2, padding=1)).eval()
+    x = torch.tensor(_rand(rng, batch, 16, 56, 56))
+    cm = tensorforge.compile(model, (x,), threads=2)
+    np.testing.assert_allclose(np.asarray(cm(x)), model(x).detach().numpy(), rtol=RTOL, atol=1e-4)
+    kernels = list(_kernel_sources(cm).items())
+    pointwise = next(src for name, src in kernels if name.startswith("k0_"))
+    depthwise = next(src for name, src in kernels if "depthwise direct kernel" in src)
+    direct = next(src for name, src in kernels if "(&shape, toff" in src)
+    split = batch > 1
+    assert ("#pragma omp for schedule(static)\n    for (long t = 0;" in pointwise) == split
+    for src in (depthwise, direct):
+        assert ("for (long u = 0;" in src and "schedule(static)\n    for (long u" in src) == split, src[:2000]

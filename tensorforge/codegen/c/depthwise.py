@@ -29,7 +29,9 @@ The kernel, per work unit (one image x channel plane x a chunk of output rows):
   ``fused_epilogue.py``) runs on each finished chunk while it is in L1, through the chain's
   ``tf_epi_fn`` callback (called by name, so the compiler may inline it).
 * **Threads.**  Work units (images x channels x row chunks, several per thread even at batch 1)
-  are handed out dynamically (``schedule(dynamic, g)``, ``g`` grouping units of tiny planes).
+  are handed out dynamically (``schedule(dynamic, g)``, ``g`` grouping units of tiny planes), or,
+  with images enough for every thread, in static shares of whole images, the split every kernel of
+  the model makes (``tensorize.KernelPlan._parallel_batch``).
 
 Weights must be compile-time constants (BatchNorm folded in); they are packed as ``[C, kh*kw]``.
 The routines depend only on the kernel size, strides and dilations (the geometry is a runtime

@@ -31,7 +31,7 @@ it (2.25x for 3x3/2, 12x for the 7x7/2 stem), and the grid wastes ``(kw-1)*dw //
 
 The routines are one translation unit per register tile and kernel-tap count (``source``), shared
 by every layer and model; the per-layer driver (padding pass, then work units handed out
-dynamically over images x column panels x row chunks) is written by ``tensorize.py``.
+over images x column panels x row chunks) is written by ``tensorize.py``.
 """
 from __future__ import annotations
 
