@@ -145,12 +145,13 @@ class Int8Space(Space):
 
 # ---- depthwise convolutions ----------------------------------------------------------------------
 DW_CHUNK_OUTPUTS = (512, 1024, 2048, 4096, 8192, 16384)
-DW_GROUP_OUTPUTS = (256, 1024, 2048, 4096, 8192)
+DW_GROUP_OUTPUTS = (0, 256, 1024, 2048, 4096, 8192)    # 0: static shares
 
 
 class DepthwiseSpace(Space):
     """DepthwiseParams knobs: the kernel (channels in the lanes only where the layer's planes are
-    narrow enough, ``depthwise.lanes_shape``), the outputs of a work unit and of a handed-out group."""
+    narrow enough, ``depthwise.lanes_shape``), the outputs of a work unit, and static shares of the
+    units or groups of them handed out on demand."""
 
     def __init__(self, task: Task, target):
         super().__init__(task, target)
@@ -174,7 +175,7 @@ class DepthwiseSpace(Space):
 
     def mutate(self, config: dict, rng: random.Random) -> dict:
         p = dict(config.get("params") or {})
-        mode, chunk, group = p.get("mode") or "rows", p.get("chunk_outputs") or 4096, p.get("group_outputs") or 2048
+        mode, chunk, group = p.get("mode") or "rows", p.get("chunk_outputs") or 4096, p.get("group_outputs") or 0
         which = rng.randrange(3)
         if which == 0:
             mode = rng.choice(self.modes)

@@ -29,9 +29,10 @@ The kernel, per work unit (one image x channel plane x a chunk of output rows):
   ``fused_epilogue.py``) runs on each finished chunk while it is in L1, through the chain's
   ``tf_epi_fn`` callback (called by name, so the compiler may inline it).
 * **Threads.**  Work units (images x channels x row chunks, several per thread even at batch 1)
-  are handed out dynamically (``schedule(dynamic, g)``, ``g`` grouping units of tiny planes), or,
-  with images enough for every thread, in static shares of whole images, the split every kernel of
-  the model makes (``tensorize.KernelPlan._parallel_batch``).
+  go to the threads in contiguous static shares: whole images where there are enough for every
+  thread, the split every kernel of the model makes (``tensorize.KernelPlan._parallel_batch``),
+  else the same channel ranges as the layers around it.  A tuned ``group_outputs`` hands units
+  out on demand instead (``schedule(dynamic, g)``).
 
 Weights must be compile-time constants (BatchNorm folded in); they are packed as ``[C, kh*kw]``.
 The routines depend only on the kernel size, strides and dilations (the geometry is a runtime
@@ -54,7 +55,6 @@ MAX_STRIDE = 4       # phase rows per staged input row
 UNROLL = 4           # interior vectors per step (independent accumulator chains)
 STAGE_BYTES = 16 << 10      # scratch for one chunk's staged input rows (L1)
 CHUNK_OUTPUTS = 4096        # at most this many outputs per work unit (the epilogue runs on them in L1)
-GROUP_OUTPUTS = 2048        # units handed out together reach at least this many outputs
 PARALLEL_MIN_MACS = 1 << 18  # below this a layer runs on one thread (a parallel region costs ~10 us)
 ENV = "TENSORFORGE_DEPTHWISE"  # "0": leave depthwise convolutions to the generic paths (comparisons)
 
@@ -64,8 +64,9 @@ class DepthwiseParams:
     """A tuning record's knobs for one depthwise layer (``tune/space.DepthwiseSpace``); the zero
     values keep the untuned choice.  ``mode``: "rows" (the row-vector kernel) or "lanes" (channels
     in the lanes, where ``lanes_shape`` allows it); ``chunk_outputs``: outputs per work unit of the
-    row-vector kernel (``CHUNK_OUTPUTS``); ``group_outputs``: outputs of the units a thread takes at
-    once (``GROUP_OUTPUTS``)."""
+    row-vector kernel (``CHUNK_OUTPUTS``); ``group_outputs``: 0 gives each thread one contiguous
+    share of the units, a number hands them out on demand, units of about that many outputs at a
+    time (except at a batch split between the threads by images)."""
 
     mode: str = ""
     chunk_outputs: int = 0
