@@ -52,7 +52,7 @@ CASES = [
 ]
 
 
-def _case(n, c, h, w, o, k, pads, dil, stride):
+def _case(n, c, h, w, o, k, pads, dil, stride, clip_last=False):
     kh, kw = k
     oh = (h + 2 * pads[0] - dil * (kh - 1) - 1) // stride + 1
     ow = (w + 2 * pads[1] - dil * (kw - 1) - 1) // stride + 1
@@ -62,13 +62,16 @@ def _case(n, c, h, w, o, k, pads, dil, stride):
         return x.read([b, ci, y * stride + a * dil - pads[0], xx * stride + bb * dil - pads[1]], pad=0.0) * wt[oc, ci, a, bb]
 
     contraction = (out, out + (c, kh, kw), "pppprrr", body)
-    m, wt, bias = _epilogue_kernel_module((n, c, h, w), (o, c, kh, kw), contraction, 1, 2.0)
+    m, wt, bias = _epilogue_kernel_module((n, c, h, w), (o, c, kh, kw), contraction, 1, 2.0, clip_last)
     rng = np.random.default_rng(7)
     x = rng.standard_normal((n, c, h, w), dtype=np.float32)
     res = rng.standard_normal(out, dtype=np.float32)
     conv = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(wt, dtype=torch.float64),
                                       padding=pads, dilation=dil, stride=stride).numpy()
-    want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 2.0) + res
+    if clip_last:
+        want = np.clip(conv + bias[None, :, None, None] + res, 0, 2.0)
+    else:
+        want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 2.0) + res
     return m, (x, res), want, float(np.abs(conv).max())     # the convolution's own scale, before the clip
 
 
@@ -244,3 +247,23 @@ def test_one_image_with_heavy_weights_takes_the_transposed_direct_kernel_over_wi
     assert MARKERS["direct_t"] not in two
     _, light = build_native(_plain_conv(1, 16, 28, 32, 1), target=target)
     assert MARKERS["winograd4"] in light
+
+
+@pytest.mark.parametrize("algorithm", ["im2col", "direct", "direct_t"])
+def test_register_form_epilogue_keeps_nan_and_inf(algorithm):
+    """A chain of the GEMM's register form (bias, residual, then a clip: ``TF_EPI_REGS``) on each
+    convolution path that takes it: in the GEMM's accumulators (im2col), while a direct kernel's
+    tile is copied out, on a transposed direct kernel's rows; NaN passes the clip, +-Inf clip to
+    its bounds, on row tails too (11-wide rows)."""
+    m, (x, res), _, _ = _case(2, 5, 11, 11, 7, (3, 3), (1, 1), 1, 1, clip_last=True)
+    res = res.copy()
+    res[0, :, :, 10] = np.nan
+    res[1, 2, 3, :] = np.inf
+    res[1, 4, :, 9] = -np.inf
+    model, src = build_native(m, tuning=forced_algorithm(algorithm))
+    assert MARKERS[algorithm] in src and "TF_EPI_REGS, &ectx" in src
+    got = model.run([x, res])[0]
+    assert np.isnan(got[0, :, :, 10]).all() and (got[1, 2, 3, :] == 2.0).all() and (got[1, 4, :, 9] == 0.0).all()
+    # the same kernel with finite residuals against torch
+    _, (x, res), want, _ = _case(2, 5, 11, 11, 7, (3, 3), (1, 1), 1, 1, clip_last=True)
+    np.testing.assert_allclose(model.run([x, res])[0], want, rtol=1e-4, atol=1e-4)

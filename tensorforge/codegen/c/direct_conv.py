@@ -17,7 +17,8 @@ panels over the natural ``K = (c, kh, kw)`` order (``pack_weights``): the micro-
 channels outer and taps inner, which keeps the few input rows of one channel in L1 while their
 taps are read.  A whole tile's reduction (all of K) stays in registers; finished tiles are copied
 out row segment by row segment after the fused epilogue (``tf_epi_fn``) has run on them in the
-tile buffer, so the output is only written, never read back (the 7x7/2 stem: 1.07x).
+tile buffer, so the output is only written, never read back (the 7x7/2 stem: 1.07x).  A chain of
+the GEMM's register form (``TF_EPI_REGS``: bias, residual, clamp) is applied during that copy.
 
 Strided layers (ResNet's 3x3/2 and 1x1/2 downsampling, the 7x7/2 stem) take the same kernel
 through a polyphase split of the padded input: with stride ``s`` the padded image is cut into the
@@ -217,6 +218,7 @@ TF_API void {name}_unit(const {SHAPE_TYPE} *s, const long *restrict toff, long p
     tf_epi_fn epi, const void *ectx) {{
   const long pw = s->out_w + (s->k_w - 1) * s->dil_w / s->stride_w;
   const long ncols = (s->out_h - 1) * pw + s->out_w, depth = s->channels * {taps};
+  const tf_epi_regs *regs = epi == TF_EPI_REGS ? (const tf_epi_regs *)ectx : 0;
   float ct[{mr * nr}] __attribute__((aligned(64)));
   const long j0 = q * {nr}, j1 = tf_min(j0 + {nr}, ncols);
   for (long i = m0; i < m1; i += {mr}) {{
@@ -227,8 +229,8 @@ TF_API void {name}_unit(const {SHAPE_TYPE} *s, const long *restrict toff, long p
       if (ow >= s->out_w) {{ j = (oh + 1) * pw; continue; }}
       const long len = tf_min(s->out_w - ow, j1 - j), p = oh * s->out_w + ow;
       float *src = ct + (j - j0), *dst = out + i * ldc + p;
-      if (epi) epi(ectx, src, {nr}, i, p, nrow, len);    /* on the tile in L1: dst is only written */
-      for (long r = 0; r < nrow; r++) memcpy(dst + r * ldc, src + r * {nr}, sizeof(float) * (size_t)len);
+      if (epi && !regs) epi(ectx, src, {nr}, i, p, nrow, len);    /* on the tile in L1: dst is only written */
+      tf_epi_regs_copy(regs, src, {nr}, dst, ldc, i, p, nrow, len);
       j += len;
     }}
   }}
@@ -281,7 +283,7 @@ TF_API void {name}_rows(const {SHAPE_TYPE} *s, const long *restrict toff, long p
       const long n = tf_min({mr}, ow_n - ow0);
       tf_store_t(ct, {nr}, n, nrow, dst + ow0, ldc);
     }}
-    if (epi) epi(ectx, dst, ldc, o0, oh * ow_n, nrow, ow_n);
+    if (epi) (epi == TF_EPI_REGS ? tf_epi_regs_tile : epi)(ectx, dst, ldc, o0, oh * ow_n, nrow, ow_n);
   }}
 }}
 """

@@ -347,23 +347,28 @@ static inline tf_vf tf_clamp(tf_vf x, tf_vf lo, tf_vf hi) {{
   m = x > hi;
   return (tf_vf)(((tf_vi)hi & m) | ((tf_vi)x & ~m));
 }}
-/* tf_epi_regs applied in place to a tile of C in memory (a tf_epi_fn). */
-static inline void tf_epi_regs_tile(const void *ctx, float *c, long ldc, long i0, long j0, long rows, long cols) {{
-  const tf_epi_regs *q = (const tf_epi_regs *)ctx;
-  const tf_vf lo = tf_bcast(q->lo), hi = tf_bcast(q->hi);
-  for (long r = 0; r < rows; r++) {{
-    float *cr = c + r * ldc;
+/* A tile (rows x cols, row strides lds and ldd) copied from src to dst (the same place allowed)
+   through the tf_epi_regs q (none: a plain copy); i0, j0: the tile's first row and column in C.
+   Whole vectors and one masked tail a row: a memcpy a row segment cost a call each. */
+static inline void tf_epi_regs_copy(const tf_epi_regs *q, const float *src, long lds, float *dst, long ldd,
+                                    long i0, long j0, long rows, long cols) {{
+  const int terms = q ? q->terms : 0, clamp = q ? q->clamp : 0;
+  const tf_vf lo = tf_bcast(q ? q->lo : 0.0f), hi = tf_bcast(q ? q->hi : 0.0f);
+  for (long r = 0; r < rows; r++)
     for (long l = 0; l < cols; l += TF_VW) {{
       const int n = (int)tf_min(TF_VW, cols - l);
-      tf_vf x = tf_ld_n(cr + l, n);
-      for (int t = 0; t < q->terms; t++) {{
+      tf_vf x = tf_ld_n(src + r * lds + l, n);
+      for (int t = 0; t < terms; t++) {{
         const float *pt = q->p[t] + (i0 + r) * q->cm[t];
         x += q->cn[t] ? tf_ld_n(pt + j0 + l, n) : tf_bcast(pt[0]);
       }}
-      if (q->clamp) x = tf_clamp(x, lo, hi);
-      tf_st_n(cr + l, x, n);
+      if (clamp) x = tf_clamp(x, lo, hi);
+      tf_st_n(dst + r * ldd + l, x, n);
     }}
-  }}
+}}
+/* tf_epi_regs applied in place to a tile of C in memory (a tf_epi_fn). */
+static inline void tf_epi_regs_tile(const void *ctx, float *c, long ldc, long i0, long j0, long rows, long cols) {{
+  tf_epi_regs_copy((const tf_epi_regs *)ctx, c, ldc, c, ldc, i0, j0, rows, cols);
 }}
 static inline tf_vf tf_relu(tf_vf x) {{  /* NaN passes through, as torch's relu */
   tf_vi keep = ~(x < (tf_vf){{0}});

@@ -324,7 +324,8 @@ def _epi_callback(chain: EpilogueChain, names: dict, col0: str | None = None,
     """(guarded helper text, C declarations, the GEMM call's ``epi, epi_ctx`` arguments) of the
     fused epilogue; no helper and null arguments for an empty chain.  ``registers``: the caller
     passes them to a generated GEMM, which applies a chain of ``EpilogueChain.register_form`` to
-    its accumulators (``TF_EPI_REGS``) instead of calling back on each stored tile."""
+    its accumulators (``TF_EPI_REGS``) instead of calling back on each stored tile, or to a direct
+    convolution, which applies it while copying a tile out."""
     if not chain.computes:
         return "", [], "0, 0"
     regs = chain.regs_init(dict(enumerate(_epi_args(chain, names, col0)))) if registers else None
@@ -1104,7 +1105,7 @@ class KernelPlan:
         count, C = r.batch_count, shape.channels
         decl, names = _batch_index(r.batch, "bt")
         c_ptr = f"out0 + ({_offset(p.c, names)})"
-        etext, edecl, epi = _epi_callback(self.chain, names)
+        etext, edecl, epi = _epi_callback(self.chain, names, registers=True)
         fn, ctx = _epi_pair(epi)
         xp_image = f"xp + bt * {C * shape.plane}L"
         sizes = ""
