@@ -552,15 +552,17 @@ def lanes_source(s: "DepthwiseShape", vw: int, name: str) -> str:
    channels in the vector lanes (depthwise.py, lanes_source). */
 static void {name}_group(const float *restrict x, long xcs, const float *restrict wt, float *restrict y, long ldc,
     long nch, float *restrict st) {{
-  float *restrict ot = st + {hp * wp * vw}L;
+  float *restrict ot = st + {hp * wp * vw}L, *restrict pix = ot + {outputs * vw}L;
   /* st came zeroed (lanes_scratch): the padding cells are never written, the image cells of lanes
-     < nch are overwritten here (lanes >= nch may keep an earlier group's values: their weights are
-     0 and their outputs are never stored) */
-  for (long l = 0; l < nch; l++) {{
-    const float *restrict xp = x + l * xcs;
-    for (long ih = {ih0}; ih < {ih1}; ih++)
-      for (long iw = {iw0}; iw < {iw1}; iw++) st[((ih + {s.ph}) * {wp} + iw + {s.pw}) * {vw} + l] = xp[ih * {s.w} + iw];
-  }}
+     < nch are overwritten here (lanes >= nch may keep an earlier group's values, or pix's: their
+     weights are 0 and their outputs are never stored).  The planes go into pix pixel by pixel, 8
+     channels at a time (tf_store_t: permutes and masked stores, where element by element each
+     value took two scalar memory operations), then each image row into its padded place. */
+  for (long l = 0; l < nch; l += 8)
+    tf_store_t(x + l * xcs, xcs, tf_min(8, nch - l), {s.h * s.w}, pix + l, {vw});
+  for (long ih = {ih0}; ih < {ih1}; ih++)
+    memcpy(st + ((ih + {s.ph}) * {wp} + {iw0 + s.pw}) * {vw}, pix + (ih * {s.w} + {iw0}) * {vw},
+           sizeof(float) * {(iw1 - iw0) * vw});
   tf_vf wv[{taps}];
   for (int t = 0; t < {taps}; t++) wv[t] = tf_ld(wt + t * {vw});
   for (long oh = 0; oh < {s.oh}; oh++) {{
@@ -578,8 +580,8 @@ static void {name}_group(const float *restrict x, long xcs, const float *restric
       tf_st(ot + (oh * {s.ow} + ow) * {vw}, a0);
     }}
   }}
-  for (long l = 0; l < nch; l++)
-    for (long q = 0; q < {outputs}; q++) y[l * ldc + q] = ot[q * {vw} + l];
+  for (long q = 0; q < {outputs}; q += 8)      /* back to the planes, 8 outputs at a time */
+    tf_store_t(ot + q * {vw}, {vw}, tf_min(8, {outputs} - q), nch, y + q, ldc);
 }}
 """
 
@@ -592,9 +594,10 @@ def lanes_elements(p: DepthwisePlan) -> int:
 
 
 def lanes_scratch_floats(s: "DepthwiseShape", vw: int) -> int:
-    """Per-thread scratch of the channels-in-lanes kernel: the staged group, then its outputs."""
+    """Per-thread scratch of the channels-in-lanes kernel: the staged group, its outputs, and its
+    unpadded pixels on the way in."""
     hp, wp = lanes_shape(s, vw)
-    return (hp * wp + s.oh * s.ow) * vw
+    return (hp * wp + s.oh * s.ow + s.h * s.w) * vw
 
 
 def lanes_routine_name(s: "DepthwiseShape", vw: int) -> str:
