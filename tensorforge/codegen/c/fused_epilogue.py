@@ -117,9 +117,9 @@ class EpilogueChain:
     def register_form(self) -> tuple[list[EpilogueRead], tuple[float, float] | None] | None:
         """The chain as a ``tf_epi_regs`` epilogue, which the GEMM micro-kernel applies to its
         accumulators (microkernels.py): (the reads it adds, in order, and the clamp's bounds or
-        None).  That is: at most two computes each adding one input read by row or by column
-        (``cn`` 0 or 1), then at most one ReLU or clip.  None for any other chain: it keeps the
-        callback."""
+        None).  That is, over the chain's computes in order: at most two additions of an input
+        read by row or by column (``cn`` 0 or 1) to the running value, then at most one ReLU or
+        clip of it.  None for any other chain: it keeps the callback."""
         terms: list[EpilogueRead] = []
         clamp: tuple[float, float] | None = None
         for comp in self.computes:
