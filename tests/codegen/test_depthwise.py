@@ -109,9 +109,14 @@ def test_depthwise_static_batch1():
     described = [v for v in _schedules(cm).values() if "depthwise direct kernel" in v]
     assert len(described) == len(STATIC)
     assert any("phase rows" in v for v in described)        # stride 2: split input rows
-    # output rows of at most 8 columns take the channels-in-lanes kernel (depthwise.lanes_source),
-    # the others the row-vector kernel
-    narrow = sum(1 for c, h, w, k, s, p, d, _ in STATIC if (w + 2 * p - d * (k - 1) - 1) // s + 1 <= 8)
+    # output rows of at most 16 columns (32 for 5x5 kernels and larger) whose staged group of 16
+    # padded planes fits 96 KiB take the channels-in-lanes kernel (depthwise.lanes_source), the
+    # others the row-vector kernel
+    def lanes(c, h, w, k, s, p, d, _):
+        oh, ow = ((n + 2 * p - d * (k - 1) - 1) // s + 1 for n in (h, w))
+        staged = ((oh - 1) * s + (k - 1) * d + 1) * ((ow - 1) * s + (k - 1) * d + 1) * 16 * 4
+        return ow <= (32 if k >= 5 else 16) and staged <= 96 << 10
+    narrow = sum(1 for case in STATIC if lanes(*case))
     assert 0 < narrow < len(STATIC)
     assert sum("channels in the vector lanes" in v for v in described) == narrow
     with torch.no_grad():

@@ -491,8 +491,17 @@ static void {name}_chunk(const {SHAPE_TYPE} *s, const float *restrict x, const f
 # ---------------------------------------------------------------------------------------------
 # Narrow planes: channels in the vector lanes
 
-LANES_MAX_OW = 8             # planes this narrow (7x7 outputs) fill at most half a vector along a row
-LANES_STAGE_BYTES = 48 << 10  # the padded, lane-interleaved input of one channel group (L1/L2)
+# Output rows this narrow (7x7 and 14x14 maps) leave much of a vector empty along a row, and over
+# kernels of at least LANES_WIDE_TAPS taps (5x5) rows up to LANES_MAX_OW_WIDE (28x28 maps) too:
+# there the lanes kernel's two transposes (tf_store_t) cost less than the row kernel's masked
+# vectors and its reloads of the staged rows.  Alone, best of 15 runs, 2 threads: EfficientNet's
+# 480-channel 5x5 at 14x14 0.057 -> 0.046 ms, its 240-channel 5x5 at 28x28 0.136 -> 0.090 ms,
+# MobileNetV2's 384-channel 3x3 at 14x14 0.030 -> 0.026 ms; a 3x3 at 28x28 was slower (192
+# channels: 0.042 -> 0.048 ms).  Whole EfficientNet-B0 1.07x at batch 1 and 8.
+LANES_MAX_OW = 16
+LANES_MAX_OW_WIDE = 32
+LANES_WIDE_TAPS = 25
+LANES_STAGE_BYTES = 96 << 10  # the padded, lane-interleaved input of one channel group (L2)
 # the lanes kernel's time goes into moving elements in and out of the lanes, not into multiply-adds:
 # a layer moving fewer runs on one thread (576 planes 14x14 -> 7x7: 141K elements, 65 us on one)
 LANES_PARALLEL_MIN_ELEMENTS = 1 << 16
@@ -500,12 +509,13 @@ LANES_PARALLEL_MIN_ELEMENTS = 1 << 16
 
 def lanes_shape(s: "DepthwiseShape", vw: int) -> tuple[int, int] | None:
     """(rows, columns) of the padded input a channel group's outputs read, when ``s`` takes the
-    channels-in-lanes kernel: output rows of at most ``LANES_MAX_OW`` columns (the row-vector kernel
-    would leave most lanes empty and mask every vector) whose staged group fits
+    channels-in-lanes kernel: output rows of at most ``LANES_MAX_OW`` columns, or
+    ``LANES_MAX_OW_WIDE`` for kernels of ``LANES_WIDE_TAPS`` taps and more, whose staged group fits
     ``LANES_STAGE_BYTES``; None otherwise."""
     hp = (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1
     wp = (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1
-    if s.ow > LANES_MAX_OW or hp * wp * vw * 4 > LANES_STAGE_BYTES:
+    widest = LANES_MAX_OW_WIDE if s.kh * s.kw >= LANES_WIDE_TAPS else LANES_MAX_OW
+    if s.ow > widest or hp * wp * vw * 4 > LANES_STAGE_BYTES:
         return None
     return hp, wp
 
