@@ -875,14 +875,6 @@ static void {name}_flat(float *restrict acc, long L, const float *const *src, co
   }}
 }}
 
-/* One channel of a 3x3 depthwise conv with pads of 1 that keeps the size (stride 1) or halves
-   an even one (stride 2), the commonest kind (MobileNet's): x - zp as one flat float run with a
-   row of zeros before and after it, no padded copy, and every output row in one flat loop; the
-   taps that would read across a row's left (right) edge are multiplied by the column mask m0
-   (m2): 0 in the first (last) column, 1 elsewhere (exact: the sums are integers below 2^24).
-   Stride 2 reads the even and odd columns as two runs; output rows of 16 or more are computed
-   one kept row at a time, shorter ones as one flat run over every row, keeping the even ones
-   (twice the multiply-adds of the rows kept, in a loop long enough to vectorize). */
 /* One channel's x - zp (stride 1) as the flat float run F[0, L), with pad zeros before and after
    it: the row above the first and the row below the last. */
 static inline void {name}_same3x3_stage(const uint8_t *xc, long L, long pad, float zp, float *F)
@@ -940,6 +932,14 @@ static inline void {name}_same3x3_s2(const float *F, const float *O, long H, lon
 #undef {name}_S2
 }}
 
+/* One channel of a 3x3 depthwise conv with pads of 1 that keeps the size (stride 1) or halves
+   an even one (stride 2), the commonest kind (MobileNet's): x - zp as one flat float run with a
+   row of zeros before and after it, no padded copy, and every output row in one flat loop; the
+   taps that would read across a row's left (right) edge are multiplied by the column mask m0
+   (m2): 0 in the first (last) column, 1 elsewhere (exact: the sums are integers below 2^24).
+   Stride 2 reads the even and odd columns as two runs; output rows of 16 or more are computed
+   one kept row at a time, shorter ones as one flat run over every row, keeping the even ones
+   (twice the multiply-adds of the rows kept, in a loop long enough to vectorize). */
 static void {name}_same3x3(const uint8_t *xc, long H, long W, long s, float zp, const float *w, const float *m0,
                            const float *m2, int32_t *out)
 {{
@@ -1057,8 +1057,6 @@ static void {name}_flat_channel(const uint8_t *xc, long H, long W, long ph, long
     for (long ow = 0; ow < OW; ow++) out[oh * OW + ow] = (int32_t)acc[oh * pitch + ow];
 }}
 
-/* Image n of the depthwise conv: every channel's sums, then its epilogue (epi), into sums (or,
-   for a uint8 output, a per-thread buffer); xq: the image's quantized copy for float input. */
 /* Channel c of image n as uint8: x itself, or, for float32 input (xq), quantized into xq first. */
 static inline const uint8_t *{name}_channel(long n, long c, long C, long HW, const void *x, float in_scale, int32_t zp,
                                             uint8_t *xq)
@@ -1074,6 +1072,8 @@ static inline void {name}_weights(const uint8_t *wc, long taps, float *wt)
   for (long t = 0; t < taps; t++) wt[t] = (float)((int32_t)wc[t] - 128);
 }}
 
+/* Image n of the depthwise conv: every channel's sums, then its epilogue (epi), into sums (or,
+   for a uint8 output, a per-thread buffer); xq: the image's quantized copy for float input. */
 static void {name}_image(long n, long C, long H, long W, long kh, long kw, long sh, long sw, long ph, long pw, long dh,
                          long dw, long OH, long OW, const void *x, float in_scale, const uint8_t *w_shifted, long kp,
                          int32_t zp, const float *scale, uint8_t *xq, int same, const float *masks, const tf_qconv_epi *e,
