@@ -238,23 +238,21 @@ def test_callback_epilogue_sees_every_tile_once(pack_a, trans_a, schedule, rng):
         check(k(a, B), A.astype(np.float64) @ B, K)       # no callback: the plain product
 
 
-class _EpiRegs:
-    """ctypes mirror of the prelude's ``tf_epi_regs`` (built lazily: ctypes is imported in tests)."""
+def _epi_regs(terms, clamp):
+    """A ctypes ``tf_epi_regs`` (the prelude's struct) of ``terms`` ((array, cm, cn) each) and
+    ``clamp`` ((lo, hi) or None); the arrays must outlive its use."""
+    import ctypes
 
-    @staticmethod
-    def make(terms, clamp):
-        import ctypes
-
-        class Regs(ctypes.Structure):
-            _fields_ = [("p", ctypes.c_void_p * 2), ("cm", ctypes.c_long * 2), ("cn", ctypes.c_int * 2),
-                        ("terms", ctypes.c_int), ("clamp", ctypes.c_int), ("lo", ctypes.c_float),
-                        ("hi", ctypes.c_float)]
-        regs = Regs()
-        for t, (arr, cm, cn) in enumerate(terms):
-            regs.p[t], regs.cm[t], regs.cn[t] = arr.ctypes.data, cm, cn
-        regs.terms = len(terms)
-        regs.clamp, (regs.lo, regs.hi) = int(clamp is not None), clamp or (0.0, 0.0)
-        return regs
+    class Regs(ctypes.Structure):
+        _fields_ = [("p", ctypes.c_void_p * 2), ("cm", ctypes.c_long * 2), ("cn", ctypes.c_int * 2),
+                    ("terms", ctypes.c_int), ("clamp", ctypes.c_int), ("lo", ctypes.c_float),
+                    ("hi", ctypes.c_float)]
+    regs = Regs()
+    for t, (arr, cm, cn) in enumerate(terms):
+        regs.p[t], regs.cm[t], regs.cn[t] = arr.ctypes.data, cm, cn
+    regs.terms = len(terms)
+    regs.clamp, (regs.lo, regs.hi) = int(clamp is not None), clamp or (0.0, 0.0)
+    return regs
 
 
 @pytest.mark.parametrize("trans_c", [False, True])
@@ -279,7 +277,7 @@ def test_register_epilogue_is_the_callback_arithmetic(trans_c, rng):
         cases = [([(row_bias, 1, 0)], (0.0, 6.0)), ([(col_bias, 0, 1), (residual, cols + 3, 1)], None),
                  ([(row_bias, 1, 0), (residual, cols + 3, 1)], (0.0, np.inf)), ([], (-0.5, 0.5))]
         for terms, clamp in cases:
-            regs = _EpiRegs.make(terms, clamp)
+            regs = _epi_regs(terms, clamp)
             for accumulate in (False, True):
                 # the prepacked entry (its GEMV path for few rows) and the packing one sum differently
                 entries = [lambda **kw: k.prepacked(a, k.pack_b(B), N, C=c0.copy(), accumulate=accumulate, **kw)]

@@ -218,7 +218,7 @@ TF_API void {name}_unit(const {SHAPE_TYPE} *s, const long *restrict toff, long p
     tf_epi_fn epi, const void *ectx) {{
   const long pw = s->out_w + (s->k_w - 1) * s->dil_w / s->stride_w;
   const long ncols = (s->out_h - 1) * pw + s->out_w, depth = s->channels * {taps};
-  const tf_epi_regs *regs = epi == TF_EPI_REGS ? (const tf_epi_regs *)ectx : 0;
+  const tf_epi_regs *regs = tf_epi_regs_of(epi, ectx);
   float ct[{mr * nr}] __attribute__((aligned(64)));
   const long j0 = q * {nr}, j1 = tf_min(j0 + {nr}, ncols);
   for (long i = m0; i < m1; i += {mr}) {{
@@ -283,7 +283,7 @@ TF_API void {name}_rows(const {SHAPE_TYPE} *s, const long *restrict toff, long p
       const long n = tf_min({mr}, ow_n - ow0);
       tf_store_t(ct, {nr}, n, nrow, dst + ow0, ldc);
     }}
-    if (epi) (epi == TF_EPI_REGS ? tf_epi_regs_tile : epi)(ectx, dst, ldc, o0, oh * ow_n, nrow, ow_n);
+    if (epi) tf_epi_callable(epi)(ectx, dst, ldc, o0, oh * ow_n, nrow, ow_n);
   }}
 }}
 """

@@ -370,6 +370,12 @@ static inline void tf_epi_regs_copy(const tf_epi_regs *q, const float *src, long
 static inline void tf_epi_regs_tile(const void *ctx, float *c, long ldc, long i0, long j0, long rows, long cols) {{
   tf_epi_regs_copy((const tf_epi_regs *)ctx, c, ldc, c, ldc, i0, j0, rows, cols);
 }}
+/* A caller's (epi, ctx) pair read both ways: the tf_epi_regs it names (TF_EPI_REGS) or none, and
+   the tf_epi_fn that applies it to a tile in memory (tf_epi_regs_tile for TF_EPI_REGS). */
+static inline const tf_epi_regs *tf_epi_regs_of(tf_epi_fn epi, const void *ctx) {{
+  return epi == TF_EPI_REGS ? (const tf_epi_regs *)ctx : 0;
+}}
+static inline tf_epi_fn tf_epi_callable(tf_epi_fn epi) {{ return epi == TF_EPI_REGS ? tf_epi_regs_tile : epi; }}
 static inline tf_vf tf_relu(tf_vf x) {{  /* NaN passes through, as torch's relu */
   tf_vi keep = ~(x < (tf_vf){{0}});
   return (tf_vf)((tf_vi)x & keep);
@@ -883,8 +889,7 @@ TF_API void {name}({signature}) {{
     def entries(self) -> str:
         p, name = self.p, self.name
         sigs = {k: ", ".join(v) for k, v in signatures(self.spec, name).items()}
-        epi_values = ("epi == TF_EPI_REGS ? tf_epi_regs_tile : epi, epi_ctx, "
-                      "epi == TF_EPI_REGS ? (const tf_epi_regs *)epi_ctx : 0" if self.spec.callback
+        epi_values = ("tf_epi_callable(epi), epi_ctx, tf_epi_regs_of(epi, epi_ctx)" if self.spec.callback
                       else (", ".join(q.name for q in self.epi_params) or "0"))
         epi = f"  const {name}_epi_t tf_e = {{ {epi_values} }};\n"
         prepacked_share = self.share_call("NULL, 0, (float *)Bp")
