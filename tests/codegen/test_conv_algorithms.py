@@ -267,3 +267,16 @@ def test_register_form_epilogue_keeps_nan_and_inf(algorithm):
     # the same kernel with finite residuals against torch
     _, (x, res), want, _ = _case(2, 5, 11, 11, 7, (3, 3), (1, 1), 1, 1, clip_last=True)
     np.testing.assert_allclose(model.run([x, res])[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_direct_kernel_pads_one_image_at_a_time_when_threads_own_images():
+    """At a batch that gives every thread whole images, each thread pads one image's phase planes
+    into its own buffer and runs that image's units at once (a stem's padded batch went to memory
+    and back); the results are the same as the reference's, epilogue and residual included."""
+    case = (4, 3, 96, 96, 16, (3, 3), (1, 1), 1, 2)
+    m, args, want, _ = _case(*case)
+    model, src = build_native(m, tuning=forced_algorithm("direct"))
+    assert MARKERS["direct"] in src
+    if Target.host().cores > 1:
+        assert "for (long im = 0; im < 4; im++)" in src
+    np.testing.assert_allclose(model.run(list(args))[0], want, rtol=1e-4, atol=1e-4)
