@@ -247,7 +247,8 @@ def _memory(func: FuncOp, layout, model: NativeModel) -> MemoryReport:
                 name_of[id(r)] = f"#{k} {layout.kernel_names[k]}" + (f".{j}" if len(op.results) > 1 else "")
         upto.append(max(k, 0))
     buffers = [Buffer(name_of.get(key, "?"), plan.offsets[key], plan.sizes[key], upto[start], upto[end])
-               for key, (start, end, v) in live_intervals(func, lambda v: id(v) in plan.offsets).items()]
+               for key, (start, end, v) in live_intervals(func, lambda v: id(v) in plan.offsets,
+                                                            plan.keep_alive).items()]
     buffers.sort(key=lambda b: (b.first, b.offset))
     return MemoryReport(plan.arena_bytes, plan.naive_bytes, int(model.weights.nbytes), k + 1, buffers)
 

@@ -94,3 +94,17 @@ def test_plan_json_round_trip():
     again = DynamicPlan.from_json(plan.to_json())
     assert again.symbols == ["b"] and again.buffers == plan.buffers
     assert again.offsets_for((9,)) == plan.offsets_for((9,))
+
+
+def test_keep_alive_extends_a_life_to_a_later_reader():
+    """``keep_alive`` (a kernel fused at emission with the one after it reads its inputs there):
+    a's bytes, free for c in the plain plan, stay a's until op 2, so c gets bytes of its own."""
+    func = _chain_module((4, 40)).main
+    ops = [op for op in func.body if op.results]
+    a, c = ops[0].results[0], ops[2].results[0]
+    keep = {id(v) for v in func.outputs}
+    plain = plan_memory(func, lambda v: _intermediate(v) and id(v) not in keep)
+    assert plain.offsets[id(a)] == plain.offsets[id(c)]
+    kept = plan_memory(func, lambda v: _intermediate(v) and id(v) not in keep, {id(a): 2})
+    assert kept.offsets[id(a)] != kept.offsets[id(c)] and kept.keep_alive == {id(a): 2}
+    assert kept.arena_bytes == 3 * aligned(160 * 4)

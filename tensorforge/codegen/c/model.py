@@ -40,6 +40,7 @@ from ...runtime.native import DYN_ENTRY, ENTRY, GET_THREADS, PROFILE, PROFILE_CO
 from ...schedule.index_fold import fold_div_mod
 from ...schedule.licm import hoist_invariants
 from ..driver import Placement, check_lowered, kernel_key, needs_arena, output_slots, weight_blob  # noqa: F401 (weight_blob: re-exported)
+from . import dw_pw
 from .emit_loop import PRELUDE, FunctionEmitter, c_type
 from .library_kernels import describe as describe_library_kernel, emit_library_kernel
 from .tensorize import Prepared, Tensorizer
@@ -149,9 +150,10 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
     out_index = output_slots(func)
     table = symbol_table_of(func)
     symbols = list(table.ranges)
-    dyn = plan_dynamic(func, needs_arena(out_index), symbols) if symbols else None
-    plan = MemoryPlan() if dyn is not None else plan_memory(func, needs_arena(out_index))
     tz = tensorizer.prepare(func) if tensorizer is not None else None
+    pairs = {} if symbols else dw_pw.find_pairs(func.body, tz)        # id(depthwise kernel) -> its 1x1 kernel
+    dyn = plan_dynamic(func, needs_arena(out_index), symbols) if symbols else None
+    plan = MemoryPlan() if dyn is not None else _fused_plan(func, needs_arena(out_index), pairs)
     blob, w_off = weight_blob(func, tz.weights, tz.replaced) if tz else weight_blob(func)
     placement = Placement(func, w_off, plan, dyn)
 
@@ -177,8 +179,19 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
     schedules: dict[str, str] = {}
     scheduled: list = []             # what ``schedule`` returned for the kernel being emitted
     record = None if schedule is None else (lambda fn: scheduled.append(schedule(fn)))
+    consumers = {id(pw): dw for dw in func.body if id(dw) in pairs for pw in [pairs[id(dw)]]}
     for op in func.body:
         if op.name != "structured.kernel":
+            continue
+        if id(op) in consumers:          # ran inside the fused call of the depthwise kernel before it
+            names.append(names[-1])
+            continue
+        if id(op) in pairs:
+            cname, call = _fused_call(op, pairs[id(op)], tz, by_key, by_text, functions, sources, schedules,
+                                      pointer, w_off)
+            calls.append(f"  {{ double t0 = tf_now(); {call} {PROFILE}[{len(names)}] += tf_now() - t0; }}"
+                         if profile else f"  {call}")
+            names.append(cname)
             continue
         key = kernel_key(op) + (tz.key(op) if tz else "")
         cname = by_key.get(key)
@@ -218,6 +231,46 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
                          plan.arena_bytes, plan, names, len(by_text), sources, schedules, table,
                          dyn.plan if dyn is not None else None)
     return src, layout
+
+
+def _fused_plan(func: FuncOp, needs: Callable[[Value], bool], pairs: dict[int, Operation]) -> MemoryPlan:
+    """The static memory plan when depthwise kernels run fused with the 1x1 kernel after them
+    (``dw_pw``): their inputs live until that call, their outputs get no space."""
+    index = {id(op): i for i, op in enumerate(func.body)}
+    fused = [op for op in func.body if id(op) in pairs]
+    keep = {id(v): index[id(pairs[id(op)])] for op in fused for v in op.operands}
+    skipped = {id(op.results[0]) for op in fused}
+    return plan_memory(func, lambda v: needs(v) and id(v) not in skipped, keep)
+
+
+def _fused_call(dw_op: Operation, pw_op: Operation, tz: Prepared, by_key: dict, by_text: dict, functions: list,
+                sources: dict, schedules: dict, pointer: Callable[[Value], str], w_off: dict) -> tuple[str, str]:
+    """(C name, call statement) of a depthwise kernel fused with the 1x1 kernel after it, its text
+    emitted once per distinct pair."""
+    dw, pw = tz.plans[id(dw_op)], tz.plans[id(pw_op)]
+    key = f"dw_pw|{kernel_key(dw_op)}{tz.key(dw_op)}|{kernel_key(pw_op)}{tz.key(pw_op)}"
+    cname = by_key.get(key)
+    if cname is None:
+        text = dw_pw.emit(dw, dw_op, pw, pw_op)
+        cname = by_text.get(text)
+        if cname is None:
+            cname = f"{_c_name(dw_op, len(by_text))}_{c_identifier(pw_op.attributes.get('sym_name', 'k'))}"
+            by_text[text] = cname
+            functions.append(text.replace(KERNEL_NAME, cname, 1))
+            sources[cname] = functions[-1]
+            schedules[cname] = dw_pw.describe(dw, pw)
+        by_key[key] = cname
+
+    def args(op: Operation, skip: Value | None) -> list[str]:
+        out = []
+        for i, v in enumerate(op.operands):
+            w = tz.operand_weight(op, i)
+            out.append("0" if v is skip else pointer(v) if w is None else
+                       f"(({c_type(v.type)}*)(weights + {w_off[id(w)]}))")
+        return out
+
+    params = args(dw_op, None) + args(pw_op, dw_op.results[0]) + [pointer(pw_op.results[0])]
+    return cname, f"{cname}({', '.join(params)});"
 
 
 def _dynamic_entry(calls: list[str], copies: list[tuple[int, str, object]], symbols: list[str]) -> str:

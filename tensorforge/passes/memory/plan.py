@@ -27,13 +27,18 @@ class MemoryPlan:
     sizes: dict[int, int] = field(default_factory=dict)
     arena_bytes: int = 0
     naive_bytes: int = 0                                      # sum of all sizes (no reuse)
+    keep_alive: dict[int, int] = field(default_factory=dict)  # id(value) -> op index it must live to
 
     def offset(self, v: Value) -> int:
         return self.offsets[id(v)]
 
 
-def live_intervals(func: FuncOp, needs_buffer: Callable[[Value], bool]) -> dict[int, tuple[int, int, Value]]:
-    """id(value) -> (first op index, last use index, value) for values that need arena space."""
+def live_intervals(func: FuncOp, needs_buffer: Callable[[Value], bool],
+                   keep_alive: dict[int, int] | None = None) -> dict[int, tuple[int, int, Value]]:
+    """id(value) -> (first op index, last use index, value) for values that need arena space;
+    ``keep_alive`` (id(value) -> op index) extends a value's life to a later op that reads it
+    without being its user in the IR (a kernel fused at emission with the one after it)."""
+    keep_alive = keep_alive or {}
     order = {id(op): i for i, op in enumerate(func.body)}
     intervals: dict[int, tuple[int, int, Value]] = {}
     for op in func.body:
@@ -42,6 +47,7 @@ def live_intervals(func: FuncOp, needs_buffer: Callable[[Value], bool]) -> dict[
                 continue
             start = order[id(op)]
             end = max([order.get(id(_top(u, func)), start) for u, _ in r.uses] or [start])
+            end = max(end, keep_alive.get(id(r), end))
             intervals[id(r)] = (start, end, r)
     return intervals
 
@@ -56,12 +62,13 @@ def _top(op: Operation, func: FuncOp) -> Operation:
     return op
 
 
-def plan_memory(func: FuncOp, needs_buffer: Callable[[Value], bool]) -> MemoryPlan:
+def plan_memory(func: FuncOp, needs_buffer: Callable[[Value], bool],
+                keep_alive: dict[int, int] | None = None) -> MemoryPlan:
     """Offsets for the static-sized values ``needs_buffer`` selects (see ``plan_dynamic`` for
-    functions with symbolic sizes)."""
-    intervals = list(live_intervals(func, needs_buffer).values())
+    functions with symbolic sizes), alive as ``live_intervals`` says."""
+    intervals = list(live_intervals(func, needs_buffer, keep_alive).values())
     offsets, arena = place([v.type.nbytes for _, _, v in intervals], [(a, b) for a, b, _ in intervals])
-    plan = MemoryPlan(arena_bytes=arena)
+    plan = MemoryPlan(arena_bytes=arena, keep_alive=dict(keep_alive or {}))
     for (_, _, v), off in zip(intervals, offsets):
         size = _aligned(max(v.type.nbytes, 1))
         plan.naive_bytes += size
