@@ -41,6 +41,8 @@ class PrintedLaunch:
 class GpuEmitter(FunctionEmitter):
     """Prints one launch nest of a GPU-scheduled loop.func as a kernel function."""
 
+    bool_as_bytes = False       # a cast would drop OpenCL's address space; no host vectorizer to help
+
     def __init__(self, fn: Operation, nest: Operation, lang: Language, name: str, params: list[Value],
                  n_inputs: int):
         super().__init__(fn, name, static=False)
