@@ -449,8 +449,11 @@ def test_pointwise_convs_with_few_positions_run_transposed(rng):
     C^T = x^T W^T with its output channels in the vector lanes and C written back transposed
     (``KernelPlan.transposed``), bias + ReLU + residual fused, for one image and for a batch; at
     56x56 with 24 output channels (which would pad the transposed tile instead) it stays as it was,
-    and so it does with 64 (padded by 3% in 6-row tiles: less than ``TRANSPOSED_MARGIN``)."""
-    cases = [((1, 96, 7, 7), 128), ((3, 40, 7, 7), 64), ((1, 16, 56, 56), 24), ((1, 32, 56, 56), 64)]
+    and so it does with 64 (padded by 3% in 6-row tiles: less than ``TRANSPOSED_MARGIN``).  160
+    channels at 7x7 pad the transposed tile by 17%, the usual one by 23%: with fewer positions than
+    one register tile every tile of the usual GEMM is an edge tile, so it runs transposed too."""
+    cases = [((1, 96, 7, 7), 128), ((3, 40, 7, 7), 64), ((2, 64, 7, 7), 160), ((1, 16, 56, 56), 24),
+             ((1, 32, 56, 56), 64)]
     for x_shape, O in cases:
         C = x_shape[1]
         out = (x_shape[0], O) + x_shape[2:]
