@@ -280,3 +280,18 @@ def test_direct_kernel_pads_one_image_at_a_time_when_threads_own_images():
     if Target.host().cores > 1:
         assert "for (long im = 0; im < 4; im++)" in src
     np.testing.assert_allclose(model.run(list(args))[0], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("algorithm", ["winograd", "winograd4"])
+def test_winograd_runs_each_threads_own_images(algorithm):
+    """At a batch that gives every thread whole images, each thread runs every step of its own
+    images' chunks (transforms, the products, the epilogue) in its own buffers; the results are
+    those of the reference, bias, clip and residual included."""
+    case = (4, 16, 28, 28, 24, (3, 3), (1, 1), 1, 1)
+    m, args, want, scale = _case(*case)
+    model, src = build_native(m, tuning=forced_algorithm(algorithm))
+    assert MARKERS[algorithm] in src
+    if Target.host().cores > 1:
+        assert "for (long img = 0; img < 4; img++)" in src
+    atol = 2e-5 * scale if algorithm == "winograd4" else 1e-4
+    np.testing.assert_allclose(model.run(list(args))[0], want, rtol=1e-4, atol=atol)

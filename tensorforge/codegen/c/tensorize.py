@@ -928,7 +928,8 @@ class KernelPlan:
         r = self.roles
         shape = _winograd_shape(p, WINOGRAD_TILES[self.kind])
         count = r.batch_count
-        cap = shape.rows_per_chunk(self.hint(count)) * shape.tiles_w
+        own = isinstance(count, int) and self._parallel_batch()      # each thread its own images
+        cap = shape.rows_per_chunk(1 if own else self.hint(count)) * shape.tiles_w
         if self.params is not None:
             params = dataclasses.replace(self.params, threads=1)
         else:
@@ -940,7 +941,7 @@ class KernelPlan:
         etext, fn, setup, ctx0, ctx_size = self._image_epilogues(count)
         images = count if isinstance(count, int) else _c(count)
         body = winograd.kernel_body(shape, images, params.nr, gname, f"in{p.x.arg}", f"in{p.w.arg}", "out0",
-                                    x_image, out_image, p.ldc, fn, ctx0, ctx_size)
+                                    x_image, out_image, p.ldc, fn, ctx0, ctx_size, own)
         return (f"{_prelude(self.target)}{gtext}{etext}\n{_signature(kernel, self.packed_args)} {{\n"
                 f"{setup}{body}\n}}\n")
 
