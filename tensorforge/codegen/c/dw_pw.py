@@ -43,7 +43,7 @@ BAND_BYTES = 256 << 10
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+    return os.environ.get("TENSORFORGE_DW_PW", "1").strip().lower() not in ("0", "off", "false", "no")
 
 
 def _count(plan: KernelPlan) -> int | None:
