@@ -36,7 +36,7 @@ from .emit_loop import c_type
 from .tensorize import (B_DIRECT_MAX_K, B_DIRECT_MAX_M, KERNEL_NAME, KernelPlan, Prepared, _batch_index, _epi_callback,
                         _epi_pair, _gemm_params, _gemm_source, _guarded, _offset, _packed_b_floats, _prelude, _strided)
 
-ENV = "TENSORFORGE_DW_PW"
+ENV = "TENSORFORGE_DW_PW"          # "0": the two kernels apart (comparisons; ``enabled`` reads it)
 # Depthwise outputs of one band, all channels (per thread): the 1x1 GEMM reads them from L2 right
 # after they are written, next to its weights and the band's output tiles.
 BAND_BYTES = 256 << 10
@@ -153,12 +153,13 @@ def _dw_band(dw: KernelPlan, kernel: Operation) -> tuple[str, str]:
 
 
 def _pw_band(pw: KernelPlan, kernel: Operation) -> tuple[str, str, int]:
-    """(helper text, routine name, workspace floats): the 1x1 GEMM on columns [j0, j0 + nb) of image
-    ``bt``, B being the band buffer ``d`` (row stride nb), with the kernel's register tile (its
-    packed weights' panels) and its epilogue reads moved to column j0."""
+    """(helper text, routine name, the GEMM's register tile width): the 1x1 GEMM on columns
+    [j0, j0 + nb) of image ``bt``, B being the band buffer ``d`` (row stride nb), with the kernel's
+    register tile (its packed weights' panels) and its epilogue reads moved to column j0."""
     g, r, target = pw.plan, pw.roles, pw.target
     M, N, K = r.M, r.N, r.K
     params = pw.tuned(_gemm_params(target, N, 1, M, K))
+    assert params.mr == pw.mr, "the band GEMM must read the weights in the panels they were packed in"
     b_direct = M <= B_DIRECT_MAX_M and K <= B_DIRECT_MAX_K
     gname, gtext = _gemm_source(params, target, False, False, True, b_direct)
     decl, names = _batch_index(r.batch, "bt")
