@@ -31,7 +31,7 @@ import numpy as np
 from ..commands.loading import LoadedModel, onnxruntime_session, torch_outputs
 
 PEERS = ("eager", "inductor", "inductor-freezing", "onnxruntime", "jax")
-LABELS = {"tensorforge": "tensorforge", "eager": "torch eager", "inductor": "torch.compile",
+LABELS = {"tensorforge": "tensorforge", "tensorforge-tuned": "tensorforge tuned", "eager": "torch eager", "inductor": "torch.compile",
           "inductor-freezing": "torch.compile+freezing", "onnxruntime": "onnxruntime", "jax": "jax.jit"}
 
 

@@ -30,6 +30,10 @@ def _model_header(m: dict) -> str:
                      f"{m['intensity']:.3g} flop/B")
         if m.get("memory_bound") is not None:
             parts.append("memory-bound" if m["memory_bound"] else "compute-bound")
+    tuning = m.get("tuning")
+    if tuning:
+        parts.append(f"tuning took {tuning['seconds']:.0f} s (budget {tuning['budget_s']:g} s: no batch started "
+                     f"after it), {tuning['trials']} trial(s) over {tuning['tasks']} task(s)")
     check = m["check"]
     if check["reference"] is None:
         verdict = "outputs not checked: " + check.get("note", "no reference")
@@ -64,15 +68,18 @@ def format_table(result: dict) -> str:
     if load > info["cores"]:
         lines.append(f"warning: the machine was busy (load average {load:.1f} on {info['cores']} cores): "
                      f"absolute times are inflated, compare the ratios")
-    head = (f"  {'contender':<24}{'median ms':>10}{'tf speedup':>11}{'setup s':>9}{'GFLOP/s':>9}"
-            f"{'% peak':>7}{'GB/s':>7}{'% bw':>6}{'rel err':>9}")
+    tuned = any("tuned_speedup" in c for m in result["models"] for c in m["contenders"])
+    head = (f"  {'contender':<24}{'median ms':>10}{'tf speedup':>11}" + (f"{'tuned x':>9}" if tuned else "")
+            + f"{'setup s':>9}{'GFLOP/s':>9}{'% peak':>7}{'GB/s':>7}{'% bw':>6}{'rel err':>9}")
     for m in result["models"]:
         lines += ["", _model_header(m), head, "  " + "-" * (len(head) - 2)]
         bound = m.get("memory_bound")
         for c in m["contenders"]:
             speed = "-" if c["key"] == "tensorforge" else _num(c["tf_speedup"], ".2f") + "x"
+            against_tuned = (_num(c.get("tuned_speedup"), ".2f") + "x" if "tuned_speedup" in c else "-") if tuned else ""
             lines.append(
-                f"  {c['name']:<24}{_num(c['median_ms'], '.2f'):>10}{speed:>11}{_num(c['setup_s'], '.1f'):>9}"
+                f"  {c['name']:<24}{_num(c['median_ms'], '.2f'):>10}{speed:>11}{against_tuned:>{9 if tuned else 0}}"
+                f"{_num(c['setup_s'], '.1f'):>9}"
                 f"{_num(c.get('gflops'), '.1f'):>9}{_num(c.get('pct_peak'), '.0f'):>7}"
                 f"{_num(c.get('gbs') if bound else None, '.1f'):>7}"
                 f"{_num(c.get('pct_bandwidth') if bound else None, '.0f'):>6}"
@@ -83,6 +90,8 @@ def format_table(result: dict) -> str:
     lines.append("")
     lines.append("tf speedup = peer median / tensorforge median (>1: tensorforge is faster); "
                  "setup = compile/export time; rel err = max |out - ref| / max |ref|")
+    if tuned:
+        lines.append("tuned x = median / tensorforge tuned's median (on the untuned row: what tuning gained)")
     return "\n".join(lines)
 
 

@@ -47,6 +47,9 @@ class BenchConfig:
     precision: str = "f32"              # tensorforge's: f32, int8 or bf16 (as in tensorforge.compile)
     calibration: str | None = None      # int8: an .npz of samples (commands.quantize.read_calibration)
     calibration_samples: int = 8        # int8 without ``calibration``: samples drawn from the input generator
+    tuned_db: str | None = None         # also time tensorforge compiled with this database's records
+    tune_budget_s: float | None = None  # tune each model into ``tuned_db`` for this long first
+    tune_trials: int = 100_000          # the tuning's trial cap (the budget is meant to end it)
     # Each contender's turn: a pause, one untimed call, then ``block`` timed calls, so that the
     # previous contender's spinning thread pool is asleep (see time_interleaved).
     block: int = 3
@@ -99,11 +102,14 @@ def bench_model(lm: LoadedModel, cfg: BenchConfig, roofline: Roofline | None) ->
     import tensorforge
 
     peers = [p for p in cfg.peers if p != "tensorforge"]
-    total = 2 + len(peers) + cfg.warmup + cfg.repeats
+    total = 2 + len(peers) + cfg.warmup + cfg.repeats + (cfg.tuned_db is not None)
     reduced = cfg.precision != "f32"
     if reduced and lm.kind == "tfm":
         raise TensorforgeError(f"--precision {cfg.precision}: '{lm.name}' is already compiled; bench the zoo model "
                                f"or .onnx file it came from")
+    if cfg.tuned_db is not None and lm.kind == "tfm":
+        raise TensorforgeError(f"--tuned: '{lm.name}' is already compiled; bench the zoo model or .onnx file it "
+                               f"came from")
     row: dict = {"model": lm.name, "kind": lm.kind, "precision": cfg.precision,
                  "inputs": [[list(a.shape), str(a.dtype)] for a in lm.inputs]}
     samples = None
@@ -130,6 +136,10 @@ def bench_model(lm: LoadedModel, cfg: BenchConfig, roofline: Roofline | None) ->
         row["check"] = _check(tf.outputs, refs, lm, cfg.tol, cfg.precision)
         bar.advance()
         contenders, skipped = [tf], []
+        if cfg.tuned_db is not None:
+            bar.set_note(f"tuning for {cfg.tune_budget_s:g} s" if cfg.tune_budget_s else "compiling the tuned build")
+            contenders.append(_tuned_contender(lm, cfg, samples, row))
+            bar.advance()
         for key in peers:
             bar.set_note(f"setting up {key}")
             try:
@@ -145,6 +155,33 @@ def bench_model(lm: LoadedModel, cfg: BenchConfig, roofline: Roofline | None) ->
     row["contenders"] = [_contender_row(c, timings, refs, row, cfg.block) for c in contenders]
     row["skipped"] = skipped
     return row
+
+
+def _tuned_contender(lm: LoadedModel, cfg: BenchConfig, samples: list | None, row: dict) -> Contender:
+    """tensorforge compiled again with the records of ``cfg.tuned_db``: the tuned column, timed in
+    the same interleaved rounds as the untuned build and the peers.
+
+    With ``cfg.tune_budget_s`` the model is tuned into that database first (``tensorforge.tune``
+    on all cores, every task kind), so that one command gives a tuned build of a stated budget;
+    the row's ``tuning`` says how long it took.  Each step imports the model afresh: neither may
+    see a graph the other has rewritten."""
+    import tensorforge
+    if cfg.tune_budget_s:
+        if cfg.precision != "f32":
+            raise TensorforgeError(f"--tune-budget tunes float32 models; for --precision {cfg.precision} tune "
+                                   f"the model with `tensorforge tune` first and pass its database to --tuned")
+        from ..tune.api import tune
+        report = tune(lm.import_module(), trials=cfg.tune_trials, db=cfg.tuned_db, timeout_s=cfg.tune_budget_s,
+                      progress=False)
+        row["tuning"] = {"db": str(cfg.tuned_db), "budget_s": cfg.tune_budget_s, "seconds": report.seconds,
+                         "trials": report.trials, "tasks": len(report.tasks), "stopped": report.stopped}
+    t0 = time.perf_counter()
+    cm = tensorforge.compile(lm.import_module(), threads=cfg.threads, db=cfg.tuned_db, fast_math=cfg.fast_math,
+                             precision=cfg.precision, calibration=samples)
+    setup_s = time.perf_counter() - t0
+    return Contender("tensorforge-tuned", lambda: cm.run(*lm.inputs), cm.run(*lm.inputs), setup_s,
+                     cfg.precision if cfg.precision != "f32" else None,
+                     f"compiled with the records of {cfg.tuned_db}")
 
 
 def _work(flops: float | None, nbytes: int | None, roofline: Roofline | None, threads: int) -> dict:
@@ -207,6 +244,9 @@ def _contender_row(c: Contender, timings: dict, refs: list | None, model: dict, 
     if c.key != "tensorforge":
         r["tf_speedup"] = t.median_ms / tf.median_ms
         r["tf_speedup_rounds"], r["tf_speedup_noise"] = ratio_stats(t.samples, tf.samples)
+    tuned = timings.get("tensorforge-tuned")
+    if tuned is not None and c.key != "tensorforge-tuned":    # the untuned row's: what tuning gained
+        r["tuned_speedup"] = t.median_ms / tuned.median_ms
     if model["gflop"] is not None:
         r["gflops"] = model["gflop"] / median_s
         r["gbs"] = model["mbytes"] / 1e3 / median_s

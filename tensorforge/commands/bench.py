@@ -86,6 +86,15 @@ def add_bench_arguments(p: argparse.ArgumentParser, repeats: int, json_path: str
                    help="measure the machine's peak GEMM GFLOP/s and copy bandwidth and cache them "
                         "(otherwise the cached values are used, if any)")
     add_db_argument(p)
+    p.add_argument("--tuned", default=None, metavar="DB",
+                   help="also time tensorforge compiled with this tuning database's records (the 'tensorforge "
+                        "tuned' row; pair it with --db none for an untuned tensorforge row)")
+    p.add_argument("--tune-budget", type=float, default=None, metavar="S",
+                   help="with --tuned: first tune each model into DB for up to S seconds (tensorforge tune "
+                        "--time-budget S); the table states the time each took")
+    p.add_argument("--tune-trials", type=int, default=100_000, metavar="N",
+                   help="with --tune-budget: at most N measured candidates per model, records already in DB "
+                        "included (default 100000: the budget ends the tuning)")
     add_fast_math_argument(p)
     p.add_argument("--json", default=json_path, metavar="PATH", help=f"results as JSON (default {json_path})")
     p.add_argument("--chart", default=chart_path, metavar="PATH",
@@ -112,6 +121,9 @@ def run_bench(args: argparse.Namespace, measure_roofline: bool | None = None) ->
     if args.calibration_samples < 1:
         raise TensorforgeError("--calibration-samples must be at least 1")
     tol = args.tol if args.tol is not None or reduced else 1e-4
+    if args.tune_budget is not None and (args.tuned is None or args.tune_budget <= 0):
+        raise TensorforgeError("--tune-budget needs --tuned DB (the database to tune into) and a positive number "
+                               "of seconds")
     roofline = get_roofline(measure=False)
     if args.roofline or (measure_roofline and roofline is None):
         print("measuring the machine's peak GEMM GFLOP/s and copy bandwidth ...", file=sys.stderr, flush=True)
@@ -120,7 +132,8 @@ def run_bench(args: argparse.Namespace, measure_roofline: bool | None = None) ->
                       tol=tol, progress=args.progress, batch=args.batch,
                       shapes=parse_shapes(args.shape), seed=args.seed,
                       db=db_option(args.db), fast_math=args.fast_math, precision=args.precision,
-                      calibration=args.calibration, calibration_samples=args.calibration_samples)
+                      calibration=args.calibration, calibration_samples=args.calibration_samples,
+                      tuned_db=args.tuned, tune_budget_s=args.tune_budget, tune_trials=args.tune_trials)
     result = bench_specs(args.models, cfg, roofline, args.peers)
     print(format_table(result))
     write_json(result, args.json)

@@ -96,6 +96,35 @@ def test_output_mismatch_exits_3(tiny_onnx, cache, capsys, monkeypatch):
     assert "OUTPUT MISMATCH" in out and "output mismatch in tiny" in err
 
 
+def test_tuned_build_is_tuned_within_the_budget_and_timed_with_the_rest(cache, capsys):
+    """--tuned DB --tune-budget S: the model is tuned into DB first, then a second tensorforge
+    build with DB's records is checked and timed beside the untuned one (--db none)."""
+    from tensorforge.tune.database import TuningDatabase
+    db, js = cache / "tune.sqlite", cache / "t.json"
+    code, out, err = run_cli(["bench", "mlp_small", "--peers", "none", "--db", "none", "--tuned", db,
+                              "--tune-budget", "30", "--tune-trials", "4", "--json", js, "--chart", cache / "t.png",
+                              *FAST], capsys)
+    assert code == 0, err
+    (model,) = json.loads(js.read_text())["models"]
+    rows = _rows_by_key(model)
+    assert list(rows) == ["tensorforge", "tensorforge-tuned"]
+    tuning = model["tuning"]
+    assert 1 <= tuning["trials"] <= 4 + tuning["tasks"] and tuning["budget_s"] == 30.0
+    with TuningDatabase(str(db)) as opened:
+        assert opened.count() >= 1
+    tuned, untuned = rows["tensorforge-tuned"], rows["tensorforge"]
+    assert tuned["max_rel_err"] < 1e-4 and "tuned_speedup" not in tuned
+    assert untuned["tuned_speedup"] == pytest.approx(untuned["median_ms"] / tuned["median_ms"], rel=1e-9)
+    assert tuned["tf_speedup"] == pytest.approx(tuned["median_ms"] / untuned["median_ms"], rel=1e-9)
+    assert "tuned x" in out and f"{untuned['tuned_speedup']:.2f}x" in out
+    assert re.search(r"tuning took \d+ s \(budget 30 s", out)
+
+
+def test_tune_budget_without_a_database_is_an_error(capsys):
+    code, _, err = run_cli(["bench", "mlp_small", "--tune-budget", "5", "--no-progress"], capsys)
+    assert code == 1 and "--tune-budget needs --tuned DB" in err
+
+
 def test_bad_model_is_exit_1_with_one_line(capsys):
     code, out, err = run_cli(["bench", "not_a_model", "--peers", "none", "--no-progress"], capsys)
     assert code == 1
