@@ -295,3 +295,32 @@ def test_winograd_runs_each_threads_own_images(algorithm):
         assert "for (long img = 0; img < 4; img++)" in src
     atol = 2e-5 * scale if algorithm == "winograd4" else 1e-4
     np.testing.assert_allclose(model.run(list(args))[0], want, rtol=1e-4, atol=atol)
+
+
+def test_direct_kernel_runs_a_column_free_epilogue_on_whole_tiles():
+    """A fused chain that reads nothing per column (bias, then SiLU) runs once on each whole tile of
+    the direct kernel (``TF_EPI_ROWS``), the padded grid's garbage columns included, where it ran
+    on each output row segment; only real outputs are stored, and NaN and Inf take their IEEE
+    course through the sigmoid (a 3x3/2 stem with 13 output columns: every tile straddles rows)."""
+    from tensorforge.ir import Module, tensor
+    from tensorforge.passes.pipeline import default_pipeline
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((10, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(10).astype(np.float32)
+    m = Module()
+    f = m.add_function("main", [tensor((2, 3, 26, 26))])
+    g = f.builder().graph
+    y = g.conv(f.args[0], g.constant(w), g.constant(b), strides=(2, 2), pads=(1, 1, 1, 1))
+    f.set_return([g.mul(y, g.sigmoid(y))])
+    default_pipeline(Target.host()).run(m)
+    model, src = build_native(m, tuning=forced_algorithm("direct"))
+    assert MARKERS["direct"] in src and "TF_EPI_ROWS, &erows" in src
+    x = rng.standard_normal((2, 3, 26, 26)).astype(np.float32)
+    x[1, 0, 10, 10], x[1, 2, 20, 4] = np.nan, np.inf
+    conv = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64),
+                                      torch.tensor(b, dtype=torch.float64), stride=2, padding=1)
+    want = torch.nn.functional.silu(conv).numpy()
+    got = model.run([x])[0]
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.isnan(got[1]).any()
+    finite = ~np.isnan(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)

@@ -18,7 +18,9 @@ channels outer and taps inner, which keeps the few input rows of one channel in 
 taps are read.  A whole tile's reduction (all of K) stays in registers; finished tiles are copied
 out row segment by row segment after the fused epilogue (``tf_epi_fn``) has run on them in the
 tile buffer, so the output is only written, never read back (the 7x7/2 stem: 1.07x).  A chain of
-the GEMM's register form (``TF_EPI_REGS``: bias, residual, clamp) is applied during that copy.
+the GEMM's register form (``TF_EPI_REGS``: bias, residual, clamp) is applied during that copy; a
+callback chain that reads nothing per column (``TF_EPI_ROWS``: a bias and SiLU) runs once on the
+whole tile, where per row segment it ran a partial vector at each row's end (EfficientNet's stem).
 
 Strided layers (ResNet's 3x3/2 and 1x1/2 downsampling, the 7x7/2 stem) take the same kernel
 through a polyphase split of the padded input: with stride ``s`` the padded image is cut into the
@@ -219,17 +221,19 @@ TF_API void {name}_unit(const {SHAPE_TYPE} *s, const long *restrict toff, long p
   const long pw = s->out_w + (s->k_w - 1) * s->dil_w / s->stride_w;
   const long ncols = (s->out_h - 1) * pw + s->out_w, depth = s->channels * {taps};
   const tf_epi_regs *regs = tf_epi_regs_of(epi, ectx);
+  const tf_epi_rows *whole = epi == TF_EPI_ROWS ? (const tf_epi_rows *)ectx : 0;
   float ct[{mr * nr}] __attribute__((aligned(64)));
   const long j0 = q * {nr}, j1 = tf_min(j0 + {nr}, ncols);
   for (long i = m0; i < m1; i += {mr}) {{
     {name}_ukr(s->channels, plane, toff, wp + (i / {mr}) * depth * {mr}, xp + j0, ct);
     const long nrow = tf_min({mr}, rows - i);
+    if (whole) whole->fn(whole->ctx, ct, {nr}, i, 0, nrow, j1 - j0);
     for (long j = j0; j < j1;) {{
       const long oh = j / pw, ow = j - oh * pw;
       if (ow >= s->out_w) {{ j = (oh + 1) * pw; continue; }}
       const long len = tf_min(s->out_w - ow, j1 - j), p = oh * s->out_w + ow;
       float *src = ct + (j - j0), *dst = out + i * ldc + p;
-      if (epi && !regs) epi(ectx, src, {nr}, i, p, nrow, len);    /* on the tile in L1: dst is only written */
+      if (epi && !regs && !whole) epi(ectx, src, {nr}, i, p, nrow, len);    /* on the tile in L1: dst is only written */
       tf_epi_regs_copy(regs, src, {nr}, dst, ldc, i, p, nrow, len);
       j += len;
     }}

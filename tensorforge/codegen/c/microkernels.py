@@ -294,6 +294,12 @@ typedef void (*tf_epi_fn)(const void *ctx, float *c, long ldc, long i0, long j0,
    a transposed C, the GEMV path) get the same arithmetic from tf_epi_regs_tile. */
 typedef struct {{ const float *p[2]; long cm[2]; int cn[2]; int terms, clamp; float lo, hi; }} tf_epi_regs;
 #define TF_EPI_REGS ((tf_epi_fn)1)
+/* A callback epilogue that reads nothing per column (a bias per row, activations such as SiLU) as
+   a direct convolution may take it: once on a whole tile in L1, the garbage columns of its padded
+   grid included, where on each output row segment it ran one partial vector at every row's end.
+   A caller passes TF_EPI_ROWS as the callback and a tf_epi_rows as its context. */
+typedef struct {{ tf_epi_fn fn; const void *ctx; }} tf_epi_rows;
+#define TF_EPI_ROWS ((tf_epi_fn)2)
 /* The k loop is unrolled by the compiler, not in the text: unrolled text gives -ffast-math's
    reassociation chains of adds to rebuild, which breaks the FMAs and spills the accumulators. */
 #define TF_PRAGMA(x) _Pragma(#x)

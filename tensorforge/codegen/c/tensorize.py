@@ -333,6 +333,15 @@ def _epi_callback(chain: EpilogueChain, names: dict, col0: str | None = None,
     return text, [decl], f"{name}, &ectx"
 
 
+def _epi_rows(chain: EpilogueChain, edecl: list[str], epi: str) -> tuple[list[str], str]:
+    """``_epi_callback``'s declarations and arguments for a direct convolution, which may run a
+    callback once on a whole tile (``TF_EPI_ROWS``) where no read depends on the column."""
+    if not edecl or epi.startswith("TF_EPI_REGS") or any(r.cn for r in chain.reads):
+        return edecl, epi
+    fn, ctx = _epi_pair(epi)
+    return [*edecl, f"const tf_epi_rows erows = {{ {fn}, {ctx} }};"], "TF_EPI_ROWS, &erows"
+
+
 def _epi_pair(epi: str) -> tuple[str, str]:
     """The callback and its context of ``_epi_callback``'s ``epi, epi_ctx`` arguments, apart (for
     kernels that call the epilogue themselves): ("0", "0") for an empty chain."""
@@ -1081,6 +1090,8 @@ class KernelPlan:
         decl, names = _batch_index(r.batch, "bt")
         c_ptr = f"out0 + ({_offset(p.c, names)})"
         etext, edecl, epi = _epi_callback(self.chain, names, registers=True)
+        if not self.transposed:
+            edecl, epi = _epi_rows(self.chain, edecl, epi)
         fn, ctx = _epi_pair(epi)
         # images for every thread: each pads one image at a time into its own buffer and runs that
         # image's units while the buffer is in L2 (padded all at once, MobileNetV2's stem at batch 8
