@@ -53,6 +53,13 @@ EXP_E = (4.999999404e-01, 1.666670144e-01, 4.166805744e-02, 8.326658048e-03, 1.3
 # 8181); above EXP_HIGH it is exp(EXP_HIGH), just under FLT_MAX.
 EXP_LOW = -104.0
 EXP_HIGH = 88.7228
+# The sigmoid's exp(r) for r in [-ln2/2, ln2/2] only (its exponent is never positive, so k is
+# never capped): one degree fewer for the same float32 accuracy, ``fit_exp(-h, h, 4)`` with
+# h = ln2/2 * 1.0002.  Max relative error of the fit 3.5e-9.
+SIGMOID_E = (4.999998808e-01, 1.666651815e-01, 4.166940600e-02, 8.368978277e-03, 1.375665772e-03)
+# 1.5 * 2^23: x + ROUNDER rounds x to an integer held in the low mantissa bits (|x| < 2^22, the
+# default rounding mode), so k and the bits of 2^k come from one add, not a round and a convert.
+ROUNDER = 12582912.0
 
 
 # GELU(x) = x * (1/2 + erf(x / sqrt 2) / 2): the erf rational with the argument's 1/sqrt(2) and the
@@ -143,15 +150,19 @@ static inline float tf_sigmoidf(float x) {{
      through every step: the clamp keeps it, as -|NaN| fails the compare).  2^k for k in
      [-150, 0] is 2^(k+64) (normal) times 2^-64, the last product rounding once into the denormals:
      sigmoid(-100) is 3.8e-44 as in torch, sigmoid(-inf) is 0.  Half the instructions of
-     1 / (1 + tf_expf(-x)): EfficientNet's SiLU epilogues run it on every activation. */
+     1 / (1 + tf_expf(-x)): EfficientNet's SiLU epilogues run it on every activation, where it
+     is a sixth of the model's time; so k comes from the ROUNDER add (kr's low bits are k) and the
+     polynomial is SIGMOID_E's, 1.11x the speed of rintf, a conversion and EXP_E. */
   const float a = -fabsf(x);
   const float y = {_lit(EXP_LOW)} > a ? {_lit(EXP_LOW)} : a;
-  const float k = rintf(y * {_lit(1 / math.log(2))});
+  const float kr = fmaf(y, {_lit(1 / math.log(2))}, {_lit(ROUNDER)});
+  const float k = kr - {_lit(ROUNDER)};
   float r = fmaf(-k, {_lit(LN2_HI)}, y);
   r = fmaf(-k, {_lit(LN2_LO)}, r);
-{_horner("e", EXP_E, "r")}
+{_horner("e", SIGMOID_E, "r")}
   e = fmaf(e, r * r, r) + 1.0f;
-  union {{ int32_t i; float f; }} s = {{ .i = ((int32_t)k + 191) << 23 }};
+  union {{ float f; int32_t i; }} kb = {{ .f = kr }};
+  union {{ int32_t i; float f; }} s = {{ .i = (kb.i - 0x4B400000 + 191) << 23 }};
   e = (e * s.f) * 5.421010862e-20f;
   return (x < 0.0f ? e : 1.0f) / (1.0f + e);
 }}
