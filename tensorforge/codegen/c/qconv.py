@@ -78,10 +78,13 @@ def _short_rows(rows: int, vecs: int) -> str:
 
 
 # 3x3 depthwise planes at least this wide take the byte-permute vpdpbusd form (where the CPU has
-# VBMI and VNNI); narrower ones the float loops.  One process, two threads, 3x3 layers of
-# MobileNetV2: 32@112 1.55x, 96@112/2 1.21x; at 56 and below the float loops were 1.1-1.4x faster
-# (the per-channel padded copy and the 16-wide rows' tails weigh more than the arithmetic saved).
-DW_VNNI_MIN_WIDTH = 96
+# VBMI and VNNI); narrower ones the float loops (14x14 and 7x7 planes go to the staged form first).
+# With a padded copy of every channel, 56-wide planes and below ran 1.1-1.4x faster on the float
+# loops; reading the plane with masked loads instead, QDQ MobileNetV2 in one process against the
+# copy at 96 (kernel timers at batch 8: 144@56 1.07 -> 0.69 ms, 144@56/2 0.52 -> 0.25, 192@28
+# 0.34 -> 0.25, 96@112/2 0.80 -> 0.58): whole model b8 1.045x with the limit at 96, 1.088x at 56,
+# 1.092x at 28; b1 1.009x, 1.071x, 1.091x (paired medians).
+DW_VNNI_MIN_WIDTH = 28
 
 # 3x3 depthwise layers (stride 1 or 2) whose input planes have at most this many pixels
 # (MobileNetV2's 14x14 and 7x7 layers) go 16 channels at a time: all 16 staged as float runs,
@@ -848,6 +851,7 @@ def depthwise_source(name: str, signed: bool, threads: int = 1) -> str:
     wider-strided ones go row by row over the padded plane.  Channels are the OpenMP tasks."""
     elem = "int8_t" if signed else "uint8_t"
     par = f"{team(threads)} if (C * P * kh * kw >= {qgemm.PARALLEL_MIN_MACS // 8})" if threads > 1 else "if (0)"
+    flip_loaded = "\n          v = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));" if signed else ""
     rows5, rows7 = _tap_rows(name, 5), _tap_rows(name, 7)
     return _HELPERS + f"""
 /* The taps of one channel over a flat run of L outputs: src[t] is where tap t reads output 0,
@@ -964,25 +968,19 @@ static void {name}_same3x3(const uint8_t *xc, long H, long W, long s, float zp, 
 #define {name.upper()}_VNNI3X3 1
 /* {name}_same3x3 in integers: a tap row's three weights are one dword [w0, w1, w2, 0] and, for 16
    outputs, the three input bytes each reads (plus one multiplied by 0) are gathered from one
-   64-byte load of the padded row into 16 dwords by a byte permute (VBMI); vpdpbusd adds the
+   64-byte load of the input row into 16 dwords by a byte permute (VBMI); vpdpbusd adds the
    products, x unsigned by signed w, to the int32 sums.  Three load-permute-vpdpbusd steps make 16
    outputs (the float form: a conversion pass, nine multiplies, eight adds, two column masks and a
-   conversion back).  Exact: sum w (x - zp) = sum w x - zp sum w, the padding holds zp; int8 input
-   runs as x ^ 0x80 with the zero point flipped alike. */
+   conversion back).  The loads read the channel's plane itself: lane l holds column ow*s - 1 + l,
+   and the lanes left of column 0 or past the row's end are masked off (no fault, no read) and
+   hold the zero point, as do rows above and below the plane.  A padded copy of each channel cost
+   as much as the sums on 56- and 28-wide planes.  Exact: sum w (x - zp) = sum w x - zp sum w; int8
+   input runs as x ^ 0x80 with the zero point flipped alike. */
 static void {name}_same3x3_vnni(const uint8_t *xc, long H, long W, long s, uint8_t zp, const uint8_t *wc, int32_t *out)
 {{
   const uint8_t flip = {"0x80" if signed else "0x00"}, pz = (uint8_t)(zp ^ flip);
-  const long OH = H / s, OW = W / s, pitch = W + 2 + 64;
-  uint8_t *pl = (uint8_t *)tf_qconv_scratch(7, (size_t)((H + 2) * pitch));
-  if (!pl) return;
-  memset(pl, pz, (size_t)pitch);
-  memset(pl + (H + 1) * pitch, pz, (size_t)pitch);
-  for (long y = 0; y < H; y++) {{
-    uint8_t *d = pl + (y + 1) * pitch;
-    d[0] = pz;
-    for (long t = 0; t < W; t++) d[1 + t] = (uint8_t)(xc[y * W + t] ^ flip);
-    memset(d + 1 + W, pz, (size_t)(pitch - 1 - W));
-  }}
+  const long OH = H / s, OW = W / s;
+  const __m512i zpv = _mm512_set1_epi8((char)zp), pzv = _mm512_set1_epi8((char)pz);
   int32_t wsum = 0;
   __m512i wv[3];
   for (int i = 0; i < 3; i++) {{
@@ -998,11 +996,18 @@ static void {name}_same3x3_vnni(const uint8_t *xc, long H, long W, long s, uint8
     for (int k = 0; k < 4; k++) ix[4 * j + k] = (uint8_t)(j * s + k);
   const __m512i idx = _mm512_loadu_si512((const void *)ix);
   for (long oh = 0; oh < OH; oh++) {{
-    const uint8_t *r = pl + oh * s * pitch;         /* padded rows oh*s .. oh*s + 2 */
     for (long ow = 0; ow < OW; ow += 16) {{
+      const long c0 = ow * s - 1, lo = c0 < 0 ? -c0 : 0, hi = W - c0 < 64 ? W - c0 : 64;
+      const __mmask64 m = (~0ULL << lo) & (hi >= 64 ? ~0ULL : (1ULL << hi) - 1ULL);
       __m512i acc = init;
-      for (int i = 0; i < 3; i++)
-        acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512((const void *)(r + i * pitch + ow * s))), wv[i]);
+      for (int i = 0; i < 3; i++) {{
+        const long iy = oh * s + i - 1;
+        __m512i v = pzv;
+        if (iy >= 0 && iy < H) {{
+          v = _mm512_mask_loadu_epi8(zpv, m, (const void *)((uintptr_t)(xc + iy * W) + (uintptr_t)c0));{flip_loaded}
+        }}
+        acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(idx, v), wv[i]);
+      }}
       const long n = OW - ow < 16 ? OW - ow : 16;
       _mm512_mask_storeu_epi32(out + oh * OW + ow, (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1u), acc);
     }}
