@@ -450,8 +450,8 @@ def test_pointwise_convs_with_few_positions_run_transposed(rng):
     (``KernelPlan.transposed``), bias + ReLU + residual fused, for one image and for a batch; at
     56x56 with 24 output channels (which would pad the transposed tile instead) it stays as it was,
     and so it does with 64 (padded by 3% in 6-row tiles: less than ``TRANSPOSED_MARGIN``).  160
-    channels at 7x7 pad the transposed tile by 17%, the usual one by 23%: with fewer positions than
-    one register tile every tile of the usual GEMM is an edge tile, so it runs transposed too."""
+    channels at 7x7 run transposed in 7 x 32 tiles, which they fill (7 x 64 tiles padded them to
+    192), where the usual tile pads 23%."""
     cases = [((1, 96, 7, 7), 128), ((3, 40, 7, 7), 64), ((2, 64, 7, 7), 160), ((1, 16, 56, 56), 24),
              ((1, 32, 56, 56), 64)]
     for x_shape, O in cases:
@@ -467,6 +467,8 @@ def test_pointwise_convs_with_few_positions_run_transposed(rng):
         cm = _compile(m)
         transposed = "trans_c=True" in cm.source
         assert transposed == (x_shape[2] == 7), x_shape
+        if O == 160:
+            assert "(N + 31) / 32" in cm.source
         conv = np.einsum("nchw,oc->nohw", x.astype(np.float64), w.reshape(O, C).astype(np.float64))
         want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 3.0) + res
         np.testing.assert_allclose(cm.run(x, res)[0], want, rtol=RTOL, atol=1e-3)

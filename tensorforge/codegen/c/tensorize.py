@@ -96,6 +96,12 @@ _TILES = ((6, 4), (8, 3), (12, 2), (14, 1))
 # A GEMM with a constant A computed transposed (``KernelPlan.transposed``) tiles the output's columns
 # (a convolution's positions) as rows: 7 rows fit every ImageNet map (7 * 2^k positions a side).
 _TRANSPOSED_TILES = ((7, 3), (7, 4), (14, 1), (12, 2), (6, 4), (8, 3))
+# ... and for a transposed GEMM (a 1x1 convolution), 7 x 2 vectors too: MobileNetV2's 960 -> 160 at
+# 7x7 pads 160 channels to 192 in 64-wide tiles and none in 32-wide ones (alone 1.19-1.22x, paired)
+_TRANSPOSED_GEMM_TILES = _TRANSPOSED_TILES + ((7, 2),)
+# Accumulator registers from which a transposed tile counts as running at full speed (each k: its
+# broadcasts and loads, then this many independent FMAs, more than the FMA latency covers).
+TRANSPOSED_FULL_ACCUMULATORS = 14
 # ... when the output has at least this many columns (fewer: the GEMV-like shapes of squeeze layers)
 TRANSPOSED_MIN_COLUMNS = 16
 # ... and when the usual tile wastes at least this much more of its work than the transposed one
@@ -155,18 +161,23 @@ def _transposed_kc(target: Target, depth: int, nr: int) -> int:
     return depth if depth * nr * 4 <= target.l2 // 2 else 0
 
 
-def _transposed_tile(target: Target, rows: int, columns: int) -> tuple[int, int]:
+def _transposed_tile(target: Target, rows: int, columns: int, gemm: bool = False) -> tuple[int, int]:
     """(mr, nr) of a transposed GEMM (``rows`` of the computed C^T: the layer's output columns):
     the fewest padded rows and columns per accumulator register, ties to the least padding, then
-    to the widest tile."""
+    to the widest tile.  ``gemm``: for the GEMM path, whose tiles of ``TRANSPOSED_FULL_ACCUMULATORS``
+    registers or more count as equally fast (the transposed direct kernel keeps its measured
+    choice: per register of the widest tile)."""
     vw = target.vector_width
-    tiles = [(mr, nv * vw) for mr, nv in _TRANSPOSED_TILES if target.vector_registers >= 32 or nv <= 2]
-    most = max(mr * nr for mr, nr in tiles)
+    tiles = [(mr, nv * vw) for mr, nv in (_TRANSPOSED_GEMM_TILES if gemm else _TRANSPOSED_TILES)
+             if target.vector_registers >= 32 or nv <= 2]
+    full = max(mr * nr for mr, nr in tiles)
+    if gemm:
+        full = min(full, TRANSPOSED_FULL_ACCUMULATORS * vw)
 
     def padded(t: tuple[int, int]) -> int:
         return -(-rows // t[0]) * t[0] * -(-columns // t[1]) * t[1]
 
-    return min(tiles, key=lambda t: (padded(t) * most / (t[0] * t[1]), padded(t), -t[1]))
+    return min(tiles, key=lambda t: (padded(t) * full / min(t[0] * t[1], full), padded(t), -t[1]))
 
 
 def _gemm_params(target: Target, n: int, threads: int, m: int = 0, k: int = 0) -> GemmParams:
@@ -437,7 +448,7 @@ class KernelPlan:
     @property
     def transposed_tile(self) -> tuple[int, int]:
         """(mr, nr) of a transposed GEMM: its rows are the output's N columns, its columns the M rows."""
-        return _transposed_tile(self.target, self.hint(self.roles.N), self.hint(self.roles.M))
+        return _transposed_tile(self.target, self.hint(self.roles.N), self.hint(self.roles.M), gemm=True)
 
     @property
     def a_packed(self) -> bool:
@@ -1527,7 +1538,7 @@ class Tensorizer:
                 or r.N < TRANSPOSED_MIN_COLUMNS):
             return False
         M = hint(r.M)
-        nr = _transposed_tile(self.target, r.N, M)[1]
+        nr = _transposed_tile(self.target, r.N, M, gemm=True)[1]
         if nr <= self.target.vector_width:
             # one vector of output channels (M = 16): each k's FMA waits on mr broadcasts, and C
             # is written in runs of mr floats (32->16 at 112x112, batch 8: 0.74x; batch 1: level)
