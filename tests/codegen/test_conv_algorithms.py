@@ -180,6 +180,17 @@ def test_winograd4_only_where_one_images_transforms_fit_l2():
     assert not fits(64, 64, 56) and not fits(128, 128, 28)   # 3.6 MB and 1.8 MB
 
 
+def test_winograd4_whatever_its_size_where_threads_own_images():
+    """A batch whose threads each run their own images through every Winograd step takes F(4x4)
+    past L2 too (ResNet-18 at batch 8: 1.11x); one image keeps the L2 rule."""
+    target = Target.host().replace(l2=1 << 20, cores=2)
+    one, batch = _plain_conv(1, 64, 56, 64, 1), _plain_conv(8, 64, 56, 64, 1)      # 3.6 MB per image
+    _, one_src = build_native(one, target=target)
+    _, batch_src = build_native(batch, target=target)
+    assert MARKERS["winograd4"] not in one_src and MARKERS["winograd"] in one_src
+    assert MARKERS["winograd4"] in batch_src
+
+
 def test_pack_weights_layout():
     w = np.arange(5 * 7, dtype=np.float32).reshape(5, 7)
     p = direct_conv.pack_weights(w, 5, 7, 3)

@@ -161,6 +161,12 @@ def _transposed_kc(target: Target, depth: int, nr: int) -> int:
     return depth if depth * nr * 4 <= target.l2 // 2 else 0
 
 
+def threads_own_images(count: int, threads: int) -> bool:
+    """A batch of ``count`` images that every kernel shares out to ``threads`` in even, contiguous
+    shares of whole images (``KernelPlan._parallel_batch``)."""
+    return threads > 1 and count >= threads and (count % threads == 0 or count >= 4 * threads)
+
+
 def _transposed_tile(target: Target, rows: int, columns: int, gemm: bool = False) -> tuple[int, int]:
     """(mr, nr) of a transposed GEMM (``rows`` of the computed C^T: the layer's output columns):
     the fewest padded rows and columns per accumulator register, ties to the least padding, then
@@ -422,8 +428,7 @@ class KernelPlan:
         wrote itself in the kernel before.  Split inside each image, a layer's input arrived from
         the other core's cache: MobileNetV2 at batch 8 ran 1.75x slower (a 14x14 depthwise layer
         took twice as long on two threads as on one), even though each kernel alone scaled."""
-        count, T = self.hint(self.roles.batch_count), self.threads
-        return T > 1 and count >= T and (count % T == 0 or count >= 4 * T)
+        return threads_own_images(self.hint(self.roles.batch_count), self.threads)
 
     def _units_schedule(self, group: int | None = None) -> str:
         """The OpenMP schedule of image-major work units: each thread one contiguous share, so that
@@ -1369,7 +1374,8 @@ class Tensorizer:
         if wino:
             large = _winograd_shape(p, 4)
             if (large.tiles_h * large.tiles_w * count >= WINOGRAD4_MIN_TILES
-                    and large.computed_share() <= WINOGRAD4_MAX_SHARE and self._winograd4_fits(large)):
+                    and large.computed_share() <= WINOGRAD4_MAX_SHARE
+                    and (threads_own_images(count, self.target.cores) or self._winograd4_fits(large))):
                 return "winograd4"
             shape = _winograd_shape(p)
             if shape.tiles_h * shape.tiles_w * count >= WINOGRAD_MIN_TILES:
@@ -1433,7 +1439,11 @@ class Tensorizer:
         each) within L2.  Past that its 36 GEMMs of 64-deep K stream them from L3: ResNet's 64->64
         3x3 at 56x56 (3.6 MB) measured 1.4-1.7 ms against 0.65-0.75x that with F(2x2) or the
         direct kernel, in three runs (the tuner found it too); at 28x28 (0.9 MB) F(4x4) stays the
-        fastest.  ``TENSORFORGE_WINOGRAD4_L2=0`` drops the condition (comparisons)."""
+        fastest.  ``TENSORFORGE_WINOGRAD4_L2=0`` drops the condition (comparisons).  A batch whose
+        threads run their own images through every step (76d1439) takes F(4x4) whatever its size:
+        with the condition dropped there, ResNet-18 at batch 8 ran 1.107x and ResNet-50 1.036x (one
+        process each; the tuner's records had F(4x4) 1.45-1.55x on their 56x56, 28x28 and 14x14
+        3x3 layers at batch 8)."""
         if os.environ.get("TENSORFORGE_WINOGRAD4_L2", "1") == "0":
             return True
         planes = (shape.m + 2) ** 2
