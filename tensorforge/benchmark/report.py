@@ -76,9 +76,11 @@ def format_table(result: dict) -> str:
         bound = m.get("memory_bound")
         for c in m["contenders"]:
             speed = "-" if c["key"] == "tensorforge" else _num(c["tf_speedup"], ".2f") + "x"
-            against_tuned = (_num(c.get("tuned_speedup"), ".2f") + "x" if "tuned_speedup" in c else "-") if tuned else ""
+            against_tuned = ""
+            if tuned:
+                against_tuned = f"{_num(c.get('tuned_speedup'), '.2f') + 'x' if 'tuned_speedup' in c else '-':>9}"
             lines.append(
-                f"  {c['name']:<24}{_num(c['median_ms'], '.2f'):>10}{speed:>11}{against_tuned:>{9 if tuned else 0}}"
+                f"  {c['name']:<24}{_num(c['median_ms'], '.2f'):>10}{speed:>11}{against_tuned}"
                 f"{_num(c['setup_s'], '.1f'):>9}"
                 f"{_num(c.get('gflops'), '.1f'):>9}{_num(c.get('pct_peak'), '.0f'):>7}"
                 f"{_num(c.get('gbs') if bound else None, '.1f'):>7}"

@@ -332,12 +332,14 @@ def _epi_args(chain: EpilogueChain | None, names: dict, col0: str | None = None)
 
 
 def _epi_callback(chain: EpilogueChain, names: dict, col0: str | None = None,
-                  registers: bool = False) -> tuple[str, list[str], str]:
+                  registers: bool = False, whole_tile: bool = False) -> tuple[str, list[str], str]:
     """(guarded helper text, C declarations, the GEMM call's ``epi, epi_ctx`` arguments) of the
     fused epilogue; no helper and null arguments for an empty chain.  ``registers``: the caller
     passes them to a generated GEMM, which applies a chain of ``EpilogueChain.register_form`` to
     its accumulators (``TF_EPI_REGS``) instead of calling back on each stored tile, or to a direct
-    convolution, which applies it while copying a tile out."""
+    convolution, which applies it while copying a tile out.  ``whole_tile``: the caller is a direct
+    convolution, which runs a callback that reads nothing per column once on a whole tile
+    (``TF_EPI_ROWS``)."""
     if not chain.computes:
         return "", [], "0, 0"
     regs = chain.regs_init(dict(enumerate(_epi_args(chain, names, col0)))) if registers else None
@@ -347,16 +349,9 @@ def _epi_callback(chain: EpilogueChain, names: dict, col0: str | None = None,
     name = f"tfe_{_digest(probe)}"
     text = _guarded(chain.ctx_type(), chain.ctx_typedef()) + _guarded(name, chain.callback(name))
     decl = f"const {chain.ctx_type()} ectx = {chain.ctx_init(_epi_args(chain, names, col0))};"
+    if whole_tile and not any(r.cn for r in chain.reads):
+        return text, [decl, f"const tf_epi_rows erows = {{ {name}, &ectx }};"], "TF_EPI_ROWS, &erows"
     return text, [decl], f"{name}, &ectx"
-
-
-def _epi_rows(chain: EpilogueChain, edecl: list[str], epi: str) -> tuple[list[str], str]:
-    """``_epi_callback``'s declarations and arguments for a direct convolution, which may run a
-    callback once on a whole tile (``TF_EPI_ROWS``) where no read depends on the column."""
-    if not edecl or epi.startswith("TF_EPI_REGS") or any(r.cn for r in chain.reads):
-        return edecl, epi
-    fn, ctx = _epi_pair(epi)
-    return [*edecl, f"const tf_epi_rows erows = {{ {fn}, {ctx} }};"], "TF_EPI_ROWS, &erows"
 
 
 def _epi_pair(epi: str) -> tuple[str, str]:
@@ -1105,9 +1100,7 @@ class KernelPlan:
         count, C = r.batch_count, shape.channels
         decl, names = _batch_index(r.batch, "bt")
         c_ptr = f"out0 + ({_offset(p.c, names)})"
-        etext, edecl, epi = _epi_callback(self.chain, names, registers=True)
-        if not self.transposed:
-            edecl, epi = _epi_rows(self.chain, edecl, epi)
+        etext, edecl, epi = _epi_callback(self.chain, names, registers=True, whole_tile=not self.transposed)
         fn, ctx = _epi_pair(epi)
         # images for every thread: each pads one image at a time into its own buffer and runs that
         # image's units while the buffer is in L2 (padded all at once, MobileNetV2's stem at batch 8
