@@ -88,9 +88,6 @@ DIRECT_TRANSPOSED = "direct_t"
 # wastes 23%, 7x64 transposed tiles none; measured 1.2x on one thread, 1.3x on two; a batch's
 # images are folded or take Winograd instead)
 DIRECT_TRANSPOSED_MARGIN = 0.10
-# ... and taken over Winograd for one image of a map at most this wide with weights of a quarter of
-# L2 or more (``Tensorizer._weights_outweigh_winograd``)
-DIRECT_T_MAX_WIDTH = 28
 # Register tiles (mr, nr in vectors) tried for narrow outputs: the one wasting fewest columns wins.
 _TILES = ((6, 4), (8, 3), (12, 2), (14, 1))
 # A GEMM with a constant A computed transposed (``KernelPlan.transposed``) tiles the output's columns
@@ -144,8 +141,8 @@ def _tile(target: Target, n: int, m: int = 0) -> tuple[int, int]:
 
 
 def _direct_t_on() -> bool:
-    """The transposed direct kernel's default uses (``TENSORFORGE_DIRECT_T=0`` turns them off for
-    comparisons: the waste rule and the heavy-weights rule against Winograd)."""
+    """The transposed direct kernel's default use (``TENSORFORGE_DIRECT_T=0`` turns it off for
+    comparisons: the waste rule, ``DIRECT_TRANSPOSED_MARGIN``)."""
     return os.environ.get("TENSORFORGE_DIRECT_T", "1") != "0"
 
 
@@ -1348,12 +1345,19 @@ class Tensorizer:
 
     def _conv_algorithm(self, p: ConvPlan, constant_args: set[int], asked: str = "",
                         hint: Callable[[Dim], int] = current_hint) -> str:
-        """"winograd", "direct", "fold" or "conv" (im2col per image): ``asked`` (a tuned choice) when
-        it applies; else Winograd for 3x3 stride-1 layers with enough 2x2 output tiles to feed its
-        GEMMs (2.25x fewer multiply-adds; measured 1.3-1.8x faster than the others on ResNet's 3x3
-        layers at batch 1 and 8, slower at 7x7 with one image: 16 tiles cannot hide the transformed
-        weights' traffic); else the one whose register tiles waste fewest columns, direct preferred
-        (it copies 1x the input where im2col copies kh*kw x) unless it wastes 5 points more."""
+        """"winograd4", "winograd", "direct", "direct_t", "fold" or "conv" (im2col per image):
+        ``asked`` (a tuned choice) when it applies; else Winograd for 3x3 stride-1 layers with enough
+        output tiles to feed its GEMMs, F(4x4) before F(2x2) (4x and 2.25x fewer multiply-adds;
+        slower at 7x7 with one image: 16 tiles cannot hide the transformed weights' traffic); else
+        the one whose register tiles waste fewest columns, direct preferred (it copies 1x the input
+        where im2col copies kh*kw x) unless it wastes 5 points more.
+
+        One image used to keep F(2x2) where F(4x4)'s transforms of one image exceed L2, and the
+        transposed direct kernel where the weights fill a quarter of L2 (Winograd's transformed
+        weights come from memory inside a model).  Both rules were measured against the Winograd
+        kernels as they are now, whole models in one process, paired (2026-12-06): dropping them ran
+        ResNet-18 at batch 1 1.22x (2 threads) and 1.24x (1 thread), ResNet-50 1.065x and 1.09x;
+        the tuner's records had F(4x4) 1.85-2.1x on those layers alone."""
         direct, fold = self._direct_ok(p, constant_args), self._fold_ok(p, hint)
         wino = self._winograd_ok(p, constant_args)
         if asked in ("direct", DIRECT_TRANSPOSED) and direct or asked == "fold" and fold or asked in WINOGRAD_TILES and wino:
@@ -1362,13 +1366,9 @@ class Tensorizer:
             return "conv"
         r = p.roles
         count = hint(r.batch_count)
-        if wino and self._weights_outweigh_winograd(p, hint):
-            return DIRECT_TRANSPOSED
         if wino:
             large = _winograd_shape(p, 4)
-            if (large.tiles_h * large.tiles_w * count >= WINOGRAD4_MIN_TILES
-                    and large.computed_share() <= WINOGRAD4_MAX_SHARE
-                    and (threads_own_images(count, self.target.cores) or self._winograd4_fits(large))):
+            if large.tiles_h * large.tiles_w * count >= WINOGRAD4_MIN_TILES and large.computed_share() <= WINOGRAD4_MAX_SHARE:
                 return "winograd4"
             shape = _winograd_shape(p)
             if shape.tiles_h * shape.tiles_w * count >= WINOGRAD_MIN_TILES:
@@ -1387,21 +1387,6 @@ class Tensorizer:
             if waste <= folded + 0.05:
                 return "direct"
         return "fold" if folded < per_image else ("direct" if direct else "conv")
-
-    def _weights_outweigh_winograd(self, p: ConvPlan, hint: Callable[[Dim], int]) -> bool:
-        """One image of a small map (at most ``DIRECT_T_MAX_WIDTH`` wide) whose weights fill at
-        least a quarter of L2 takes the transposed direct kernel, not Winograd: inside a model the
-        weights come from memory, and Winograd's transformed ones are 16/9x (F2) or 4x (F4) as
-        many bytes, read over few tiles.  ResNet's 3x3 layers on one thread, the caches flushed
-        but the input, one process: 128->128 at 28x28 1.52 ms (F2) against 1.33, 256->256 at 14x14
-        1.57 against 1.44 (onnxruntime 1.30 and 1.30), though hot Winograd is 5-15% faster; whole
-        ResNet-18 / ResNet-50 at batch 1, four runs each: 0.995-1.046x / 0.984-1.060x, mean
-        1.02-1.03x.  ``TENSORFORGE_DIRECT_T=0`` keeps Winograd (comparisons)."""
-        if not _direct_t_on():
-            return False
-        r = p.roles
-        return (hint(r.batch_count) == 1 and len(p.out_spatial) == 2 and p.out_spatial[-1] <= DIRECT_T_MAX_WIDTH
-                and hint(r.M) * hint(r.K) * 4 >= self.target.l2 // 4)
 
     def _direct_transposed_waste(self, p: ConvPlan) -> float:
         """Share of the transposed direct kernel's tile work that is padding (positions of an
@@ -1426,21 +1411,6 @@ class Tensorizer:
         """A strided layer whose im2col GEMM would run transposed (few output positions)."""
         r = p.roles
         return self._transposable(r, hint) and r.N <= TRANSPOSED_MAX_POSITIONS and not self._fold_ok(p, hint)
-
-    def _winograd4_fits(self, shape: winograd.WinogradShape) -> bool:
-        """F(4x4) keeps one image's transformed input and output (36 planes of channels x tiles
-        each) within L2.  Past that its 36 GEMMs of 64-deep K stream them from L3: ResNet's 64->64
-        3x3 at 56x56 (3.6 MB) measured 1.4-1.7 ms against 0.65-0.75x that with F(2x2) or the
-        direct kernel, in three runs (the tuner found it too); at 28x28 (0.9 MB) F(4x4) stays the
-        fastest.  ``TENSORFORGE_WINOGRAD4_L2=0`` drops the condition (comparisons).  A batch whose
-        threads run their own images through every step (76d1439) takes F(4x4) whatever its size:
-        with the condition dropped there, ResNet-18 at batch 8 ran 1.107x and ResNet-50 1.036x (one
-        process each; the tuner's records had F(4x4) 1.45-1.55x on their 56x56, 28x28 and 14x14
-        3x3 layers at batch 8)."""
-        if os.environ.get("TENSORFORGE_WINOGRAD4_L2", "1") == "0":
-            return True
-        planes = (shape.m + 2) ** 2
-        return planes * (shape.channels + shape.rows) * shape.tiles_h * shape.tiles_w * 4 <= self.target.l2
 
     @classmethod
     def _winograd_ok(cls, p: ConvPlan, constant_args: set[int]) -> bool:
