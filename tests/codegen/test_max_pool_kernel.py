@@ -55,6 +55,17 @@ def test_native_max_pool_equals_the_reference(shape, attrs):
     _assert_same(native(x), tensorforge.compile(_model(shape, **attrs), target="interpreter")(x))
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_one_image_splits_into_bands_of_rows(threads):
+    """One image on several threads: each takes a band of output rows of every plane (uneven
+    bands, halo rows computed by both neighbours), with the same results as the reference."""
+    shape, attrs = (1, 16, 67, 61), dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1))
+    x = _with_specials(shape, 5)
+    native = tensorforge.compile(_model(shape, **attrs), target="cpu", threads=threads)
+    assert "bands * 16" in native.source
+    _assert_same(native(x), tensorforge.compile(_model(shape, **attrs), target="interpreter")(x))
+
+
 @pytest.mark.parametrize("shape,dtype,attrs", [
     ((1, 2, 9, 9), DType.f32, dict(kernel=(3, 3), dilations=(2, 2))),      # dilated
     ((1, 2, 9, 9), DType.f64, dict(kernel=(3, 3), strides=(2, 2))),        # not float32
