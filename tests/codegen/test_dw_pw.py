@@ -36,9 +36,9 @@ class Block(torch.nn.Module):
 
 
 class Blocks(torch.nn.Module):
-    def __init__(self, specs):
+    def __init__(self, specs, block=Block):
         super().__init__()
-        self.blocks = torch.nn.ModuleList([Block(*s) for s in specs])
+        self.blocks = torch.nn.ModuleList([block(*s) for s in specs])
 
     def forward(self, *xs):
         return tuple(b(x) for b, x in zip(self.blocks, xs))

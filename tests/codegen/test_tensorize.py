@@ -521,14 +521,16 @@ def test_gemms_with_a_large_output_take_k_in_one_block(rng):
 
 
 @pytest.mark.parametrize("batch", [1, 4])
-def test_batched_conv_kernels_give_each_thread_its_own_images(rng, batch):
+def test_batched_conv_kernels_give_each_thread_its_own_images(rng, batch, monkeypatch):
     """With at least as many images as threads (evenly), every kernel splits the batch the same
     way: a 1x1 convolution runs one single-threaded GEMM per image under ``schedule(static)``, and
     the depthwise and direct (strided) kernels give each thread a contiguous share of their
     image-major work units (the direct kernel whole images, each padded and computed in turn), so
     each core reads the images it wrote.  At batch 1 the threads share
-    each image: the GEMM is threaded, the units still go out in contiguous shares."""
+    each image: the GEMM is threaded, the units still go out in contiguous shares.  (The 1x1 and
+    depthwise kernels are kept apart: at batch 4 ``pw_dw`` would fuse them.)"""
     torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TENSORFORGE_PW_DW", "0")
     model = torch.nn.Sequential(torch.nn.Conv2d(16, 96, 1), torch.nn.ReLU6(),
                                 torch.nn.Conv2d(96, 96, 3, padding=1, groups=96), torch.nn.ReLU6(),
                                 torch.nn.Conv2d(96, 64, 3, stride=2, padding=1)).eval()

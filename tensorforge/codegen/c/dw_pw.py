@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from typing import NamedTuple
 
 from ...ir.core import Operation
 from ..target import Target
@@ -109,8 +110,50 @@ def _params(kernel: Operation, packed: set[int], prefix: str) -> list[str]:
     return ps + [f"{c_type(r.type)}* restrict out{j}" for j, r in enumerate(kernel.results)]
 
 
+def pair_parts(first_op: Operation, first: KernelPlan, second_op: Operation,
+               second: KernelPlan) -> tuple[str, list[str], list[str], str]:
+    """(C parameter list, the first kernel's argument names, the second's, the parallel pragma)
+    of a fused pair's kernel ``KERNEL_NAME(a0.. (first's operands), b0.. (second's), out0)``."""
+    a = [f"a{i}" for i in range(len(first_op.operands))]
+    b = [f"b{i}" for i in range(len(second_op.operands))]
+    sig = ", ".join(_params(first_op, first.packed_args, "a")[:-1] + _params(second_op, second.packed_args, "b"))
+    parallel = "#pragma omp parallel" if first.target.cores > 1 else "#pragma omp parallel num_threads(1)"
+    return sig, a, b, parallel
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+class DwParts(NamedTuple):
+    """What a fused kernel's depthwise band routine is built from: the routines' C (the
+    depthwise ``source`` and the epilogue callback), the routine name, output rows per call of
+    its ``_chunk`` routine and the staged floats that call takes, the batch index declarations
+    and names, the epilogue's declarations and its callback and context (``"0"`` without one)."""
+
+    helpers: str
+    name: str
+    chunk: int
+    stage: int
+    decl: list
+    names: dict
+    edecl: list
+    fn: str
+    ctx: str
+
+
+def dw_parts(dw: KernelPlan) -> DwParts:
+    p = dw.plan
+    s, vw = p.shape, dw.target.vector_width
+    name = depthwise.routine_name(p.kernel, p.strides, p.dilations, vw)
+    chunk_outputs = dw.dw_params.chunk_outputs
+    decl, names = _batch_index(dw.roles.batch, "bt")
+    etext, edecl, epi = _epi_callback(dw.chain, names)
+    fn, ctx = _epi_pair(epi)
+    helpers = (depthwise.SHAPE_TYPEDEF + _guarded(name, depthwise.source(p.kernel, p.strides, p.dilations, vw, name))
+               + etext)
+    return DwParts(helpers, name, s.chunk_rows(vw, chunk_outputs), s.stage_floats(vw, chunk_outputs), decl, names,
+                   edecl, fn, ctx)
 
 
 def _dw_band(dw: KernelPlan, kernel: Operation) -> tuple[str, str]:
@@ -118,18 +161,12 @@ def _dw_band(dw: KernelPlan, kernel: Operation) -> tuple[str, str]:
     into ``d`` (plane c at ``d + c * nb``), each channel's rows then through the layer's epilogue,
     as ``KernelPlan._depthwise`` computes and finishes them."""
     p = dw.plan
-    s, vw = p.shape, dw.target.vector_width
-    name = depthwise.routine_name(p.kernel, p.strides, p.dilations, vw)
-    helpers = depthwise.SHAPE_TYPEDEF + _guarded(name, depthwise.source(p.kernel, p.strides, p.dilations, vw, name))
-    chunk_outputs = dw.dw_params.chunk_outputs
-    chunk = s.chunk_rows(vw, chunk_outputs)
-    decl, names = _batch_index(dw.roles.batch, "bt")
-    etext, edecl, epi = _epi_callback(dw.chain, names)
-    fn, ctx = _epi_pair(epi)
+    s = p.shape
+    helpers, name, chunk, stage, decl, names, edecl, fn, ctx = dw_parts(dw)
     finish = f"    {fn}({ctx}, d + c * nb, nb, c, j0, 1, nb);\n" if edecl else ""
     params = ", ".join(_params(kernel, dw.packed_args, "in")[:-1])
     body = f"""(const long bt, const long oh0, const long oh1, float *restrict d, float *restrict st, {params}) {{
-  static const {depthwise.SHAPE_TYPE} shape = {s.c_init(vw)};
+  static const {depthwise.SHAPE_TYPE} shape = {s.c_init(dw.target.vector_width)};
   {' '.join(decl + edecl)}
   const long j0 = oh0 * {s.ow}L, nb = (oh1 - oh0) * {s.ow}L;
   const float *restrict x = {_strided(f"in{p.x.arg}", p.x_batch_stride, names)};
@@ -144,34 +181,54 @@ def _dw_band(dw: KernelPlan, kernel: Operation) -> tuple[str, str]:
     }}
     for (long a = oh0; a < oh1; a += {chunk})
       {name}_chunk(&shape, x + c * {p.x_channel_stride}L, in{p.w.arg} + c * {s.kh * s.kw}L, y, a, tf_min(a + {chunk}, oh1),
-                   st, st + {s.stage_floats(vw, chunk_outputs)}L);
+                   st, st + {stage}L);
 {finish}  }}
 }}
 """
     routine = f"tfdwb_{_digest(body)}"
-    return helpers + etext + _guarded(routine, f"static inline void {routine}{body}"), routine
+    return helpers + _guarded(routine, f"static inline void {routine}{body}"), routine
+
+
+class GemmParts(NamedTuple):
+    """What a fused kernel's band routine for a 1x1 layer is built from: the generated GEMM's C
+    and the epilogue's, the GEMM's name and register tile width, the declarations of the batch
+    index and the epilogue (reads moved to column ``j0``), the GEMM call's epilogue arguments
+    and the batch names."""
+
+    helpers: str
+    gname: str
+    nr: int
+    decl: str
+    epi: str
+    names: dict
+
+
+def gemm_parts(pw: KernelPlan) -> GemmParts:
+    """The 1x1 kernel's own GEMM (register tile, packed weights' panels) for a band of columns."""
+    r, target = pw.roles, pw.target
+    params = pw.tuned(_gemm_params(target, r.N, 1, r.M, r.K))
+    assert params.mr == pw.mr, "the band GEMM must read the weights in the panels they were packed in"
+    b_direct = r.M <= B_DIRECT_MAX_M and r.K <= B_DIRECT_MAX_K
+    gname, gtext = _gemm_source(params, target, False, False, True, b_direct)
+    decl, names = _batch_index(r.batch, "bt")
+    etext, edecl, epi = _epi_callback(pw.chain, names, col0="j0", registers=True)
+    return GemmParts(gtext + etext, gname, params.nr, " ".join(decl + edecl), epi, names)
 
 
 def _pw_band(pw: KernelPlan, kernel: Operation) -> tuple[str, str, int]:
     """(helper text, routine name, the GEMM's register tile width): the 1x1 GEMM on columns
     [j0, j0 + nb) of image ``bt``, B being the band buffer ``d`` (row stride nb), with the kernel's
     register tile (its packed weights' panels) and its epilogue reads moved to column j0."""
-    g, r, target = pw.plan, pw.roles, pw.target
-    M, N, K = r.M, r.N, r.K
-    params = pw.tuned(_gemm_params(target, N, 1, M, K))
-    assert params.mr == pw.mr, "the band GEMM must read the weights in the panels they were packed in"
-    b_direct = M <= B_DIRECT_MAX_M and K <= B_DIRECT_MAX_K
-    gname, gtext = _gemm_source(params, target, False, False, True, b_direct)
-    decl, names = _batch_index(r.batch, "bt")
-    etext, edecl, epi = _epi_callback(pw.chain, names, col0="j0", registers=True)
+    g, r = pw.plan, pw.roles
+    helpers, gname, nr, decl, epi, names = gemm_parts(pw)
     params_c = ", ".join(_params(kernel, pw.packed_args, "in"))
     body = f"""(const long bt, const long j0, const long nb, const float *restrict d, float *restrict ws, {params_c}) {{
-  {' '.join(decl + edecl)}
-  {gname}({M}, nb, {K}, in{g.a.arg}, {K}, d, nb, out0 + ({_offset(g.c, names)}) + j0, {g.ldc}, 0, {epi}, ws);
+  {decl}
+  {gname}({r.M}, nb, {r.K}, in{g.a.arg}, {r.K}, d, nb, out0 + ({_offset(g.c, names)}) + j0, {g.ldc}, 0, {epi}, ws);
 }}
 """
     routine = f"tfpwb_{_digest(body)}"
-    return gtext + etext + _guarded(routine, f"static inline void {routine}{body}"), routine, params.nr
+    return helpers + _guarded(routine, f"static inline void {routine}{body}"), routine, nr
 
 
 def emit(dw: KernelPlan, dw_op: Operation, pw: KernelPlan, pw_op: Operation) -> str:
@@ -185,11 +242,8 @@ def emit(dw: KernelPlan, dw_op: Operation, pw: KernelPlan, pw_op: Operation) -> 
     nb_max = rows * s.ow
     ws = _packed_b_floats(pw.roles.K, nb_max, nr)
     scratch = s.scratch_floats(vw, dw.dw_params.chunk_outputs)
-    a = [f"a{i}" for i in range(len(dw_op.operands))]
-    b = [f"b{i}" for i in range(len(pw_op.operands))]
-    sig = ", ".join(_params(dw_op, dw.packed_args, "a")[:-1] + _params(pw_op, pw.packed_args, "b"))
+    sig, a, b, parallel = pair_parts(dw_op, dw, pw_op, pw)
     count = _count(dw)
-    parallel = "#pragma omp parallel" if target.cores > 1 else "#pragma omp parallel num_threads(1)"
     return f"""{_prelude(target)}{dtext}{ptext}
 static void {KERNEL_NAME}({sig}) {{
   /* depthwise + pointwise in bands of {rows} output rows (dw_pw.py) */

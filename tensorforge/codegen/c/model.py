@@ -40,7 +40,7 @@ from ...runtime.native import DYN_ENTRY, ENTRY, GET_THREADS, PROFILE, PROFILE_CO
 from ...schedule.index_fold import fold_div_mod
 from ...schedule.licm import hoist_invariants
 from ..driver import Placement, check_lowered, kernel_key, needs_arena, output_slots, weight_blob  # noqa: F401 (weight_blob: re-exported)
-from . import dw_pw
+from . import dw_pw, pw_dw
 from .emit_loop import PRELUDE, FunctionEmitter, c_type
 from .library_kernels import describe as describe_library_kernel, emit_library_kernel
 from .tensorize import Prepared, Tensorizer
@@ -151,7 +151,12 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
     table = symbol_table_of(func)
     symbols = list(table.ranges)
     tz = tensorizer.prepare(func) if tensorizer is not None else None
-    pairs = {} if symbols else dw_pw.find_pairs(func.body, tz)        # id(depthwise kernel) -> its 1x1 kernel
+    pairs = {} if symbols else dw_pw.find_pairs(func.body, tz)        # id(first kernel) -> the kernel fused into its call
+    fusion = {k: dw_pw for k in pairs}                                 # id(first kernel) -> the module that emits the pair
+    if not symbols:
+        before = pw_dw.find_pairs(func.body, tz, set(pairs) | {id(v) for v in pairs.values()})
+        pairs.update(before)
+        fusion.update({k: pw_dw for k in before})
     dyn = plan_dynamic(func, needs_arena(out_index), symbols) if symbols else None
     plan = MemoryPlan() if dyn is not None else _fused_plan(func, needs_arena(out_index), pairs)
     blob, w_off = weight_blob(func, tz.weights, tz.replaced) if tz else weight_blob(func)
@@ -187,8 +192,8 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
             names.append(names[-1])
             continue
         if id(op) in pairs:
-            cname, call = _fused_call(op, pairs[id(op)], tz, by_key, by_text, functions, sources, schedules,
-                                      pointer, w_off)
+            cname, call = _fused_call(fusion[id(op)], op, pairs[id(op)], tz, by_key, by_text, functions, sources,
+                                      schedules, pointer, w_off)
             calls.append(f"  {{ double t0 = tf_now(); {call} {PROFILE}[{len(names)}] += tf_now() - t0; }}"
                          if profile else f"  {call}")
             names.append(cname)
@@ -234,8 +239,9 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
 
 
 def _fused_plan(func: FuncOp, needs: Callable[[Value], bool], pairs: dict[int, Operation]) -> MemoryPlan:
-    """The static memory plan when depthwise kernels run fused with the 1x1 kernel after them
-    (``dw_pw``): their inputs live until that call, their outputs get no space."""
+    """The static memory plan when kernels run fused with the kernel after them (a depthwise
+    kernel with the 1x1 after it, ``dw_pw``, or a 1x1 with the depthwise after it, ``pw_dw``):
+    the first one's inputs live until that call, its output gets no space."""
     index = {id(op): i for i, op in enumerate(func.body)}
     fused = [op for op in func.body if id(op) in pairs]
     keep = {id(v): index[id(pairs[id(op)])] for op in fused for v in op.operands}
@@ -243,22 +249,24 @@ def _fused_plan(func: FuncOp, needs: Callable[[Value], bool], pairs: dict[int, O
     return plan_memory(func, lambda v: needs(v) and id(v) not in skipped, keep)
 
 
-def _fused_call(dw_op: Operation, pw_op: Operation, tz: Prepared, by_key: dict, by_text: dict, functions: list,
-                sources: dict, schedules: dict, pointer: Callable[[Value], str], w_off: dict) -> tuple[str, str]:
-    """(C name, call statement) of a depthwise kernel fused with the 1x1 kernel after it, its text
-    emitted once per distinct pair."""
-    dw, pw = tz.plans[id(dw_op)], tz.plans[id(pw_op)]
-    key = f"dw_pw|{kernel_key(dw_op)}{tz.key(dw_op)}|{kernel_key(pw_op)}{tz.key(pw_op)}"
+def _fused_call(fusion, first_op: Operation, second_op: Operation, tz: Prepared, by_key: dict, by_text: dict,
+                functions: list, sources: dict, schedules: dict, pointer: Callable[[Value], str],
+                w_off: dict) -> tuple[str, str]:
+    """(C name, call statement) of a kernel fused with the kernel after it by ``fusion`` (the
+    module ``dw_pw`` or ``pw_dw``), its text emitted once per distinct pair."""
+    first, second = tz.plans[id(first_op)], tz.plans[id(second_op)]
+    key = (f"{fusion.__name__}|{kernel_key(first_op)}{tz.key(first_op)}|"
+           f"{kernel_key(second_op)}{tz.key(second_op)}")
     cname = by_key.get(key)
     if cname is None:
-        text = dw_pw.emit(dw, dw_op, pw, pw_op)
+        text = fusion.emit(first, first_op, second, second_op)
         cname = by_text.get(text)
         if cname is None:
-            cname = f"{_c_name(dw_op, len(by_text))}_{c_identifier(pw_op.attributes.get('sym_name', 'k'))}"
+            cname = f"{_c_name(first_op, len(by_text))}_{c_identifier(second_op.attributes.get('sym_name', 'k'))}"
             by_text[text] = cname
             functions.append(text.replace(KERNEL_NAME, cname, 1))
             sources[cname] = functions[-1]
-            schedules[cname] = dw_pw.describe(dw, pw)
+            schedules[cname] = fusion.describe(first, second)
         by_key[key] = cname
 
     def args(op: Operation, skip: Value | None) -> list[str]:
@@ -269,7 +277,7 @@ def _fused_call(dw_op: Operation, pw_op: Operation, tz: Prepared, by_key: dict, 
                        f"(({c_type(v.type)}*)(weights + {w_off[id(w)]}))")
         return out
 
-    params = args(dw_op, None) + args(pw_op, dw_op.results[0]) + [pointer(pw_op.results[0])]
+    params = args(first_op, None) + args(second_op, first_op.results[0]) + [pointer(second_op.results[0])]
     return cname, f"{cname}({', '.join(params)});"
 
 
