@@ -43,7 +43,7 @@ HALO_MAX = 0.10
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+    return os.environ.get("TENSORFORGE_PW_DW", "1").strip().lower() not in ("0", "off", "false", "no")
 
 
 def _rows_in(s: depthwise.DepthwiseShape, rows: int) -> int:
