@@ -302,12 +302,16 @@ class DepthwiseShape:
         i0, i1 = min(i0, lp), min(max(i1, 0), lp)
         return i0, max(i0, i1)
 
+    def rows_read(self, rows: int) -> int:
+        """Input rows (padding included) that ``rows`` consecutive output rows read."""
+        return (rows - 1) * self.sh + (self.kh - 1) * self.dh + 1
+
     def chunk_rows(self, vw: int, outputs: int = 0) -> int:
         """Output rows per work unit: its staged input rows fit ``STAGE_BYTES`` and it holds at most
         ``outputs`` (default ``CHUNK_OUTPUTS``) outputs (at least one row)."""
         rows = max(1, (outputs or CHUNK_OUTPUTS) // max(1, self.ow))
         rs = self.row_stride(vw) * 4
-        while rows > 1 and ((rows - 1) * self.sh + (self.kh - 1) * self.dh + 1) * rs > STAGE_BYTES:
+        while rows > 1 and self.rows_read(rows) * rs > STAGE_BYTES:
             rows -= 1
         rows = min(rows, self.oh)
         chunks = _ceil_div(self.oh, rows)
@@ -316,7 +320,7 @@ class DepthwiseShape:
     def stage_floats(self, vw: int, outputs: int = 0) -> int:
         """Floats of the staged input rows of one chunk (a whole number of vectors)."""
         rows = self.chunk_rows(vw, outputs)
-        staged = min(self.h, (rows - 1) * self.sh + (self.kh - 1) * self.dh + 1)
+        staged = min(self.h, self.rows_read(rows))
         return max(1, staged) * self.row_stride(vw)
 
     def edge_vectors(self, vw: int) -> int:

@@ -121,6 +121,14 @@ def pair_parts(first_op: Operation, first: KernelPlan, second_op: Operation,
     return sig, a, b, parallel
 
 
+def band_input_rows(s: depthwise.DepthwiseShape, indent: str) -> str:
+    """C declaring ``ih_a``, ``ih_b``: the input rows that output rows [oh0, oh1) read, clipped to
+    the image."""
+    return (f"{indent}long ih_a = oh0 * {s.sh} - {s.ph}, ih_b = (oh1 - 1) * {s.sh} - {s.ph} + {s.rows_read(1)};\n"
+            f"{indent}if (ih_a < 0) ih_a = 0;\n"
+            f"{indent}if (ih_b > {s.h}) ih_b = {s.h};")
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -170,9 +178,7 @@ def _dw_band(dw: KernelPlan, kernel: Operation) -> tuple[str, str]:
   {' '.join(decl + edecl)}
   const long j0 = oh0 * {s.ow}L, nb = (oh1 - oh0) * {s.ow}L;
   const float *restrict x = {_strided(f"in{p.x.arg}", p.x_batch_stride, names)};
-  long ih_a = oh0 * {s.sh} - {s.ph}, ih_b = (oh1 - 1) * {s.sh} - {s.ph} + {(s.kh - 1) * s.dh + 1};
-  if (ih_a < 0) ih_a = 0;
-  if (ih_b > {s.h}) ih_b = {s.h};
+{band_input_rows(s, "  ")}
   for (long c = 0; c < {p.channels}; c++) {{
     float *y = d + c * nb - j0;      /* plane c's row oh lands at d + c * nb + (oh - oh0) * ow */
     if (c + 1 < {p.channels}) {{       /* the next plane's rows: a new stream the prefetchers would ramp up on */

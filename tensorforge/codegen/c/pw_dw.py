@@ -29,7 +29,7 @@ import os
 
 from ...ir.core import Operation
 from . import depthwise
-from .dw_pw import _count, _digest, _params, dw_parts, gemm_parts, pair_parts
+from .dw_pw import _count, _digest, _params, band_input_rows, dw_parts, gemm_parts, pair_parts
 from .tensorize import KERNEL_NAME, KernelPlan, Prepared, _guarded, _offset, _packed_b_floats, _prelude
 
 ENV = "TENSORFORGE_PW_DW"
@@ -48,10 +48,10 @@ def enabled() -> bool:
 
 def _rows_in(s: depthwise.DepthwiseShape, rows: int) -> int:
     """Input rows a band of ``rows`` output rows reads (at most the image's)."""
-    return min(s.h, (rows - 1) * s.sh + (s.kh - 1) * s.dh + 1)
+    return min(s.h, s.rows_read(rows))
 
 
-def band_rows(pw: KernelPlan, dw: KernelPlan) -> tuple[int, int]:
+def band_rows(dw: KernelPlan) -> tuple[int, int]:
     """(output rows per band, bands per image): even bands whose expanded input rows fit ``BAND_BYTES``."""
     s = dw.plan.shape
     row_bytes = dw.plan.channels * s.w * 4
@@ -63,17 +63,17 @@ def band_rows(pw: KernelPlan, dw: KernelPlan) -> tuple[int, int]:
     return rows, -(-s.oh // rows)
 
 
-def _halo_share(pw: KernelPlan, dw: KernelPlan) -> float:
+def _halo_share(dw: KernelPlan) -> float:
     """Extra 1x1 work of the bands' overlapping input rows, as a share of the layer's."""
     s = dw.plan.shape
-    rows, bands = band_rows(pw, dw)
+    rows, bands = band_rows(dw)
     computed = sum(_rows_in_band(s, b * rows, min(s.oh, (b + 1) * rows)) for b in range(bands))
     return computed / s.h - 1.0
 
 
 def _rows_in_band(s: depthwise.DepthwiseShape, oh0: int, oh1: int) -> int:
     a = max(0, oh0 * s.sh - s.ph)
-    b = min(s.h, (oh1 - 1) * s.sh - s.ph + (s.kh - 1) * s.dh + 1)
+    b = min(s.h, (oh1 - 1) * s.sh - s.ph + s.rows_read(1))
     return max(0, b - a)
 
 
@@ -94,9 +94,7 @@ def fusable(pw: KernelPlan, pw_op: Operation, dw: KernelPlan, dw_op: Operation) 
         return False
     v = pw_op.results[0]
     p = dw.plan
-    if [u for u, _ in v.uses] != [dw_op] or dw_op.operands[p.x.arg] is not v:
-        return False
-    if any(dw_op.operands[i] is v for i in range(len(dw_op.operands)) if i != p.x.arg):
+    if [u for u, _ in v.uses] != [dw_op] or dw_op.operands[p.x.arg] is not v:     # its one use: the planes
         return False
     g, r, s = pw.plan, pw.roles, p.shape
     count, threads = _count(pw), pw.target.cores
@@ -111,7 +109,7 @@ def fusable(pw: KernelPlan, pw_op: Operation, dw: KernelPlan, dw_op: Operation) 
         return False
     if list(p.x_batch_stride.values()) != [p.channels * n] * len(p.x_batch_stride):
         return False
-    return r.M * n * 4 >= MIN_BYTES and _halo_share(pw, dw) <= HALO_MAX
+    return r.M * n * 4 >= MIN_BYTES and _halo_share(dw) <= HALO_MAX
 
 
 def find_pairs(func_body, tz: Prepared | None, taken: set[int]) -> dict[int, Operation]:
@@ -130,12 +128,12 @@ def find_pairs(func_body, tz: Prepared | None, taken: set[int]) -> dict[int, Ope
     return {k: v for k, v in pairs.items() if k not in {id(x) for x in pairs.values()}}
 
 
-def _pw_band(pw: KernelPlan, kernel: Operation, plane: int) -> tuple[str, str]:
-    """(helper text, routine name): the 1x1 GEMM on input rows [ih_a, ih_b) of image ``bt`` into
-    ``e`` (channel c's rows at ``e + c * plane``), the kernel's register tile and packed weights,
-    its epilogue reads moved to the band's first column."""
+def _pw_band(pw: KernelPlan, kernel: Operation, plane: int) -> tuple[str, str, int]:
+    """(helper text, routine name, the GEMM's register tile width): the 1x1 GEMM on input rows
+    [ih_a, ih_b) of image ``bt`` into ``e`` (channel c's rows at ``e + c * plane``), the kernel's
+    register tile and packed weights, its epilogue reads moved to the band's first column."""
     g, r = pw.plan, pw.roles
-    helpers, gname, _, decl, epi, names = gemm_parts(pw)
+    helpers, gname, nr, decl, epi, names = gemm_parts(pw)
     params_c = ", ".join(_params(kernel, pw.packed_args, "in")[:-1])
     body = f"""(const long bt, const long j0, const long nb, float *restrict e, float *restrict ws, {params_c}) {{
   {decl}
@@ -143,7 +141,7 @@ def _pw_band(pw: KernelPlan, kernel: Operation, plane: int) -> tuple[str, str]:
 }}
 """
     routine = f"tfpwd_{_digest(body)}"
-    return helpers + _guarded(routine, f"static inline void {routine}{body}"), routine
+    return helpers + _guarded(routine, f"static inline void {routine}{body}"), routine, nr
 
 
 def _dw_band(dw: KernelPlan, kernel: Operation, plane: int) -> tuple[str, str]:
@@ -180,11 +178,11 @@ def emit(pw: KernelPlan, pw_op: Operation, dw: KernelPlan, dw_op: Operation) -> 
     target = pw.target
     p = dw.plan
     s, vw = p.shape, target.vector_width
-    rows, bands = band_rows(pw, dw)
+    rows, bands = band_rows(dw)
     plane = _rows_in(s, rows) * s.w
-    ptext, pname = _pw_band(pw, pw_op, plane)
+    ptext, pname, nr = _pw_band(pw, pw_op, plane)
     dtext, dname = _dw_band(dw, dw_op, plane)
-    ws = _packed_b_floats(pw.roles.K, plane, gemm_parts(pw).nr)
+    ws = _packed_b_floats(pw.roles.K, plane, nr)
     scratch = s.scratch_floats(vw, dw.dw_params.chunk_outputs)
     sig, a, b, parallel = pair_parts(pw_op, pw, dw_op, dw)
     count = _count(dw)
@@ -197,9 +195,7 @@ static void {KERNEL_NAME}({sig}) {{
     #pragma omp for schedule(static)
     for (long u = 0; u < {count * bands}L; u++) {{
       const long bt = u / {bands}, oh0 = (u - bt * {bands}) * {rows}, oh1 = tf_min(oh0 + {rows}, {s.oh});
-      long ih_a = oh0 * {s.sh} - {s.ph}, ih_b = (oh1 - 1) * {s.sh} - {s.ph} + {(s.kh - 1) * s.dh + 1};
-      if (ih_a < 0) ih_a = 0;
-      if (ih_b > {s.h}) ih_b = {s.h};
+{band_input_rows(s, "      ")}
       {pname}(bt, ih_a * {s.w}L, (ih_b - ih_a) * {s.w}L, e, ws, {', '.join(a)});
       {dname}(bt, oh0, oh1, ih_a, e, st, {', '.join(b)}, out0);
     }}
@@ -213,9 +209,9 @@ static void {KERNEL_NAME}({sig}) {{
 
 def describe(pw: KernelPlan, dw: KernelPlan) -> str:
     """The fused kernel's schedule for people (``explain``)."""
-    rows, bands = band_rows(pw, dw)
+    rows, bands = band_rows(dw)
     s = dw.plan.shape
     return (f"{pw.describe()}\n{dw.describe()}\npointwise + depthwise fused (pw_dw.py): per image {bands} band(s) of "
             f"{rows} output rows; each band's {_rows_in(s, rows)} expanded input rows ({dw.plan.channels} channels) "
             f"stay in a per-thread buffer that the depthwise routine reads at once "
-            f"({_halo_share(pw, dw):.0%} extra 1x1 work on the halo rows)")
+            f"({_halo_share(dw):.0%} extra 1x1 work on the halo rows)")

@@ -158,12 +158,6 @@ def _transposed_kc(target: Target, depth: int, nr: int) -> int:
     return depth if depth * nr * 4 <= target.l2 // 2 else 0
 
 
-def threads_own_images(count: int, threads: int) -> bool:
-    """A batch of ``count`` images that every kernel shares out to ``threads`` in even, contiguous
-    shares of whole images (``KernelPlan._parallel_batch``)."""
-    return threads > 1 and count >= threads and (count % threads == 0 or count >= 4 * threads)
-
-
 def _transposed_tile(target: Target, rows: int, columns: int, gemm: bool = False) -> tuple[int, int]:
     """(mr, nr) of a transposed GEMM (``rows`` of the computed C^T: the layer's output columns):
     the fewest padded rows and columns per accumulator register, ties to the least padding, then
@@ -420,7 +414,8 @@ class KernelPlan:
         wrote itself in the kernel before.  Split inside each image, a layer's input arrived from
         the other core's cache: MobileNetV2 at batch 8 ran 1.75x slower (a 14x14 depthwise layer
         took twice as long on two threads as on one), even though each kernel alone scaled."""
-        return threads_own_images(self.hint(self.roles.batch_count), self.threads)
+        count, T = self.hint(self.roles.batch_count), self.threads
+        return T > 1 and count >= T and (count % T == 0 or count >= 4 * T)
 
     def _units_schedule(self, group: int | None = None) -> str:
         """The OpenMP schedule of image-major work units: each thread one contiguous share, so that
