@@ -72,26 +72,36 @@ def _close(out, ref):
     assert float(np.abs(out[fin] - ref[fin]).max()) <= 1e-4 * scale
 
 
-def test_fused_blocks_match_the_two_kernels_and_torch(monkeypatch):
-    torch.manual_seed(0)
-    model = Blocks([s for s, _ in SPECS]).eval()
-    xs = _inputs(2)
+def check_pairs(monkeypatch, model, xs, env: str, mark: str, pairs: int, each=None) -> list[str]:
+    """Compiles ``model`` with a fusion on and off (``env`` set to "0"): the fused build has
+    ``pairs`` kernels described by ``mark`` (one name per kernel, the pair's twice), the other
+    none; both give bit-identical outputs that match torch, twice (the per-thread band buffers
+    carry nothing over), ``each`` run on every fused output.  Returns the fused descriptions."""
     fused = tensorforge.compile(model, tuple(xs), threads=2)
-    monkeypatch.setenv(dw_pw.ENV, "0")
+    monkeypatch.setenv(env, "0")
     plain = tensorforge.compile(model, tuple(xs), threads=2)
-    described = [t for t in fused.native.layout.schedules.values() if MARK in t]
-    assert len(described) == len(SPECS)
-    assert not any(MARK in t for t in plain.native.layout.schedules.values())
+    described = [t for t in fused.native.layout.schedules.values() if mark in t]
+    assert len(described) == pairs
+    assert not any(mark in t for t in plain.native.layout.schedules.values())
     names = fused.native.layout.kernel_names
-    assert len(names) == len(plain.native.layout.kernel_names)    # one name per kernel, the pair's twice
-    assert sum(a == b for a, b in zip(names, names[1:])) == len(SPECS)
-    assert any("band(s) of" in t and "2 band(s)" not in t and "1 band(s)" not in t for t in described)
+    assert len(names) == len(plain.native.layout.kernel_names)
+    assert sum(a == b for a, b in zip(names, names[1:])) == pairs
     with torch.no_grad():
         refs = model(*xs)
-    for _ in range(2):                  # again: the per-thread band buffers carry nothing over
+    for _ in range(2):
         for a, b, r in zip(fused(*xs), plain(*xs), refs):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
             _close(a, r)
+            if each is not None:
+                each(np.asarray(a))
+    return described
+
+
+def test_fused_blocks_match_the_two_kernels_and_torch(monkeypatch):
+    torch.manual_seed(0)
+    model = Blocks([s for s, _ in SPECS]).eval()
+    described = check_pairs(monkeypatch, model, _inputs(2), dw_pw.ENV, MARK, len(SPECS))
+    assert any("band(s) of" in t and "2 band(s)" not in t and "1 band(s)" not in t for t in described)
 
 
 def test_batch_one_keeps_two_kernels():
