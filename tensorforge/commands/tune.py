@@ -70,9 +70,10 @@ def register(sub) -> None:
     p.add_argument("--measure-batch", type=int, default=8, metavar="K",
                    help="candidates measured per batch, one database transaction each (default 8)")
     p.add_argument("--per-task", type=int, metavar="N", help="at most N records per task")
-    kinds = "gemm,conv,depthwise,int8,loop"          # tune/tasks.KINDS (not imported: the CLI starts light)
+    kinds = "gemm,conv,depthwise,int8,loop,fusion"   # tune/tasks.KINDS (not imported: the CLI starts light)
     p.add_argument("--kinds", default=kinds,
-                   help=f"task kinds to tune (default {kinds}; int8: a quantized model's int8 GEMMs and convolutions)")
+                   help=f"task kinds to tune (default {kinds}; int8: a quantized model's int8 GEMMs and "
+                        f"convolutions; fusion: the band of a depthwise and a 1x1 convolution run as one)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--target", choices=("cpu", "opencl", "cuda"), default="cpu",
                    help="tune for this backend: opencl/cuda vary the GPU schedules' tiles and threads per "

@@ -271,7 +271,7 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
     ``db``: a path or ``TuningDatabase`` (None: the default database); ``timeout_s``: stop
     starting batches after this long (the confirmation still runs); ``batch_size``: candidates
     per measured batch (one database transaction each); ``per_task``: at most this many records
-    per task; ``kinds``: which tasks ("gemm", "conv", "depthwise", "int8", "loop"); ``measurer``: a
+    per task; ``kinds``: which tasks ("gemm", "conv", "depthwise", "int8", "loop", "fusion"); ``measurer``: a
     ``measure.Measurer`` to use (else one is made); ``confirm``: the confirmation step
     (``ConfirmOptions(top=0)`` turns it off); ``shapes`` / ``dynamic_shapes``: as ``compile``
     takes them; ``cluster``: build and measure on a Ray cluster (an address, ``"local:N"`` for a

@@ -1,13 +1,15 @@
 """Tuned configs -> the code generator's per-kernel overrides.
 
-``Tuning`` answers two questions the C code generator asks for every kernel it emits:
+``Tuning`` answers the questions the C code generator asks for every kernel it emits:
 ``params_for(kernel)`` (GemmParams for a tensorized contraction, DepthwiseParams for a depthwise
-convolution, a ``qgemm.Tiling`` for an int8 GEMM or convolution, via ``Tensorizer(params_for=...)``)
-and ``schedule_for(kernel)`` (a schedule that replays a tuned trace, via
-``generate_model_c(schedule_for=...)``); None means "do what you do untuned".  Configs come from a
-fixed map (the measurer: one candidate) or from the tuning database (compile: the best record of
-each kernel's workload for this target, by ``TuningDatabase.best``: the confirmed winner over the
-default when the tuner confirmed the kernel, else the Pareto rule).
+convolution, a ``qgemm.Tiling`` for an int8 GEMM or convolution, via ``Tensorizer(params_for=...)``),
+``schedule_for(kernel)`` (a schedule that replays a tuned trace, via
+``generate_model_c(schedule_for=...)``) and, for two kernels it fuses, ``fusion_for(first,
+second)`` (the band rows, via ``Tensorizer(fusion_for=...)``); None means "do what you do
+untuned".  Configs come from a fixed map (the measurer: one candidate) or from the tuning
+database (compile: the best record of each kernel's workload for this target, by
+``TuningDatabase.best``: the confirmed winner over the default when the tuner confirmed the
+kernel, else the Pareto rule).
 
 A record that no longer applies (a trace recorded by an older schedule library, params an older
 GemmParams had) is skipped with a warning, never an error: compile then takes the default.
@@ -27,10 +29,10 @@ from typing import Any, Callable
 
 from ..errors import ScheduleError, TensorforgeError
 from ..ir.core import Operation
-from .tasks import workload_key
+from .tasks import pair_key, workload_key
 
 AUTO = "auto"           # compile's default: the default database when the file exists
-CPU_KINDS = ("gemm", "depthwise", "int8", "loop")       # the config kinds the C code generator applies
+CPU_KINDS = ("gemm", "depthwise", "int8", "loop", "fusion")   # the config kinds the C code generator applies
 
 
 class Tuning:
@@ -81,6 +83,28 @@ class Tuning:
             return None
         self.applied[workload_key(kernel)] = cfg
         return params
+
+    def fusion_for(self, first: Operation, second: Operation) -> int | None:
+        """Tuned band rows of a fused pair (``dw_pw``, ``pw_dw``: ``first`` runs fused with
+        ``second`` right after it), looked up by ``tasks.pair_key``; None: the untuned band."""
+        key = pair_key(first, second)
+        if key not in self._memo:
+            cfg = self._lookup(key)
+            self._memo[key] = cfg if cfg and cfg.get("kind") == "fusion" else None
+        cfg = self._memo[key]
+        if cfg is None:
+            return None
+        rows = (cfg.get("params") or {}).get("band_rows")
+        if not isinstance(rows, int) or isinstance(rows, bool) or rows < 1:
+            warnings.warn(f"tuned fusion of kernels {_name(first)} and {_name(second)} no longer applies "
+                          f"(band_rows {rows!r}); using the default band")
+            return None
+        self.applied[key] = cfg
+        return rows
+
+    def hooks(self) -> tuple[Callable, Callable]:
+        """The Tensorizer's hooks (``params_for``, ``fusion_for``)."""
+        return self.params_for, self.fusion_for
 
     def schedule_for(self, kernel: Operation) -> Callable[[Operation], None] | None:
         """A schedule replaying the tuned trace of a loop kernel, or None."""

@@ -243,19 +243,22 @@ class Measurer:
 
     def _interpreter_reference(self, task: Task, inputs: list[np.ndarray],
                                env: dict[str, int] | None = None) -> list[np.ndarray] | None:
-        """The kernel's outputs by the NumPy interpreter (symbols at ``env``, default the hints),
-        or None when the kernel spans more than ``INTERPRETER_MAX_POINTS``."""
+        """The task function's outputs by the NumPy interpreter, its kernels in order (symbols at
+        ``env``, default the hints), or None when they span more than ``INTERPRETER_MAX_POINTS``."""
         from ..dialects.structured.interpret import run_kernel
         from ..dialects.structured.ops import ComputeView
-        kernel = task.kernel
+        kernels = [op for op in task.func.body if op.name == "structured.kernel"]
         env = task.hints() if env is None else env
-        points = sum(math.prod(evaluate_shape(ComputeView(op).domain, env)) for op in kernel.regions[0].blocks[0]
-                     if op.name == "structured.compute")
+        points = sum(math.prod(evaluate_shape(ComputeView(op).domain, env))
+                     for kernel in kernels for op in kernel.regions[0].blocks[0] if op.name == "structured.compute")
         if points > INTERPRETER_MAX_POINTS:
             return None
-        by_arg = {id(a): x for a, x in zip(task.func.args, inputs)}
-        values = [by_arg[id(v)] if id(v) in by_arg else v.op.attributes["value"].array for v in kernel.operands]
-        return [np.asarray(r) for r in run_kernel(kernel, values, **({"symbols": env} if env else {}))]
+        values = {id(a): x for a, x in zip(task.func.args, inputs)}
+        for kernel in kernels:
+            args = [values[id(v)] if id(v) in values else v.op.attributes["value"].array for v in kernel.operands]
+            outs = run_kernel(kernel, args, **({"symbols": env} if env else {}))
+            values.update({id(r): np.asarray(o) for r, o in zip(kernel.results, outs)})
+        return [values[id(v)] for v in task.func.outputs]
 
     # ---- build + run --------------------------------------------------------------------------
     def _build(self, task: Task, config: dict) -> tuple[dict, Any]:
@@ -391,7 +394,7 @@ def generate(task: Task, config: dict, target) -> tuple[str, Any]:
     cores = target.cores
     tuning = None if config.get("kind") == "default" else Tuning.fixed({task.key: config}, target)
     src, layout = generate_model_c(task.func, lambda fn: default_schedule(fn, cores),
-                                   Tensorizer(target, tuning.params_for if tuning else None),
+                                   Tensorizer(target, *(tuning.hooks() if tuning else ())),
                                    schedule_for=tuning.schedule_for if tuning else None)
     if tuning is not None and task.key not in tuning.applied:
         raise TensorforgeError(f"config of kind {config.get('kind')!r} was not used by the code generator "

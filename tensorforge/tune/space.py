@@ -13,6 +13,9 @@ A candidate is a JSON-able *config*, stored as is in the tuning database and app
   row-vector or channels-in-lanes kernel, outputs per work unit, outputs per handed-out group.
 * ``{"kind": "int8", "params": {...}}``: the ``qgemm.Tiling`` of an int8 GEMM or convolution (the
   VNNI kernel): register tile mr rows x nrv vectors, k unroll, K block, L2 block of A.
+* ``{"kind": "fusion", "params": {"band_rows": R}}``: the band of two kernels run as one (a
+  depthwise convolution and the 1x1 after it, ``dw_pw``, or a 1x1 and the depthwise after it,
+  ``pw_dw``): output rows per band, among the even splits of the output's rows.
 * ``{"kind": "loop", "trace": {...}}``: a schedule trace (``schedule/trace.py``) for a loop kernel,
   derived from the default schedule's trace by changing split/tile/unroll factors, dropping steps
   (a vectorize, a parallel, a compute_at...) and adding steps (split, vectorize, unroll, parallel).
@@ -93,6 +96,8 @@ def space_for(task: Task, target) -> Space:
         return GemmSpace(task, target)
     if task.kind == "int8":
         return Int8Space(task, target)
+    if task.kind == "fusion":
+        return FusionSpace(task, target)
     return DepthwiseSpace(task, target) if task.kind == "depthwise" else LoopSpace(task, target)
 
 
@@ -196,6 +201,54 @@ class DepthwiseSpace(Space):
         if params is not None and params.mode == "lanes" and "lanes" not in self.modes:
             raise InvalidCandidate("mode 'lanes' does not apply: this layer's planes are too wide for channels in the lanes")
         return params
+
+
+# ---- fused pairs of kernels ---------------------------------------------------------------------
+class FusionSpace(Space):
+    """The band of a fused pair (``dw_pw``, ``pw_dw``): output rows per band, one of the even splits
+    of the output's rows (``dw_pw.band_choices``).  The untuned band keeps the band's buffer in
+    L2 by a fixed byte budget; the best band also depends on the halo the bands recompute, the
+    GEMM's width on a band's columns and how the bands share out among the threads."""
+
+    def __init__(self, task: Task, target):
+        super().__init__(task, target)
+        self.choices = list(task.problem.get("choices") or [])
+        self.default = task.problem.get("band_rows") or (self.choices[0] if self.choices else 1)
+
+    @staticmethod
+    def _config(rows: int) -> dict:
+        return {"kind": "fusion", "params": {"band_rows": rows}}
+
+    def _near(self, rows: int, step: int) -> int:
+        i = self.choices.index(rows) if rows in self.choices else 0
+        return self.choices[min(max(i + step, 0), len(self.choices) - 1)]
+
+    def seeds(self) -> list[dict]:
+        """The default, and the bands next to it (half and twice as many rows, where they exist)."""
+        out = [DEFAULT]
+        for rows in sorted({min(self.choices, key=lambda c: abs(c - self.default * f)) for f in (0.5, 2.0)}
+                           if self.choices else ()):
+            if rows != self.default:
+                out.append(self._config(rows))
+        return out
+
+    def sample(self, rng: random.Random) -> dict:
+        return self._config(rng.choice(self.choices))
+
+    def mutate(self, config: dict, rng: random.Random) -> dict:
+        rows = (config.get("params") or {}).get("band_rows", self.default)
+        return self._config(self._near(rows, rng.choice((-2, -1, 1, 2))))
+
+    def check(self, config: dict):
+        def make(params: dict) -> int:
+            if set(params) != {"band_rows"}:
+                raise ValueError(f"fusion params are {{'band_rows': R}}, got {sorted(params)}")
+            rows = params["band_rows"]
+            if rows not in self.choices:
+                raise ValueError(f"band_rows {rows!r} is not an even split of this pair's "
+                                 f"{self.task.problem.get('out', ['?'])[0]} output rows (choices: {self.choices})")
+            return rows
+        return self._checked(config, "fusion", make)
 
 
 # ---- contractions -------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from ..ir.structure import structural_hash
 from ..ir.symbolic import SYMBOLS_ATTR, SymbolTable, enclosing_symbols_text, hint_of, hints_from, symbol_table_of
 
 KEY_VERSION = "tf-workload-v1"
-KINDS = ("gemm", "conv", "depthwise", "int8", "loop")
+KINDS = ("gemm", "conv", "depthwise", "int8", "loop", "fusion")
 
 
 def constant_args(kernel: Operation) -> tuple[int, ...]:
@@ -48,6 +48,14 @@ def workload_key(kernel: Operation) -> str:
     record stored under the key is found again for the same kernel in any model."""
     h = hashlib.sha256(f"{KEY_VERSION}|{_int8_shape(kernel) or structural_hash(kernel)}|"
                        f"const={constant_args(kernel)}".encode())
+    return h.hexdigest()[:32]
+
+
+def pair_key(first: Operation, second: Operation) -> str:
+    """The database key of two kernels the code generator runs as one (``dw_pw``, ``pw_dw``:
+    ``first`` fused with ``second``, the kernel right after it): both kernels' keys, so the
+    record is found again for the same pair in any model."""
+    h = hashlib.sha256(f"{KEY_VERSION}|fusion|{workload_key(first)}|{workload_key(second)}".encode())
     return h.hexdigest()[:32]
 
 
@@ -75,8 +83,10 @@ class Task:
 
     ``kind``: "gemm"/"conv" (tensorized contractions, tuned through GemmParams), "depthwise" (a
     depthwise convolution's direct kernel, tuned through DepthwiseParams), "int8" (an int8 GEMM or
-    convolution's VNNI kernel, tuned through its ``qgemm.Tiling``) or "loop" (a scheduled
-    loop nest, tuned through a schedule trace).  ``weight``: how many kernels of the model
+    convolution's VNNI kernel, tuned through its ``qgemm.Tiling``), "loop" (a scheduled
+    loop nest, tuned through a schedule trace) or "fusion" (two kernels the code generator runs
+    as one, ``dw_pw``/``pw_dw``, tuned through their band rows; ``func`` computes both and
+    ``kernel`` is the first).  ``weight``: how many kernels of the model
     are this one.  ``flops``/``bytes`` are per call.  ``problem`` is the contraction's shape
     (M, N, K, batch; conv details) for the cost model's analytic features, empty for loop kernels.
     """
@@ -137,6 +147,8 @@ class Task:
         input channels, window and stride (``64->1x128x28x28 k3x3/2``)."""
         p = self.problem or {}
         conv = p.get("conv") or {}
+        if self.kind == "fusion":
+            return f"{p['fusion']} {p['channels']}x{'x'.join(map(str, p['out']))} bands of {p['band_rows']} rows"
         if self.kind == "gemm" and p.get("M"):
             batch = f" b{p['batch']}" if p.get("batch", 1) > 1 else ""
             return f"{p['M']}x{p['N']}x{p['K']}{batch}"
@@ -209,24 +221,33 @@ def single_kernel_function(kernel: Operation, name: str = "task") -> FuncOp:
     kernel's function gets the symbol table of the kernel's function, so the code generator
     builds it as in the model (``tf_dims`` in the model's symbol order) and lowering copies the
     hints onto its loop nest."""
+    return kernels_function([kernel], name)
+
+
+def kernels_function(kernels: Sequence[Operation], name: str = "task") -> FuncOp:
+    """``single_kernel_function`` of consecutive kernels (a fused pair): operands none of them
+    computes become arguments, and the function returns the last kernel's results."""
+    produced = {id(r) for k in kernels for r in k.results}
+    operands = [v for k in kernels for v in k.operands]
     args: list = []
-    seen: dict[int, int] = {}
-    for v in kernel.operands:
-        if (v.op is None or v.op.name != "graph.constant") and id(v) not in seen:
-            seen[id(v)] = len(args)
+    seen: set[int] = set()
+    for v in operands:
+        if (v.op is None or v.op.name != "graph.constant") and id(v) not in produced and id(v) not in seen:
+            seen.add(id(v))
             args.append(v)
     fn = FuncOp.create(name, [v.type for v in args])
     mapping = {old: new for old, new in zip(args, fn.args)}
     done: set[int] = set()
-    for v in kernel.operands:
+    for v in operands:
         if v.op is not None and v.op.name == "graph.constant" and id(v) not in done:
             done.add(id(v))
             fn.body.append(v.op.clone(mapping))
-    clone = kernel.clone(mapping)
-    fn.body.append(clone)
-    fn.set_return(list(clone.results))
-    if is_symbolic_kernel(kernel):
-        text = enclosing_symbols_text(kernel)
+    clones = [k.clone(mapping) for k in kernels]
+    for clone in clones:
+        fn.body.append(clone)
+    fn.set_return(list(clones[-1].results))
+    if is_symbolic_kernel(kernels[0]):
+        text = enclosing_symbols_text(kernels[0])
         if text:
             fn.attributes[SYMBOLS_ATTR] = text
     return fn
@@ -355,6 +376,42 @@ def tasks_of_function(func: FuncOp, target, kinds: Sequence[str] = KINDS) -> lis
         kind, problem, flops = classify(op, target, table)
         tasks[key] = Task(key, name, kind, single_kernel_function(op, name), 1,
                           flops if flops is not None else kernel_flops(op, table), kernel_bytes(op, table), problem)
+    if "fusion" in kinds:
+        for task in fusion_tasks(func, target, tasks):
+            if task.key in tasks:
+                tasks[task.key].weight += 1
+            else:
+                tasks[task.key] = task
     out = [t for t in tasks.values() if t.kind in kinds]
     out.sort(key=lambda t: -(t.weight * max(t.flops, t.bytes)))
+    return out
+
+
+def fusion_tasks(func: FuncOp, target, single: dict[str, Task]) -> list[Task]:
+    """One task per pair of kernels the code generator fuses (``dw_pw``, ``pw_dw``: found as
+    ``generate_model_c`` finds them, untuned), in program order (a pair met twice is listed
+    twice); ``single``: the function's one-kernel tasks by key (their flops and bytes)."""
+    from ..codegen.c import dw_pw, pw_dw
+    from ..codegen.c.tensorize import Tensorizer
+    if symbol_table_of(func).ranges:
+        return []                                   # fused pairs are static kernels only
+    tz = Tensorizer(target).prepare(func)
+    pairs = {k: (v, dw_pw) for k, v in dw_pw.find_pairs(func.body, tz).items()}
+    taken = set(pairs) | {id(v) for v, _ in pairs.values()}
+    pairs.update({k: (v, pw_dw) for k, v in pw_dw.find_pairs(func.body, tz, taken).items()})
+    out = []
+    for first in func.body:
+        if id(first) not in pairs:
+            continue
+        second, module = pairs[id(first)]
+        dw = tz.plans[id(first if module is dw_pw else second)]
+        s = dw.plan.shape
+        rows, bands = module.band_rows(dw)
+        a, b = single.get(workload_key(first)), single.get(workload_key(second))
+        name = f"{first.attributes.get('sym_name', 'kernel')}+{second.attributes.get('sym_name', 'kernel')}"
+        problem = {"fusion": module.__name__.rsplit(".", 1)[-1], "out": [s.oh, s.ow], "channels": dw.plan.channels,
+                   "band_rows": rows, "bands": bands, "choices": dw_pw.band_choices(s.oh)}
+        out.append(Task(pair_key(first, second), name, "fusion", kernels_function([first, second], name), 1,
+                        (a.flops if a else 0.0) + (b.flops if b else 0.0),
+                        (a.bytes if a else 0.0) + (b.bytes if b else 0.0), problem))
     return out

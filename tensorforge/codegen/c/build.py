@@ -47,7 +47,7 @@ def build_lowered(lowered: ModuleOp, module: ModuleOp, target: Target, name: str
     inputs = specs_from_values(func.args, [a.type for a in func.args], "input")
     outputs = specs_from_values(func.outputs, [v.type for v in func.outputs], "output")
     src, layout = generate_model_c(lowered.main, lambda fn: default_schedule(fn, target.cores),
-                                   Tensorizer(target, tuning.params_for if tuning else None), profile=profile,
+                                   Tensorizer(target, *(tuning.hooks() if tuning else ())), profile=profile,
                                    schedule_for=tuning.schedule_for if tuning else None)
     lib = compile_c(src, target, name=name)
     build = {"target": target_record(target), "digest": lib.digest,

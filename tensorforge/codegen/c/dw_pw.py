@@ -97,12 +97,27 @@ def find_pairs(func_body, tz: Prepared | None) -> dict[int, Operation]:
     return {k: v for k, v in pairs.items() if k not in {id(x) for x in pairs.values()}}
 
 
-def band_rows(dw: KernelPlan) -> tuple[int, int]:
-    """(rows per band, bands per image): even bands of at most ``BAND_BYTES`` of depthwise outputs."""
+def even_bands(oh: int, rows: int) -> tuple[int, int]:
+    """(rows per band, bands per image) of ``oh`` output rows split into even bands of at most
+    ``rows`` rows (clipped to [1, oh]): the last band is never much shorter than the others."""
+    bands = -(-oh // min(max(1, rows), oh))
+    rows = -(-oh // bands)
+    return rows, -(-oh // rows)
+
+
+def band_choices(oh: int) -> list[int]:
+    """Every distinct row count ``even_bands`` gives for ``oh`` output rows (the tuner's choices
+    of a fused pair's band, ``tune/space.FusionSpace``), ascending."""
+    return sorted({even_bands(oh, r)[0] for r in range(1, oh + 1)})
+
+
+def band_rows(dw: KernelPlan, rows: int = 0) -> tuple[int, int]:
+    """(rows per band, bands per image): even bands of ``rows`` rows when the tuner chose them
+    (``Tuning.fusion_for``), else of at most ``BAND_BYTES`` of depthwise outputs."""
     s = dw.plan.shape
-    bands = min(s.oh, max(1, -(-s.oh * dw.plan.channels * s.ow * 4 // BAND_BYTES)))
-    rows = -(-s.oh // bands)
-    return rows, -(-s.oh // rows)
+    if not rows:
+        rows = -(-s.oh // min(s.oh, max(1, -(-s.oh * dw.plan.channels * s.ow * 4 // BAND_BYTES))))
+    return even_bands(s.oh, rows)
 
 
 def _params(kernel: Operation, packed: set[int], prefix: str) -> list[str]:
@@ -237,12 +252,13 @@ def _pw_band(pw: KernelPlan, kernel: Operation) -> tuple[str, str, int]:
     return helpers + _guarded(routine, f"static inline void {routine}{body}"), routine, nr
 
 
-def emit(dw: KernelPlan, dw_op: Operation, pw: KernelPlan, pw_op: Operation) -> str:
+def emit(dw: KernelPlan, dw_op: Operation, pw: KernelPlan, pw_op: Operation, rows: int = 0) -> str:
     """The fused kernel's C: helpers, then ``static void KERNEL_NAME(a0.. (dw_op's operands),
-    b0.. (pw_op's operands; the depthwise output's slot is not read), out0)``."""
+    b0.. (pw_op's operands; the depthwise output's slot is not read), out0)``; ``rows``: the
+    tuned band (``band_rows``)."""
     target: Target = dw.target
     s, vw = dw.plan.shape, target.vector_width
-    rows, bands = band_rows(dw)
+    rows, bands = band_rows(dw, rows)
     dtext, dname = _dw_band(dw, dw_op)
     ptext, pname, nr = _pw_band(pw, pw_op)
     nb_max = rows * s.ow
@@ -270,10 +286,11 @@ static void {KERNEL_NAME}({sig}) {{
 """
 
 
-def describe(dw: KernelPlan, pw: KernelPlan) -> str:
+def describe(dw: KernelPlan, pw: KernelPlan, rows: int = 0) -> str:
     """The fused kernel's schedule for people (``explain``)."""
-    rows, bands = band_rows(dw)
+    tuned = " (tuned)" if rows else ""
+    rows, bands = band_rows(dw, rows)
     s = dw.plan.shape
     return (f"{dw.describe()}\n{pw.describe()}\ndepthwise + pointwise fused (dw_pw.py): per image {bands} band(s) of "
-            f"{rows} output rows; each band's depthwise outputs ({dw.plan.channels} x {rows * s.ow}) stay in a "
+            f"{rows} output rows{tuned}; each band's depthwise outputs ({dw.plan.channels} x {rows * s.ow}) stay in a "
             f"per-thread buffer that the 1x1 GEMM reads at once")

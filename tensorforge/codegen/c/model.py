@@ -255,18 +255,19 @@ def _fused_call(fusion, first_op: Operation, second_op: Operation, tz: Prepared,
     """(C name, call statement) of a kernel fused with the kernel after it by ``fusion`` (the
     module ``dw_pw`` or ``pw_dw``), its text emitted once per distinct pair."""
     first, second = tz.plans[id(first_op)], tz.plans[id(second_op)]
+    rows = (tz.fusion_for(first_op, second_op) if tz.fusion_for is not None else None) or 0
     key = (f"{fusion.__name__}|{kernel_key(first_op)}{tz.key(first_op)}|"
-           f"{kernel_key(second_op)}{tz.key(second_op)}")
+           f"{kernel_key(second_op)}{tz.key(second_op)}|{rows}")
     cname = by_key.get(key)
     if cname is None:
-        text = fusion.emit(first, first_op, second, second_op)
+        text = fusion.emit(first, first_op, second, second_op, rows)
         cname = by_text.get(text)
         if cname is None:
             cname = f"{_c_name(first_op, len(by_text))}_{c_identifier(second_op.attributes.get('sym_name', 'k'))}"
             by_text[text] = cname
             functions.append(text.replace(KERNEL_NAME, cname, 1))
             sources[cname] = functions[-1]
-            schedules[cname] = fusion.describe(first, second)
+            schedules[cname] = fusion.describe(first, second, rows)
         by_key[key] = cname
 
     def args(op: Operation, skip: Value | None) -> list[str]:

@@ -29,7 +29,7 @@ import os
 
 from ...ir.core import Operation
 from . import depthwise
-from .dw_pw import _count, _digest, _params, band_input_rows, dw_parts, gemm_parts, pair_parts
+from .dw_pw import _count, _digest, _params, band_input_rows, dw_parts, even_bands, gemm_parts, pair_parts
 from .tensorize import KERNEL_NAME, KernelPlan, Prepared, _guarded, _offset, _packed_b_floats, _prelude
 
 ENV = "TENSORFORGE_PW_DW"
@@ -51,22 +51,22 @@ def _rows_in(s: depthwise.DepthwiseShape, rows: int) -> int:
     return min(s.h, s.rows_read(rows))
 
 
-def band_rows(dw: KernelPlan) -> tuple[int, int]:
-    """(output rows per band, bands per image): even bands whose expanded input rows fit ``BAND_BYTES``."""
+def band_rows(dw: KernelPlan, rows: int = 0) -> tuple[int, int]:
+    """(output rows per band, bands per image): even bands of ``rows`` rows when the tuner chose
+    them (``Tuning.fusion_for``), else even bands whose expanded input rows fit ``BAND_BYTES``."""
     s = dw.plan.shape
-    row_bytes = dw.plan.channels * s.w * 4
-    rows = s.oh
-    while rows > 1 and _rows_in(s, rows) * row_bytes > BAND_BYTES:
-        rows -= 1
-    bands = -(-s.oh // rows)
-    rows = -(-s.oh // bands)
-    return rows, -(-s.oh // rows)
+    if not rows:
+        row_bytes = dw.plan.channels * s.w * 4
+        rows = s.oh
+        while rows > 1 and _rows_in(s, rows) * row_bytes > BAND_BYTES:
+            rows -= 1
+    return even_bands(s.oh, rows)
 
 
-def _halo_share(dw: KernelPlan) -> float:
+def _halo_share(dw: KernelPlan, rows: int = 0) -> float:
     """Extra 1x1 work of the bands' overlapping input rows, as a share of the layer's."""
     s = dw.plan.shape
-    rows, bands = band_rows(dw)
+    rows, bands = band_rows(dw, rows)
     computed = sum(_rows_in_band(s, b * rows, min(s.oh, (b + 1) * rows)) for b in range(bands))
     return computed / s.h - 1.0
 
@@ -172,13 +172,14 @@ def _dw_band(dw: KernelPlan, kernel: Operation, plane: int) -> tuple[str, str]:
     return helpers + _guarded(routine, f"static inline void {routine}{body}"), routine
 
 
-def emit(pw: KernelPlan, pw_op: Operation, dw: KernelPlan, dw_op: Operation) -> str:
+def emit(pw: KernelPlan, pw_op: Operation, dw: KernelPlan, dw_op: Operation, rows: int = 0) -> str:
     """The fused kernel's C: helpers, then ``static void KERNEL_NAME(a0.. (pw_op's operands),
-    b0.. (dw_op's operands; the 1x1 output's slot is not read), out0)``."""
+    b0.. (dw_op's operands; the 1x1 output's slot is not read), out0)``; ``rows``: the tuned
+    band (``band_rows``)."""
     target = pw.target
     p = dw.plan
     s, vw = p.shape, target.vector_width
-    rows, bands = band_rows(dw)
+    rows, bands = band_rows(dw, rows)
     plane = _rows_in(s, rows) * s.w
     ptext, pname, nr = _pw_band(pw, pw_op, plane)
     dtext, dname = _dw_band(dw, dw_op, plane)
@@ -207,11 +208,13 @@ static void {KERNEL_NAME}({sig}) {{
 """
 
 
-def describe(pw: KernelPlan, dw: KernelPlan) -> str:
+def describe(pw: KernelPlan, dw: KernelPlan, rows: int = 0) -> str:
     """The fused kernel's schedule for people (``explain``)."""
-    rows, bands = band_rows(dw)
+    tuned = " (tuned)" if rows else ""
+    halo = _halo_share(dw, rows)
+    rows, bands = band_rows(dw, rows)
     s = dw.plan.shape
     return (f"{pw.describe()}\n{dw.describe()}\npointwise + depthwise fused (pw_dw.py): per image {bands} band(s) of "
-            f"{rows} output rows; each band's {_rows_in(s, rows)} expanded input rows ({dw.plan.channels} channels) "
+            f"{rows} output rows{tuned}; each band's {_rows_in(s, rows)} expanded input rows ({dw.plan.channels} channels) "
             f"stay in a per-thread buffer that the depthwise routine reads at once "
-            f"({_halo_share(dw):.0%} extra 1x1 work on the halo rows)")
+            f"({halo:.0%} extra 1x1 work on the halo rows)")

@@ -1272,9 +1272,11 @@ class Tensorizer:
     """Decides which kernels run on GEMM micro-kernels for ``target`` and writes their C."""
 
     def __init__(self, target: Target | None = None,
-                 params_for: Callable[[Operation], GemmParams | None] | None = None):
+                 params_for: Callable[[Operation], GemmParams | None] | None = None,
+                 fusion_for: Callable[[Operation, Operation], int | None] | None = None):
         self.target = target or Target.host()
         self.params_for = params_for    # per-kernel tuned GemmParams (the auto-tuner's hook), or None
+        self.fusion_for = fusion_for    # a fused pair's tuned band rows (dw_pw, pw_dw), or None
 
     def plan(self, kernel: Operation, constant_args: set[int] = frozenset(),
              table: SymbolTable | None = None) -> KernelPlan | None:
@@ -1544,6 +1546,7 @@ class Prepared:
 
     def __init__(self, tensorizer: Tensorizer, func: FuncOp):
         self.params_for = tensorizer.params_for
+        self.fusion_for = tensorizer.fusion_for
         table = symbol_table_of(func)
         self.table = table if table.ranges else None
         self.plans: dict[int, KernelPlan] = {}
