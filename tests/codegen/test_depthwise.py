@@ -14,6 +14,7 @@ import pytest
 
 import tensorforge
 from tensorforge.codegen.c import depthwise
+from tensorforge.codegen.target import Target
 
 torch = pytest.importorskip("torch")
 
@@ -108,7 +109,9 @@ def test_depthwise_static_batch1():
     assert cm.source.count(MARKER) == len(STATIC)
     described = [v for v in _schedules(cm).values() if "depthwise direct kernel" in v]
     assert len(described) == len(STATIC)
-    assert any("phase rows" in v for v in described)        # stride 2: split input rows
+    # stride 2: input rows split into phase rows, or read in place (AVX-512: depthwise.direct)
+    assert any(("read in place" if depthwise.direct((2, 2), Target.host().vector_width) else "phase rows") in v
+               for v in described)
     # output rows of at most 16 columns (32 for 5x5 kernels and larger) whose staged group of 16
     # padded planes fits 96 KiB take the channels-in-lanes kernel (depthwise.lanes_source), the
     # others the row-vector kernel
@@ -138,6 +141,69 @@ def test_lanes_and_row_kernels_agree(monkeypatch):
     for a, b in zip(lanes(*xs), rows(*xs)):
         a, b = np.asarray(a), np.asarray(b)
         np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+# wide enough for the row-vector kernel: stride 1 and 2, 3x3 to 7x7, dilation 2, no padding,
+# widths that end a row mid-vector and start a vector's taps left of column 0
+WIDE = [
+    (8, 20, 37, 3, 2, 1, 1, "bias"),
+    (8, 12, 50, 3, 1, 1, 1, "bias"),
+    (6, 16, 70, 5, 2, 2, 1, "bias"),
+    (16, 11, 67, 3, 2, 0, 1, "bias"),
+    (4, 13, 72, 3, 2, 2, 2, "relu"),
+    (4, 9, 81, 7, 2, 3, 1, "bias"),
+    (3, 10, 40, 3, 1, 1, 2, "bias"),
+    (4, 9, 33, 5, 1, 2, 1, "relu"),
+]
+
+
+def _tap_chain(case, conv, x):
+    """What the row routine computes, emulated: per output ``((0 + t0) + t1) + ...``, one fused
+    multiply-add per tap whose input lies inside the image, in (kh, kw) order (the product of two
+    floats is exact in float64, the sum rounds once to float32), then the bias or ReLU."""
+    c, h, w, k, s, p, d, epi = case
+    x = x.numpy().astype(np.float64)
+    weights = conv.weight.detach().numpy()[:, 0].astype(np.float64)
+    oh, ow = ((n + 2 * p - d * (k - 1) - 1) // s + 1 for n in (h, w))
+    acc = np.zeros((x.shape[0], c, oh, ow), np.float32)
+    pad = np.zeros((x.shape[0], c, h + 2 * p, w + 2 * p))
+    pad[:, :, p:p + h, p:p + w] = x
+    rows, cols = np.arange(oh) * s - p, np.arange(ow) * s - p
+    for kh in range(k):
+        for kw in range(k):
+            inside = (((rows + kh * d >= 0) & (rows + kh * d < h))[:, None]
+                      & ((cols + kw * d >= 0) & (cols + kw * d < w))[None, :])
+            taps = pad[:, :, p + kh * d + rows][:, :, :, p + kw * d + cols]
+            summed = (acc + taps * weights[None, :, kh, kw, None, None]).astype(np.float32)
+            acc = np.where(inside, summed, acc)
+    if epi == "relu":
+        return np.maximum(acc, np.float32(0))          # NaN stays NaN, as the kernel's (and torch's) ReLU
+    return (acc + conv.bias.detach().numpy()[None, :, None, None]).astype(np.float32)
+
+
+def test_rows_read_in_place_are_the_tap_chain(monkeypatch):
+    """The row routine reading taps straight from the input rows (``depthwise.direct``: AVX-512,
+    stride 1 or 2; border lanes loaded under masks, zero outside the image) computes each output
+    as the chain of fused multiply-adds over its in-range taps, bit for bit (NaN and Inf
+    included), as the staged routine meant to (gcc leaves a few of the staged 5x5 routine's taps
+    as a multiply and an add: an ulp apart there)."""
+    model = Layers(WIDE).eval()
+    xs = _inputs(WIDE, 2, seed=5)
+    direct = tensorforge.compile(model, tuple(xs))
+    if not depthwise.direct((1, 2), Target.host().vector_width):
+        pytest.skip("rows are read in place on AVX-512 only")
+    monkeypatch.setenv(depthwise.ENV, "staged")
+    staged = tensorforge.compile(model, tuple(xs))
+    assert "input rows read in place" in direct.source and "input rows read in place" not in staged.source
+    assert direct.source.count(MARKER) == staged.source.count(MARKER) == len(WIDE)
+    with torch.no_grad():
+        refs = model(*xs)
+    outs = direct(*xs)
+    _check(WIDE, refs, outs)
+    for case, conv, x, a, b in zip(WIDE, model.convs, xs, outs, staged(*xs)):
+        a, b = np.asarray(a), np.asarray(b)
+        assert np.array_equal(a, _tap_chain(case, conv, x), equal_nan=True), case
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
 
 

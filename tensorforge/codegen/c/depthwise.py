@@ -15,6 +15,12 @@ The kernel, per work unit (one image x channel plane x a chunk of output rows):
   addresses, so each tap is one unaligned vector load per ``TF_VW`` outputs (stride 2 thus pays a
   deinterleave per input row, not one per tap and output vector).  The scratch rows of a chunk
   (about 16 KiB) stay in L1 while the chunk's outputs are computed.
+* **Rows read in place** (AVX-512, column stride 1 or 2: ``direct``, ``_direct_source``).  There
+  staging cost more than it saved: 512-bit stores are expensive on Zen 4, and staging was half of
+  a stride-2 layer's time.  Each tap is then read from the input row itself: one unaligned load
+  at stride 1; at stride 2, two loads of ``2 TF_VW`` consecutive elements and a ``vpermt2ps``
+  give a tap's even lanes, another its odd ones (the next tap's).  Border vectors load under lane
+  masks (zero outside the image, never a fault).  Same taps, same order, same masked weights.
 * **Interior and border.**  Output columns whose every tap lies inside the image (known per layer)
   are computed in blocks of 4 vectors (4 independent accumulator chains hide the FMA latency),
   with no bounds checks; the remaining vectors (the left and right borders and the partial last
@@ -360,8 +366,15 @@ typedef struct {{ long h, w, oh, ow, ph, pw, lp, rs, nvec, va, vb;
 
 
 def routine_name(kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int], vw: int) -> str:
-    text = f"{kernel}/{strides}/{dilations}/{vw}/{UNROLL}"
+    text = f"{kernel}/{strides}/{dilations}/{vw}/{UNROLL}/{'direct' if direct(strides, vw) else 'staged'}"
     return "tfdw_" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def direct(strides: tuple[int, int], vw: int) -> bool:
+    """Whether the row routine reads the input rows in place (AVX-512, column stride 1 or 2) rather
+    than staging them (``TENSORFORGE_DEPTHWISE=staged`` keeps the staged form, for comparisons)."""
+    return (vw == 16 and strides[1] in (1, 2)
+            and os.environ.get("TENSORFORGE_DEPTHWISE", "1").strip().lower() != "staged")
 
 
 def source(kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int], vw: int, name: str) -> str:
@@ -369,11 +382,12 @@ def source(kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[i
     ``{name}_chunk(shape, x plane, w taps, y plane, oh0, oh1, st, et)`` computes output rows
     [oh0, oh1) of one channel plane (``st``: scratch for the staged input rows, ``et``: for the
     border vectors' masked weights)."""
+    if direct(strides, vw):
+        return _direct_source(kernel, strides, dilations, vw, name)
     KH, KW = kernel
     SH, SW = strides
     DH, DW = dilations
     taps = KH * KW
-    iota = "{" + ", ".join(str(i) for i in range(vw)) + "}"
     off_of = (lambda kw: f"o{kw}") if SW > 1 else (lambda kw: str(kw * DW))
     offs = "\n".join(f"  const long o{kw} = {(kw * DW) % SW} * s->lp + {(kw * DW) // SW};"
                       for kw in range(KW)) if SW > 1 else ""
@@ -422,16 +436,7 @@ static inline void {name}_stage(const {SHAPE_TYPE} *s, const float *restrict xr,
 {stage}
 }}
 
-/* Stores output vector a at column j of row yr: whole when it ends inside the row, or inside the
-   chunk (room: floats from yr to the chunk's end; the lanes past the row land on the next rows'
-   first columns, which are stored after this one), else lane by lane. */
-static inline void {name}_put(float *restrict yr, long j, tf_vf a, long ow, long room) {{
-  if (j + {vw} <= ow || j + {vw} <= room) {{ tf_st(yr + j, a); return; }}
-  float buf[{vw}];
-  tf_st(buf, a);
-  for (long l = 0; l < ow - j; l++) yr[j + l] = buf[l];
-}}
-
+{_put(name, vw)}
 /* One output row: taps kh in [kh_lo, kh_hi) (their input rows exist); st + off is where the
    staged row of tap kh = 0 would be.  Interior vectors [va, vb) multiply broadcast weights; border
    vectors (e: their index among them) multiply weights whose lanes are zero where the tap falls
@@ -443,19 +448,7 @@ static inline __attribute__((always_inline)) void {name}_row(const {SHAPE_TYPE} 
   const long rs = s->rs, va = tf_min(s->va, s->nvec), vb = s->vb, nvec = s->nvec;
 {offs}
 {weights}
-  long v = 0, e = 0;
-  for (; v < va; v++, e++) {{
-{edge}
-  }}
-  for (; v + {UNROLL} <= vb; v += {UNROLL}) {{
-{block(UNROLL)}
-  }}
-  for (; v < vb; v++) {{
-{block(1)}
-  }}
-  for (; v < nvec; v++, e++) {{
-{edge}
-  }}
+{_vector_loops(edge, block)}
 }}
 
 /* Output rows [oh0, oh1) of one channel plane: x (h x w), y (oh x ow), wc its {taps} taps;
@@ -467,26 +460,174 @@ static void {name}_chunk(const {SHAPE_TYPE} *s, const float *restrict x, const f
   if (ih_a < 0) ih_a = 0;
   if (ih_b > h) ih_b = h;
   for (long ih = ih_a; ih < ih_b; ih++) {name}_stage(s, x + ih * s->w, st + (ih - ih_a) * rs);
-  for (long v = 0, e = 0; v < s->nvec; v++) {{
+{_edge_weights(name, KH, KW, vw)}
+{_row_loop(KH, SH, DH)}
+    const long off = (ihb - ih_a) * rs, room = end - (oh - oh0) * s->ow;
+    float *yr = y + oh * s->ow;
+    if (kh_lo == 0 && kh_hi == {KH}) {name}_row(s, st, off, wc, et, yr, room, 0, {KH});
+    else {name}_row(s, st, off, wc, et, yr, room, kh_lo, kh_hi);
+  }}
+}}
+"""
+
+
+def _put(name: str, vw: int) -> str:
+    return f"""/* Stores output vector a at column j of row yr: whole when it ends inside the row, or inside the
+   chunk (room: floats from yr to the chunk's end; the lanes past the row land on the next rows'
+   first columns, which are stored after this one), else only its lanes inside the row. */
+static inline void {name}_put(float *restrict yr, long j, tf_vf a, long ow, long room) {{
+  if (j + {vw} <= ow || j + {vw} <= room) {{ tf_st(yr + j, a); return; }}
+  tf_st_n(yr + j, a, (int)(ow - j));
+}}
+"""
+
+
+def _vector_loops(edge: str, block) -> str:
+    """A row routine's loop over its output vectors: the left border vectors, the interior ones
+    ``UNROLL`` at a time then one at a time (``block(n)``: the C of ``n`` vectors at vector v),
+    the right border ones (``edge``: one border vector, e its index among them)."""
+    return f"""  long v = 0, e = 0;
+  for (; v < va; v++, e++) {{
+{edge}
+  }}
+  for (; v + {UNROLL} <= vb; v += {UNROLL}) {{
+{block(UNROLL)}
+  }}
+  for (; v < vb; v++) {{
+{block(1)}
+  }}
+  for (; v < nvec; v++, e++) {{
+{edge}
+  }}"""
+
+
+def _row_loop(KH: int, SH: int, DH: int) -> str:
+    """The head of a chunk's loop over its output rows oh: ``ihb``, the input row of tap kh = 0, and
+    [kh_lo, kh_hi), the taps whose input rows exist (``end``: the chunk's outputs)."""
+    return f"""  const long end = (oh1 - oh0) * s->ow;
+  for (long oh = oh0; oh < oh1; oh++) {{
+    const long ihb = oh * {SH} - s->ph;
+    const long kh_lo = ihb >= 0 ? 0 : (-ihb + {DH - 1}) / {DH};
+    long kh_hi = h - ihb <= 0 ? 0 : (h - ihb + {DH - 1}) / {DH};
+    if (kh_hi > {KH}) kh_hi = {KH};"""
+
+
+def _edge_weights(name: str, KH: int, KW: int, vw: int) -> str:
+    """C filling ``et`` with the border vectors' weights, zero in the lanes whose tap ``kw`` falls
+    outside the image (``s->lo``, ``s->hi``), in the order the row routine meets the vectors."""
+    iota = "{" + ", ".join(str(i) for i in range(vw)) + "}"
+    return f"""  for (long v = 0, e = 0; v < s->nvec; v++) {{
     if (v >= va && v < s->vb) continue;
     const tf_vi lane = (tf_vi){iota} + (int)(v * {vw});
-    tf_vf *we = (tf_vf *)et + e * {taps};
+    tf_vf *we = (tf_vf *)et + e * {KH * KW};
     for (long kw = 0; kw < {KW}; kw++) {{
       const tf_vi m = (lane >= s->lo[kw]) & (lane < s->hi[kw]);
       for (long kh = 0; kh < {KH}; kh++) we[kh * {KW} + kw] = (tf_vf)((tf_vi)tf_bcast(wc[kh * {KW} + kw]) & m);
     }}
     e++;
-  }}
-  const long end = (oh1 - oh0) * s->ow;
-  for (long oh = oh0; oh < oh1; oh++) {{
-    const long ihb = oh * {SH} - s->ph;
-    const long kh_lo = ihb >= 0 ? 0 : (-ihb + {DH - 1}) / {DH};
-    long kh_hi = h - ihb <= 0 ? 0 : (h - ihb + {DH - 1}) / {DH};
-    if (kh_hi > {KH}) kh_hi = {KH};
-    const long off = (ihb - ih_a) * rs, room = end - (oh - oh0) * s->ow;
+  }}"""
+
+
+def _direct_source(kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int], vw: int,
+                   name: str) -> str:
+    """``source`` where the routine reads each tap straight from the input row (AVX-512, column
+    stride 1 or 2): at stride 1 a tap of ``vw`` outputs is one unaligned load; at stride 2 two
+    loads of ``2 vw`` consecutive elements give a tap's even lanes and the next tap's odd ones
+    (one ``vpermt2ps`` each).  Border vectors load under a lane mask, zero where the column lies
+    outside the image (a masked-off lane neither faults nor reads), and multiply the masked
+    weights, so every product and sum is the staged routine's: bit-identical results.  Staging
+    the rows cost more than the taps: at stride 2 the deinterleave's loads, permutes and stores
+    (a 512-bit store takes two cycles on Zen 4) were 47% of MobileNetV2's 96-channel 112x112
+    stride-2 layer by ``perf``, the multiply-adds 40%."""
+    KH, KW = kernel
+    SH, SW = strides
+    DH, DW = dilations
+    taps = KH * KW
+    qs = [kw * DW for kw in range(KW)]                 # each tap's column offset from the vector's base
+    bases = sorted({q - q % 2 for q in qs}) if SW == 2 else []
+    lone = {e for e in bases if e + 1 not in qs}        # pairs whose odd lanes no tap reads
+
+    def row_taps(nv: int, weight, edge: bool, indent: str) -> list[str]:
+        lines = []
+        for kh in range(KH):
+            lines.append(f"{indent}if ({kh} >= kh_lo && {kh} < kh_hi) {{")
+            lines.append(f"{indent}  const float *r = xr + {kh * DH}L * s->w + b;")
+            done: set[int] = set()
+            for kw, q in enumerate(qs):
+                t = kh * KW + kw
+                for u in range(nv):
+                    if SW == 1:
+                        src = (f"(tf_vf)_mm512_maskz_loadu_ps(m{q}, r + {q})" if edge
+                               else f"tf_ld(r + {q + u * vw})")
+                    else:
+                        e, phase = q - q % 2, q % 2
+                        if (e, u) not in done:
+                            done.add((e, u))
+                            lo = f"r + {e + 2 * u * vw}"
+                            hi = f"r + {e + vw + 2 * u * vw}"
+                            if edge:
+                                a, bb = f"_mm512_maskz_loadu_ps(m{e}, {lo})", f"_mm512_maskz_loadu_ps(m{e + vw}, {hi})"
+                            else:
+                                a = f"_mm512_loadu_ps({lo})"
+                                bb = f"_mm512_maskz_loadu_ps(0x7fff, {hi})" if e in lone else f"_mm512_loadu_ps({hi})"
+                            lines.append(f"{indent}  const __m512 p{e}_{u}a = {a}, p{e}_{u}b = {bb};")
+                        src = f"(tf_vf)_mm512_permutex2var_ps(p{e}_{u}a, {'iodd' if phase else 'ieven'}, p{e}_{u}b)"
+                    lines.append(f"{indent}  a{u} += {src} * {weight(t)};")
+            lines.append(f"{indent}}}")
+        return lines
+
+    def block(nv: int) -> str:
+        acc = ", ".join(f"a{u} = {{0}}" for u in range(nv))
+        lines = [f"    const long b = v * {vw * SW}L - s->pw;", f"    tf_vf {acc};",
+                 *row_taps(nv, lambda t: f"w{t}", False, "    ")]
+        lines += [f"    tf_st(yr + v * {vw} + {u * vw}, a{u});" for u in range(nv)]
+        return "\n".join(lines)
+
+    offsets = sorted(set(qs)) if SW == 1 else sorted({e + h for e in bases for h in (0, vw)})
+    edge = "\n".join([f"    const long b = v * {vw * SW}L - s->pw;",
+                       *(f"    const __mmask16 m{o} = {name}_mask(b + {o}, s->w);" for o in offsets),
+                       "    tf_vf a0 = {0};",
+                       f"    const tf_vf *restrict we = (const tf_vf *)et + e * {taps};",
+                       *row_taps(1, lambda t: f"we[{t}]", True, "    "),
+                       f"    {name}_put(yr, v * {vw}, a0, s->ow, room);"])
+    weights = "\n".join(f"  const tf_vf w{t} = tf_bcast(wc[{t}]);" for t in range(taps))
+    perms = ""
+    if SW == 2:
+        even = ", ".join(str(i) for i in range(2 * vw - 2, -1, -2))
+        odd = ", ".join(str(i) for i in range(2 * vw - 1, 0, -2))
+        perms = f"  const __m512i ieven = _mm512_set_epi32({even}), iodd = _mm512_set_epi32({odd});\n"
+    return f"""/* Depthwise {KH}x{KW} convolution, stride {SH}x{SW}, dilation {DH}x{DW}, input rows read in place (depthwise.py). */
+/* The lanes j of a load at column c that lie inside a row of w columns: 0 <= c + j < w. */
+static inline __mmask16 {name}_mask(long c, long w) {{
+  const long lo = c < 0 ? -c : 0, hi = w - c < {vw} ? w - c : {vw};
+  return hi <= lo ? (__mmask16)0 : (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+}}
+
+{_put(name, vw)}
+/* One output row: taps kh in [kh_lo, kh_hi) (their input rows exist); xr: the input row of tap
+   kh = 0 (only the rows of the taps in range are read).  Interior vectors [va, vb) load whole
+   vectors and multiply broadcast weights; border vectors (e: their index among them) load under
+   the image's lane masks and multiply weights whose lanes are zero where the tap falls outside. */
+static inline __attribute__((always_inline)) void {name}_row(const {SHAPE_TYPE} *s, const float *restrict xr,
+    const float *restrict wc, const float *restrict et, float *restrict yr, long room, long kh_lo, long kh_hi) {{
+  const long va = tf_min(s->va, s->nvec), vb = s->vb, nvec = s->nvec;
+{perms}{weights}
+{_vector_loops(edge, block)}
+}}
+
+/* Output rows [oh0, oh1) of one channel plane: x (h x w), y (oh x ow), wc its {taps} taps;
+   st: unused (the staged form's scratch), et: for the border vectors' weights. */
+static void {name}_chunk(const {SHAPE_TYPE} *s, const float *restrict x, const float *restrict wc,
+    float *restrict y, long oh0, long oh1, float *restrict st, float *restrict et) {{
+  (void)st;
+  const long h = s->h, va = tf_min(s->va, s->nvec);
+{_edge_weights(name, KH, KW, vw)}
+{_row_loop(KH, SH, DH)}
+    const float *xr = x + ihb * s->w;
+    const long room = end - (oh - oh0) * s->ow;
     float *yr = y + oh * s->ow;
-    if (kh_lo == 0 && kh_hi == {KH}) {name}_row(s, st, off, wc, et, yr, room, 0, {KH});
-    else {name}_row(s, st, off, wc, et, yr, room, kh_lo, kh_hi);
+    if (kh_lo == 0 && kh_hi == {KH}) {name}_row(s, xr, wc, et, yr, room, 0, {KH});
+    else {name}_row(s, xr, wc, et, yr, room, kh_lo, kh_hi);
   }}
 }}
 """

@@ -624,9 +624,13 @@ class KernelPlan:
                     f"padded), one work unit per image and channel group over {self._depthwise_threads()} "
                     f"thread(s), epilogue per group")
         va, vb = s.interior_vectors(vw)
+        if depthwise.direct(p.strides, vw):
+            rows = ("input rows read in place" + (" (two loads and a permute give a tap's even lanes and the next "
+                                                  "tap's odd ones), " if s.sw > 1 else ", "))
+        else:
+            rows = f"input rows staged{' as ' + str(s.sw) + ' phase rows' if s.sw > 1 else ''}, "
         return (f"{text}vectorised along output width ({vw} floats; interior vectors [{va}, {vb}) of {s.nvec(vw)} "
-                f"without bounds checks, border lanes skip out-of-range taps), "
-                f"{'input rows split into ' + str(s.sw) + ' phase rows, ' if s.sw > 1 else ''}"
+                f"without bounds checks, border lanes skip out-of-range taps), {rows}"
                 f"work units of {s.chunk_rows(vw, self.dw_params.chunk_outputs)} output rows per plane over "
                 f"{self._depthwise_threads()} thread(s), epilogue per unit")
 
