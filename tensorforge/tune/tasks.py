@@ -393,8 +393,8 @@ def fusion_tasks(func: FuncOp, target, single: dict[str, Task]) -> list[Task]:
     twice); ``single``: the function's one-kernel tasks by key (their flops and bytes)."""
     from ..codegen.c import dw_pw, pw_dw
     from ..codegen.c.tensorize import Tensorizer
-    if symbol_table_of(func).ranges:
-        return []                                   # fused pairs are static kernels only
+    if symbol_table_of(func).ranges or not any(t.kind == "depthwise" for t in single.values()):
+        return []           # fused pairs are static kernels, one of them depthwise (no weights packed for naught)
     tz = Tensorizer(target).prepare(func)
     pairs = {k: (v, dw_pw) for k, v in dw_pw.find_pairs(func.body, tz).items()}
     taken = set(pairs) | {id(v) for v, _ in pairs.values()}

@@ -112,13 +112,14 @@ def test_depthwise_static_batch1():
     # stride 2: input rows split into phase rows, or read in place (AVX-512: depthwise.direct)
     assert any(("read in place" if depthwise.direct((2, 2), Target.host().vector_width) else "phase rows") in v
                for v in described)
-    # output rows of at most 16 columns (32 for 5x5 kernels and larger) whose staged group of 16
-    # padded planes fits 96 KiB take the channels-in-lanes kernel (depthwise.lanes_source), the
-    # others the row-vector kernel
+    # output rows of at most 16 columns (8 where the row kernel reads its rows in place, 32 for
+    # 5x5 kernels and larger) whose staged group of 16 padded planes fits 96 KiB take the
+    # channels-in-lanes kernel (depthwise.lanes_source), the others the row-vector kernel
     def lanes(c, h, w, k, s, p, d, _):
         oh, ow = ((n + 2 * p - d * (k - 1) - 1) // s + 1 for n in (h, w))
         staged = ((oh - 1) * s + (k - 1) * d + 1) * ((ow - 1) * s + (k - 1) * d + 1) * 16 * 4
-        return ow <= (32 if k >= 5 else 16) and staged <= 96 << 10
+        narrow = 8 if depthwise.direct((s, s), Target.host().vector_width) else 16
+        return ow <= (32 if k >= 5 else narrow) and staged <= 96 << 10
     narrow = sum(1 for case in STATIC if lanes(*case))
     assert 0 < narrow < len(STATIC)
     assert sum("channels in the vector lanes" in v for v in described) == narrow

@@ -644,6 +644,12 @@ static void {name}_chunk(const {SHAPE_TYPE} *s, const float *restrict x, const f
 # MobileNetV2's 384-channel 3x3 at 14x14 0.030 -> 0.026 ms; a 3x3 at 28x28 was slower (192
 # channels: 0.042 -> 0.048 ms).  Whole EfficientNet-B0 1.07x at batch 1 and 8.
 LANES_MAX_OW = 16
+# Where the row kernel reads its input rows in place (``direct``) it beats the lanes kernel on 3x3
+# layers down to 14-wide rows: paired, 2 threads, lanes time over rows time at batch 1 (and 8):
+# 192 channels 28x28 stride 2 2.0-2.3x (1.85x), 384 at 14x14 1.34x (1.18x), 576 at 14x14 1.6-2.1x
+# (1.43x); on 7-wide rows the lanes kernel stays ahead at batch 1 (576 channels 14x14 stride 2
+# 0.93x, 960 at 7x7 0.80x).  5x5 layers keep ``LANES_MAX_OW_WIDE`` (240 at 28x28: 0.88-1.48x).
+LANES_MAX_OW_DIRECT = 8
 LANES_MAX_OW_WIDE = 32
 LANES_WIDE_TAPS = 25
 LANES_STAGE_BYTES = 96 << 10  # the padded, lane-interleaved input of one channel group (L2)
@@ -654,12 +660,13 @@ LANES_PARALLEL_MIN_ELEMENTS = 1 << 16
 
 def lanes_shape(s: "DepthwiseShape", vw: int) -> tuple[int, int] | None:
     """(rows, columns) of the padded input a channel group's outputs read, when ``s`` takes the
-    channels-in-lanes kernel: output rows of at most ``LANES_MAX_OW`` columns, or
-    ``LANES_MAX_OW_WIDE`` for kernels of ``LANES_WIDE_TAPS`` taps and more, whose staged group fits
-    ``LANES_STAGE_BYTES``; None otherwise."""
+    channels-in-lanes kernel: output rows of at most ``LANES_MAX_OW`` columns (``LANES_MAX_OW_DIRECT``
+    where the row kernel reads its rows in place), or ``LANES_MAX_OW_WIDE`` for kernels of
+    ``LANES_WIDE_TAPS`` taps and more, whose staged group fits ``LANES_STAGE_BYTES``; None otherwise."""
     hp = (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1
     wp = (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1
-    widest = LANES_MAX_OW_WIDE if s.kh * s.kw >= LANES_WIDE_TAPS else LANES_MAX_OW
+    widest = (LANES_MAX_OW_WIDE if s.kh * s.kw >= LANES_WIDE_TAPS else
+              LANES_MAX_OW_DIRECT if direct((s.sh, s.sw), vw) else LANES_MAX_OW)
     if s.ow > widest or hp * wp * vw * 4 > LANES_STAGE_BYTES:
         return None
     return hp, wp
