@@ -544,7 +544,9 @@ def _direct_source(kernel: tuple[int, int], strides: tuple[int, int], dilations:
     loads of ``2 vw`` consecutive elements give a tap's even lanes and the next tap's odd ones
     (one ``vpermt2ps`` each).  Border vectors load under a lane mask, zero where the column lies
     outside the image (a masked-off lane neither faults nor reads), and multiply the masked
-    weights, so every product and sum is the staged routine's: bit-identical results.  Staging
+    weights: every output is the chain of fused multiply-adds the staged routine specifies (gcc
+    keeps that chain here; in the staged 5x5 routine it left a few taps as a multiply and an add,
+    an ulp apart).  Staging
     the rows cost more than the taps: at stride 2 the deinterleave's loads, permutes and stores
     (a 512-bit store takes two cycles on Zen 4) were 47% of MobileNetV2's 96-channel 112x112
     stride-2 layer by ``perf``, the multiply-adds 40%."""
@@ -560,7 +562,7 @@ def _direct_source(kernel: tuple[int, int], strides: tuple[int, int], dilations:
         lines = []
         for kh in range(KH):
             lines.append(f"{indent}if ({kh} >= kh_lo && {kh} < kh_hi) {{")
-            lines.append(f"{indent}  const float *r = xr + {kh * DH}L * s->w + b;")
+            lines.append(f"{indent}  const float *r = x + (ihb + {kh * DH}L) * s->w + b;")
             done: set[int] = set()
             for kw, q in enumerate(qs):
                 t = kh * KW + kw
@@ -613,12 +615,13 @@ static inline __mmask16 {name}_mask(long c, long w) {{
 }}
 
 {_put(name, vw)}
-/* One output row: taps kh in [kh_lo, kh_hi) (their input rows exist); xr: the input row of tap
-   kh = 0 (only the rows of the taps in range are read).  Interior vectors [va, vb) load whole
-   vectors and multiply broadcast weights; border vectors (e: their index among them) load under
-   the image's lane masks and multiply weights whose lanes are zero where the tap falls outside. */
-static inline __attribute__((always_inline)) void {name}_row(const {SHAPE_TYPE} *s, const float *restrict xr,
-    const float *restrict wc, const float *restrict et, float *restrict yr, long room, long kh_lo, long kh_hi) {{
+/* One output row: taps kh in [kh_lo, kh_hi) (their input rows exist); ihb: the input row of tap
+   kh = 0 in the plane x.  Interior vectors [va, vb) load whole vectors and multiply broadcast
+   weights; border vectors (e: their index among them) load under the image's lane masks and
+   multiply weights whose lanes are zero where the tap falls outside. */
+static inline __attribute__((always_inline)) void {name}_row(const {SHAPE_TYPE} *s, const float *restrict x,
+    long ihb, const float *restrict wc, const float *restrict et, float *restrict yr, long room, long kh_lo,
+    long kh_hi) {{
   const long va = tf_min(s->va, s->nvec), vb = s->vb, nvec = s->nvec;
 {perms}{weights}
 {_vector_loops(edge, block)}
@@ -632,11 +635,10 @@ static void {name}_chunk(const {SHAPE_TYPE} *s, const float *restrict x, const f
   const long h = s->h, va = tf_min(s->va, s->nvec);
 {_edge_weights(name, KH, KW, vw)}
 {_row_loop(KH, SH, DH)}
-    const float *xr = x + ihb * s->w;
     const long room = end - (oh - oh0) * s->ow;
     float *yr = y + oh * s->ow;
-    if (kh_lo == 0 && kh_hi == {KH}) {name}_row(s, xr, wc, et, yr, room, 0, {KH});
-    else {name}_row(s, xr, wc, et, yr, room, kh_lo, kh_hi);
+    if (kh_lo == 0 && kh_hi == {KH}) {name}_row(s, x, ihb, wc, et, yr, room, 0, {KH});
+    else {name}_row(s, x, ihb, wc, et, yr, room, kh_lo, kh_hi);
   }}
 }}
 """
