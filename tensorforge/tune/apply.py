@@ -54,7 +54,10 @@ class Tuning:
         return self._lookup(key)
 
     def config_for(self, kernel: Operation) -> dict | None:
-        key = workload_key(kernel)
+        return self._config(workload_key(kernel))
+
+    def _config(self, key: str) -> dict | None:
+        """The stored config of ``key`` when it is of a kind the C code generator applies."""
         if key not in self._memo:
             cfg = self._lookup(key)
             self._memo[key] = cfg if cfg and cfg.get("kind") in CPU_KINDS else None
@@ -88,11 +91,8 @@ class Tuning:
         """Tuned band rows of a fused pair (``dw_pw``, ``pw_dw``: ``first`` runs fused with
         ``second`` right after it), looked up by ``tasks.pair_key``; None: the untuned band."""
         key = pair_key(first, second)
-        if key not in self._memo:
-            cfg = self._lookup(key)
-            self._memo[key] = cfg if cfg and cfg.get("kind") == "fusion" else None
-        cfg = self._memo[key]
-        if cfg is None:
+        cfg = self._config(key)
+        if cfg is None or cfg["kind"] != "fusion":
             return None
         rows = (cfg.get("params") or {}).get("band_rows")
         if not isinstance(rows, int) or isinstance(rows, bool) or rows < 1:

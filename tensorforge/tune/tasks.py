@@ -389,16 +389,15 @@ def tasks_of_function(func: FuncOp, target, kinds: Sequence[str] = KINDS) -> lis
 
 def fusion_tasks(func: FuncOp, target, single: dict[str, Task]) -> list[Task]:
     """One task per pair of kernels the code generator fuses (``dw_pw``, ``pw_dw``: found as
-    ``generate_model_c`` finds them, untuned), in program order (a pair met twice is listed
+    ``generate_model_c`` finds them, ``model.fused_pairs``, untuned), in program order (a pair met twice is listed
     twice); ``single``: the function's one-kernel tasks by key (their flops and bytes)."""
-    from ..codegen.c import dw_pw, pw_dw
+    from ..codegen.c import dw_pw
+    from ..codegen.c.model import fused_pairs
     from ..codegen.c.tensorize import Tensorizer
     if symbol_table_of(func).ranges or not any(t.kind == "depthwise" for t in single.values()):
         return []           # fused pairs are static kernels, one of them depthwise (no weights packed for naught)
     tz = Tensorizer(target).prepare(func)
-    pairs = {k: (v, dw_pw) for k, v in dw_pw.find_pairs(func.body, tz).items()}
-    taken = set(pairs) | {id(v) for v, _ in pairs.values()}
-    pairs.update({k: (v, pw_dw) for k, v in pw_dw.find_pairs(func.body, tz, taken).items()})
+    pairs = fused_pairs(func.body, tz)
     out = []
     for first in func.body:
         if id(first) not in pairs:

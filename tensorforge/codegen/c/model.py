@@ -151,12 +151,7 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
     table = symbol_table_of(func)
     symbols = list(table.ranges)
     tz = tensorizer.prepare(func) if tensorizer is not None else None
-    pairs = {} if symbols else dw_pw.find_pairs(func.body, tz)        # id(first kernel) -> the kernel fused into its call
-    fusion = {k: dw_pw for k in pairs}                                 # id(first kernel) -> the module that emits the pair
-    if not symbols:
-        before = pw_dw.find_pairs(func.body, tz, set(pairs) | {id(v) for v in pairs.values()})
-        pairs.update(before)
-        fusion.update({k: pw_dw for k in before})
+    pairs = fused_pairs(func.body, tz)
     dyn = plan_dynamic(func, needs_arena(out_index), symbols) if symbols else None
     plan = MemoryPlan() if dyn is not None else _fused_plan(func, needs_arena(out_index), pairs)
     blob, w_off = weight_blob(func, tz.weights, tz.replaced) if tz else weight_blob(func)
@@ -184,16 +179,17 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
     schedules: dict[str, str] = {}
     scheduled: list = []             # what ``schedule`` returned for the kernel being emitted
     record = None if schedule is None else (lambda fn: scheduled.append(schedule(fn)))
-    consumers = {id(pw): dw for dw in func.body if id(dw) in pairs for pw in [pairs[id(dw)]]}
+    consumers = {id(second) for second, _ in pairs.values()}
     for op in func.body:
         if op.name != "structured.kernel":
             continue
-        if id(op) in consumers:          # ran inside the fused call of the depthwise kernel before it
+        if id(op) in consumers:          # ran inside the fused call of the kernel before it
             names.append(names[-1])
             continue
         if id(op) in pairs:
-            cname, call = _fused_call(fusion[id(op)], op, pairs[id(op)], tz, by_key, by_text, functions, sources,
-                                      schedules, pointer, w_off)
+            second, fusion = pairs[id(op)]
+            cname, call = _fused_call(fusion, op, second, tz, by_key, by_text, functions, sources, schedules,
+                                      pointer, w_off)
             calls.append(f"  {{ double t0 = tf_now(); {call} {PROFILE}[{len(names)}] += tf_now() - t0; }}"
                          if profile else f"  {call}")
             names.append(cname)
@@ -238,13 +234,24 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
     return src, layout
 
 
-def _fused_plan(func: FuncOp, needs: Callable[[Value], bool], pairs: dict[int, Operation]) -> MemoryPlan:
+def fused_pairs(func_body, tz: Prepared | None) -> dict[int, tuple[Operation, object]]:
+    """id(first kernel) -> (the kernel right after it that runs inside its call, the module that
+    emits the pair): a depthwise kernel with the 1x1 after it (``dw_pw``), then, among the kernels
+    left, a 1x1 with the depthwise after it (``pw_dw``).  Static functions only (both modules
+    find nothing over symbolic sizes).  The tuner's fusion tasks are these pairs too."""
+    pairs = {k: (v, dw_pw) for k, v in dw_pw.find_pairs(func_body, tz).items()}
+    taken = set(pairs) | {id(v) for v, _ in pairs.values()}
+    pairs.update({k: (v, pw_dw) for k, v in pw_dw.find_pairs(func_body, tz, taken).items()})
+    return pairs
+
+
+def _fused_plan(func: FuncOp, needs: Callable[[Value], bool], pairs: dict[int, tuple[Operation, object]]) -> MemoryPlan:
     """The static memory plan when kernels run fused with the kernel after them (a depthwise
     kernel with the 1x1 after it, ``dw_pw``, or a 1x1 with the depthwise after it, ``pw_dw``):
     the first one's inputs live until that call, its output gets no space."""
     index = {id(op): i for i, op in enumerate(func.body)}
     fused = [op for op in func.body if id(op) in pairs]
-    keep = {id(v): index[id(pairs[id(op)])] for op in fused for v in op.operands}
+    keep = {id(v): index[id(pairs[id(op)][0])] for op in fused for v in op.operands}
     skipped = {id(op.results[0]) for op in fused}
     return plan_memory(func, lambda v: needs(v) and id(v) not in skipped, keep)
 
