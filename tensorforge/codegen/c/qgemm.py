@@ -275,7 +275,7 @@ static inline long tf_qgemm_max(long a, long b) { return a > b ? a : b; }
    element (i0, j0), whose rows are ldc apart (a local buffer when the GEMM was given no C). */
 typedef void (*tf_qgemm_epilogue)(void *ctx, int32_t *C, long ldc, long i0, long i1, long j0, long j1);
 /* 4 bytes of A as one int32, any alignment (memcpy is how C says it; gcc emits one load). */
-static inline int32_t tf_qgemm_ld4(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
+static inline __attribute__((always_inline)) int32_t tf_qgemm_ld4(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
 /* The last n < 4 bytes of a row, zero padded: the row may end right after them. */
 static inline int32_t tf_qgemm_ld_tail(const uint8_t *p, int n)
 {
@@ -288,11 +288,15 @@ static inline int32_t tf_qgemm_ld_tail(const uint8_t *p, int n)
 
 # ``tf_qgemm_dpbusd512``, guarded (qconv.py's register tiles use it too).  acc + u8 a x s8 b, in
 # place: with the intrinsic, gcc kept each loop-carried accumulator in two registers and copied it
-# back and forth around every vpdpbusd.  Needs <immintrin.h> and AVX512-VNNI.
+# back and forth around every vpdpbusd.  Always inlined: gcc's inliner counts the asm as costly, and
+# in a large caller (the short-K conv's generic epilogue variant, instantiated by a model quantized
+# by tensorforge.quantize) it emitted the wrapper as a function and called it for every
+# vpdpbusd, zmm arguments through the stack: MobileNetV2's 1x1 layers ran 2-3x slower.  Needs
+# <immintrin.h> and AVX512-VNNI.
 DPBUSD512 = """\
 #ifndef TF_QGEMM_DPBUSD512_DEFINED
 #define TF_QGEMM_DPBUSD512_DEFINED
-static inline __m512i tf_qgemm_dpbusd512(__m512i acc, __m512i a, __m512i b)
+static inline __attribute__((always_inline)) __m512i tf_qgemm_dpbusd512(__m512i acc, __m512i a, __m512i b)
 {
   __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
   return acc;
