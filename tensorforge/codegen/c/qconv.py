@@ -435,16 +435,20 @@ static inline tf_qconv_epi16 tf_qconv_epi16_of(const tf_qconv_epi *e)
 }
 
 /* Calls STEP(MID, RES, RES8, RELU, CLIP, QUANT) with the variant of epilogue e as constants: the
-   variants a conv's epilogue takes (QDQ models: plain, relu, relu6, a ResNet block's tail) each
-   get code of their own, anything else the generic one. */
+   variants a conv's epilogue takes (QDQ models: plain, relu, relu6, a ResNet block's tail, an
+   inverted residual's projection; tensorforge.quantize's: the same tails without the rounding
+   through uint8 before the residual) each get code of their own, anything else the generic one. */
 #define TF_QCONV_VARIANTS(e, STEP) do { \
   const int clip_ = (e)->hi < INFINITY; \
   const int plain_ = (e)->q && !(e)->residual && !(e)->residual8; \
+  const int tail_ = (e)->q && !(e)->residual && (e)->residual8; \
   if (plain_ && !(e)->mid && (e)->relu && !clip_) STEP(0, 0, 0, 1, 0, 1); \
   else if (plain_ && !(e)->mid && !(e)->relu) STEP(0, 0, 0, 0, 0, 1); \
   else if (plain_ && !(e)->mid && (e)->relu && clip_) STEP(0, 0, 0, 1, 1, 1); \
-  else if ((e)->q && (e)->mid && !(e)->residual && (e)->residual8 && (e)->relu && !clip_) STEP(1, 0, 1, 1, 0, 1); \
-  else if ((e)->q && (e)->mid && !(e)->residual && (e)->residual8 && !(e)->relu) STEP(1, 0, 1, 0, 0, 1); \
+  else if (tail_ && (e)->mid && (e)->relu && !clip_) STEP(1, 0, 1, 1, 0, 1); \
+  else if (tail_ && (e)->mid && !(e)->relu) STEP(1, 0, 1, 0, 0, 1); \
+  else if (tail_ && !(e)->mid && (e)->relu && !clip_) STEP(0, 0, 1, 1, 0, 1); \
+  else if (tail_ && !(e)->mid && !(e)->relu) STEP(0, 0, 1, 0, 0, 1); \
   else STEP((e)->mid, (e)->residual != 0, (e)->residual8 != 0, (e)->relu, clip_, (e)->q != 0); \
 } while (0)
 #endif
