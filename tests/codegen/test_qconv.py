@@ -65,17 +65,21 @@ def kernel(path: str, signed: bool, threads: int):
 
 
 def run(fn, x, w, zp, strides, pads, dilations, epilogue=None, relu=False, input_scale=0.0, output=(0.0, 0),
-        clip_max=None, mid=(0.0, 0, 1.0, -0.0), residual8=(0.0, -0.0)):
+        clip_max=None, mid=(0.0, 0, 1.0, -0.0), residual8=(0.0, -0.0), arrange=None):
     """(kernel's output, reference); ``epilogue``: (scale, bias, residual or None) for float32 out;
     ``input_scale``: ``x`` is float32, quantized in the kernel; ``output``: (scale, zero point) of
     a uint8 result; ``mid``: (requant scale, zero point, dequant scale, offset) of the uint8 round
-    trip before the residual; ``residual8``: (scale, offset) of a uint8 residual."""
+    trip before the residual; ``residual8``: (scale, offset) of a uint8 residual; ``arrange``: the
+    compile-time layout the kernel reads its weights in (a function of ``qconv_weights``' rows)."""
     shifted, sums = qconv_weights(w)
+    reference_weights = shifted
+    if arrange is not None:
+        shifted = arrange(shifted)
     attrs = dict(kernel=w.shape[2:], strides=strides, pads=pads, dilations=dilations, input_scale=input_scale,
                  output_scale=output[0], output_zero_point=output[1], clip_max=clip_max, requant_scale=mid[0],
                  requant_zero_point=mid[1], dequant_scale=mid[2], dequant_offset=mid[3],
                  residual_scale=residual8[0], residual_offset=residual8[1])
-    ref = QConv().compute(x, shifted, sums, np.int32(zp), *(epilogue or ()), **attrs, relu=relu)
+    ref = QConv().compute(x, reference_weights, sums, np.int32(zp), *(epilogue or ()), **attrs, relu=relu)
     y = np.full(ref.shape, 7 if ref.dtype == np.uint8 else -7, ref.dtype)
     n, c, h, wd = x.shape
     ptrs = epilogue_pointers(epilogue or ())
@@ -135,6 +139,19 @@ def _epilogue_case(rng, n, c, h, wd, o, kh, kw, strides, pads, dil):
     shape = QConv().compute(x, *qconv_weights(w), np.int32(0), kernel=(kh, kw), strides=strides, pads=pads,
                             dilations=dil).shape
     return x, w, scale, bias, shape
+
+
+def residual_case(rng, kind: str | None, shape) -> tuple:
+    """(residual, run's extra arguments) of a block tail: None; "f32", float with NaN and both
+    infinities; "u8", uint8 with the conv's value rounded through uint8 first (a QDQ block's tail)."""
+    if kind == "f32":
+        r = rng.standard_normal(shape).astype(np.float32)
+        r.reshape(-1)[[0, 5, 9]] = [np.nan, np.inf, -np.inf]
+        return r, {}
+    if kind == "u8":
+        return (rng.integers(0, 256, shape).astype(np.uint8),
+                dict(mid=(1 / 0.05, 12, 0.05, -12 * 0.05), residual8=(0.03, -3.0)))
+    return None, {}
 
 
 @pytest.mark.parametrize("residual", [False, True])

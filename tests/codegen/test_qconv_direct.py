@@ -18,7 +18,7 @@ import pytest
 
 from tensorforge.codegen.c import compile_c, qconv, qconv_direct, qgemm
 
-from .test_qconv import ARGTYPES, _epilogue_case, run
+from .test_qconv import ARGTYPES, _epilogue_case, residual_case, run
 from .test_qgemm import TARGETS, runnable
 
 # (N, C, H, W, O, kh, kw, pads (top, left, bottom, right), dilations); stride 1, OH * OW >= O
@@ -92,14 +92,7 @@ def test_epilogues_are_exact(output, residual):
     rng = np.random.default_rng(31)
     for n, c, h, wd, o, kh, kw, pads, dil in SHAPES[:5]:
         x, w, scale, bias, shape = _epilogue_case(rng, n, c, h, wd, o, kh, kw, (1, 1), pads, dil)
-        extra = {}
-        r = None
-        if residual == "f32":
-            r = rng.standard_normal(shape).astype(np.float32)
-            r.reshape(-1)[[0, 5, 9]] = [np.nan, np.inf, -np.inf]
-        elif residual == "u8":
-            r = rng.integers(0, 256, shape).astype(np.uint8)
-            extra = dict(mid=(1 / 0.05, 12, 0.05, -12 * 0.05), residual8=(0.03, -3.0))
+        r, extra = residual_case(rng, residual, shape)
         y, ref = run(fn, x, w, 9, (1, 1), pads, dil, (scale, bias, r), True, output=output, clip_max=6.0, **extra)
         np.testing.assert_array_equal(y, ref, err_msg=str((n, c, h, wd, o, kh, kw)))
 

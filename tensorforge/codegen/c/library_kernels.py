@@ -879,6 +879,20 @@ def qconv_arranged(kernel: Operation) -> bool:
     return qconv_direct.arranged_fits(kh, kw, sh, sw, dw, oh, ow)
 
 
+def qconv_transposed(kernel: Operation) -> bool:
+    """Whether int8 conv ``kernel`` runs transposed, positions x channels (``qconv_transposed.fits``:
+    few output positions; the host has AVX-512 VNNI, one group, constant weights, a dequantizing
+    epilogue, not a direct-kernel layer): ``tensorize.Prepared`` then passes
+    ``qconv_transposed.pack_weights`` of its weight operand."""
+    from . import qconv_transposed
+    geometry = _direct_geometry(kernel)
+    w = kernel.operands[1] if geometry is not None else None
+    if w is None or w.op is None or w.op.name != "graph.constant" or len(kernel.operands) <= 4:
+        return False
+    n, o, oh, ow = geometry[0], geometry[4], geometry[13], geometry[14]
+    return not qconv_arranged(kernel) and qconv_transposed.fits(n, o, oh, ow)
+
+
 def qconv_arranged_weights(kernel: Operation, w_shifted: np.ndarray) -> np.ndarray:
     """The weight operand of a ``qconv_arranged`` kernel as the direct kernel reads it."""
     from . import qconv_direct
@@ -923,6 +937,9 @@ def _qconv_kernel(k: _Kernel) -> str:
     if qconv_arranged(k.kernel):          # stride 1, weights arranged at compile time (qconv_direct.py)
         body = [f"  {name}_arranged({n}, {c}, {h}, {w}, {o}, {kh}, {kw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
                 f"in0, {float.hex(in_scale)}f, (const int32_t*)in1, in2, in3[0], {epilogue}, out0);"]
+    elif qconv_transposed(k.kernel):      # few positions: positions x channels (qconv_transposed.py)
+        body = [f"  {name}_transposed({n}, {c}, {h}, {w}, {o}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, "
+                f"{ow}, in0, {float.hex(in_scale)}f, (const int8_t*)in1, in2, in3[0], {epilogue}, out0);"]
     else:
         body = [f"  {name}({n}, {c}, {h}, {w}, {o}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
                 f"in0, {float.hex(in_scale)}f, in1, in2, in3[0], {epilogue}, out0);"]

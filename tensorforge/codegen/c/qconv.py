@@ -35,7 +35,7 @@ the output is NCHW without a transpose:
 """
 from __future__ import annotations
 
-from . import qconv_direct, qgemm
+from . import qconv_direct, qconv_transposed, qgemm
 from .conv_helpers import expand, team
 
 def _short_rows(rows: int, vecs: int) -> str:
@@ -581,7 +581,7 @@ static void tf_qconv_short_k(const tf_qconv_epi *e, const uint8_t *src, long K, 
 #endif
 #endif
 """
-_HELPERS = expand(_HELPERS, "tf_qconv", "uint8_t", 9).replace(
+_HELPERS = expand(_HELPERS, "tf_qconv", "uint8_t", 10).replace(
     "@SHORT_ROWS@", "\n".join(_short_rows(r, v) for r in (4, 1) for v in range(1, 5))).replace(
     "@SHORT_K_MAX@", str(SHORT_K_MAX)).replace("@DPBUSD512@", qgemm.DPBUSD512).replace(
     "@QGEMM_COMMON@", qgemm.COMMON)
@@ -688,8 +688,10 @@ static const int32_t *{name}_rowterm(long O, const int32_t *w_sums, int32_t zp)
   return rowterm;
 }}
 """
+    vnni512 = qgemm.isa(target) == qgemm.AVX512_VNNI
+    transposed_text = qconv_transposed.source(name, target, signed, threads, tiling) if vnni512 else ""
     return (qgemm.source(gemm, target, a_signed=False, threads=threads, row_comp=True, tiling=tiling) + _HELPERS
-            + rowterm + direct_text + f"""
+            + rowterm + direct_text + transposed_text + f"""
 /* Image n through the GEMM path: its input quantized (float input), padded or copied, packed into
    VNNI panels, multiplied, the epilogue on each finished block; one parallel region (a team of
    one when the images themselves are shared out: see {name}). */

@@ -40,7 +40,7 @@ ENV = "TENSORFORGE_QCONV_DIRECT"    # "0": every int8 conv takes the GEMM path (
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "1") != "0"
+    return os.environ.get("TENSORFORGE_QCONV_DIRECT", "1") != "0"
 
 
 def grid_share(kh: int, kw: int, dw: int, OH: int, OW: int) -> float:

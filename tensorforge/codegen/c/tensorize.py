@@ -1591,14 +1591,20 @@ class Prepared:
 
     def _arrange_library_weights(self, kernel: Operation, packs: dict, packed_uses: dict) -> None:
         """An int8 conv on the direct kernel reads its weights arranged at compile time
-        (``library_kernels.qconv_arranged``): operand 1 becomes that array."""
-        from .library_kernels import qconv_arranged, qconv_arranged_weights
-        if not qconv_arranged(kernel):
+        (``library_kernels.qconv_arranged``), one computed transposed reads them packed as the
+        GEMM's vector operand (``library_kernels.qconv_transposed``): operand 1 becomes that array."""
+        from . import qconv_transposed as transposed
+        from .library_kernels import qconv_arranged, qconv_arranged_weights, qconv_transposed
+        if qconv_arranged(kernel):
+            kind, arrange = "qconv-arranged", lambda w: qconv_arranged_weights(kernel, w)
+        elif qconv_transposed(kernel):
+            kind, arrange = "qconv-transposed", transposed.pack_weights
+        else:
             return
         v = kernel.operands[1]
-        pk = (id(v), "qconv-arranged")
+        pk = (id(v), kind)
         if pk not in packs:
-            packs[pk] = qconv_arranged_weights(kernel, v.op.attributes["value"].array)
+            packs[pk] = arrange(v.op.attributes["value"].array)
             self.weights.append(packs[pk])
         self._operand[(id(kernel), 1)] = packs[pk]
         packed_uses[id(v)] = packed_uses.get(id(v), 0) + 1

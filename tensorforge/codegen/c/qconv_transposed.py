@@ -1,0 +1,211 @@
+"""An int8 convolution over few output positions, computed transposed: positions x channels.
+
+``qconv.py``'s GEMM puts output channels on the rows (the broadcast operand, the weights read in
+place) and output positions on the vector lanes.  At 7x7 (49 positions) that wastes a quarter of
+the lanes (49 columns in tiles of 32: 64 computed), and the weights, the large operand there (a
+1024 -> 2048 1x1 has 2 MB of them against 50 KB of activations), are read as eight row streams of
+4 bytes per step.  Measured on the GEMM alone, 2 threads, weights out of cache as in a model:
+ResNet-50's 1024 -> 2048 downsampling 0.453 -> 0.303 ms, its 512 -> 2048 1x1 0.267 -> 0.164,
+the 3x3 512 at 7x7 0.393 -> 0.327, and at 14x14 0.297 -> 0.269 (1024 -> 512).
+
+Transposed, the layer is onnxruntime's orientation:
+
+* **The activations are the broadcast operand**, ``A' = [P, Kp]`` uint8, one row per output position
+  (its im2col column): the image's ``[K, P]`` matrix (the input itself for a 1x1 conv, the
+  subsampled copy for a strided one, the im2col rows otherwise, as ``qconv.py`` builds them)
+  transposed per call (K x P bytes: 50 KB for a 1024-channel 7x7 map).  ``vpdpbusd`` takes them
+  unsigned as they are (int8 input: flipped by the GEMM's ``a_signed`` path).
+* **The weights are the vector operand**, packed once at compile time into ``qgemm.pack_b``'s
+  panels of 16 output channels (``pack_weights``): one contiguous stream, no lane wasted while
+  the output channels are a multiple of 16.
+* **The zero point** is the GEMM's column term ``comp[o] = -zp_u8 * rowsum(w)[o]`` (``zp_u8``: the
+  zero point of the unsigned activation the kernel sees), so the sums are ``qconv.py``'s exactly.
+* **The epilogue** is ``qconv.py``'s ``tf_qconv_dequantize``: each finished block of sums
+  (positions x 32 channels, in cache) is transposed in a per-thread buffer and run through it as
+  channels x positions, which writes the uint8 (or float32) output in NCHW.
+
+Used for one-group int8 convs of one image with constant weights, at least ``MIN_CHANNELS`` output
+channels and at most ``MAX_POSITIONS`` output positions (``fits``), on AVX-512 VNNI;
+``qconv_direct.py`` keeps the stride-1 layers it takes.  In whole QDQ models (onnxruntime's
+``quantize_static``, batch 1, 2 threads, one process, outputs bit-identical): ResNet-50 1.057x and
+1.083x, MobileNetV2 1.024x and 1.032x.  With 196 positions (14x14) as the limit both ran slower
+than with 49 (MobileNetV2 0.957x: its 14x14 1x1 layers are short-K ones, already in registers).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import qgemm
+from .conv_helpers import team
+
+MAX_POSITIONS = 49        # 7x7 maps (14x14 ran slower in whole models: see above)
+MIN_CHANNELS = 64         # output channels: whole 16-lane vectors, a few panels per thread
+ENV = "TENSORFORGE_QCONV_TRANSPOSED"    # "0": these layers keep qconv.py's orientation (comparisons)
+
+
+def enabled() -> bool:
+    return os.environ.get("TENSORFORGE_QCONV_TRANSPOSED", "1") != "0"
+
+
+def fits(N: int, O: int, OH: int, OW: int) -> bool:
+    """Whether an int8 conv of ``N`` images with ``O`` output channels over ``OH x OW`` positions
+    runs transposed.  One image only: a batch shares out whole images, one per thread, on
+    ``qconv.py``'s path, and computed transposed image after image with both threads on each it
+    ran slower (ResNet-50 b8 0.93x, MobileNetV2 b8 0.97x)."""
+    return enabled() and N == 1 and O >= MIN_CHANNELS and OH * OW <= MAX_POSITIONS
+
+
+def pack_weights(w_shifted: np.ndarray) -> np.ndarray:
+    """``qconv_weights``' ``(O, Kp)`` uint8 rows ``w + 128`` as the transposed GEMM's B operand:
+    the int8 ``w`` as a ``[Kp, O]`` matrix packed by ``qgemm.pack_b`` (16 channels per panel).
+    The K padding (``w + 128 = 0``) becomes -128 here; the kernel pads the activations there with
+    the value the GEMM reads as 0, so it adds nothing."""
+    w = (np.asarray(w_shifted, np.uint8) ^ np.uint8(0x80)).view(np.int8)
+    return np.ascontiguousarray(qgemm.pack_b(np.ascontiguousarray(w.T)))
+
+
+def source(name: str, target, signed: bool, threads: int, tiling: "qgemm.Tiling | None" = None) -> str:
+    """C text of ``void NAME_transposed(<qconv.py's arguments, with the packed weights of
+    pack_weights as const int8_t *wt in place of w_shifted>)``.  Needs ``qconv.py``'s helpers
+    (``tf_qconv_scratch``, ``tf_qconv_quantize``, ``tf_qconv_im2col_row``, the epilogue) before it."""
+    gemm = f"{name}_gemm_t"
+    zp_u8 = "(uint32_t)zp + 128u" if signed else "(uint32_t)zp"
+    pad = "0x80" if signed else "0"       # K padding: the activation the GEMM sees there is 0
+    par = f"{team(threads)} if (P * Kp * O >= {qgemm.PARALLEL_MIN_MACS})" if threads > 1 else "if (0)"
+    return "\n" + qgemm.source(gemm, target, a_signed=signed, threads=threads, row_comp=True, tiling=tiling) + f"""
+/* The epilogue of a block of the transposed sums (rows: positions i0..i1, columns: channels
+   j0..j1, row stride ldc): transposed into this thread's buffer as channels x positions and run
+   through tf_qconv_dequantize, which writes the uint8 output at [channel][position]; a float32
+   result, left in the buffer over the sums, is copied to the output. */
+typedef struct {{ tf_qconv_epi *e; float *yf; long P; }} {name}_tctx;
+#ifndef TF_QCONV_TRANSPOSE_DEFINED
+#define TF_QCONV_TRANSPOSE_DEFINED
+/* d[j * ds + i] = s[i * ss + j] for a 16 x 16 block of bytes: four rounds of SSE2 unpacks (bytes,
+   16-bit, 32-bit, 64-bit pairs); 64 instructions where the scalar loop took 512. */
+static inline void tf_qconv_t16x16(const uint8_t *s, long ss, uint8_t *d, long ds)
+{{
+  __m128i a[16], b[16];
+  for (int i = 0; i < 16; i++) a[i] = _mm_loadu_si128((const __m128i *)(s + i * ss));
+  for (int i = 0; i < 8; i++) {{
+    b[i] = _mm_unpacklo_epi8(a[2 * i], a[2 * i + 1]);            /* rows 2i, 2i+1; columns 0..7 */
+    b[i + 8] = _mm_unpackhi_epi8(a[2 * i], a[2 * i + 1]);        /* columns 8..15 */
+  }}
+  for (int h = 0; h < 16; h += 8)
+    for (int i = 0; i < 4; i++) {{
+      a[h / 2 + i] = _mm_unpacklo_epi16(b[h + 2 * i], b[h + 2 * i + 1]);   /* rows 4i..4i+3, 4 columns */
+      a[h / 2 + i + 8] = _mm_unpackhi_epi16(b[h + 2 * i], b[h + 2 * i + 1]);
+    }}
+  /* a[g + k], g in {{0, 4, 8, 12}}: rows 4k..4k+3 of columns c(g)..c(g)+3, c = 0, 8, 4, 12 */
+  static const int first[4] = {{0, 8, 4, 12}};
+  for (int g = 0; g < 4; g++) {{
+    const __m128i *c = a + 4 * g;
+    const __m128i d0 = _mm_unpacklo_epi32(c[0], c[1]), d1 = _mm_unpacklo_epi32(c[2], c[3]);
+    const __m128i d2 = _mm_unpackhi_epi32(c[0], c[1]), d3 = _mm_unpackhi_epi32(c[2], c[3]);
+    uint8_t *o = d + first[g] * ds;
+    _mm_storeu_si128((__m128i *)o, _mm_unpacklo_epi64(d0, d1));
+    _mm_storeu_si128((__m128i *)(o + ds), _mm_unpackhi_epi64(d0, d1));
+    _mm_storeu_si128((__m128i *)(o + 2 * ds), _mm_unpacklo_epi64(d2, d3));
+    _mm_storeu_si128((__m128i *)(o + 3 * ds), _mm_unpackhi_epi64(d2, d3));
+  }}
+}}
+
+/* d[j * ds + i] = s[i * ss + j] for rows x cols bytes: 16 x 16 blocks, the edges one by one. */
+static void tf_qconv_transpose_u8(const uint8_t *s, long ss, uint8_t *d, long ds, long rows, long cols)
+{{
+  const long r16 = rows / 16 * 16, c16 = cols / 16 * 16;
+  for (long i = 0; i < r16; i += 16)
+    for (long j = 0; j < c16; j += 16) tf_qconv_t16x16(s + i * ss + j, ss, d + j * ds + i, ds);
+  for (long i = 0; i < rows; i++)
+    for (long j = i < r16 ? c16 : 0; j < cols; j++) d[j * ds + i] = s[i * ss + j];
+}}
+
+/* d[j * ds + i] = s[i * ss + j] for rows x cols int32: 4 x 4 blocks of SSE2 unpacks, edges one by one. */
+static void tf_qconv_transpose_i32(const int32_t *s, long ss, int32_t *d, long ds, long rows, long cols)
+{{
+  const long r4 = rows / 4 * 4, c4 = cols / 4 * 4;
+  for (long i = 0; i < r4; i += 4)
+    for (long j = 0; j < c4; j += 4) {{
+      const __m128i a0 = _mm_loadu_si128((const __m128i *)(s + i * ss + j)),
+                    a1 = _mm_loadu_si128((const __m128i *)(s + (i + 1) * ss + j)),
+                    a2 = _mm_loadu_si128((const __m128i *)(s + (i + 2) * ss + j)),
+                    a3 = _mm_loadu_si128((const __m128i *)(s + (i + 3) * ss + j));
+      const __m128i t0 = _mm_unpacklo_epi32(a0, a1), t1 = _mm_unpacklo_epi32(a2, a3);
+      const __m128i t2 = _mm_unpackhi_epi32(a0, a1), t3 = _mm_unpackhi_epi32(a2, a3);
+      _mm_storeu_si128((__m128i *)(d + j * ds + i), _mm_unpacklo_epi64(t0, t1));
+      _mm_storeu_si128((__m128i *)(d + (j + 1) * ds + i), _mm_unpackhi_epi64(t0, t1));
+      _mm_storeu_si128((__m128i *)(d + (j + 2) * ds + i), _mm_unpacklo_epi64(t2, t3));
+      _mm_storeu_si128((__m128i *)(d + (j + 3) * ds + i), _mm_unpackhi_epi64(t2, t3));
+    }}
+  for (long i = 0; i < rows; i++)
+    for (long j = i < r4 ? c4 : 0; j < cols; j++) d[j * ds + i] = s[i * ss + j];
+}}
+#endif
+
+static void {name}_t_epilogue(void *vctx, int32_t *c, long ldc, long i0, long i1, long j0, long j1)
+{{
+  const {name}_tctx *t = (const {name}_tctx *)vctx;
+  const long rows = i1 - i0, cols = j1 - j0;
+  int32_t *tr = (int32_t *)tf_qconv_scratch(9, (size_t)(rows * cols) * sizeof(int32_t));
+  if (!tr) return;
+  tf_qconv_transpose_i32(c, ldc, tr, rows, rows, cols);
+  tf_qconv_dequantize(t->e, tr, rows, j0, j1, i0, i1);
+  if (t->yf)
+    for (long j = 0; j < cols; j++) memcpy(t->yf + (j0 + j) * t->P + i0, tr + j * rows, (size_t)rows * sizeof(float));
+}}
+
+void {name}_transposed(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
+                       long dh, long dw, long OH, long OW, const void *x, float in_scale, const int8_t *wt,
+                       const int32_t *w_sums, int32_t zp, const float *scale, const float *bias, const int32_t *acc_bias,
+                       const void *residual, int relu, float hi, float mid_m, int32_t mid_zp, float mid_s, float mid_o,
+                       float res_s, float res_o, float out_scale, int32_t out_zp, void *y)
+{{
+  const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW;
+  const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
+  const int subsampled = kh == 1 && kw == 1 && ph == 0 && pw == 0 && !direct && (OH - 1) * sh < H && (OW - 1) * sw < W;
+  int32_t *comp = (int32_t *)tf_qconv_scratch(3, (size_t)O * sizeof(int32_t));
+  uint8_t *col = direct ? 0 : (uint8_t *)tf_qconv_scratch(0, (size_t)(K * P));
+  uint8_t *at = (uint8_t *)tf_qconv_scratch(1, (size_t)(P * Kp));
+  uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
+  if (!comp || (!direct && !col) || !at || (in_scale != 0.0f && !xq)) return;
+  /* the sums start from -zp * rowsum(w): (x - zp) . w with x the unsigned activation the GEMM sees */
+  const uint32_t zps = {zp_u8};
+  for (long o = 0; o < O; o++) comp[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
+  for (long n = 0; n < N; n++) {{
+    const int quant = out_scale != 0.0f;
+    tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, acc_bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s,
+                                            res_o, quant ? (uint8_t *)y + n * O * P : 0, out_scale, out_zp, n, O * P, P);
+    {name}_tctx tctx = {{&epi, quant ? 0 : (float *)y + n * O * P, P}};
+    const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
+    const uint8_t *src = direct ? xn : col;
+    for (long p = 0; p < P && Kp > K; p++) memset(at + p * Kp + K, {pad}, (size_t)(Kp - K));
+    #pragma omp parallel {par}
+    {{
+      if (xq) {{
+        #pragma omp for schedule(dynamic, 4)
+        for (long c = 0; c < C; c++)
+          tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
+      }}
+      if (subsampled) {{
+        #pragma omp for schedule(dynamic, 4)
+        for (long c = 0; c < C; c++)
+          for (long oh = 0; oh < OH; oh++)
+            for (long ow = 0; ow < OW; ow++) col[(c * OH + oh) * OW + ow] = xn[(c * H + oh * sh) * W + ow * sw];
+      }} else if (!direct) {{
+        #pragma omp for schedule(dynamic, 4)
+        for (long k = 0; k < K; k++)
+          tf_qconv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, (uint8_t)zp, col + k * P);
+      }}
+      /* [K, P] -> [P, Kp] in bands of 64 k (the K padding, set above, multiplies as 0) */
+      #pragma omp for schedule(static)
+      for (long k0 = 0; k0 < K; k0 += 64)
+        tf_qconv_transpose_u8(src + k0 * P, P, at + k0, Kp, K - k0 < 64 ? K - k0 : 64, P);
+      {gemm}(P, O, Kp, at, Kp, wt, comp, 0, {name}_t_epilogue, &tctx, 0, O);
+    }}
+  }}
+}}
+"""
+
+
+__all__ = ["ENV", "MAX_POSITIONS", "MIN_CHANNELS", "enabled", "fits", "pack_weights", "source"]
