@@ -141,6 +141,9 @@ def test_a_quantized_model_runs_its_7x7_layers_transposed():
     cm = tensorforge.compile(q, threads=2)
     calls = [line for line in cm.source.splitlines() if "_transposed(1, " in line]
     assert len(calls) == 3, calls                      # the three 7x7 layers' kernels call it
+    from tensorforge.report.collect import collect
+    schedules = [c.schedule for c in collect(cm.module, "t").code]
+    assert sum("int8 VNNI GEMM transposed" in s for s in schedules) == 3, schedules   # what explain says
     for s in range(3):
         x = np.random.default_rng(100 + s).standard_normal((1, 16, 14, 14)).astype(np.float32)
         np.testing.assert_array_equal(np.asarray(cm(x)), run_function(q.main, [x])[0])

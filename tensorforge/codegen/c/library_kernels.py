@@ -1049,6 +1049,9 @@ def describe(kernel: Operation) -> str:
             when = "at compile time" if qconv_arranged(kernel) else "per call"
             how = (f"int8 direct convolution on channel-quad interleaved padded planes, weights arranged {when}, "
                    f"tiles of {qconv_direct.MR} channels x {16 * qconv_direct.NRV} positions")
+        elif qconv_transposed(kernel):
+            how = ("int8 VNNI GEMM transposed: output positions x channels, the activations transposed per call, "
+                   "the weights packed at compile time")
         else:
             how = "int8 VNNI GEMM on activations packed per image (im2col for windows wider than 1x1)"
         text += f"; {how}"
@@ -1056,4 +1059,4 @@ def describe(kernel: Operation) -> str:
 
 
 __all__ = ["INT8_TUNED_OPS", "describe", "emit_library_kernel", "int8_tunable", "qconv_arranged",
-           "qconv_arranged_weights"]
+           "qconv_arranged_weights", "qconv_transposed"]
