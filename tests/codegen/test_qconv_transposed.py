@@ -45,6 +45,11 @@ def kernel(signed: bool, threads: int):
                                                                                              ARGTYPES)
 
 
+def _packed(w: np.ndarray):
+    """``run``'s ``arrange`` for weights ``w`` (O, C, kh, kw): the transposed kernel's packing."""
+    return lambda shifted: qconv_transposed.pack_weights(shifted, w.shape[1], w.shape[2] * w.shape[3])
+
+
 def _case(rng, shape, signed: bool):
     n, c, h, wd, o, kh, kw = shape[:7]
     lo, hi = (-128, 128) if signed else (0, 256)
@@ -63,7 +68,7 @@ def test_float_outputs_are_exact(signed, threads):
         x, w, zp = _case(rng, shape, signed)
         scale = (rng.random(shape[4]) * 1e-3).astype(np.float32)
         bias = rng.standard_normal(shape[4]).astype(np.float32)
-        y, ref = run(fn, x, w, zp, shape[7], shape[8], shape[9], (scale, bias, None), arrange=qconv_transposed.pack_weights)
+        y, ref = run(fn, x, w, zp, shape[7], shape[8], shape[9], (scale, bias, None), arrange=_packed(w))
         np.testing.assert_array_equal(y, ref, err_msg=f"{shape} zp={zp}")
 
 
@@ -78,7 +83,7 @@ def test_epilogues_are_exact(output, residual):
         x, w, scale, bias, shape = _epilogue_case(rng, n, c, h, wd, o, kh, kw, strides, pads, dil)
         r, extra = residual_case(rng, residual, shape)
         y, ref = run(fn, x, w, 9, strides, pads, dil, (scale, bias, r), True, output=output, clip_max=6.0,
-                     arrange=qconv_transposed.pack_weights, **extra)
+                     arrange=_packed(w), **extra)
         np.testing.assert_array_equal(y, ref, err_msg=str((n, c, h, wd, o, kh, kw)))
 
 
@@ -89,14 +94,14 @@ def test_extreme_values_and_float_input():
     w = np.full((64, 512, 3, 3), -128, np.int8)
     ones = (np.ones(64, np.float32), np.zeros(64, np.float32), None)
     for zp in (0, 255):
-        y, ref = run(fn, x, w, zp, (1, 1), (1, 1, 1, 1), (1, 1), ones, arrange=qconv_transposed.pack_weights)
+        y, ref = run(fn, x, w, zp, (1, 1), (1, 1, 1, 1), (1, 1), ones, arrange=_packed(w))
         np.testing.assert_array_equal(y, ref)
     rng = np.random.default_rng(41)
     xf = (rng.standard_normal((1, 40, 7, 7)) * 40).astype(np.float32)
     xf.flat[:6] = [0.5, 1.5, 2.5, -0.5, 1e6, -1e6]
     w = rng.integers(-128, 128, (96, 40, 1, 1)).astype(np.int8)
     y, ref = run(fn, xf, w, 100, (1, 1), (0, 0, 0, 0), (1, 1), (rng.random(96).astype(np.float32), np.zeros(96, np.float32)),
-                 input_scale=0.5, arrange=qconv_transposed.pack_weights)
+                 input_scale=0.5, arrange=_packed(w))
     np.testing.assert_array_equal(y, ref)
 
 

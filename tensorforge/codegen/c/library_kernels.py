@@ -901,6 +901,14 @@ def qconv_arranged_weights(kernel: Operation, w_shifted: np.ndarray) -> np.ndarr
     return qconv_direct.arrange_weights(w_shifted, c, kh * kw)
 
 
+def qconv_transposed_weights(kernel: Operation, w_shifted: np.ndarray) -> np.ndarray:
+    """The weight operand of a ``qconv_transposed`` kernel as its GEMM reads it."""
+    from . import qconv_transposed as transposed
+    c = int(kernel.operands[0].type.shape[1])
+    kh, kw = (int(v) for v in library_op(kernel).attributes["kernel"])
+    return transposed.pack_weights(w_shifted, c, kh * kw)
+
+
 def _qconv_kernel(k: _Kernel) -> str:
     """int8 2-D convolution (``graph.qconv``) on the kernel of ``qconv.py``: the activations of each
     image packed at run time, the weights (uint8 ``w + 128``) read in place, NCHW int32 out, or
@@ -1059,4 +1067,4 @@ def describe(kernel: Operation) -> str:
 
 
 __all__ = ["INT8_TUNED_OPS", "describe", "emit_library_kernel", "int8_tunable", "qconv_arranged",
-           "qconv_arranged_weights", "qconv_transposed"]
+           "qconv_arranged_weights", "qconv_transposed", "qconv_transposed_weights"]

@@ -57,19 +57,23 @@ def fits(N: int, O: int, OH: int, OW: int) -> bool:
     return enabled() and N == 1 and O >= MIN_CHANNELS and OH * OW <= MAX_POSITIONS
 
 
-def pack_weights(w_shifted: np.ndarray) -> np.ndarray:
-    """``qconv_weights``' ``(O, Kp)`` uint8 rows ``w + 128`` as the transposed GEMM's B operand:
-    the int8 ``w`` as a ``[Kp, O]`` matrix packed by ``qgemm.pack_b`` (16 channels per panel).
-    The K padding (``w + 128 = 0``) becomes -128 here; the kernel pads the activations there with
-    the value the GEMM reads as 0, so it adds nothing."""
+def pack_weights(w_shifted: np.ndarray, channels: int, taps: int) -> np.ndarray:
+    """``qconv_weights``' ``(O, Kp)`` uint8 rows ``w + 128`` (k = c * taps + t) as the transposed
+    GEMM's B operand: the int8 ``w`` as a ``[Kp, O]`` matrix, its K in tap-major order
+    (k = t * channels + c, the order in which the kernel lays out a position's window: one copy of
+    all channels per tap), packed by ``qgemm.pack_b`` (16 channels per panel).  The K padding
+    (``w + 128 = 0``) becomes -128 here; the kernel pads the activations there with the value the
+    GEMM reads as 0, so it adds nothing."""
     w = (np.asarray(w_shifted, np.uint8) ^ np.uint8(0x80)).view(np.int8)
+    k = channels * taps
+    w = np.concatenate([w[:, :k].reshape(-1, channels, taps).transpose(0, 2, 1).reshape(-1, k), w[:, k:]], axis=1)
     return np.ascontiguousarray(qgemm.pack_b(np.ascontiguousarray(w.T)))
 
 
 def source(name: str, target, signed: bool, threads: int, tiling: "qgemm.Tiling | None" = None) -> str:
     """C text of ``void NAME_transposed(<qconv.py's arguments, with the packed weights of
     pack_weights as const int8_t *wt in place of w_shifted>)``.  Needs ``qconv.py``'s helpers
-    (``tf_qconv_scratch``, ``tf_qconv_quantize``, ``tf_qconv_im2col_row``, the epilogue) before it."""
+    (``tf_qconv_scratch``, ``tf_qconv_quantize``, ``tf_qconv_pad_plane``, the epilogue) before it."""
     gemm = f"{name}_gemm_t"
     zp_u8 = "(uint32_t)zp + 128u" if signed else "(uint32_t)zp"
     pad = "0x80" if signed else "0"       # K padding: the activation the GEMM sees there is 0
@@ -164,11 +168,15 @@ void {name}_transposed(long N, long C, long H, long W, long O, long kh, long kw,
   const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW;
   const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
   const int subsampled = kh == 1 && kw == 1 && ph == 0 && pw == 0 && !direct && (OH - 1) * sh < H && (OW - 1) * sw < W;
+  /* a window wider than 1x1 reads the zero-point padded image transposed to positions x channels */
+  const int window = !direct && !subsampled;
+  const long Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
   int32_t *comp = (int32_t *)tf_qconv_scratch(3, (size_t)O * sizeof(int32_t));
-  uint8_t *col = direct ? 0 : (uint8_t *)tf_qconv_scratch(0, (size_t)(K * P));
+  uint8_t *col = direct ? 0 : (uint8_t *)tf_qconv_scratch(0, (size_t)(window ? C * Hp * Wp : K * P));
+  uint8_t *xt = window ? (uint8_t *)tf_qconv_scratch(2, (size_t)(C * Hp * Wp)) : 0;
   uint8_t *at = (uint8_t *)tf_qconv_scratch(1, (size_t)(P * Kp));
   uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
-  if (!comp || (!direct && !col) || !at || (in_scale != 0.0f && !xq)) return;
+  if (!comp || (!direct && !col) || (window && !xt) || !at || (in_scale != 0.0f && !xq)) return;
   /* the sums start from -zp * rowsum(w): (x - zp) . w with x the unsigned activation the GEMM sees */
   const uint32_t zps = {zp_u8};
   for (long o = 0; o < O; o++) comp[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
@@ -192,15 +200,27 @@ void {name}_transposed(long N, long C, long H, long W, long O, long kh, long kw,
         for (long c = 0; c < C; c++)
           for (long oh = 0; oh < OH; oh++)
             for (long ow = 0; ow < OW; ow++) col[(c * OH + oh) * OW + ow] = xn[(c * H + oh * sh) * W + ow * sw];
-      }} else if (!direct) {{
-        #pragma omp for schedule(dynamic, 4)
-        for (long k = 0; k < K; k++)
-          tf_qconv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, (uint8_t)zp, col + k * P);
       }}
-      /* [K, P] -> [P, Kp] in bands of 64 k (the K padding, set above, multiplies as 0) */
-      #pragma omp for schedule(static)
-      for (long k0 = 0; k0 < K; k0 += 64)
-        tf_qconv_transpose_u8(src + k0 * P, P, at + k0, Kp, K - k0 < 64 ? K - k0 : 64, P);
+      if (window) {{
+        /* the padded planes, transposed to [Hp * Wp, C]; then a position's row of A' is one copy
+           of all C channels per tap (K in tap-major order, as pack_weights orders the weights) */
+        #pragma omp for schedule(dynamic, 4)
+        for (long c = 0; c < C; c++) tf_qconv_pad_plane(xn + c * H * W, H, W, ph, pw, Hp, Wp, (uint8_t)zp, col + c * Hp * Wp);
+        #pragma omp for schedule(static)
+        for (long c0 = 0; c0 < C; c0 += 64)
+          tf_qconv_transpose_u8(col + c0 * Hp * Wp, Hp * Wp, xt + c0, C, C - c0 < 64 ? C - c0 : 64, Hp * Wp);
+        #pragma omp for schedule(static)
+        for (long p = 0; p < P; p++) {{
+          const long oh = p / OW, ow = p % OW;
+          for (long t = 0; t < kh * kw; t++)
+            memcpy(at + p * Kp + t * C, xt + ((oh * sh + (t / kw) * dh) * Wp + ow * sw + (t % kw) * dw) * C, (size_t)C);
+        }}
+      }} else {{
+        /* [K, P] -> [P, Kp] in bands of 64 k (the K padding, set above, multiplies as 0) */
+        #pragma omp for schedule(static)
+        for (long k0 = 0; k0 < K; k0 += 64)
+          tf_qconv_transpose_u8(src + k0 * P, P, at + k0, Kp, K - k0 < 64 ? K - k0 : 64, P);
+      }}
       {gemm}(P, O, Kp, at, Kp, wt, comp, 0, {name}_t_epilogue, &tctx, 0, O);
     }}
   }}

@@ -1593,12 +1593,11 @@ class Prepared:
         """An int8 conv on the direct kernel reads its weights arranged at compile time
         (``library_kernels.qconv_arranged``), one computed transposed reads them packed as the
         GEMM's vector operand (``library_kernels.qconv_transposed``): operand 1 becomes that array."""
-        from . import qconv_transposed as transposed
-        from .library_kernels import qconv_arranged, qconv_arranged_weights, qconv_transposed
+        from .library_kernels import qconv_arranged, qconv_arranged_weights, qconv_transposed, qconv_transposed_weights
         if qconv_arranged(kernel):
             kind, arrange = "qconv-arranged", lambda w: qconv_arranged_weights(kernel, w)
         elif qconv_transposed(kernel):
-            kind, arrange = "qconv-transposed", transposed.pack_weights
+            kind, arrange = "qconv-transposed", lambda w: qconv_transposed_weights(kernel, w)
         else:
             return
         v = kernel.operands[1]
