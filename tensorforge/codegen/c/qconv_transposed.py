@@ -11,13 +11,14 @@ the 3x3 512 at 7x7 0.393 -> 0.327, and at 14x14 0.297 -> 0.269 (1024 -> 512).
 Transposed, the layer is onnxruntime's orientation:
 
 * **The activations are the broadcast operand**, ``A' = [P, Kp]`` uint8, one row per output position
-  (its im2col column): the image's ``[K, P]`` matrix (the input itself for a 1x1 conv, the
-  subsampled copy for a strided one, the im2col rows otherwise, as ``qconv.py`` builds them)
-  transposed per call (K x P bytes: 50 KB for a 1024-channel 7x7 map).  ``vpdpbusd`` takes them
+  (its window): a 1x1 conv transposes the image's ``[C, P]`` matrix (the input itself, or the
+  subsampled copy of a strided one) in 16x16 byte blocks of SSE2 unpacks; a wider window pads the
+  image with the zero point, transposes it to ``[Hp * Wp, C]`` the same way, and copies all ``C``
+  channels of each tap into the position's row (K in tap-major order).  ``vpdpbusd`` takes them
   unsigned as they are (int8 input: flipped by the GEMM's ``a_signed`` path).
 * **The weights are the vector operand**, packed once at compile time into ``qgemm.pack_b``'s
-  panels of 16 output channels (``pack_weights``): one contiguous stream, no lane wasted while
-  the output channels are a multiple of 16.
+  panels of 16 output channels, K in the activations' order (``pack_weights``): one contiguous
+  stream, no lane wasted while the output channels are a multiple of 16.
 * **The zero point** is the GEMM's column term ``comp[o] = -zp_u8 * rowsum(w)[o]`` (``zp_u8``: the
   zero point of the unsigned activation the kernel sees), so the sums are ``qconv.py``'s exactly.
 * **The epilogue** is ``qconv.py``'s ``tf_qconv_dequantize``: each finished block of sums
