@@ -866,14 +866,23 @@ def _direct_geometry(kernel: Operation) -> tuple[int, ...] | None:
     return _conv_geometry(op, kernel)
 
 
+def _packable_geometry(kernel: Operation) -> tuple[int, ...] | None:
+    """``_direct_geometry`` of an int8 conv whose weights are a constant (so they can be laid out
+    at compile time), else None."""
+    geometry = _direct_geometry(kernel)
+    w = kernel.operands[1] if geometry is not None else None
+    if w is None or w.op is None or w.op.name != "graph.constant":
+        return None
+    return geometry
+
+
 def qconv_arranged(kernel: Operation) -> bool:
     """Whether int8 conv ``kernel`` runs on the direct kernel with its weights arranged at compile
     time (``qconv_direct.arranged_fits``; the host has AVX-512 VNNI, one group, constant weights):
     ``tensorize.Prepared`` then passes ``qconv_direct.arrange_weights`` of its weight operand."""
     from . import qconv_direct
-    geometry = _direct_geometry(kernel)
-    w = kernel.operands[1] if geometry is not None else None
-    if w is None or w.op is None or w.op.name != "graph.constant":
+    geometry = _packable_geometry(kernel)
+    if geometry is None:
         return False
     _, _, _, _, _, kh, kw, sh, sw, _, _, _, dw, oh, ow = geometry
     return qconv_direct.arranged_fits(kh, kw, sh, sw, dw, oh, ow)
@@ -885,9 +894,8 @@ def qconv_transposed(kernel: Operation) -> bool:
     epilogue, not a direct-kernel layer): ``tensorize.Prepared`` then passes
     ``qconv_transposed.pack_weights`` of its weight operand."""
     from . import qconv_transposed
-    geometry = _direct_geometry(kernel)
-    w = kernel.operands[1] if geometry is not None else None
-    if w is None or w.op is None or w.op.name != "graph.constant" or len(kernel.operands) <= 4:
+    geometry = _packable_geometry(kernel)
+    if geometry is None or len(kernel.operands) <= 4:
         return False
     n, o, oh, ow = geometry[0], geometry[4], geometry[13], geometry[14]
     return not qconv_arranged(kernel) and qconv_transposed.fits(n, o, oh, ow)

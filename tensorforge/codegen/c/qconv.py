@@ -225,6 +225,13 @@ static void tf_qconv_pack_panels4(const uint8_t *col, long ldc, long K, long kq,
    bytes, so uint8 and int8 alike).  The GEMM path keeps slack around the planes, so that the
    packer's 16-byte loads never check bounds. */
 @PAD_PLANE@
+/* One channel's W-wide plane x subsampled by (sh, sw) to OH x OW at dst: a strided 1x1 conv's
+   input (its output positions read every sh-th row and sw-th column), copied once. */
+static void tf_qconv_subsample_plane(const uint8_t *x, long W, long OH, long OW, long sh, long sw, uint8_t *dst)
+{
+  for (long oh = 0; oh < OH; oh++)
+    for (long ow = 0; ow < OW; ow++) dst[oh * OW + ow] = x[oh * sh * W + ow * sw];
+}
 #if defined(__SSE4_1__)
 #define TF_QCONV_FUSED_PACK 1
 /* 16 bytes p[0], p[sw], ..., p[15 sw] for sw = 1 or 2 (two loads, even bytes kept). */
@@ -758,12 +765,7 @@ static void {name}_image(long n, long C, long H, long W, long O, long kh, long k
     }} else {{
       if (subsampled) {{
         #pragma omp for schedule(dynamic, 4)
-        for (long c = 0; c < C; c++)
-          for (long oh = 0; oh < OH; oh++) {{
-            const uint8_t *src = xn + (c * H + oh * sh) * W;
-            uint8_t *dst = col + (c * OH + oh) * OW;
-            for (long ow = 0; ow < OW; ow++) dst[ow] = src[ow * sw];
-          }}
+        for (long c = 0; c < C; c++) tf_qconv_subsample_plane(xn + c * H * W, W, OH, OW, sh, sw, col + c * OH * OW);
       }} else if (!direct) {{
         #pragma omp for schedule(dynamic, 4)
         for (long k = 0; k < K; k++)

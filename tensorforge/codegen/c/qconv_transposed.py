@@ -74,7 +74,8 @@ def pack_weights(w_shifted: np.ndarray, channels: int, taps: int) -> np.ndarray:
 def source(name: str, target, signed: bool, threads: int, tiling: "qgemm.Tiling | None" = None) -> str:
     """C text of ``void NAME_transposed(<qconv.py's arguments, with the packed weights of
     pack_weights as const int8_t *wt in place of w_shifted>)``.  Needs ``qconv.py``'s helpers
-    (``tf_qconv_scratch``, ``tf_qconv_quantize``, ``tf_qconv_pad_plane``, the epilogue) before it."""
+    (``tf_qconv_scratch``, ``tf_qconv_quantize``, ``tf_qconv_pad_plane``, ``tf_qconv_subsample_plane``, the
+    epilogue) before it."""
     gemm = f"{name}_gemm_t"
     zp_u8 = "(uint32_t)zp + 128u" if signed else "(uint32_t)zp"
     pad = "0x80" if signed else "0"       # K padding: the activation the GEMM sees there is 0
@@ -198,9 +199,7 @@ void {name}_transposed(long N, long C, long H, long W, long O, long kh, long kw,
       }}
       if (subsampled) {{
         #pragma omp for schedule(dynamic, 4)
-        for (long c = 0; c < C; c++)
-          for (long oh = 0; oh < OH; oh++)
-            for (long ow = 0; ow < OW; ow++) col[(c * OH + oh) * OW + ow] = xn[(c * H + oh * sh) * W + ow * sw];
+        for (long c = 0; c < C; c++) tf_qconv_subsample_plane(xn + c * H * W, W, OH, OW, sh, sw, col + c * OH * OW);
       }}
       if (window) {{
         /* the padded planes, transposed to [Hp * Wp, C]; then a position's row of A' is one copy
