@@ -20,7 +20,7 @@ AVX512_BF16 only: ``precision="bf16"`` is refused (or falls back to float32) on 
 """
 from __future__ import annotations
 
-from . import bf16gemm
+from . import bf16_winograd, bf16gemm
 from .conv_helpers import expand, team
 
 _HELPERS = r"""
@@ -92,7 +92,7 @@ static void tf_bf16conv_pack_panel_padded(const float *xp, const long *koff, lon
 @PAD_PLANE@
 @SCRATCH@#endif
 """
-_HELPERS = expand(_HELPERS, "tf_bf16conv", "float", 3)
+_HELPERS = expand(_HELPERS, "tf_bf16conv", "float", 6)
 
 
 def source(name: str, target, threads: int = 1) -> str:
@@ -100,7 +100,8 @@ def source(name: str, target, threads: int = 1) -> str:
     long sw, long ph, long pw, long dh, long dw, long OH, long OW, const float *x, const uint16_t *w,
     long wstride, const float *bias, const float *residual, int relu, float hi, float *y)``: ``w``
     is ``bf16_conv_weights`` (``wstride`` k-pairs a row), ``residual`` may be NULL, ``relu`` 0 or
-    1 with ``hi`` INFINITY or the clip; ``y`` is N x O x OH x OW float32."""
+    1 with ``hi`` INFINITY or the clip; ``y`` is N x O x OH x OW float32.  Also
+    ``NAME_winograd`` (``bf16_winograd.source``), the 3x3 stride-1 layers' F(2x2, 3x3)."""
     if bf16gemm.isa(target) != bf16gemm.AVX512_BF16:
         raise ValueError("the bf16 convolution kernel needs AVX512_BF16")
     cfg = bf16gemm._Config(True, bf16gemm.LANES, bf16gemm.Tiling.for_target(target))
@@ -188,7 +189,7 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
     }}
   }}
 }}
-"""
+""" + bf16_winograd.source(name, mr, f"{p}_sweep", par)
 
 
 __all__ = ["source"]

@@ -963,18 +963,47 @@ def _qconv_kernel(k: _Kernel) -> str:
                                                                                             tiling=k.tiling)))
 
 
+def bf16_winograd(kernel: Operation) -> bool:
+    """Whether bf16 conv ``kernel`` runs by Winograd F(2x2, 3x3) (``bf16_winograd.fits``: 3x3 stride 1,
+    14x14 outputs or more, constant weights, static shapes): ``tensorize.Prepared`` then passes
+    ``bf16_winograd.transform_weights`` of its weight operand."""
+    from . import bf16_winograd as wino
+    if not is_library_kernel(kernel) or library_op(kernel).name != "graph.bf16_conv":
+        return False
+    if any(not isinstance(d, int) for v in (kernel.operands[0], kernel.results[0]) for d in v.type.shape):
+        return False
+    w = kernel.operands[1]
+    if w.op is None or w.op.name != "graph.constant":
+        return False
+    _, _, _, _, _, kh, kw, sh, sw, _, _, dh, dw, oh, ow = _conv_geometry(library_op(kernel), kernel)
+    return wino.fits((kh, kw), (sh, sw), (dh, dw), oh, ow)
+
+
+def bf16_winograd_weights(kernel: Operation, w_bits: np.ndarray) -> np.ndarray:
+    """The weight operand of a ``bf16_winograd`` kernel as its 16 GEMMs read it."""
+    from . import bf16_winograd as wino
+    return wino.transform_weights(w_bits, int(kernel.operands[0].type.shape[1]))
+
+
 def _bf16_conv_kernel(k: _Kernel) -> str:
     """bf16 2-D convolution (``graph.bf16_conv``) on ``bf16conv.py``: weights stored as bf16
-    rows, the activations packed per image at run time, bias, residual and relu after the GEMM."""
+    rows, the activations packed per image at run time, bias, residual and relu after the GEMM;
+    3x3 stride-1 layers by Winograd F(2x2, 3x3) (``bf16_winograd.py``)."""
+    from . import bf16_winograd as wino
     from . import bf16conv
     at = k.op.attributes
-    geometry = ", ".join(str(v) for v in _conv_geometry(k.op, k.kernel))
+    geometry = _conv_geometry(k.op, k.kernel)
     stride = int(k.kernel.operands[1].type.shape[1]) // 2
     hi = at.get("clip_max")
     hi = "INFINITY" if hi is None else f"{float.hex(float(hi))}f"
     residual = "in3" if len(k.kernel.operands) > 3 else "0"
     name = "tf_bf16conv"
-    body = [f"  {name}({geometry}, in0, in1, {stride}, in2, {residual}, {int(bool(at.get('relu', False)))}, {hi}, out0);"]
+    epilogue = f"in2, {residual}, {int(bool(at.get('relu', False)))}, {hi}, out0"
+    if bf16_winograd(k.kernel):
+        n, c, h, w, o, _, _, _, _, ph, pw, _, _, oh, ow = geometry
+        body = [f"  {name}_winograd({n}, {c}, {h}, {w}, {o}, {ph}, {pw}, {oh}, {ow}, in0, in1, {wino.ustride(c)}, {epilogue});"]
+    else:
+        body = [f"  {name}({', '.join(str(v) for v in geometry)}, in0, in1, {stride}, {epilogue});"]
     return k.function(body, helpers=_host_kernel(name, lambda host, threads: bf16conv.source(name, host, threads)))
 
 
@@ -1071,8 +1100,13 @@ def describe(kernel: Operation) -> str:
         else:
             how = "int8 VNNI GEMM on activations packed per image (im2col for windows wider than 1x1)"
         text += f"; {how}"
+    elif op.name == "graph.bf16_conv":
+        how = ("bf16 Winograd F(2x2, 3x3): 16 vdpbf16ps GEMMs on the transformed tiles, weights transformed "
+               "at compile time" if bf16_winograd(kernel) else "bf16 vdpbf16ps GEMM on activations packed per image")
+        text += f"; {how}"
     return text
 
 
-__all__ = ["INT8_TUNED_OPS", "describe", "emit_library_kernel", "int8_tunable", "qconv_arranged",
+__all__ = ["INT8_TUNED_OPS", "bf16_winograd", "bf16_winograd_weights", "describe", "emit_library_kernel",
+           "int8_tunable", "qconv_arranged",
            "qconv_arranged_weights", "qconv_transposed", "qconv_transposed_weights"]

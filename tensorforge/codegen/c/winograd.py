@@ -18,7 +18,7 @@ V and M stay in L2; all threads work on every chunk: the input transform split b
 GEMMs handed out one by one (each single-threaded, on the shared packed-B layout the input transform
 writes directly), the output transform split by output channel, and the fused epilogue applied to
 each image's finished rows while they are in cache.  The transforms are written out from the
-matrices below (``_combination``): constant multiply-adds, with +-1 as adds and 0 skipped.
+matrices below (``combination``): constant multiply-adds, with +-1 as adds and 0 skipped.
 
 With a symbolic batch the image count is a runtime C expression: the chunk size, the buffers' sizes
 and strides are then computed in C by the same formulas (``_runtime_sizes``), so every batch size
@@ -58,7 +58,7 @@ def transform_weights(w: np.ndarray, rows: int, channels: int, m: int = 2) -> np
     return np.ascontiguousarray(u.reshape((m + 2) ** 2, rows, channels), dtype=np.float32)
 
 
-def _combination(coeffs, terms) -> str:
+def combination(coeffs, terms) -> str:
     """``sum coeffs[j] * terms[j]`` as C: positive terms first, +-1 as a plain add or subtract,
     zeros skipped (an all-zero row is 0.0f)."""
     parts = sorted(((float(c), t) for c, t in zip(coeffs, terms) if c != 0), key=lambda ct: ct[0] < 0)
@@ -194,14 +194,14 @@ def kernel_body(s: WinogradShape, images: int | str, nr: int, gemm: str, x: str,
   free(mbuf);"""
     wb = m * tw + 2                                 # padded width of the rows a tile row reads
     lo, hi = max(0, s.pad_w), min(wb, s.pad_w + s.in_w)   # columns of those rows inside the image
-    down = "\n".join(f"          t[{i}][k] = {_combination(BT[i], [f'd[{j}][k]' for j in range(a)])};"
+    down = "\n".join(f"          t[{i}][k] = {combination(BT[i], [f'd[{j}][k]' for j in range(a)])};"
                      for i in range(a))
     patch = " ".join(f"const float p{j} = ti[{m} * q + {j}];" for j in range(a))
-    across = " ".join(f"v{i}[q] = {_combination(BT[i], [f'p{j}' for j in range(a)])};" for i in range(a))
+    across = " ".join(f"v{i}[q] = {combination(BT[i], [f'p{j}' for j in range(a)])};" for i in range(a))
     vptrs = ", ".join(f"*v{i} = v + ({a} * i + {i}) * {z['vsL']}" for i in range(a))
     mloads = " ".join(f"const float m{i} = m[({i * a} + j) * {z['msL']} + q];" for i in range(a))
-    down_m = " ".join(f"s{r}[j] = {_combination(AT[r], [f'm{i}' for i in range(a)])};" for r in range(m))
-    across_m = " ".join(f"y{r}[{m} * q + {c}] = {_combination(AT[c], [f's{r}[{j}]' for j in range(a)])};"
+    down_m = " ".join(f"s{r}[j] = {combination(AT[r], [f'm{i}' for i in range(a)])};" for r in range(m))
+    across_m = " ".join(f"y{r}[{m} * q + {c}] = {combination(AT[c], [f's{r}[{j}]' for j in range(a)])};"
                         for r in range(m) for c in range(m))
     ybufs = ", ".join(f"y{r}[{m * tw}] __attribute__((aligned(64)))" for r in range(m))
     stores = "\n".join(f"        {'' if r == 0 else f'if ({m} * ty + {r} < {s.out_h}) '}"
