@@ -39,6 +39,7 @@ import os
 import numpy as np
 
 from ...ir.lowbits import from_bf16_bits, to_bf16_bits
+from .conv_helpers import each_image
 from .winograd import TRANSFORMS, combination, transform_weights as f32_transform_weights
 
 MIN_TILES = 49            # 14x14 outputs; 7x7 layers (16 tiles, 49 of 64 outputs used) stay direct
@@ -80,12 +81,13 @@ def transform_weights(w_bits: np.ndarray, channels: int) -> np.ndarray:
     return out
 
 
-def source(name: str, mr: int, sweep: str, par: str) -> str:
+def source(name: str, mr: int, sweep: str, par: str, threads: int) -> str:
     """C text of ``void NAME_winograd(long N, long C, long H, long W, long O, long ph, long pw, long OH,
     long OW, const float *x, const uint16_t *u, long ustride, const float *bias, const float *residual,
     int relu, float hi, float *y)``: ``u`` is ``transform_weights``' array.  Needs ``bf16conv.py``'s
     helpers (its scratch buffers, padding, pair stores) and its GEMM's ``sweep`` (register tiles of
-    ``mr`` rows); ``par``: the OpenMP clauses of the parallel region.  The epilogue is the direct
+    ``mr`` rows); ``par``: the OpenMP clauses of the parallel region; ``threads``: the team size
+    (a batch of as many images shares them out, ``conv_helpers.each_image``).  The epilogue is the direct
     path's (``bf16conv.py``): ``((y + bias) + residual)``, then relu and the clip, in float32."""
     _, BT, AT = TRANSFORMS[2]
     # the rows combined down, split into even and odd columns (tile tx reads columns 2 tx .. 2 tx + 3:
@@ -126,9 +128,9 @@ static inline void tf_bf16w_store(__m512 lo, __m512 hi, uint32_t *a, uint32_t *z
    planes, V = B^T d B of every tile as bf16 pairs in the GEMMs' panels, per transform position e
    M_e = U_e @ V_e (one GEMM per thread at a time), then Y = A^T M A and the
    epilogue per output row. */
-void {name}_winograd(long N, long C, long H, long W, long O, long ph, long pw, long OH, long OW, const float *x,
-                     const uint16_t *u, long ustride, const float *bias, const float *residual, int relu, float hi,
-                     float *y)
+static void {name}_winograd_image(long n, long C, long H, long W, long O, long ph, long pw, long OH, long OW,
+                                 const float *x, const uint16_t *u, long ustride, const float *bias,
+                                 const float *residual, int relu, float hi, float *y)
 {{
   const long TH = (OH + 1) / 2, TW = (OW + 1) / 2, T = TH * TW, KP = (C + 1) / 2, P = OH * OW, K = 9 * C;
   const long panels = (T + 15) / 16, ldm = panels * 16, Hp = 2 * TH + 2, Wp = 2 * TW + 2;
@@ -140,7 +142,7 @@ void {name}_winograd(long N, long C, long H, long W, long O, long ph, long pw, l
   uint32_t *vb = (uint32_t *)tf_bf16conv_scratch(3, (size_t)(16 * be) * sizeof(uint32_t));
   float *mb = (float *)tf_bf16conv_scratch(4, (size_t)(16 * oe) * sizeof(float));
   if (!xp || !vb || !mb) return;
-  for (long n = 0; n < N; n++) {{
+  {{
     const float *xn = x + n * C * H * W;
     const float *rn = residual ? residual + n * O * P : 0;
     float *yn = y + n * O * P;
@@ -218,6 +220,13 @@ void {name}_winograd(long N, long C, long H, long W, long O, long ph, long pw, l
       }}
     }}
   }}
+}}
+
+void {name}_winograd(long N, long C, long H, long W, long O, long ph, long pw, long OH, long OW, const float *x,
+                     const uint16_t *u, long ustride, const float *bias, const float *residual, int relu, float hi,
+                     float *y)
+{{
+{each_image(f"{name}_winograd_image(n, C, H, W, O, ph, pw, OH, OW, x, u, ustride, bias, residual, relu, hi, y);", threads, "tf_bf16conv_max_threads()")}
 }}
 """
 

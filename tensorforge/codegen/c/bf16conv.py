@@ -21,7 +21,7 @@ AVX512_BF16 only: ``precision="bf16"`` is refused (or falls back to float32) on 
 from __future__ import annotations
 
 from . import bf16_winograd, bf16gemm
-from .conv_helpers import expand, team
+from .conv_helpers import each_image, expand, team
 
 _HELPERS = r"""
 #include <stdint.h>
@@ -89,6 +89,16 @@ static void tf_bf16conv_pack_panel_padded(const float *xp, const long *koff, lon
   }
 }
 
+/* The caller's OpenMP team size (1 without OpenMP). */
+static inline int tf_bf16conv_max_threads(void)
+{
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 @PAD_PLANE@
 @SCRATCH@#endif
 """
@@ -132,9 +142,12 @@ static void {name}_epilogue(float *restrict row, const float *restrict res, floa
 #undef TF_BF16CONV_EPI
 }}
 
-void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
-            long dh, long dw, long OH, long OW, const float *x, const uint16_t *w, long wstride,
-            const float *bias, const float *residual, int relu, float hi, float *y)
+/* Image n: its activations packed (from the padded image for stride 1, else through an im2col),
+   the GEMM's grid of parts, the epilogue on each finished part; one parallel region (a team of one
+   when the images themselves are shared out: see {name}). */
+static void {name}_image(long n, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
+                         long dh, long dw, long OH, long OW, const float *x, const uint16_t *w, long wstride,
+                         const float *bias, const float *residual, int relu, float hi, float *y)
 {{
   const long K = C * kh * kw, KP = (K + 1) / 2, P = OH * OW, panels = (P + 15) / 16;
   const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
@@ -148,48 +161,53 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
     koff[k] = (k / (kh * kw)) * Hp * Wp + ((k / kw) % kh) * dh * Wp + (k % kw) * dw;
   const long ntiles = (P + {width - 1}) / {width}, mtiles = (O + {mr - 1}) / {mr};
   const long tn = ntiles < {want} ? ntiles : {want}, tm0 = ({want} + tn - 1) / tn, tm = tm0 < mtiles ? tm0 : mtiles;
-  for (long n = 0; n < N; n++) {{
-    const float *xn = x + n * C * H * W;
-    const float *src = direct ? xn : col;
-    float *yn = y + n * O * P;
-    const float *rn = residual ? residual + n * O * P : 0;
-    #pragma omp parallel {par}
-    {{
-      if (fused) {{
+  const float *xn = x + n * C * H * W;
+  const float *src = direct ? xn : col;
+  float *yn = y + n * O * P;
+  const float *rn = residual ? residual + n * O * P : 0;
+  #pragma omp parallel {par}
+  {{
+    if (fused) {{
+      #pragma omp for schedule(dynamic, 4)
+      for (long c = 0; c < C; c++) tf_bf16conv_pad_plane(xn + c * H * W, H, W, ph, pw, Hp, Wp, 0.0f, col + c * Hp * Wp);
+      #pragma omp for schedule(dynamic, 2)
+      for (long pn = 0; pn < panels; pn++)
+        tf_bf16conv_pack_panel_padded(col, koff, Wp, OW, K, KP, pn * 16, P, bp + pn * KP * 32);
+    }} else {{
+      if (!direct) {{
         #pragma omp for schedule(dynamic, 4)
-        for (long c = 0; c < C; c++) tf_bf16conv_pad_plane(xn + c * H * W, H, W, ph, pw, Hp, Wp, 0.0f, col + c * Hp * Wp);
-        #pragma omp for schedule(dynamic, 2)
-        for (long pn = 0; pn < panels; pn++)
-          tf_bf16conv_pack_panel_padded(col, koff, Wp, OW, K, KP, pn * 16, P, bp + pn * KP * 32);
-      }} else {{
-        if (!direct) {{
-          #pragma omp for schedule(dynamic, 4)
-          for (long k = 0; k < K; k++)
-            tf_bf16conv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, 0.0f, col + k * P);
-        }}
-        #pragma omp for schedule(dynamic, 2)
-        for (long pn = 0; pn < panels; pn++) tf_bf16conv_pack_panel(src, P, K, KP, pn * 16, P, bp + pn * KP * 32);
+        for (long k = 0; k < K; k++)
+          tf_bf16conv_im2col_row(xn, k, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, 0.0f, col + k * P);
       }}
-      #pragma omp for schedule(dynamic, 1)
-      for (long part = 0; part < tm * tn; part++) {{
-        const long pm = part / tn, pq = part % tn;
-        const long i0 = mtiles * pm / tm * {mr}, i1 = O < mtiles * (pm + 1) / tm * {mr} ? O : mtiles * (pm + 1) / tm * {mr};
-        const long j0 = ntiles * pq / tn * {width}, j1 = P < ntiles * (pq + 1) / tn * {width} ? P : ntiles * (pq + 1) / tn * {width};
-        if (i0 >= i1 || j0 >= j1) continue;
-        const uint32_t *wa = (const uint32_t *)w;
-        const long full = i0 + (i1 - i0) / {mr} * {mr};
-        if (full > i0) {p}_sweep({mr}, i0, full, j0, j1, K, wa + i0 * wstride, wstride, bp, 0, yn, P);
-        if (i1 > full) {p}_sweep((int)(i1 - full), full, i1, j0, j1, K, wa + full * wstride, wstride, bp, 0, yn, P);
-        for (long o = i0; o < i1; o++) {{
-          float *restrict row = yn + o * P;
-          const float *restrict res = rn ? rn + o * P : 0;
-          {name}_epilogue(row, res, bias[o], relu, hi, j0, j1);
-        }}
+      #pragma omp for schedule(dynamic, 2)
+      for (long pn = 0; pn < panels; pn++) tf_bf16conv_pack_panel(src, P, K, KP, pn * 16, P, bp + pn * KP * 32);
+    }}
+    #pragma omp for schedule(dynamic, 1)
+    for (long part = 0; part < tm * tn; part++) {{
+      const long pm = part / tn, pq = part % tn;
+      const long i0 = mtiles * pm / tm * {mr}, i1 = O < mtiles * (pm + 1) / tm * {mr} ? O : mtiles * (pm + 1) / tm * {mr};
+      const long j0 = ntiles * pq / tn * {width}, j1 = P < ntiles * (pq + 1) / tn * {width} ? P : ntiles * (pq + 1) / tn * {width};
+      if (i0 >= i1 || j0 >= j1) continue;
+      const uint32_t *wa = (const uint32_t *)w;
+      const long full = i0 + (i1 - i0) / {mr} * {mr};
+      if (full > i0) {p}_sweep({mr}, i0, full, j0, j1, K, wa + i0 * wstride, wstride, bp, 0, yn, P);
+      if (i1 > full) {p}_sweep((int)(i1 - full), full, i1, j0, j1, K, wa + full * wstride, wstride, bp, 0, yn, P);
+      for (long o = i0; o < i1; o++) {{
+        float *restrict row = yn + o * P;
+        const float *restrict res = rn ? rn + o * P : 0;
+        {name}_epilogue(row, res, bias[o], relu, hi, j0, j1);
       }}
     }}
   }}
 }}
-""" + bf16_winograd.source(name, mr, f"{p}_sweep", par)
+
+void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
+            long dh, long dw, long OH, long OW, const float *x, const uint16_t *w, long wstride,
+            const float *bias, const float *residual, int relu, float hi, float *y)
+{{
+{each_image(f"{name}_image(n, C, H, W, O, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, w, wstride, bias, residual, relu, hi, y);", threads, "tf_bf16conv_max_threads()")}
+}}
+""" + bf16_winograd.source(name, mr, f"{p}_sweep", par, threads)
 
 
 __all__ = ["source"]

@@ -1,7 +1,7 @@
 """C helpers the library convolutions share (``qconv.py``, ``bf16conv.py``): per-thread scratch
 buffers and the padding of one channel plane, generated per kernel family so each family's
-names stay its own (several can share one model file); and the team-size clause of the kernels
-that fork their own threads (``team``)."""
+names stay its own (several can share one model file); the team-size clause of the kernels
+that fork their own threads (``team``) and their split of a batch (``each_image``)."""
 from __future__ import annotations
 
 
@@ -95,4 +95,23 @@ def team(threads: int) -> str:
     return f"num_threads({threads} < omp_get_max_threads() ? {threads} : omp_get_max_threads())"
 
 
-__all__ = ["expand", "im2col_row", "pad_plane", "scratch", "team"]
+def each_image(call: str, threads: int, max_threads: str) -> str:
+    """C statements running ``call`` (which reads ``n``) for images ``n < N``.  A batch of at least as
+    many images as the caller's threads (``max_threads``: a C expression of ``omp_get_max_threads``)
+    shares out whole images, each thread with its own buffers in its own cache, the images' own
+    regions running as teams of one.  The share is static, the same contiguous images to the same
+    thread in every layer, as the float32 kernels split a batch: handed out on demand, a layer's
+    images were read from the other core's cache about half the time (QDQ MobileNetV2 at batch 8:
+    1.036x).  An explicit branch, not an ``if`` clause: under the runtime a region inside even a
+    one-thread region runs as a team of one, which would serialise batch 1."""
+    if threads <= 1:
+        return f"  for (long n = 0; n < N; n++) {call}"
+    return f"""  if (N > 1 && N >= {max_threads} && {max_threads} > 1) {{
+    #pragma omp parallel for schedule(static) {team(threads)}
+    for (long n = 0; n < N; n++) {call}
+  }} else {{
+    for (long n = 0; n < N; n++) {call}
+  }}"""
+
+
+__all__ = ["each_image", "expand", "im2col_row", "pad_plane", "scratch", "team"]

@@ -36,7 +36,7 @@ the output is NCHW without a transpose:
 from __future__ import annotations
 
 from . import qconv_direct, qconv_transposed, qgemm
-from .conv_helpers import expand, team
+from .conv_helpers import each_image, expand, team
 
 def _short_rows(rows: int, vecs: int) -> str:
     """``tf_qconv_short_rowsRxNV``: rows [o, o + R) x the first NV vectors of the 64 pixels of a
@@ -595,22 +595,8 @@ _HELPERS = expand(_HELPERS, "tf_qconv", "uint8_t", 10).replace(
 
 
 def _each_image(call: str, threads: int) -> str:
-    """C statements running ``call`` (which reads ``n``) for images ``n < N``.  A batch of at least as
-    many images as the caller's threads shares out whole images, each thread with its own buffers
-    in its own cache, the images' own regions running as teams of one.  The share is static, the
-    same contiguous images to the same thread in every layer, as the float32 kernels split a batch:
-    handed out on demand, a layer's images were read from the other core's cache about half the time
-    (QDQ MobileNetV2 at batch 8: 1.036x).  An explicit branch, not an
-    ``if`` clause: under the runtime a region inside even a one-thread region runs as a team of
-    one, which would serialise batch 1."""
-    if threads <= 1:
-        return f"  for (long n = 0; n < N; n++) {call}"
-    return f"""  if (N > 1 && N >= tf_qconv_max_threads() && tf_qconv_max_threads() > 1) {{
-    #pragma omp parallel for schedule(static) {team(threads)}
-    for (long n = 0; n < N; n++) {call}
-  }} else {{
-    for (long n = 0; n < N; n++) {call}
-  }}"""
+    """``conv_helpers.each_image`` with this family's thread count."""
+    return each_image(call, threads, "tf_qconv_max_threads()")
 
 
 def source(name: str, target, signed: bool, threads: int = 1, tiling: "qgemm.Tiling | None" = None) -> str:
