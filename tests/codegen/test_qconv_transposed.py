@@ -30,6 +30,8 @@ SHAPES = [
     (1, 16, 7, 7, 130, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),       # 3x3 at 7x7, O = 8 panels + 2
     (1, 8, 5, 3, 17, 2, 3, (1, 2), (0, 1, 1, 0), (2, 1)),         # asymmetric, dilated
     (1, 300, 1, 1, 40, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1)),       # one position
+    (3, 20, 7, 7, 64, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),        # batch 3 folded: 2 + 1 images per thread
+    (5, 16, 14, 14, 48, 1, 1, (2, 2), (0, 0, 0, 0), (1, 1)),      # batch 5 folded, subsampled
 ]
 
 
@@ -97,12 +99,13 @@ def test_extreme_values_and_float_input():
         y, ref = run(fn, x, w, zp, (1, 1), (1, 1, 1, 1), (1, 1), ones, arrange=_packed(w))
         np.testing.assert_array_equal(y, ref)
     rng = np.random.default_rng(41)
-    xf = (rng.standard_normal((1, 40, 7, 7)) * 40).astype(np.float32)
-    xf.flat[:6] = [0.5, 1.5, 2.5, -0.5, 1e6, -1e6]
     w = rng.integers(-128, 128, (96, 40, 1, 1)).astype(np.int8)
-    y, ref = run(fn, xf, w, 100, (1, 1), (0, 0, 0, 0), (1, 1), (rng.random(96).astype(np.float32), np.zeros(96, np.float32)),
-                 input_scale=0.5, arrange=_packed(w))
-    np.testing.assert_array_equal(y, ref)
+    for batch in (1, 3):                  # one image; a batch folded, each thread quantizing its own
+        xf = (rng.standard_normal((batch, 40, 7, 7)) * 40).astype(np.float32)
+        xf.flat[:6] = [0.5, 1.5, 2.5, -0.5, 1e6, -1e6]
+        y, ref = run(fn, xf, w, 100, (1, 1), (0, 0, 0, 0), (1, 1),
+                     (rng.random(96).astype(np.float32), np.zeros(96, np.float32)), input_scale=0.5, arrange=_packed(w))
+        np.testing.assert_array_equal(y, ref)
 
 
 def test_which_layers_take_it():
@@ -110,7 +113,7 @@ def test_which_layers_take_it():
     assert fits(1, 2048, 7, 7) and fits(1, 64, 7, 7) and fits(1, 512, 1, 1)
     assert not fits(1, 32, 7, 7)          # fewer channels than a few 16-lane panels
     assert not fits(1, 256, 14, 14)       # more positions: the usual orientation measured faster
-    assert not fits(8, 2048, 7, 7)        # a batch: whole images per thread on the usual path
+    assert fits(8, 2048, 7, 7)            # a batch: each thread its images as one GEMM
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(qconv_transposed.ENV, "0")
         assert not fits(1, 2048, 7, 7)

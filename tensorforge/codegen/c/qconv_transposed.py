@@ -25,12 +25,21 @@ Transposed, the layer is onnxruntime's orientation:
   (positions x 32 channels, in cache) is transposed in a per-thread buffer and run through it as
   channels x positions, which writes the uint8 (or float32) output in NCHW.
 
-Used for one-group int8 convs of one image with constant weights, at least ``MIN_CHANNELS`` output
-channels and at most ``MAX_POSITIONS`` output positions (``fits``), on AVX-512 VNNI;
-``qconv_direct.py`` keeps the stride-1 layers it takes.  In whole QDQ models (onnxruntime's
-``quantize_static``, batch 1, 2 threads, one process, outputs bit-identical): ResNet-50 1.057x and
-1.083x, MobileNetV2 1.024x and 1.032x.  With 196 positions (14x14) as the limit both ran slower
-than with 49 (MobileNetV2 0.957x: its 14x14 1x1 layers are short-K ones, already in registers).
+Used for one-group int8 convs with constant weights, at least ``MIN_CHANNELS`` output channels and
+at most ``MAX_POSITIONS`` output positions per image (``fits``), on AVX-512 VNNI; ``qconv_direct.py``
+keeps the stride-1 layers it takes.  In whole QDQ models (onnxruntime's ``quantize_static``, batch
+1, 2 threads, one process, outputs bit-identical): ResNet-50 1.057x and 1.083x, MobileNetV2 1.024x
+and 1.032x.  With 196 positions (14x14) as the limit both ran slower than with 49 (MobileNetV2
+0.957x: its 14x14 1x1 layers are short-K ones, already in registers).
+
+**A batch** of at least as many images as threads is shared out: each thread lays out the rows of
+its whole images one after another and runs one GEMM over them (M = images x positions, the GEMM in
+a team of one), the epilogue splitting each block of rows at the images' edges.  At 7x7 an image
+alone fills 49 of the 64 rows of its 16-row blocks and reads every weight once per image; four
+images fill 196 of 208 and read them once.  Batch 8, one process, bit-identical: ResNet-50 1.054x,
+MobileNetV2 1.049x over the usual path (image after image with both threads on each, the
+transposed path had run 0.93x and 0.97x); 196 positions per image folded: 1.01x and 0.99x, so the
+limit stays.
 """
 from __future__ import annotations
 
@@ -52,10 +61,11 @@ def enabled() -> bool:
 
 def fits(N: int, O: int, OH: int, OW: int) -> bool:
     """Whether an int8 conv of ``N`` images with ``O`` output channels over ``OH x OW`` positions
-    runs transposed.  One image only: a batch shares out whole images, one per thread, on
-    ``qconv.py``'s path, and computed transposed image after image with both threads on each it
-    ran slower (ResNet-50 b8 0.93x, MobileNetV2 b8 0.97x)."""
-    return enabled() and N == 1 and O >= MIN_CHANNELS and OH * OW <= MAX_POSITIONS
+    runs transposed.  A batch of at least as many images as threads gives each thread whole images
+    and computes a thread's images as one GEMM (``{name}_transposed``'s folded path): image after
+    image with both threads on each it ran slower than the usual path (ResNet-50 b8 0.93x,
+    MobileNetV2 b8 0.97x)."""
+    return enabled() and O >= MIN_CHANNELS and OH * OW <= MAX_POSITIONS
 
 
 def pack_weights(w_shifted: np.ndarray, channels: int, taps: int) -> np.ndarray:
@@ -161,6 +171,69 @@ static void {name}_t_epilogue(void *vctx, int32_t *c, long ldc, long i0, long i1
     for (long j = 0; j < cols; j++) memcpy(t->yf + (j0 + j) * t->P + i0, tr + j * rows, (size_t)rows * sizeof(float));
 }}
 
+/* Image n's rows of A' at at ([P, Kp]: the input quantized into xq (float input), subsampled or padded
+   and transposed into col / xt as the window needs, K padding included), as orphaned omp for loops
+   of the caller's region (a team of one when the images are shared out). */
+static void {name}_t_prepare(long n, long C, long H, long W, long kh, long kw, long sh, long sw, long ph, long pw,
+                             long dh, long dw, long OH, long OW, const void *x, float in_scale, int32_t zp, uint8_t *at,
+                             uint8_t *col, uint8_t *xt, uint8_t *xq)
+{{
+  const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW;
+  const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
+  const int subsampled = kh == 1 && kw == 1 && ph == 0 && pw == 0 && !direct && (OH - 1) * sh < H && (OW - 1) * sw < W;
+  /* a window wider than 1x1 reads the zero-point padded image transposed to positions x channels */
+  const int window = !direct && !subsampled;
+  const long Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
+  const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
+  const uint8_t *src = direct ? xn : col;
+  #pragma omp for schedule(static) nowait
+  for (long p = 0; p < P; p++)
+    if (Kp > K) memset(at + p * Kp + K, {pad}, (size_t)(Kp - K));
+  if (xq) {{
+    #pragma omp for schedule(dynamic, 4)
+    for (long c = 0; c < C; c++)
+      tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
+  }}
+  if (subsampled) {{
+    #pragma omp for schedule(dynamic, 4)
+    for (long c = 0; c < C; c++) tf_qconv_subsample_plane(xn + c * H * W, W, OH, OW, sh, sw, col + c * OH * OW);
+  }}
+  if (window) {{
+    /* the padded planes, transposed to [Hp * Wp, C]; then a position's row of A' is one copy
+       of all C channels per tap (K in tap-major order, as pack_weights orders the weights) */
+    #pragma omp for schedule(dynamic, 4)
+    for (long c = 0; c < C; c++) tf_qconv_pad_plane(xn + c * H * W, H, W, ph, pw, Hp, Wp, (uint8_t)zp, col + c * Hp * Wp);
+    #pragma omp for schedule(static)
+    for (long c0 = 0; c0 < C; c0 += 64)
+      tf_qconv_transpose_u8(col + c0 * Hp * Wp, Hp * Wp, xt + c0, C, C - c0 < 64 ? C - c0 : 64, Hp * Wp);
+    #pragma omp for schedule(static)
+    for (long p = 0; p < P; p++) {{
+      const long oh = p / OW, ow = p % OW;
+      for (long t = 0; t < kh * kw; t++)
+        memcpy(at + p * Kp + t * C, xt + ((oh * sh + (t / kw) * dh) * Wp + ow * sw + (t % kw) * dw) * C, (size_t)C);
+    }}
+  }} else {{
+    /* [K, P] -> [P, Kp] in bands of 64 k (the K padding, set above, multiplies as 0) */
+    #pragma omp for schedule(static)
+    for (long k0 = 0; k0 < K; k0 += 64)
+      tf_qconv_transpose_u8(src + k0 * P, P, at + k0, Kp, K - k0 < 64 ? K - k0 : 64, P);
+  }}
+}}
+
+/* The epilogue of a block of a thread's images' sums, rows i0..i1 of images k = i / P: each image's
+   part through {name}_t_epilogue with that image's context. */
+typedef struct {{ {name}_tctx *img; long P; }} {name}_fctx;
+
+static void {name}_f_epilogue(void *vctx, int32_t *c, long ldc, long i0, long i1, long j0, long j1)
+{{
+  const {name}_fctx *f = (const {name}_fctx *)vctx;
+  for (long i = i0; i < i1;) {{
+    const long k = i / f->P, e = (k + 1) * f->P < i1 ? (k + 1) * f->P : i1;
+    {name}_t_epilogue(&f->img[k], c + (i - i0) * ldc, ldc, i - k * f->P, e - k * f->P, j0, j1);
+    i = e;
+  }}
+}}
+
 void {name}_transposed(long N, long C, long H, long W, long O, long kh, long kw, long sh, long sw, long ph, long pw,
                        long dh, long dw, long OH, long OW, const void *x, float in_scale, const int8_t *wt,
                        const int32_t *w_sums, int32_t zp, const float *scale, const float *bias, const int32_t *acc_bias,
@@ -169,58 +242,61 @@ void {name}_transposed(long N, long C, long H, long W, long O, long kh, long kw,
 {{
   const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW;
   const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
-  const int subsampled = kh == 1 && kw == 1 && ph == 0 && pw == 0 && !direct && (OH - 1) * sh < H && (OW - 1) * sw < W;
-  /* a window wider than 1x1 reads the zero-point padded image transposed to positions x channels */
-  const int window = !direct && !subsampled;
+  const int window = !direct && !(kh == 1 && kw == 1 && ph == 0 && pw == 0 && (OH - 1) * sh < H && (OW - 1) * sw < W);
   const long Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
+  const size_t col_bytes = (size_t)(window ? C * Hp * Wp : K * P);
+  const int quant = out_scale != 0.0f;
   int32_t *comp = (int32_t *)tf_qconv_scratch(3, (size_t)O * sizeof(int32_t));
-  uint8_t *col = direct ? 0 : (uint8_t *)tf_qconv_scratch(0, (size_t)(window ? C * Hp * Wp : K * P));
-  uint8_t *xt = window ? (uint8_t *)tf_qconv_scratch(2, (size_t)(C * Hp * Wp)) : 0;
-  uint8_t *at = (uint8_t *)tf_qconv_scratch(1, (size_t)(P * Kp));
-  uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
-  if (!comp || (!direct && !col) || (window && !xt) || !at || (in_scale != 0.0f && !xq)) return;
+  if (!comp) return;
   /* the sums start from -zp * rowsum(w): (x - zp) . w with x the unsigned activation the GEMM sees */
   const uint32_t zps = {zp_u8};
   for (long o = 0; o < O; o++) comp[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
+  if (N > 1 && N >= tf_qconv_max_threads()) {{
+    /* a batch: each thread its share of whole images, their rows of A' one after another and one
+       GEMM over them all (M = images x P): at 7x7 the lanes of every 16-row block are used, where
+       an image alone fills 49 of 64, and the weights are read once per thread, not once per image */
+    #pragma omp parallel {team(threads)}
+    {{
+#ifdef _OPENMP
+      const long T = omp_get_num_threads(), t = omp_get_thread_num();
+#else
+      const long T = 1, t = 0;
+#endif
+      const long n0 = N * t / T, m = N * (t + 1) / T - n0;
+      uint8_t *at = m ? (uint8_t *)tf_qconv_scratch(1, (size_t)(m * P * Kp)) : 0;
+      uint8_t *col = m && !direct ? (uint8_t *)tf_qconv_scratch(0, col_bytes) : 0;
+      uint8_t *xt = m && window ? (uint8_t *)tf_qconv_scratch(2, (size_t)(C * Hp * Wp)) : 0;
+      uint8_t *xq = m && in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
+      if (m && at && (direct || col) && (!window || xt) && (in_scale == 0.0f || xq)) {{
+        tf_qconv_epi epis[m];
+        {name}_tctx imgs[m];
+        for (long k = 0; k < m; k++) {{
+          const long n = n0 + k;
+          epis[k] = tf_qconv_epilogue_of(scale, bias, acc_bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s,
+                                         res_o, quant ? (uint8_t *)y + n * O * P : 0, out_scale, out_zp, n, O * P, P);
+          imgs[k] = ({name}_tctx){{&epis[k], quant ? 0 : (float *)y + n * O * P, P}};
+          #pragma omp parallel num_threads(1)
+          {name}_t_prepare(n, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, in_scale, zp, at + k * P * Kp, col, xt, xq);
+        }}
+        {name}_fctx f = {{imgs, P}};
+        #pragma omp parallel num_threads(1)
+        {gemm}(m * P, O, Kp, at, Kp, wt, comp, 0, {name}_f_epilogue, &f, 0, O);
+      }}
+    }}
+    return;
+  }}
+  uint8_t *col = direct ? 0 : (uint8_t *)tf_qconv_scratch(0, col_bytes);
+  uint8_t *xt = window ? (uint8_t *)tf_qconv_scratch(2, (size_t)(C * Hp * Wp)) : 0;
+  uint8_t *at = (uint8_t *)tf_qconv_scratch(1, (size_t)(P * Kp));
+  uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
+  if ((!direct && !col) || (window && !xt) || !at || (in_scale != 0.0f && !xq)) return;
   for (long n = 0; n < N; n++) {{
-    const int quant = out_scale != 0.0f;
     tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, acc_bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s,
                                             res_o, quant ? (uint8_t *)y + n * O * P : 0, out_scale, out_zp, n, O * P, P);
     {name}_tctx tctx = {{&epi, quant ? 0 : (float *)y + n * O * P, P}};
-    const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
-    const uint8_t *src = direct ? xn : col;
-    for (long p = 0; p < P && Kp > K; p++) memset(at + p * Kp + K, {pad}, (size_t)(Kp - K));
     #pragma omp parallel {par}
     {{
-      if (xq) {{
-        #pragma omp for schedule(dynamic, 4)
-        for (long c = 0; c < C; c++)
-          tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
-      }}
-      if (subsampled) {{
-        #pragma omp for schedule(dynamic, 4)
-        for (long c = 0; c < C; c++) tf_qconv_subsample_plane(xn + c * H * W, W, OH, OW, sh, sw, col + c * OH * OW);
-      }}
-      if (window) {{
-        /* the padded planes, transposed to [Hp * Wp, C]; then a position's row of A' is one copy
-           of all C channels per tap (K in tap-major order, as pack_weights orders the weights) */
-        #pragma omp for schedule(dynamic, 4)
-        for (long c = 0; c < C; c++) tf_qconv_pad_plane(xn + c * H * W, H, W, ph, pw, Hp, Wp, (uint8_t)zp, col + c * Hp * Wp);
-        #pragma omp for schedule(static)
-        for (long c0 = 0; c0 < C; c0 += 64)
-          tf_qconv_transpose_u8(col + c0 * Hp * Wp, Hp * Wp, xt + c0, C, C - c0 < 64 ? C - c0 : 64, Hp * Wp);
-        #pragma omp for schedule(static)
-        for (long p = 0; p < P; p++) {{
-          const long oh = p / OW, ow = p % OW;
-          for (long t = 0; t < kh * kw; t++)
-            memcpy(at + p * Kp + t * C, xt + ((oh * sh + (t / kw) * dh) * Wp + ow * sw + (t % kw) * dw) * C, (size_t)C);
-        }}
-      }} else {{
-        /* [K, P] -> [P, Kp] in bands of 64 k (the K padding, set above, multiplies as 0) */
-        #pragma omp for schedule(static)
-        for (long k0 = 0; k0 < K; k0 += 64)
-          tf_qconv_transpose_u8(src + k0 * P, P, at + k0, Kp, K - k0 < 64 ? K - k0 : 64, P);
-      }}
+      {name}_t_prepare(n, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, in_scale, zp, at, col, xt, xq);
       {gemm}(P, O, Kp, at, Kp, wt, comp, 0, {name}_t_epilogue, &tctx, 0, O);
     }}
   }}
