@@ -328,15 +328,30 @@ class Schedule:
         prim = "parallel"
         L = self._loop(prim, loop)
         self._serial(prim, L)
-        if L.attributes.get("reduction"):
-            raise _fail(prim, f"loop '{loop}'", "is a reduction loop: its iterations update the same "
-                        "accumulator (parallelize a loop over output elements instead)")
         for other in ancestors(L) + list(walk_ops(L, FOR)):
             if other.name == FOR and other.attributes["kind"] == "parallel":
                 raise _fail(prim, f"loop '{loop}'", f"loop '{tag(other)}' around or inside it is already "
                             f"parallel (nested parallelism is not supported)")
-        self._check_writes(prim, L, [L])
+        if L.attributes.get("reduction"):
+            self._check_extremum_reduction(prim, L)
+        else:
+            self._check_writes(prim, L, [L])
         L.attributes["kind"] = "parallel"
+
+    def _check_extremum_reduction(self, prim: str, L: Operation) -> None:
+        """A reduction loop runs on threads only as ``acc = max|min(acc, x)`` into rank-0
+        accumulators declared outside it: the emitter gives each thread its own copy (OpenMP
+        ``reduction``) and combines them.  max and min round nothing, so the threads' order changes
+        no value (only which of +0.0 and -0.0 a tie keeps); a sum would round differently with the
+        split, so sums stay on one thread."""
+        self._check_scalar_reduction(prim, L)
+        for st in walk_ops(L, STORE):
+            buf, comb = st.operands[1], st.operands[0].op
+            if comb.name not in ("scalar.max", "scalar.min"):
+                raise _fail(prim, f"loop '{tag(L)}'", f"is a reduction loop that {comb.name.split('.')[1]}s "
+                            f"into {_bufname(buf)}: only max/min reductions run on threads")
+            if buf.op is not None and any(a is L for a in ancestors(buf.op)):
+                raise _fail(prim, f"loop '{tag(L)}'", f"declares its accumulator {_bufname(buf)} inside")
 
     @primitive(1)
     def vectorize(self, loop: str) -> None:
@@ -360,8 +375,9 @@ class Schedule:
         for st in walk_ops(L, STORE):
             buf = st.operands[1]
             if buf.type.rank != 0:
+                can = "vectorized" if prim == "vectorize" else "reduced on threads"
                 raise _fail(prim, f"loop '{tag(L)}'", f"is a reduction loop that updates {_bufname(buf)} "
-                            f"(rank {buf.type.rank}); only a scalar accumulator can be vectorized")
+                            f"(rank {buf.type.rank}); only a scalar accumulator can be {can}")
             comb = st.operands[0].op
             ok = comb is not None and comb.name in _COMBINERS and any(
                 o.op is not None and o.op.name == LOAD and o.op.operands[0] is buf for o in comb.operands)

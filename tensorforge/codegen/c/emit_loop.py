@@ -59,6 +59,13 @@ PRELUDE = r"""#include <stdint.h>
    prefix of -0.0, started from -0.0) lost its sign once its loop was vectorized. */
 #pragma omp declare reduction(tf_fadd : float : omp_out += omp_in) initializer(omp_priv = -0.0f)
 #pragma omp declare reduction(tf_dadd : double : omp_out += omp_in) initializer(omp_priv = -0.0)
+/* A max/min over threads: each starts from the identity (-inf/+inf; OpenMP's own max/min start
+   from -FLT_MAX/FLT_MAX, which an all-infinite input would return) and a NaN on either side wins,
+   as in the kernels' own NaN-propagating compares. */
+#pragma omp declare reduction(tf_fmax : float : omp_out = (omp_out > omp_in) | (omp_out != omp_out) ? omp_out : omp_in) initializer(omp_priv = -INFINITY)
+#pragma omp declare reduction(tf_fmin : float : omp_out = (omp_out < omp_in) | (omp_out != omp_out) ? omp_out : omp_in) initializer(omp_priv = INFINITY)
+#pragma omp declare reduction(tf_dmax : double : omp_out = (omp_out > omp_in) | (omp_out != omp_out) ? omp_out : omp_in) initializer(omp_priv = -INFINITY)
+#pragma omp declare reduction(tf_dmin : double : omp_out = (omp_out < omp_in) | (omp_out != omp_out) ? omp_out : omp_in) initializer(omp_priv = INFINITY)
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
 /* gcc 12's loop if-conversion miscompiles padded reads ``(in bounds) ? x[i] : pad`` once the
    vectorizer turns them into masked loads of a fully unrolled loop: the second ``vmaskmovps``
@@ -510,6 +517,21 @@ class FunctionEmitter:
                 clauses.append(clause)
         return "".join(" " + c for c in clauses)
 
+    def thread_reductions(self, loop: Operation) -> str:
+        """``reduction(op:acc)`` clauses for the max/min accumulators of a reduction loop on threads
+        (``Schedule.parallel``): the NaN-propagating ``tf_fmax``/``tf_fmin`` for floats."""
+        clauses = []
+        for inner in loop.walk():
+            if inner.name != "loop.store" or id(inner.operands[1]) not in self.scalars:
+                continue
+            kind = inner.operands[0].op.name.split(".")[1]
+            ct = C_TYPES.get(inner.operands[0].type.dtype)
+            sym = {"float": f"tf_f{kind}", "double": f"tf_d{kind}"}.get(ct, kind)
+            clause = f"reduction({sym}:{self.name(inner.operands[1])})"
+            if clause not in clauses:
+                clauses.append(clause)
+        return "".join(" " + c for c in clauses)
+
     def simd_nan_flags(self, loop: Operation, ind: str) -> list[tuple[str, str]]:
         """NaN flags for the float max/min accumulators of a vectorized reduction loop: ``[(flag, acc)]``.
 
@@ -561,7 +583,8 @@ class FunctionEmitter:
             self.names[id(iv)] = v
             kind = a["kind"]
             if kind == "parallel" and self.parallel_depth == 0:
-                self.lines.append(f"{ind}#pragma omp parallel for schedule(static)")
+                red = self.thread_reductions(op) if a.get("reduction") else ""
+                self.lines.append(f"{ind}#pragma omp parallel for schedule(static){red}")
             elif kind == "vectorize":
                 red, after = (self.simd_reductions(op), self.simd_nan_flags(op, ind)) if a.get("reduction") else ("", [])
                 red += "".join(f" reduction(|:{flag})" for flag, _ in after)

@@ -636,6 +636,12 @@ TFO_API void GOMP_loop_end_nowait(void)
 TFO_API void GOMP_critical_start(void) { pthread_mutex_lock(&tfo_critical_lock); }
 TFO_API void GOMP_critical_end(void) { pthread_mutex_unlock(&tfo_critical_lock); }
 
+/* What GCC brackets the combining of a user-declared reduction with (the kernels' NaN-propagating
+   max/min over threads): no barrier inside, so no id switches stacks while holding it. */
+static pthread_mutex_t tfo_atomic_lock = PTHREAD_MUTEX_INITIALIZER;
+TFO_API void GOMP_atomic_start(void) { pthread_mutex_lock(&tfo_atomic_lock); }
+TFO_API void GOMP_atomic_end(void) { pthread_mutex_unlock(&tfo_atomic_lock); }
+
 /* ---- the omp_* calls ------------------------------------------------------------------------- */
 TFO_API int omp_get_thread_num(void) { return tfo_self ? tfo_self->id : 0; }
 TFO_API int omp_get_num_threads(void) { return tfo_self ? tfo_self->r->nth : 1; }

@@ -184,7 +184,23 @@ CONTRACTION_RULES: list[Rule] = [
 """A transposed matrix operand of a GEMM is a flag, not a copy: what folding may not do for a
 weight that is shared (GPT-2's LM head reads the token embedding transposed)."""
 
-REMOVAL_RULES: list[Rule] = [
+@rule_function
+def whole_extremum(axes: Sequence[int], keepdims: bool, rank: int) -> bool:
+    """A max/min over every axis of a rank-``rank`` tensor, to a scalar."""
+    return not keepdims and (not axes or sorted(a % rank for a in axes) == list(range(rank)))
+
+
+# A max or min of a whole tensor (a dynamic quantization's range) reads the values before a reshape
+# or transpose: the same set, so the same result, read in memory order.  Through BERT's attention
+# output (transpose, reshape, then DynamicQuantizeLinear) the fused reduction read every element at
+# a stride and stayed scalar.
+WHOLE_EXTREMUM_RULES: list[Rule] = [
+    rule(f"{op}-whole-{view}", f"{op}(t := {view}(x, {arg}=p), axes=a, keepdims=k)", f"{op}(x, axes=(), keepdims=False)",
+         where="whole_extremum(a, k, rank(t))")
+    for op in ("reduce_max", "reduce_min") for view, arg in (("reshape", "shape"), ("transpose", "perm"))
+]
+
+REMOVAL_RULES: list[Rule] = WHOLE_EXTREMUM_RULES + [
     rule("add-neg", "add(x, neg(y))", "sub(x, y)", where="not is_const(y)"),
     rule("neg-sub", "neg(sub(x, y))", "sub(y, x)"),
     rule("mul-neg-neg", "mul(neg(x), neg(y))", "mul(x, y)"),

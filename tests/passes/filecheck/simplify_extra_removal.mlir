@@ -305,3 +305,97 @@
   %r = "graph.conv"(%p, %w, %b) {strides = array<i64>, pads = array<i64>, dilations = array<i64>, groups = 1 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x1x1xf32>, tensor<1xf32>) -> tensor<1x1x4x4xf32>
   "func.return"(%r) : (tensor<1x1x4x4xf32>) -> ()
 }) {sym_name = "pad_into_conv_bias_stays_channels", function_type = (tensor<1x1x4x4xf32>, tensor<1xf32>) -> (tensor<1x1x4x4xf32>)} : () -> ()
+
+// A max over every axis of a reshaped tensor reads the tensor itself (the same values).
+// CHECK:      ^bb0(%[[X:arg[0-9]+]]: tensor<2x3x4xf32>):
+// CHECK-NEXT:   %[[R:[0-9]+]] = "graph.reduce_max"(%[[X]]) {axes = array<i64>, keepdims = false}
+// CHECK-NEXT:   "func.return"(%[[R]])
+// CHECK-NEXT: sym_name = "reduce_max_whole_reshape_fires"
+"func.func"() ({
+^bb0(%x: tensor<2x3x4xf32>):
+  %t = "graph.reshape"(%x) {shape = array<i64: 3, 8>} : (tensor<2x3x4xf32>) -> tensor<3x8xf32>
+  %r = "graph.reduce_max"(%t) {axes = array<i64>, keepdims = false} : (tensor<3x8xf32>) -> tensor<f32>
+  "func.return"(%r) : (tensor<f32>) -> ()
+}) {sym_name = "reduce_max_whole_reshape_fires", function_type = (tensor<2x3x4xf32>) -> (tensor<f32>)} : () -> ()
+
+// Over some axes only, the reshape stays.
+// CHECK:      "graph.reshape"
+// CHECK-NEXT: "graph.reduce_max"
+// CHECK:      sym_name = "reduce_max_whole_reshape_stays_partial"
+"func.func"() ({
+^bb0(%x: tensor<2x3x4xf32>):
+  %t = "graph.reshape"(%x) {shape = array<i64: 3, 8>} : (tensor<2x3x4xf32>) -> tensor<3x8xf32>
+  %r = "graph.reduce_max"(%t) {axes = array<i64: 1>, keepdims = false} : (tensor<3x8xf32>) -> tensor<3xf32>
+  "func.return"(%r) : (tensor<3xf32>) -> ()
+}) {sym_name = "reduce_max_whole_reshape_stays_partial", function_type = (tensor<2x3x4xf32>) -> (tensor<3xf32>)} : () -> ()
+
+// A max over every axis of a transposed tensor reads the tensor itself (the same values).
+// CHECK:      ^bb0(%[[X:arg[0-9]+]]: tensor<2x3x4xf32>):
+// CHECK-NEXT:   %[[R:[0-9]+]] = "graph.reduce_max"(%[[X]]) {axes = array<i64>, keepdims = false}
+// CHECK-NEXT:   "func.return"(%[[R]])
+// CHECK-NEXT: sym_name = "reduce_max_whole_transpose_fires"
+"func.func"() ({
+^bb0(%x: tensor<2x3x4xf32>):
+  %t = "graph.transpose"(%x) {perm = array<i64: 1, 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+  %r = "graph.reduce_max"(%t) {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<3x2x4xf32>) -> tensor<f32>
+  "func.return"(%r) : (tensor<f32>) -> ()
+}) {sym_name = "reduce_max_whole_transpose_fires", function_type = (tensor<2x3x4xf32>) -> (tensor<f32>)} : () -> ()
+
+// Over some axes only this rule does not fire (sink-transpose moves the transpose below the
+// reduction, which then reads the input's axes 1 and 2; a rank-1 transpose is none).
+// CHECK:      "graph.reduce_max"(%arg0) {axes = array<i64: 1, 2>, keepdims = false}
+// CHECK-NEXT: "func.return"
+// CHECK:      sym_name = "reduce_max_whole_transpose_stays_partial"
+"func.func"() ({
+^bb0(%x: tensor<2x3x4xf32>):
+  %t = "graph.transpose"(%x) {perm = array<i64: 1, 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+  %r = "graph.reduce_max"(%t) {axes = array<i64: 0, 2>, keepdims = false} : (tensor<3x2x4xf32>) -> tensor<2xf32>
+  "func.return"(%r) : (tensor<2xf32>) -> ()
+}) {sym_name = "reduce_max_whole_transpose_stays_partial", function_type = (tensor<2x3x4xf32>) -> (tensor<2xf32>)} : () -> ()
+
+// A min over every axis of a reshaped tensor reads the tensor itself (the same values).
+// CHECK:      ^bb0(%[[X:arg[0-9]+]]: tensor<2x3x4xf32>):
+// CHECK-NEXT:   %[[R:[0-9]+]] = "graph.reduce_min"(%[[X]]) {axes = array<i64>, keepdims = false}
+// CHECK-NEXT:   "func.return"(%[[R]])
+// CHECK-NEXT: sym_name = "reduce_min_whole_reshape_fires"
+"func.func"() ({
+^bb0(%x: tensor<2x3x4xf32>):
+  %t = "graph.reshape"(%x) {shape = array<i64: 3, 8>} : (tensor<2x3x4xf32>) -> tensor<3x8xf32>
+  %r = "graph.reduce_min"(%t) {axes = array<i64>, keepdims = false} : (tensor<3x8xf32>) -> tensor<f32>
+  "func.return"(%r) : (tensor<f32>) -> ()
+}) {sym_name = "reduce_min_whole_reshape_fires", function_type = (tensor<2x3x4xf32>) -> (tensor<f32>)} : () -> ()
+
+// Over some axes only, the reshape stays.
+// CHECK:      "graph.reshape"
+// CHECK-NEXT: "graph.reduce_min"
+// CHECK:      sym_name = "reduce_min_whole_reshape_stays_partial"
+"func.func"() ({
+^bb0(%x: tensor<2x3x4xf32>):
+  %t = "graph.reshape"(%x) {shape = array<i64: 3, 8>} : (tensor<2x3x4xf32>) -> tensor<3x8xf32>
+  %r = "graph.reduce_min"(%t) {axes = array<i64: 1>, keepdims = false} : (tensor<3x8xf32>) -> tensor<3xf32>
+  "func.return"(%r) : (tensor<3xf32>) -> ()
+}) {sym_name = "reduce_min_whole_reshape_stays_partial", function_type = (tensor<2x3x4xf32>) -> (tensor<3xf32>)} : () -> ()
+
+// A min over every axis of a transposed tensor reads the tensor itself (the same values).
+// CHECK:      ^bb0(%[[X:arg[0-9]+]]: tensor<2x3x4xf32>):
+// CHECK-NEXT:   %[[R:[0-9]+]] = "graph.reduce_min"(%[[X]]) {axes = array<i64>, keepdims = false}
+// CHECK-NEXT:   "func.return"(%[[R]])
+// CHECK-NEXT: sym_name = "reduce_min_whole_transpose_fires"
+"func.func"() ({
+^bb0(%x: tensor<2x3x4xf32>):
+  %t = "graph.transpose"(%x) {perm = array<i64: 1, 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+  %r = "graph.reduce_min"(%t) {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<3x2x4xf32>) -> tensor<f32>
+  "func.return"(%r) : (tensor<f32>) -> ()
+}) {sym_name = "reduce_min_whole_transpose_fires", function_type = (tensor<2x3x4xf32>) -> (tensor<f32>)} : () -> ()
+
+// Over some axes only this rule does not fire (sink-transpose moves the transpose below the
+// reduction, which then reads the input's axes 1 and 2; a rank-1 transpose is none).
+// CHECK:      "graph.reduce_min"(%arg0) {axes = array<i64: 1, 2>, keepdims = false}
+// CHECK-NEXT: "func.return"
+// CHECK:      sym_name = "reduce_min_whole_transpose_stays_partial"
+"func.func"() ({
+^bb0(%x: tensor<2x3x4xf32>):
+  %t = "graph.transpose"(%x) {perm = array<i64: 1, 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+  %r = "graph.reduce_min"(%t) {axes = array<i64: 0, 2>, keepdims = false} : (tensor<3x2x4xf32>) -> tensor<2xf32>
+  "func.return"(%r) : (tensor<2xf32>) -> ()
+}) {sym_name = "reduce_min_whole_transpose_stays_partial", function_type = (tensor<2x3x4xf32>) -> (tensor<2xf32>)} : () -> ()
