@@ -35,6 +35,9 @@ from .primitives import Schedule
 # Work (innermost iterations) below which a nest runs on one thread: an OpenMP fork/join costs a
 # few microseconds, about what one core needs for this many simple element operations.
 PARALLEL_MIN_WORK = 1 << 15
+# Elements per thread's chunk of a vectorized whole-tensor max/min on threads (the largest that
+# divides the loop and leaves a chunk for every thread)
+PARALLEL_REDUCTION_CHUNKS = (4096, 2048, 1024, 512, 256)
 # Iterations per thread wanted from the fused outer loops (static split: the imbalance is at most
 # one iteration, so a few per thread keep it small).
 ITERATIONS_PER_THREAD = 4
@@ -565,8 +568,20 @@ def _parallel_reduction(s: Schedule, root: Operation, plan: Plan, ctx: Context) 
     for l in perfect_chain(root):
         if not l.attributes.get("reduction") or tag(l) == plan.inner or l.attributes["kind"] != "serial":
             return None
-        if extent(l) >= ctx.threads:
-            return tag(l) if attempt(s.parallel, tag(l)) else None
+        if extent(l) < ctx.threads:
+            continue
+        t = tag(l)
+        if t in plan.vectorize:
+            # the loop the plan vectorizes (a flattened whole-tensor loop): threads take chunks of
+            # it, each chunk still one vector loop
+            chunk = next((f for f in PARALLEL_REDUCTION_CHUNKS if extent(l) % f == 0 and extent(l) // f >= ctx.threads),
+                         None)
+            parts = _atomically(s, lambda x: x.split(t, chunk)) if chunk else None
+            if parts is None:
+                return None
+            plan.vectorize[plan.vectorize.index(t)] = parts[1]
+            t = parts[0]
+        return t if attempt(s.parallel, t) else None
     return None
 
 
