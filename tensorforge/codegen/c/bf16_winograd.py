@@ -232,7 +232,7 @@ void {name}_winograd(long N, long C, long H, long W, long O, long ph, long pw, l
                      const uint16_t *u, long ustride, const float *bias, const float *residual, int relu, float hi,
                      float *y)
 {{
-{each_image(f"{name}_winograd_image(n, C, H, W, O, ph, pw, OH, OW, x, u, ustride, bias, residual, relu, hi, y);", threads, "tf_bf16conv_max_threads()")}
+{each_image(f"{name}_winograd_image(n, C, H, W, O, ph, pw, OH, OW, x, u, ustride, bias, residual, relu, hi, y);", threads, "tf_bf16conv")}
 }}
 """
 

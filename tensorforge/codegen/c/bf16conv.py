@@ -89,16 +89,7 @@ static void tf_bf16conv_pack_panel_padded(const float *xp, const long *koff, lon
   }
 }
 
-/* The caller's OpenMP team size (1 without OpenMP). */
-static inline int tf_bf16conv_max_threads(void)
-{
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
+@MAX_THREADS@
 @PAD_PLANE@
 @SCRATCH@#endif
 """
@@ -205,7 +196,7 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
             long dh, long dw, long OH, long OW, const float *x, const uint16_t *w, long wstride,
             const float *bias, const float *residual, int relu, float hi, float *y)
 {{
-{each_image(f"{name}_image(n, C, H, W, O, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, w, wstride, bias, residual, relu, hi, y);", threads, "tf_bf16conv_max_threads()")}
+{each_image(f"{name}_image(n, C, H, W, O, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, w, wstride, bias, residual, relu, hi, y);", threads, "tf_bf16conv")}
 }}
 """ + bf16_winograd.source(name, mr, f"{p}_sweep", par, threads)
 

@@ -78,13 +78,28 @@ def im2col_row(name: str, ctype: str) -> str:
 """
 
 
+def max_threads(name: str) -> str:
+    """``static inline int NAME(void)``: the caller's OpenMP team size (1 without OpenMP)."""
+    return f"""/* The caller's OpenMP team size (1 without OpenMP). */
+static inline int {name}(void)
+{{
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}}
+"""
+
+
 def expand(text: str, family: str, ctype: str, slots: int) -> str:
-    """``text`` with ``@IM2COL@``, ``@PAD_PLANE@`` and ``@SCRATCH@`` replaced by this module's
-    helpers named ``FAMILY_im2col_row``, ``FAMILY_pad_plane`` (elements ``ctype``) and
-    ``FAMILY_scratch`` (``slots`` buffers)."""
+    """``text`` with ``@IM2COL@``, ``@PAD_PLANE@``, ``@SCRATCH@`` and ``@MAX_THREADS@`` replaced by
+    this module's helpers named ``FAMILY_im2col_row``, ``FAMILY_pad_plane`` (elements ``ctype``),
+    ``FAMILY_scratch`` (``slots`` buffers) and ``FAMILY_max_threads`` (``each_image`` calls it)."""
     return (text.replace("@IM2COL@", im2col_row(f"{family}_im2col_row", ctype))
             .replace("@PAD_PLANE@", pad_plane(f"{family}_pad_plane", ctype))
-            .replace("@SCRATCH@", scratch(f"{family}_scratch", slots)))
+            .replace("@SCRATCH@", scratch(f"{family}_scratch", slots))
+            .replace("@MAX_THREADS@", max_threads(f"{family}_max_threads")))
 
 
 def team(threads: int) -> str:
@@ -95,10 +110,10 @@ def team(threads: int) -> str:
     return f"num_threads({threads} < omp_get_max_threads() ? {threads} : omp_get_max_threads())"
 
 
-def each_image(call: str, threads: int, max_threads: str) -> str:
+def each_image(call: str, threads: int, family: str) -> str:
     """C statements running ``call`` (which reads ``n``) for images ``n < N``.  A batch of at least as
-    many images as the caller's threads (``max_threads``: a C expression of ``omp_get_max_threads``)
-    shares out whole images, each thread with its own buffers in its own cache, the images' own
+    many images as the caller's threads (``FAMILY_max_threads``, which ``expand`` defines) shares
+    out whole images, each thread with its own buffers in its own cache, the images' own
     regions running as teams of one.  The share is static, the same contiguous images to the same
     thread in every layer, as the float32 kernels split a batch: handed out on demand, a layer's
     images were read from the other core's cache about half the time (QDQ MobileNetV2 at batch 8:
@@ -106,7 +121,8 @@ def each_image(call: str, threads: int, max_threads: str) -> str:
     one-thread region runs as a team of one, which would serialise batch 1."""
     if threads <= 1:
         return f"  for (long n = 0; n < N; n++) {call}"
-    return f"""  if (N > 1 && N >= {max_threads} && {max_threads} > 1) {{
+    team_size = f"{family}_max_threads()"
+    return f"""  if (N > 1 && N >= {team_size} && {team_size} > 1) {{
     #pragma omp parallel for schedule(static) {team(threads)}
     for (long n = 0; n < N; n++) {call}
   }} else {{
@@ -114,4 +130,4 @@ def each_image(call: str, threads: int, max_threads: str) -> str:
   }}"""
 
 
-__all__ = ["each_image", "expand", "im2col_row", "pad_plane", "scratch", "team"]
+__all__ = ["each_image", "expand", "im2col_row", "max_threads", "pad_plane", "scratch", "team"]

@@ -283,16 +283,7 @@ static void tf_qconv_pack_panel_padded(const uint8_t *xp, const long *koff, long
 }
 #endif
 
-/* The caller's OpenMP team size (1 without OpenMP). */
-static inline int tf_qconv_max_threads(void)
-{
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
+@MAX_THREADS@
 /* The dequantizing epilogue, in place: C[o, p] (int32) becomes the float32
    relu?(C * scale[o] + bias[o] (+ residual[o, p])) (ReLU6: clipped at hi too), each operation
    rounded as the graph's, or with ibias (bias NULL) relu?((C + ibias[o]) * scale[o] ...): the
@@ -594,11 +585,6 @@ _HELPERS = expand(_HELPERS, "tf_qconv", "uint8_t", 10).replace(
     "@QGEMM_COMMON@", qgemm.COMMON)
 
 
-def _each_image(call: str, threads: int) -> str:
-    """``conv_helpers.each_image`` with this family's thread count."""
-    return each_image(call, threads, "tf_qconv_max_threads()")
-
-
 def source(name: str, target, signed: bool, threads: int = 1, tiling: "qgemm.Tiling | None" = None) -> str:
     """C text defining ``void NAME(long N, long C, long H, long W, long O, long kh, long kw, long sh,
     long sw, long ph, long pw, long dh, long dw, long OH, long OW, const void *x, float in_scale,
@@ -641,7 +627,7 @@ static void {name}_direct_all(long N, long C, long H, long W, long O, long kh, l
   const long P = OH * OW, Kp = (C * kh * kw + 3) / 4 * 4;
   const int32_t *rowterm = {name}_rowterm(O, w_sums, zp);
   if (!rowterm) return;
-  /* image n (_each_image shares out a batch's images) */
+  /* image n (conv_helpers.each_image shares out a batch's images) */
 #define {name.upper()}_DIRECT_IMAGE(n) {{ \
     uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0; \
     if (in_scale == 0.0f || xq) {{ \
@@ -655,7 +641,7 @@ static void {name}_direct_all(long N, long C, long H, long W, long O, long kh, l
       {name}_direct(C, H, W, O, kh, kw, ph, pw, dh, dw, OH, OW, xq ? xq : (const uint8_t *)x + (n) * C * H * W, \
                     (uint8_t)zp, {flip}, w_shifted, Kp, arranged, rowterm, scale ? &epi : 0, (char *)y + (n) * O * P * 4); \
     }} }}
-{_each_image(f"{name.upper()}_DIRECT_IMAGE(n)", threads)}
+{each_image(f"{name.upper()}_DIRECT_IMAGE(n)", threads, "tf_qconv")}
 #undef {name.upper()}_DIRECT_IMAGE
 }}
 
@@ -803,7 +789,7 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
     koff[k] = (k / (kh * kw)) * Hp * Wp + ((k / kw) % kh) * dh * Wp + (k % kw) * dw;
 #define {name.upper()}_IMAGE(n) {name}_image(n, C, H, W, O, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, in_scale, w_shifted, zp, \
     scale, bias, acc_bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o, out_scale, out_zp, y, rowterm, koff)
-{_each_image(f"{name.upper()}_IMAGE(n);", threads)}
+{each_image(f"{name.upper()}_IMAGE(n);", threads, "tf_qconv")}
 #undef {name.upper()}_IMAGE
 }}
 """)
@@ -1174,7 +1160,7 @@ void {name}(long N, long C, long H, long W, long kh, long kw, long sh, long sw, 
     uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0; \
     if (in_scale == 0.0f || xq) {name}_image(n, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, in_scale, w_shifted, kp, \
                                             zp, scale, xq, same, masks, &epi, sums); }}
-{_each_image(f"{name.upper()}_DW_IMAGE(n)", threads)}
+{each_image(f"{name.upper()}_DW_IMAGE(n)", threads, "tf_qconv")}
 #undef {name.upper()}_DW_IMAGE
 }}
 """
