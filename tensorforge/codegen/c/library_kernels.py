@@ -849,31 +849,38 @@ def _conv_geometry(op: Operation, kernel: Operation) -> tuple[int, ...]:
     return n, c, h, w, o, kh, kw, int(sh), int(sw), int(ph), int(pw), int(dh), int(dw), oh, ow
 
 
-def _direct_geometry(kernel: Operation) -> tuple[int, ...] | None:
-    """``_conv_geometry`` of a one-group int8 conv with static shapes on a host where the direct
-    kernel exists (AVX-512 VNNI), else None."""
-    from ..target import Target
-    from . import qgemm
-    if not is_library_kernel(kernel) or library_op(kernel).name != "graph.qconv":
+def _static_geometry(kernel: Operation, op_name: str) -> tuple[int, ...] | None:
+    """``_conv_geometry`` of a one-group library conv ``op_name`` with static shapes, else None."""
+    if not is_library_kernel(kernel) or library_op(kernel).name != op_name:
         return None
     op = library_op(kernel)
     if int(op.attributes.get("groups", 1) or 1) != 1:
         return None
     if any(not isinstance(d, int) for v in (kernel.operands[0], kernel.results[0]) for d in v.type.shape):
         return None
-    if qgemm.isa(Target.host()) != qgemm.AVX512_VNNI:
-        return None
     return _conv_geometry(op, kernel)
 
 
+def _constant_weights(kernel: Operation) -> bool:
+    """Whether a conv kernel's weights (operand 1) are a constant, so they can be laid out at
+    compile time."""
+    w = kernel.operands[1]
+    return w.op is not None and w.op.name == "graph.constant"
+
+
+def _direct_geometry(kernel: Operation) -> tuple[int, ...] | None:
+    """``_conv_geometry`` of a one-group int8 conv with static shapes on a host where the direct
+    kernel exists (AVX-512 VNNI), else None."""
+    from ..target import Target
+    from . import qgemm
+    geometry = _static_geometry(kernel, "graph.qconv")
+    return geometry if geometry is not None and qgemm.isa(Target.host()) == qgemm.AVX512_VNNI else None
+
+
 def _packable_geometry(kernel: Operation) -> tuple[int, ...] | None:
-    """``_direct_geometry`` of an int8 conv whose weights are a constant (so they can be laid out
-    at compile time), else None."""
+    """``_direct_geometry`` of an int8 conv whose weights are a constant, else None."""
     geometry = _direct_geometry(kernel)
-    w = kernel.operands[1] if geometry is not None else None
-    if w is None or w.op is None or w.op.name != "graph.constant":
-        return None
-    return geometry
+    return geometry if geometry is not None and _constant_weights(kernel) else None
 
 
 def qconv_arranged(kernel: Operation) -> bool:
@@ -968,14 +975,10 @@ def bf16_winograd(kernel: Operation) -> bool:
     14x14 outputs or more, constant weights, static shapes): ``tensorize.Prepared`` then passes
     ``bf16_winograd.transform_weights`` of its weight operand."""
     from . import bf16_winograd as wino
-    if not is_library_kernel(kernel) or library_op(kernel).name != "graph.bf16_conv":
+    geometry = _static_geometry(kernel, "graph.bf16_conv")
+    if geometry is None or not _constant_weights(kernel):
         return False
-    if any(not isinstance(d, int) for v in (kernel.operands[0], kernel.results[0]) for d in v.type.shape):
-        return False
-    w = kernel.operands[1]
-    if w.op is None or w.op.name != "graph.constant":
-        return False
-    _, _, _, _, _, kh, kw, sh, sw, _, _, dh, dw, oh, ow = _conv_geometry(library_op(kernel), kernel)
+    _, _, _, _, _, kh, kw, sh, sw, _, _, dh, dw, oh, ow = geometry
     return wino.fits((kh, kw), (sh, sw), (dh, dw), oh, ow)
 
 
