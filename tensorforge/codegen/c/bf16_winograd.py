@@ -91,9 +91,10 @@ def source(name: str, mr: int, sweep: str, par: str, threads: int) -> str:
     """C text of ``void NAME_winograd(long N, long C, long H, long W, long O, long ph, long pw, long OH,
     long OW, const float *x, const uint16_t *u, long ustride, const float *bias, const float *residual,
     int relu, float hi, float *y)``: ``u`` is ``transform_weights``' array.  Needs ``bf16conv.py``'s
-    helpers (its scratch buffers, padding, pair stores) and its GEMM's ``sweep`` (register tiles of
-    ``mr`` rows); ``par``: the OpenMP clauses of the parallel region; ``threads``: the team size
-    (a batch of as many images shares them out, ``conv_helpers.each_image``).  The epilogue is the direct
+    helpers (its scratch buffers, padding, ``tf_bf16conv_pairs``), its GEMM's ``sweep`` (register tiles
+    of ``mr`` rows) and lane masks (``tf_bf16gemm_mask16``); ``par``: the OpenMP clauses of the parallel
+    region; ``threads``: the team size (a batch of as many images shares them out,
+    ``conv_helpers.each_image``).  The epilogue is the direct
     path's (``bf16conv.py``): ``((y + bias) + residual)``, then relu and the clip, in float32."""
     _, BT, AT = TRANSFORMS[2]
     # the rows combined down, split into even and odd columns (tile tx reads columns 2 tx .. 2 tx + 3:
@@ -122,9 +123,7 @@ def source(name: str, mr: int, sweep: str, par: str, threads: int) -> str:
    32 bits each, stored under ma at a and under mz at z (a tile run split between two panels). */
 static inline void tf_bf16w_store(__m512 lo, __m512 hi, uint32_t *a, uint32_t *z, __mmask16 ma, __mmask16 mz)
 {{
-  const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
-                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  const __m512i p = _mm512_permutexvar_epi16(inter, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+  const __m512i p = tf_bf16conv_pairs(lo, hi);
   _mm512_mask_storeu_epi32((void *)a, ma, p);
   if (mz) _mm512_mask_storeu_epi32((void *)z, mz, p);
 }}
@@ -151,76 +150,74 @@ static void {name}_winograd_image(long n, long C, long H, long W, long O, long p
   const float *xn = x + n * C * H * W;
   const float *rn = residual ? residual + n * O * P : 0;
   float *yn = y + n * O * P;
+  #pragma omp parallel {par}
   {{
-    #pragma omp parallel {par}
-    {{
-      #pragma omp for schedule(dynamic, 4)
-      for (long c = 0; c < C; c++) tf_bf16conv_pad_plane(xn + c * H * W, H, W, ph, pw, Hp, Wp, 0.0f, xp + c * Hp * Wp);
-      /* V = B^T d B: per channel pair and tile row, each channel's four input rows combined down, then
-         across per tile, 16 tiles at a time; the pair's values rounded to bf16 pairs in the panels */
-      #pragma omp for schedule(dynamic, 8)
-      for (long job = 0; job < KP * TH; job++) {{
-        const long cp = job / TH, ty = job % TH;
-        float ev[2][4][TW + 1], od[2][4][TW + 1];
+    #pragma omp for schedule(dynamic, 4)
+    for (long c = 0; c < C; c++) tf_bf16conv_pad_plane(xn + c * H * W, H, W, ph, pw, Hp, Wp, 0.0f, xp + c * Hp * Wp);
+    /* V = B^T d B: per channel pair and tile row, each channel's four input rows combined down, then
+       across per tile, 16 tiles at a time; the pair's values rounded to bf16 pairs in the panels */
+    #pragma omp for schedule(dynamic, 8)
+    for (long job = 0; job < KP * TH; job++) {{
+      const long cp = job / TH, ty = job % TH;
+      float ev[2][4][TW + 1], od[2][4][TW + 1];
+      for (int h = 0; h < 2; h++) {{
+        if (2 * cp + h >= C) {{ memset(ev[h], 0, sizeof ev[h]); memset(od[h], 0, sizeof od[h]); continue; }}
+        const float *d0 = xp + (2 * cp + h) * Hp * Wp + 2 * ty * Wp, *d1 = d0 + Wp, *d2 = d1 + Wp, *d3 = d2 + Wp;
+        for (long k = 0; k <= TW; k++) {{ {down} }}
+      }}
+      for (long tx = 0; tx < TW; tx += 16) {{
+        const __mmask16 m = tf_bf16gemm_mask16(TW - tx);
+        /* the 16 tiles from t: lanes [0, 16 - s) in panel t / 16 from offset s, the rest at the start
+           of the next panel (vz + lane, lane >= 16 - s) */
+        const long t = ty * TW + tx, s = t % 16;
+        uint32_t *va = vb + (t / 16) * KP * 16 + cp * 16 + s, *vz = va + KP * 16 - 16;
+        const __mmask16 ma = m & (__mmask16)(0xFFFFu >> s), mz = m & (__mmask16)~(0xFFFFu >> s);
+        __m512 v[16];
         for (int h = 0; h < 2; h++) {{
-          if (2 * cp + h >= C) {{ memset(ev[h], 0, sizeof ev[h]); memset(od[h], 0, sizeof od[h]); continue; }}
-          const float *d0 = xp + (2 * cp + h) * Hp * Wp + 2 * ty * Wp, *d1 = d0 + Wp, *d2 = d1 + Wp, *d3 = d2 + Wp;
-          for (long k = 0; k <= TW; k++) {{ {down} }}
-        }}
-        for (long tx = 0; tx < TW; tx += 16) {{
-          const __mmask16 m = TW - tx >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (TW - tx)) - 1u);
-          /* the 16 tiles from t: lanes [0, 16 - s) in panel t / 16 from offset s, the rest at the start
-             of the next panel (vz + lane, lane >= 16 - s) */
-          const long t = ty * TW + tx, s = t % 16;
-          uint32_t *va = vb + (t / 16) * KP * 16 + cp * 16 + s, *vz = va + KP * 16 - 16;
-          const __mmask16 ma = m & (__mmask16)(0xFFFFu >> s), mz = m & (__mmask16)~(0xFFFFu >> s);
-          __m512 v[16];
-          for (int h = 0; h < 2; h++) {{
 {loads}
 {across}
-          }}
         }}
       }}
-      /* M_e = U_e @ V_e, one GEMM per thread at a time */
-      #pragma omp for schedule(dynamic, 1)
-      for (long e = 0; e < 16; e++) {{
-        const uint32_t *ue = (const uint32_t *)u + e * O * ustride;
-        float *me = mb + e * oe;
-        const long full = O / {mr} * {mr};
-        if (full) {sweep}({mr}, 0, full, 0, T, C, ue, ustride, (const uint16_t *)(vb + e * be), 0, me, ldm);
-        if (O > full) {sweep}((int)(O - full), full, O, 0, T, C, ue + full * ustride, ustride, (const uint16_t *)(vb + e * be), 0,
-                               me, ldm);
-      }}
-      /* Y = A^T M A per output channel and tile row, then bias, residual, relu / clip per row */
-      #pragma omp for schedule(dynamic, 8)
-      for (long job = 0; job < O * TH; job++) {{
-        const long o = job / TH, ty = job % TH;
-        const float *me = mb + o * ldm + ty * TW;
-        const __m512 b = _mm512_set1_ps(bias[o]), lo = _mm512_set1_ps(relu ? 0.0f : -INFINITY);
-        const __m512 top = _mm512_set1_ps(relu ? hi : INFINITY);
-        const __m512i even = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-        const __m512i odd = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
-        for (long tx = 0; tx < TW; tx += 16) {{
-          const __mmask16 m = TW - tx >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (TW - tx)) - 1u);
-          __m512 y[4];
+    }}
+    /* M_e = U_e @ V_e, one GEMM per thread at a time */
+    #pragma omp for schedule(dynamic, 1)
+    for (long e = 0; e < 16; e++) {{
+      const uint32_t *ue = (const uint32_t *)u + e * O * ustride;
+      float *me = mb + e * oe;
+      const long full = O / {mr} * {mr};
+      if (full) {sweep}({mr}, 0, full, 0, T, C, ue, ustride, (const uint16_t *)(vb + e * be), 0, me, ldm);
+      if (O > full) {sweep}((int)(O - full), full, O, 0, T, C, ue + full * ustride, ustride, (const uint16_t *)(vb + e * be), 0,
+                             me, ldm);
+    }}
+    /* Y = A^T M A per output channel and tile row, then bias, residual, relu / clip per row */
+    #pragma omp for schedule(dynamic, 8)
+    for (long job = 0; job < O * TH; job++) {{
+      const long o = job / TH, ty = job % TH;
+      const float *me = mb + o * ldm + ty * TW;
+      const __m512 b = _mm512_set1_ps(bias[o]), lo = _mm512_set1_ps(relu ? 0.0f : -INFINITY);
+      const __m512 top = _mm512_set1_ps(relu ? hi : INFINITY);
+      const __m512i even = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+      const __m512i odd = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+      for (long tx = 0; tx < TW; tx += 16) {{
+        const __mmask16 m = tf_bf16gemm_mask16(TW - tx);
+        __m512 y[4];
 {mloads}
 {down_m}
 {across_m}
-          /* per output row: the two columns of each tile interleaved, + bias, + residual, relu / clip
-             (compares, so NaN passes as in the direct path's epilogue), stored under the row's mask */
-          for (int r = 0; r < 2 && 2 * ty + r < OH; r++) {{
-            const long at = o * P + (2 * ty + r) * OW + 2 * tx, left = OW - 2 * tx;
-            for (int h = 0; h < 2; h++) {{
-              const long n16 = left - 16 * h;
-              if (n16 <= 0) break;
-              const __mmask16 k = n16 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n16) - 1u);
-              __m512 v = _mm512_permutex2var_ps(y[2 * r], h ? odd : even, y[2 * r + 1]);
-              v = _mm512_add_ps(v, b);
-              if (rn) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, rn + at + 16 * h));
-              v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), lo);
-              v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, top, _CMP_GT_OQ), top);
-              _mm512_mask_storeu_ps(yn + at + 16 * h, k, v);
-            }}
+        /* per output row: the two columns of each tile interleaved, + bias, + residual, relu / clip
+           (compares, so NaN passes as in the direct path's epilogue), stored under the row's mask */
+        for (int r = 0; r < 2 && 2 * ty + r < OH; r++) {{
+          const long at = o * P + (2 * ty + r) * OW + 2 * tx, left = OW - 2 * tx;
+          for (int h = 0; h < 2; h++) {{
+            const long n16 = left - 16 * h;
+            if (n16 <= 0) break;
+            const __mmask16 k = tf_bf16gemm_mask16(n16);
+            __m512 v = _mm512_permutex2var_ps(y[2 * r], h ? odd : even, y[2 * r + 1]);
+            v = _mm512_add_ps(v, b);
+            if (rn) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, rn + at + 16 * h));
+            v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), lo);
+            v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, top, _CMP_GT_OQ), top);
+            _mm512_mask_storeu_ps(yn + at + 16 * h, k, v);
           }}
         }}
       }}

@@ -32,14 +32,20 @@ _HELPERS = r"""
 #ifndef TF_BF16CONV_HELPERS_DEFINED
 #define TF_BF16CONV_HELPERS_DEFINED
 @IM2COL@
-/* 16 pixels of rows k (lo) and k + 1 (hi) as bf16 (vcvtne2ps2bf16: round to nearest even) pairs,
-   [16][2], at dst. */
-static inline void tf_bf16conv_store_pairs(__m512 lo, __m512 hi, uint16_t *dst)
+/* 16 lanes of rows k (lo) and k + 1 (hi) as bf16 (vcvtne2ps2bf16: round to nearest even) pairs,
+   [16][2]: one 32-bit pair per lane. */
+static inline __m512i tf_bf16conv_pairs(__m512 lo, __m512 hi)
 {
   const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
                                          23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   const __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);            /* [lo 0..15, hi 0..15] */
-  _mm512_storeu_si512((void *)dst, _mm512_permutexvar_epi16(inter, v));
+  return _mm512_permutexvar_epi16(inter, v);
+}
+
+/* 16 pixels of rows k (lo) and k + 1 (hi) as bf16 pairs, [16][2], at dst. */
+static inline void tf_bf16conv_store_pairs(__m512 lo, __m512 hi, uint16_t *dst)
+{
+  _mm512_storeu_si512((void *)dst, tf_bf16conv_pairs(lo, hi));
 }
 
 /* Pixels [p0, p0 + 16) of the K x P float matrix col (row stride ldc) as one panel of kp k-pairs,
