@@ -171,21 +171,48 @@ static void {name}_t_epilogue(void *vctx, int32_t *c, long ldc, long i0, long i1
     for (long j = 0; j < cols; j++) memcpy(t->yf + (j0 + j) * t->P + i0, tr + j * rows, (size_t)rows * sizeof(float));
 }}
 
-/* Image n's rows of A' at at ([P, Kp]: the input quantized into xq (float input), subsampled or padded
-   and transposed into col / xt as the window needs, K padding included), as orphaned omp for loops
-   of the caller's region (a team of one when the images are shared out). */
-static void {name}_t_prepare(long n, long C, long H, long W, long kh, long kw, long sh, long sw, long ph, long pw,
-                             long dh, long dw, long OH, long OW, const void *x, float in_scale, int32_t zp, uint8_t *at,
-                             uint8_t *col, uint8_t *xt, uint8_t *xq)
+/* How one image's rows of A' are made: K and its padding, the positions, and whether the input is
+   read as it is (direct), subsampled (a strided 1x1) or through a zero-point padded window
+   (Hp x Wp) transposed to positions x channels. */
+typedef struct {{ long K, Kp, P, Hp, Wp; int direct, subsampled, window; }} {name}_tgeom;
+
+static {name}_tgeom {name}_t_geometry(long C, long H, long W, long kh, long kw, long sh, long sw, long ph, long pw,
+                                      long dh, long dw, long OH, long OW)
 {{
-  const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW;
-  const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
-  const int subsampled = kh == 1 && kw == 1 && ph == 0 && pw == 0 && !direct && (OH - 1) * sh < H && (OW - 1) * sw < W;
-  /* a window wider than 1x1 reads the zero-point padded image transposed to positions x channels */
-  const int window = !direct && !subsampled;
-  const long Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
+  {name}_tgeom g;
+  g.K = C * kh * kw;
+  g.Kp = (g.K + 3) / 4 * 4;
+  g.P = OH * OW;
+  g.direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
+  g.subsampled = kh == 1 && kw == 1 && ph == 0 && pw == 0 && !g.direct && (OH - 1) * sh < H && (OW - 1) * sw < W;
+  g.window = !g.direct && !g.subsampled;
+  g.Hp = (OH - 1) * sh + (kh - 1) * dh + 1;
+  g.Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
+  return g;
+}}
+
+/* The calling thread's buffers for m images' rows of A' and one image's staging (quantized input,
+   subsampled or padded planes, their transpose); 0 when one could not be had. */
+static int {name}_t_buffers(const {name}_tgeom *g, long C, long H, long W, long m, float in_scale, uint8_t **at,
+                            uint8_t **col, uint8_t **xt, uint8_t **xq)
+{{
+  *at = (uint8_t *)tf_qconv_scratch(1, (size_t)(m * g->P * g->Kp));
+  *col = g->direct ? 0 : (uint8_t *)tf_qconv_scratch(0, (size_t)(g->window ? C * g->Hp * g->Wp : g->K * g->P));
+  *xt = g->window ? (uint8_t *)tf_qconv_scratch(2, (size_t)(C * g->Hp * g->Wp)) : 0;
+  *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
+  return *at && (g->direct || *col) && (!g->window || *xt) && (in_scale == 0.0f || *xq);
+}}
+
+/* Image n's rows of A' at at ([P, Kp]: the input quantized into xq (float input), subsampled or padded
+   and transposed into col / xt as g says, K padding included), as orphaned omp for loops of the
+   caller's region (a team of one when the images are shared out). */
+static void {name}_t_prepare(const {name}_tgeom *g, long n, long C, long H, long W, long kh, long kw, long sh, long sw,
+                             long ph, long pw, long dh, long dw, long OH, long OW, const void *x, float in_scale, int32_t zp,
+                             uint8_t *at, uint8_t *col, uint8_t *xt, uint8_t *xq)
+{{
+  const long K = g->K, Kp = g->Kp, P = g->P, Hp = g->Hp, Wp = g->Wp;
   const uint8_t *xn = xq ? xq : (const uint8_t *)x + n * C * H * W;
-  const uint8_t *src = direct ? xn : col;
+  const uint8_t *src = g->direct ? xn : col;
   #pragma omp for schedule(static) nowait
   for (long p = 0; p < P; p++)
     if (Kp > K) memset(at + p * Kp + K, {pad}, (size_t)(Kp - K));
@@ -194,11 +221,11 @@ static void {name}_t_prepare(long n, long C, long H, long W, long kh, long kw, l
     for (long c = 0; c < C; c++)
       tf_qconv_quantize((const float *)x + (n * C + c) * H * W, H * W, in_scale, (float)zp, xq + c * H * W);
   }}
-  if (subsampled) {{
+  if (g->subsampled) {{
     #pragma omp for schedule(dynamic, 4)
     for (long c = 0; c < C; c++) tf_qconv_subsample_plane(xn + c * H * W, W, OH, OW, sh, sw, col + c * OH * OW);
   }}
-  if (window) {{
+  if (g->window) {{
     /* the padded planes, transposed to [Hp * Wp, C]; then a position's row of A' is one copy
        of all C channels per tap (K in tap-major order, as pack_weights orders the weights) */
     #pragma omp for schedule(dynamic, 4)
@@ -240,17 +267,20 @@ void {name}_transposed(long N, long C, long H, long W, long O, long kh, long kw,
                        const void *residual, int relu, float hi, float mid_m, int32_t mid_zp, float mid_s, float mid_o,
                        float res_s, float res_o, float out_scale, int32_t out_zp, void *y)
 {{
-  const long K = C * kh * kw, Kp = (K + 3) / 4 * 4, P = OH * OW;
-  const int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
-  const int window = !direct && !(kh == 1 && kw == 1 && ph == 0 && pw == 0 && (OH - 1) * sh < H && (OW - 1) * sw < W);
-  const long Hp = (OH - 1) * sh + (kh - 1) * dh + 1, Wp = (OW - 1) * sw + (kw - 1) * dw + 1;
-  const size_t col_bytes = (size_t)(window ? C * Hp * Wp : K * P);
+  const {name}_tgeom g = {name}_t_geometry(C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW);
+  const long Kp = g.Kp, P = g.P;
   const int quant = out_scale != 0.0f;
   int32_t *comp = (int32_t *)tf_qconv_scratch(3, (size_t)O * sizeof(int32_t));
   if (!comp) return;
   /* the sums start from -zp * rowsum(w): (x - zp) . w with x the unsigned activation the GEMM sees */
   const uint32_t zps = {zp_u8};
   for (long o = 0; o < O; o++) comp[o] = (int32_t)(0u - zps * (uint32_t)w_sums[o]);
+  /* image n's epilogue context e and the transposed epilogue's t (pointing at e) */
+#define {name.upper()}_T_CONTEXT(n, e, t) do {{ \
+    (e) = tf_qconv_epilogue_of(scale, bias, acc_bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s, res_o, \
+                               quant ? (uint8_t *)y + (n) * O * P : 0, out_scale, out_zp, (n), O * P, P); \
+    (t) = ({name}_tctx){{&(e), quant ? 0 : (float *)y + (n) * O * P, P}}; \
+  }} while (0)
   if (N > 1 && N >= tf_qconv_max_threads()) {{
     /* a batch: each thread its share of whole images, their rows of A' one after another and one
        GEMM over them all (M = images x P): at 7x7 the lanes of every 16-row block are used, where
@@ -263,43 +293,36 @@ void {name}_transposed(long N, long C, long H, long W, long O, long kh, long kw,
       const long T = 1, t = 0;
 #endif
       const long n0 = N * t / T, m = N * (t + 1) / T - n0;
-      uint8_t *at = m ? (uint8_t *)tf_qconv_scratch(1, (size_t)(m * P * Kp)) : 0;
-      uint8_t *col = m && !direct ? (uint8_t *)tf_qconv_scratch(0, col_bytes) : 0;
-      uint8_t *xt = m && window ? (uint8_t *)tf_qconv_scratch(2, (size_t)(C * Hp * Wp)) : 0;
-      uint8_t *xq = m && in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
-      if (m && at && (direct || col) && (!window || xt) && (in_scale == 0.0f || xq)) {{
+      uint8_t *at, *col, *xt, *xq;
+      if (m && {name}_t_buffers(&g, C, H, W, m, in_scale, &at, &col, &xt, &xq)) {{
         tf_qconv_epi epis[m];
         {name}_tctx imgs[m];
         for (long k = 0; k < m; k++) {{
-          const long n = n0 + k;
-          epis[k] = tf_qconv_epilogue_of(scale, bias, acc_bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s,
-                                         res_o, quant ? (uint8_t *)y + n * O * P : 0, out_scale, out_zp, n, O * P, P);
-          imgs[k] = ({name}_tctx){{&epis[k], quant ? 0 : (float *)y + n * O * P, P}};
+          {name.upper()}_T_CONTEXT(n0 + k, epis[k], imgs[k]);
           #pragma omp parallel num_threads(1)
-          {name}_t_prepare(n, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, in_scale, zp, at + k * P * Kp, col, xt, xq);
+          {name}_t_prepare(&g, n0 + k, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, in_scale, zp, at + k * P * Kp,
+                           col, xt, xq);
         }}
         {name}_fctx f = {{imgs, P}};
         #pragma omp parallel num_threads(1)
         {gemm}(m * P, O, Kp, at, Kp, wt, comp, 0, {name}_f_epilogue, &f, 0, O);
       }}
     }}
-    return;
+  }} else {{
+    uint8_t *at, *col, *xt, *xq;
+    if ({name}_t_buffers(&g, C, H, W, 1, in_scale, &at, &col, &xt, &xq))
+      for (long n = 0; n < N; n++) {{
+        tf_qconv_epi epi;
+        {name}_tctx tctx;
+        {name.upper()}_T_CONTEXT(n, epi, tctx);
+        #pragma omp parallel {par}
+        {{
+          {name}_t_prepare(&g, n, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, in_scale, zp, at, col, xt, xq);
+          {gemm}(P, O, Kp, at, Kp, wt, comp, 0, {name}_t_epilogue, &tctx, 0, O);
+        }}
+      }}
   }}
-  uint8_t *col = direct ? 0 : (uint8_t *)tf_qconv_scratch(0, col_bytes);
-  uint8_t *xt = window ? (uint8_t *)tf_qconv_scratch(2, (size_t)(C * Hp * Wp)) : 0;
-  uint8_t *at = (uint8_t *)tf_qconv_scratch(1, (size_t)(P * Kp));
-  uint8_t *xq = in_scale != 0.0f ? (uint8_t *)tf_qconv_scratch(5, (size_t)(C * H * W)) : 0;
-  if ((!direct && !col) || (window && !xt) || !at || (in_scale != 0.0f && !xq)) return;
-  for (long n = 0; n < N; n++) {{
-    tf_qconv_epi epi = tf_qconv_epilogue_of(scale, bias, acc_bias, residual, relu, hi, mid_m, mid_zp, mid_s, mid_o, res_s,
-                                            res_o, quant ? (uint8_t *)y + n * O * P : 0, out_scale, out_zp, n, O * P, P);
-    {name}_tctx tctx = {{&epi, quant ? 0 : (float *)y + n * O * P, P}};
-    #pragma omp parallel {par}
-    {{
-      {name}_t_prepare(n, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, in_scale, zp, at, col, xt, xq);
-      {gemm}(P, O, Kp, at, Kp, wt, comp, 0, {name}_t_epilogue, &tctx, 0, O);
-    }}
-  }}
+#undef {name.upper()}_T_CONTEXT
 }}
 """
 
