@@ -499,8 +499,11 @@ class FunctionEmitter:
                 self.lines.append(f"{'  ' * depth}free({v});")
             del self.frees[mark:]
 
-    def simd_reductions(self, loop: Operation) -> str:
-        """``reduction(op:acc)`` clauses for the scalar accumulators a vectorized reduction loop updates."""
+    def reduction_clauses(self, loop: Operation, threads: bool = False) -> str:
+        """``reduction(op:acc)`` clauses for the scalar accumulators a reduction loop updates: of a
+        vectorized loop (add/mul/max/min; float sums with the PRELUDE's -0.0-started ``tf_fadd``/
+        ``tf_dadd``), or, ``threads``, of one on threads (max/min only, ``Schedule.parallel``:
+        floats with the NaN-propagating ``tf_fmax``/``tf_fmin``, whose lanes start at -inf/+inf)."""
         clauses = []
         for inner in loop.walk():
             if inner.name != "loop.store" or id(inner.operands[1]) not in self.scalars:
@@ -508,25 +511,13 @@ class FunctionEmitter:
             comb = inner.operands[0].op
             sym = _SIMD_COMBINERS.get(comb.name if comb is not None else "")
             if sym is None:
-                raise CompileError(f"kernel '{self.c_name}': vectorized reduction loop stores into an "
-                                   f"accumulator without an add/mul/max/min combiner")
-            if sym == "+":       # floats: lanes start at -0.0 (the PRELUDE's tf_fadd / tf_dadd)
-                sym = _SIGNED_ZERO_ADD.get(C_TYPES.get(inner.operands[0].type.dtype), sym)
-            clause = f"reduction({sym}:{self.name(inner.operands[1])})"
-            if clause not in clauses:
-                clauses.append(clause)
-        return "".join(" " + c for c in clauses)
-
-    def thread_reductions(self, loop: Operation) -> str:
-        """``reduction(op:acc)`` clauses for the max/min accumulators of a reduction loop on threads
-        (``Schedule.parallel``): the NaN-propagating ``tf_fmax``/``tf_fmin`` for floats."""
-        clauses = []
-        for inner in loop.walk():
-            if inner.name != "loop.store" or id(inner.operands[1]) not in self.scalars:
-                continue
-            kind = inner.operands[0].op.name.split(".")[1]
+                raise CompileError(f"kernel '{self.c_name}': {'threaded' if threads else 'vectorized'} reduction loop "
+                                   f"stores into an accumulator without an add/mul/max/min combiner")
             ct = C_TYPES.get(inner.operands[0].type.dtype)
-            sym = {"float": f"tf_f{kind}", "double": f"tf_d{kind}"}.get(ct, kind)
+            if threads:
+                sym = {"float": f"tf_f{sym}", "double": f"tf_d{sym}"}.get(ct, sym)
+            elif sym == "+":
+                sym = _SIGNED_ZERO_ADD.get(ct, sym)
             clause = f"reduction({sym}:{self.name(inner.operands[1])})"
             if clause not in clauses:
                 clauses.append(clause)
@@ -583,10 +574,10 @@ class FunctionEmitter:
             self.names[id(iv)] = v
             kind = a["kind"]
             if kind == "parallel" and self.parallel_depth == 0:
-                red = self.thread_reductions(op) if a.get("reduction") else ""
+                red = self.reduction_clauses(op, threads=True) if a.get("reduction") else ""
                 self.lines.append(f"{ind}#pragma omp parallel for schedule(static){red}")
             elif kind == "vectorize":
-                red, after = (self.simd_reductions(op), self.simd_nan_flags(op, ind)) if a.get("reduction") else ("", [])
+                red, after = (self.reduction_clauses(op), self.simd_nan_flags(op, ind)) if a.get("reduction") else ("", [])
                 red += "".join(f" reduction(|:{flag})" for flag, _ in after)
                 self.lines.append(f"{ind}#pragma omp simd{red}")
             elif kind == "unroll":
