@@ -123,9 +123,10 @@ def test_a_quantized_model_runs_its_7x7_layers_transposed():
     """A conv net quantized by tensorforge.quantize: its 7x7 layers call the transposed kernel
     (weights packed at compile time), and the outputs equal the interpreter on the int8 graph."""
     pytest.importorskip("onnx")
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
 
     import tensorforge
+    from tests.quantization.test_quantize_conv import float_model
     from tensorforge.ir.interpreter import run_function
 
     kernel(False, 2)                       # skips without AVX512-VNNI
@@ -139,11 +140,7 @@ def test_a_quantized_model_runs_its_7x7_layers_transposed():
              helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("Conv", ["r1", "w2"], ["c2"]),
              helper.make_node("Add", ["c2", "r0"], ["y"])]
-    graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 14, 14])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 7, 7])],
-                              [numpy_helper.from_array(a.astype(np.float32), n) for n, a in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
+    model = float_model("net", nodes, inits, [1, 16, 14, 14], {"y": [1, 64, 7, 7]})
     samples = [rng.standard_normal((1, 16, 14, 14)).astype(np.float32) for _ in range(4)]
     q = tensorforge.quantize(model, samples, keep_first_last=False)
     cm = tensorforge.compile(q, threads=2)

@@ -15,6 +15,17 @@ import tensorforge  # noqa: E402
 from tensorforge.ir.interpreter import run_function  # noqa: E402
 
 
+def float_model(name: str, nodes: list, inits: dict, x_shape: list, outputs: dict) -> onnx.ModelProto:
+    """An opset-17 float32 ONNX model: input ``x`` of ``x_shape``, ``outputs`` name -> shape, the
+    ``inits`` arrays as float32 initializers."""
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, sh) for n, sh in outputs.items()],
+                              [numpy_helper.from_array(np.asarray(a, np.float32), n) for n, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 def _block() -> onnx.ModelProto:
     """A ResNet basic block after a stem: conv-relu, conv-relu, conv + identity, relu; then a
     depthwise conv and global pooling."""
@@ -33,13 +44,7 @@ def _block() -> onnx.ModelProto:
              helper.make_node("Relu", ["s"], ["r2"]),
              helper.make_node("Conv", ["r2", "wd"], ["d"], pads=[1, 1, 1, 1], group=c),
              helper.make_node("GlobalAveragePool", ["d"], ["y"])]
-    graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
-                              [helper.make_tensor_value_info("r2", TensorProto.FLOAT, [1, c, 12, 12]),
-                               helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, 1, 1])],
-                              [numpy_helper.from_array(a.astype(np.float32), n) for n, a in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+    return float_model("block", nodes, inits, [1, 3, 12, 12], {"r2": [1, c, 12, 12], "y": [1, c, 1, 1]})
 
 
 def _inputs(n: int, seed: int) -> list[np.ndarray]:
@@ -109,11 +114,7 @@ def test_max_pool_between_int8_convs_runs_on_uint8():
              helper.make_node("Relu", ["c0"], ["r0"]),
              helper.make_node("MaxPool", ["r0"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
              helper.make_node("Conv", ["p", "w1"], ["y"])]
-    graph = helper.make_graph(nodes, "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])],
-                              [numpy_helper.from_array(a.astype(np.float32), n) for n, a in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
+    model = float_model("pool", nodes, inits, [1, 3, 12, 12], {"y": [1, 4, 6, 6]})
     q = tensorforge.quantize(model, _inputs(4, 100), keep_first_last=False)
     pool = next(op for op in q.main.body if op.name == "graph.max_pool")
     qconvs = [op for op in q.main.body if op.name == "graph.qconv"]
