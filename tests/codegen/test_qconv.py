@@ -302,8 +302,9 @@ def depthwise_kernel(signed: bool, threads: int, vbmi: bool = True):
 @pytest.mark.parametrize("vbmi", [True, False], ids=["vbmi", "float"])
 def test_depthwise_is_bit_exact(signed, threads, epilogue, vbmi):
     """Depthwise qconv (one 3x3 / 5x5 / 7x7 filter per channel; stride 1 and 2 on the flat padded-width
-    runs, odd widths and asymmetric pads, dilation on the row loop): the integer sums, the float epilogue,
-    the requantized uint8 result and float32 input quantized in the kernel, against the reference."""
+    runs, odd widths and asymmetric pads, dilation on the row loop; small 3x3 planes 16 channels at a
+    time, with VBMI in the lanes by vpdpbusd, a group of fewer than 16 last): the integer sums, the float
+    epilogue, the requantized uint8 result and float32 input quantized in the kernel, against the reference."""
     if signed and epilogue == "f32-input":
         pytest.skip("float input is quantized to uint8 only")
     fn = depthwise_kernel(signed, threads, vbmi)
@@ -315,6 +316,7 @@ def test_depthwise_is_bit_exact(signed, threads, epilogue, vbmi):
                                               (1, 6, 7, 7, 3, (1, 1), (1, 1, 1, 1), (1, 1)),
                                               (2, 40, 7, 7, 3, (1, 1), (1, 1, 1, 1), (1, 1)),  # staged: 16 channels a task
                                               (1, 40, 14, 14, 3, (2, 2), (1, 1, 1, 1), (1, 1)),  # ... stride 2
+                                              (1, 19, 14, 14, 3, (1, 1), (1, 1, 1, 1), (1, 1)),  # ... 16 + 3 channels
                                               (1, 5, 14, 13, 5, (2, 2), (2, 2, 2, 2), (1, 1)),
                                               (2, 6, 9, 11, 5, (2, 2), (2, 1, 2, 2), (1, 1)),    # 5x5/2 phase planes
                                               (1, 4, 15, 12, 7, (1, 1), (3, 3, 3, 3), (1, 1)),   # 7x7: a tap row a pass
