@@ -298,7 +298,7 @@ def depthwise_kernel(signed: bool, threads: int, vbmi: bool = True):
 
 @pytest.mark.parametrize("signed", [False, True], ids=["u8", "s8"])
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("epilogue", ["i32", "relu6", "u8", "u8-int-bias", "f32-input"])
+@pytest.mark.parametrize("epilogue", ["i32", "relu6", "u8", "u8-relu", "u8-relu6", "u8-int-bias", "f32-input"])
 @pytest.mark.parametrize("vbmi", [True, False], ids=["vbmi", "float"])
 def test_depthwise_is_bit_exact(signed, threads, epilogue, vbmi):
     """Depthwise qconv (one 3x3 / 5x5 / 7x7 filter per channel; stride 1 and 2 on the flat padded-width
@@ -338,7 +338,7 @@ def test_depthwise_is_bit_exact(signed, threads, epilogue, vbmi):
         zp = int(rng.integers(lo, hi))
         shifted, sums = qconv_weights(w)
         attrs = dict(kernel=(k, k), strides=strides, pads=pads, dilations=dil, groups=c, input_scale=in_scale,
-                     relu=epilogue == "relu6", clip_max=6.0 if epilogue == "relu6" else None,
+                     relu=epilogue.endswith(("relu", "relu6")), clip_max=6.0 if epilogue.endswith("relu6") else None,
                      output_scale=0.05 if epilogue.startswith("u8") else 0.0,
                      output_zero_point=9 if epilogue.startswith("u8") else 0)
         ep = () if epilogue == "i32" else ((rng.random(c) * 1e-3).astype(np.float32), rng.standard_normal(c).astype(np.float32))
@@ -349,7 +349,7 @@ def test_depthwise_is_bit_exact(signed, threads, epilogue, vbmi):
         oh, ow = ref.shape[2:]
         ptrs = epilogue_pointers(ep)
         fn(n, c, h, wd, k, k, *strides, pads[0], pads[1], *dil, oh, ow, x.ctypes.data, in_scale, shifted.ctypes.data,
-           shifted.shape[1], sums.ctypes.data, zp, *ptrs, int(attrs["relu"]), 6.0 if attrs["relu"] else float("inf"),
+           shifted.shape[1], sums.ctypes.data, zp, *ptrs, int(attrs["relu"]), attrs["clip_max"] or float("inf"),
            0.0, 0, 1.0, -0.0, 0.0, -0.0, attrs["output_scale"], attrs["output_zero_point"], y.ctypes.data)
         np.testing.assert_array_equal(y, ref, err_msg=f"{(n, c, h, wd, k, strides, pads, dil)}")
 

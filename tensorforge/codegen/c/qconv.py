@@ -387,10 +387,11 @@ typedef struct {
 /* One vector of the epilogue: the sums acc (the integer bias already added) of row i, columns
    [j, j + 16) masked by k, to the row's output (uint8 at q + j, or float32 at f + j); s, b: the
    row's scale and float bias as vectors.  The variant flags are template constants (every call
-   site passes constants), folded by the compiler. */
-static inline __attribute__((always_inline)) void tf_qconv_epilogue_vec(
-    const tf_qconv_epi16 *x, __m512i acc, __m512 s, __m512 b, const float *rf, const uint8_t *r8, uint8_t *q, float *f,
-    long j, __mmask16 k, int mid, int res, int res8, int relu, int clip, int quant)
+   site passes constants), folded by the compiler.  tf_qconv_epilogue_value is its float value
+   before the output's quantization, lane by lane (qdepthwise_lanes.py: lanes that are channels). */
+static inline __attribute__((always_inline)) __m512 tf_qconv_epilogue_value(
+    const tf_qconv_epi16 *x, __m512i acc, __m512 s, __m512 b, const float *rf, const uint8_t *r8, long j, __mmask16 k,
+    int mid, int res, int res8, int relu, int clip)
 {
   __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc), s), b);
   if (mid) v = tf_qconv_requantize16(v, &x->mid, x->mid_s, x->mid_o);
@@ -400,6 +401,14 @@ static inline __attribute__((always_inline)) void tf_qconv_epilogue_vec(
     v = _mm512_max_ps(_mm512_setzero_ps(), v);         /* v < 0 ? 0 : v */
     if (clip) v = _mm512_min_ps(x->hi, v);            /* v > hi ? hi : v */
   }
+  return v;
+}
+
+static inline __attribute__((always_inline)) void tf_qconv_epilogue_vec(
+    const tf_qconv_epi16 *x, __m512i acc, __m512 s, __m512 b, const float *rf, const uint8_t *r8, uint8_t *q, float *f,
+    long j, __mmask16 k, int mid, int res, int res8, int relu, int clip, int quant)
+{
+  const __m512 v = tf_qconv_epilogue_value(x, acc, s, b, rf, r8, j, k, mid, res, res8, relu, clip);
   if (quant) _mm_mask_storeu_epi8(q + j, k, tf_qconv_quantize16_u8(v, &x->out));
   else _mm512_mask_storeu_ps(f + j, k, v);
 }
@@ -1096,8 +1105,9 @@ static void {name}_image(long n, long C, long H, long W, long kh, long kw, long 
 #ifdef {name.upper()}_LANES
     const uint8_t *xc0 = {name}_channel(n, c0, C, H * W, x, in_scale, zp, xq);
     for (long c = c0 + 1; c < c1; c++) {name}_channel(n, c, C, H * W, x, in_scale, zp, xq);   /* float input: quantized */
-    {name}_lanes3x3(xc0, H * W, H, W, sh, ph, pw, OH, OW, c1 - c0, (uint8_t)zp, w_shifted + c0 * kp, kp, (uint8_t *)stage, out);
-    if (scale) tf_qconv_dequantize((void *)e, out, P, c0, c1, 0, P);
+    const int done = {name}_lanes3x3(xc0, H * W, H, W, sh, ph, pw, OH, OW, c0, c1 - c0, (uint8_t)zp, w_shifted + c0 * kp, kp,
+                                     scale ? e : 0, (uint8_t *)stage, out);
+    if (scale && !done) tf_qconv_dequantize((void *)e, out, P, c0, c1, 0, P);
     continue;
 #endif
     for (long c = c0; c < c1; c++) {{

@@ -16,27 +16,35 @@ fast (QDQ MobileNetV2 at batch 8, kernel timers: 384@14 0.22 against 0.13 ms, 96
   0]`` and one ``vpdpbusd`` by the row's three weights of each channel: three of each per 16
   outputs, where the float form takes nine multiply-adds.  ``sum w (x - zp) = sum w x' - zp' sum
   w``: each lane starts from ``-zp' sum w``; integer arithmetic modulo 2^32, bit-exact.
-* **Output.**  16 outputs' vectors are transposed (16 x 16 dwords) into one vector of 16 positions
-  per channel and stored in the ``[channel][position]`` block the dequantizing epilogue
-  (``tf_qconv_dequantize``) reads.
+* **Output.**  A plain uint8 epilogue (scale, bias, relu or relu6, the next layer's
+  quantization: MobileNetV2's) runs on the sums as they are, ``tf_qconv_dequantize``'s float32
+  operations lane by lane with the 16 channels' scales and biases as vectors, and 16 outputs' bytes
+  are transposed (16 x 16 bytes) into one row of 16 positions per channel.  Any other epilogue
+  (residuals, float32 output) gets the int32 sums transposed (16 x 16 dwords) into the
+  ``[channel][position]`` block that ``tf_qconv_dequantize`` reads.
 
-Per layer at batch 8 on two threads, alone (``/tmp``-style microbenchmark of the kernel, medians,
-one process): 384@14 0.253 -> 0.154 ms, 576@14 0.331 -> 0.225, 576@14/2 0.221 -> 0.100, 960@7
-0.199 -> 0.130.  Wider planes stay on the positions-in-lanes ``vpdpbusd`` form (192@28: 0.257
-there, 0.278 here).  Needs AVX-512 F/BW/VL, VBMI and VNNI; elsewhere ``qconv`` keeps its float loops.
+Per layer at batch 8 on two threads, alone, one process (uint8 out, relu6): 384@14 0.253 ->
+0.154 ms with the sums in lanes -> 0.119 with the epilogue in them too, 576@14 0.331 -> 0.225 ->
+0.175, 576@14/2 0.221 -> 0.100 -> 0.083, 960@7 0.199 -> 0.130 -> 0.099 (onnxruntime's, inside its
+model: 0.13, 0.18, 0.065, 0.093).  Wider planes stay on the positions-in-lanes ``vpdpbusd`` form
+(192@28: 0.257 there, 0.278 here).  Needs AVX-512 F/BW/VL, VBMI and VNNI; elsewhere ``qconv``
+keeps its float loops.
 """
 from __future__ import annotations
 
 
 def source(name: str, signed: bool) -> str:
-    """C text, guarded by the ISA it needs, defining ``{NAME}_LANES`` and ``static void
+    """C text, guarded by the ISA it needs, defining ``{NAME}_LANES`` and ``static int
     NAME_lanes3x3(const uint8_t *xc, long HW, long H, long W, long s, long ph, long pw, long OH, long
-    OW, long nc, uint8_t zp, const uint8_t *wc, long kp, uint8_t *rows, int32_t *sums)``: the int32
-    sums of a 3x3 depthwise conv (stride ``s`` 1 or 2, pads ``ph``/``pw`` before) of ``nc <= 16``
-    channels, channel ``l``'s ``H x W`` plane at ``xc + l * HW`` (uint8, or int8 when ``signed``)
-    and its taps at ``wc + l * kp`` (``w + 128``), channel ``l``'s ``OH x OW`` sums to ``sums + l *
-    OH * OW``; ``rows``: ``Hp * (Wp + 4) * 16`` bytes of scratch, ``Hp = (OH - 1) s + 3``, ``Wp = (OW -
-    1) s + 3`` (the padded window's rows with four positions of slack for the 64-byte loads)."""
+    OW, long c0, long nc, uint8_t zp, const uint8_t *wc, long kp, const tf_qconv_epi *e, uint8_t
+    *rows, int32_t *sums)``: a 3x3 depthwise conv (stride ``s`` 1 or 2, pads ``ph``/``pw`` before)
+    of the ``nc <= 16`` channels from ``c0``, channel ``l``'s ``H x W`` plane at ``xc + l * HW``
+    (uint8, or int8 when ``signed``) and its taps at ``wc + l * kp`` (``w + 128``).  Returns 1 when
+    it applied the epilogue ``e`` (a plain uint8 one: channel ``c0 + l``'s outputs at ``e->q + (c0 +
+    l) * e->ldo``), else 0, having written channel ``l``'s ``OH x OW`` int32 sums to ``sums + l * OH *
+    OW``.  ``rows``: ``Hp * (Wp + 4) * 16`` bytes of scratch, ``Hp = (OH - 1) s + 3``, ``Wp = (OW -
+    1) s + 3`` (the padded window's rows with four positions of slack for the 64-byte loads).
+    Needs ``qconv``'s helpers (``tf_qconv_epi``, the vector epilogue) before it."""
     flip = "0x80" if signed else "0x00"
     return f"""
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VBMI__) \\
@@ -86,8 +94,9 @@ static inline void {name}_transpose16_ps(__m512 *r)
    positions from the window's first column, a byte permute into lane l = [x(l, p), x(l, p + 1),
    x(l, p + 2), 0] and one vpdpbusd by the row's three weights: three of each per 16 outputs, where
    the float form takes nine multiply-adds.  Exact: sum w (x - zp) = sum w x' - zp' sum w, mod 2^32. */
-static void {name}_lanes3x3(const uint8_t *xc, long HW, long H, long W, long s, long ph, long pw, long OH, long OW,
-                                 long nc, uint8_t zp, const uint8_t *wc, long kp, uint8_t *rows, int32_t *sums)
+static int {name}_lanes3x3(const uint8_t *xc, long HW, long H, long W, long s, long ph, long pw, long OH, long OW,
+                           long c0, long nc, uint8_t zp, const uint8_t *wc, long kp, const tf_qconv_epi *e,
+                           uint8_t *rows, int32_t *sums)
 {{
   const uint8_t flip = {flip}, pz = (uint8_t)(zp ^ flip);
   const long Hp = (OH - 1) * s + 3, Wp = (OW - 1) * s + 3, pitch = (Wp + 4) * 16, P = OH * OW;
@@ -130,10 +139,26 @@ static void {name}_lanes3x3(const uint8_t *xc, long HW, long H, long W, long s, 
     for (int j = 0; j < 4; j++) ix[4 * l + j] = (uint8_t)(16 * (j < 3 ? j : 0) + l);
   const __m512i idx = _mm512_loadu_si512((const void *)ix);
   const __mmask64 keep = 0x7777777777777777ULL;      /* byte 3 of every lane: the fourth tap, 0 */
+  /* a plain uint8 epilogue (scale, bias, relu or relu6, the next layer's quantization; no residual)
+     runs here on the channels-in-lanes sums, tf_qconv_dequantize's arithmetic lane by lane, and the
+     bytes are transposed back; any other leaves the int32 sums to the caller's epilogue call */
+  const int fuse = e && e->q && !e->residual && !e->residual8 && !e->mid;
+  const int relu = fuse && e->relu, clip = relu && e->hi < INFINITY;
+  const __mmask16 live = (__mmask16)((1u << nc) - 1u);
+  tf_qconv_epi16 x16;
+  __m512 sv = _mm512_setzero_ps(), bv = _mm512_setzero_ps();
+  __m512i ibv = _mm512_setzero_si512();
+  if (fuse) {{
+    x16 = tf_qconv_epi16_of(e);
+    sv = _mm512_maskz_loadu_ps(live, e->scale + c0);
+    if (e->bias) bv = _mm512_maskz_loadu_ps(live, e->bias + c0);
+    if (e->ibias) ibv = _mm512_maskz_loadu_epi32(live, e->ibias + c0);
+  }}
   const uint8_t *rowb = rows, *b = rows;
   long ow = 0;
   for (long p0 = 0; p0 < P; p0 += 16) {{
     const long n = P - p0 < 16 ? P - p0 : 16;
+    const __mmask16 m = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
     __m512 acc[16];
     for (long k = 0; k < n; k++) {{
       __m512i a = _mm512_dpbusd_epi32(start, _mm512_maskz_permutexvar_epi8(keep, idx, _mm512_loadu_si512((const void *)b)), w0);
@@ -148,11 +173,22 @@ static void {name}_lanes3x3(const uint8_t *xc, long HW, long H, long W, long s, 
         b += s * 16;
       }}
     }}
+    if (fuse) {{
+      __m128i q[16];
+      for (long k = 0; k < 16; k++) {{
+        if (k >= n) {{ q[k] = _mm_setzero_si128(); continue; }}
+        const __m512i a = _mm512_add_epi32(_mm512_castps_si512(acc[k]), ibv);
+        q[k] = tf_qconv_quantize16_u8(tf_qconv_epilogue_value(&x16, a, sv, bv, 0, 0, 0, live, 0, 0, 0, relu, clip), &x16.out);
+      }}
+      {name}_transpose16_epi8(q);          /* q[l]: channel l's 16 outputs */
+      for (long l = 0; l < nc; l++) _mm_mask_storeu_epi8(e->q + (c0 + l) * e->ldo + p0, m, q[l]);
+      continue;
+    }}
     for (long k = n; k < 16; k++) acc[k] = _mm512_setzero_ps();
     {name}_transpose16_ps(acc);            /* moves 32-bit lanes: the int32 sums unchanged */
-    const __mmask16 m = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
     for (long l = 0; l < nc; l++) _mm512_mask_storeu_epi32(sums + l * P + p0, m, _mm512_castps_si512(acc[l]));
   }}
+  return fuse;
 }}
 #endif
 """
