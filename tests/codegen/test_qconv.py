@@ -367,3 +367,34 @@ def test_portable_c_without_ssse3_is_bit_exact():
         w = rng.integers(-128, 128, (o, c, kh, kw)).astype(np.int8)
         y, ref = run(fn, x, w, int(rng.integers(0, 256)), strides, pads, dil)
         np.testing.assert_array_equal(y, ref)
+
+
+def test_explain_names_the_depthwise_form():
+    """A quantized model's 3x3 depthwise layers: over planes of at most 196 pixels they run 16
+    channels in the vector lanes where the host has VBMI and VNNI (qdepthwise_lanes.applies), over
+    wider ones per-channel loops, and explain says which; the outputs stay near the float model's."""
+    torch = pytest.importorskip("torch")
+    import tensorforge
+    from tensorforge.codegen.c import qdepthwise_lanes
+    from tensorforge.codegen.target import Target
+    from tensorforge.report.collect import collect
+
+    torch.manual_seed(0)
+    dw = lambda stride: torch.nn.Conv2d(32, 32, 3, stride, 1, groups=32)
+    m = torch.nn.Sequential(torch.nn.Conv2d(8, 32, 1), torch.nn.ReLU6(), dw(1), torch.nn.ReLU6(),   # 28x28
+                            dw(2), torch.nn.ReLU6(),                                                 # 28 -> 14
+                            dw(1), torch.nn.ReLU6(), dw(2), torch.nn.ReLU6(),                        # 14, 14 -> 7
+                            torch.nn.Conv2d(32, 16, 1)).eval()
+    rng = np.random.default_rng(0)
+    samples = [rng.standard_normal((1, 8, 28, 28)).astype(np.float32) for _ in range(3)]
+    x = torch.from_numpy(samples[0])
+    cm = tensorforge.compile(tensorforge.quantize(m, samples, (x,), keep_first_last=False), (x,), threads=2)
+    depthwise = [c.schedule for c in collect(cm.module, "t").code if "int8 depthwise" in c.schedule]
+    assert len(depthwise) == 4
+    lanes = sum("vector lanes" in s for s in depthwise)
+    assert sum("per-channel flat loops" in s for s in depthwise) == 4 - lanes
+    assert lanes == (2 if qdepthwise_lanes.FEATURES <= Target.host().features else 0)
+    with torch.no_grad():
+        ref = m(x).numpy().ravel()
+    got = np.asarray(cm(samples[0])).ravel()
+    assert np.dot(got, ref) / (np.linalg.norm(got) * np.linalg.norm(ref)) > 0.99

@@ -849,12 +849,13 @@ def _conv_geometry(op: Operation, kernel: Operation) -> tuple[int, ...]:
     return n, c, h, w, o, kh, kw, int(sh), int(sw), int(ph), int(pw), int(dh), int(dw), oh, ow
 
 
-def _static_geometry(kernel: Operation, op_name: str) -> tuple[int, ...] | None:
-    """``_conv_geometry`` of a one-group library conv ``op_name`` with static shapes, else None."""
+def _static_geometry(kernel: Operation, op_name: str, one_group: bool = True) -> tuple[int, ...] | None:
+    """``_conv_geometry`` of a library conv ``op_name`` (one group unless ``one_group`` is False) with
+    static shapes, else None."""
     if not is_library_kernel(kernel) or library_op(kernel).name != op_name:
         return None
     op = library_op(kernel)
-    if int(op.attributes.get("groups", 1) or 1) != 1:
+    if one_group and int(op.attributes.get("groups", 1) or 1) != 1:
         return None
     if any(not isinstance(d, int) for v in (kernel.operands[0], kernel.results[0]) for d in v.type.shape):
         return None
@@ -875,6 +876,15 @@ def _direct_geometry(kernel: Operation) -> tuple[int, ...] | None:
     from . import qgemm
     geometry = _static_geometry(kernel, "graph.qconv")
     return geometry if geometry is not None and qgemm.isa(Target.host()) == qgemm.AVX512_VNNI else None
+
+
+def _depthwise_lanes(kernel: Operation) -> bool:
+    """Whether depthwise int8 conv ``kernel`` (static shapes) runs 16 channels in the lanes on this
+    host (``qdepthwise_lanes.applies``)."""
+    from ..target import Target
+    from . import qdepthwise_lanes
+    geometry = _static_geometry(kernel, "graph.qconv", one_group=False)
+    return geometry is not None and qdepthwise_lanes.applies(geometry, Target.host().features)
 
 
 def _packable_geometry(kernel: Operation) -> tuple[int, ...] | None:
@@ -1092,7 +1102,8 @@ def describe(kernel: Operation) -> str:
     if op.name == "graph.qconv":
         from . import qconv_direct
         if int(op.attributes.get("groups", 1) or 1) > 1:
-            how = "int8 depthwise: per-channel flat loops"
+            how = "int8 depthwise: " + ("16 channels in the vector lanes, vpdpbusd (a small 3x3 plane)"
+                                        if _depthwise_lanes(kernel) else "per-channel flat loops")
         elif _qconv_direct(kernel):
             when = "at compile time" if qconv_arranged(kernel) else "per call"
             how = (f"int8 direct convolution on channel-quad interleaved padded planes, weights arranged {when}, "

@@ -33,6 +33,22 @@ keeps its float loops.
 from __future__ import annotations
 
 
+# What the C text's guard needs (target.features spelling, as /proc/cpuinfo names them).
+FEATURES = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512vbmi", "avx512_vnni"})
+
+
+def applies(geometry: tuple[int, ...], features) -> bool:
+    """Whether a depthwise int8 conv of ``geometry`` ((N, C, H, W, O, kh, kw, sh, sw, ph, pw, dh, dw,
+    OH, OW), pads top and left) runs here on a host with ``features``: ``qconv.depthwise_source``'s
+    3x3 'same' kind (pads of 1, stride 1 keeping the size or 2 halving an even one) over planes of
+    at most ``qconv.DW_STAGED_MAX_PIXELS`` pixels, as its C code decides at run time."""
+    from .qconv import DW_STAGED_MAX_PIXELS
+    _, _, h, w, _, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow = geometry
+    same = (kh, kw, dh, dw, ph, pw) == (3, 3, 1, 1, 1, 1) and sh == sw and (
+        (sh == 1 and (oh, ow) == (h, w)) or (sh == 2 and h % 2 == 0 and w % 2 == 0 and (oh, ow) == (h // 2, w // 2)))
+    return same and h * w <= DW_STAGED_MAX_PIXELS and FEATURES <= frozenset(features or ())
+
+
 def source(name: str, signed: bool) -> str:
     """C text, guarded by the ISA it needs, defining ``{NAME}_LANES`` and ``static int
     NAME_lanes3x3(const uint8_t *xc, long HW, long H, long W, long s, long ph, long pw, long OH, long
@@ -194,4 +210,4 @@ static int {name}_lanes3x3(const uint8_t *xc, long HW, long H, long W, long s, l
 """
 
 
-__all__ = ["source"]
+__all__ = ["FEATURES", "applies", "source"]
