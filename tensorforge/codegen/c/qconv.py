@@ -89,8 +89,9 @@ DW_VNNI_MIN_WIDTH = 28
 # 3x3 depthwise layers (stride 1 or 2) whose input planes have at most this many pixels
 # (MobileNetV2's 14x14 and 7x7 layers) go 16 channels at a time, then one epilogue call: with VBMI
 # and VNNI 16 channels in the vector lanes by vpdpbusd (qdepthwise_lanes.py: QDQ MobileNetV2 in
-# one process, paired, bit-identical: b8 1.057x, b1 1.045x; 28x28 planes stay, 0.92x alone);
-# elsewhere all 16 staged as float runs, then summed.  Staged and summed one channel at a time, the first loads of
+# one process, paired, bit-identical: b8 1.057x, b1 1.045x, then with a plain epilogue in the
+# lanes too 1.025x and 1.023x more; 28x28 planes stay, 0.92x alone); elsewhere all 16 staged as
+# float runs, then summed.  Staged and summed one channel at a time, the first loads of
 # the sums read the run just stored (a store-forwarding stall in every channel: at 7x7, half the
 # kernel's samples).  Inside QDQ MobileNetV2 (kernel timers, one process): 960@7 0.038 -> 0.028 ms,
 # 576@14 0.046 -> 0.041, 576@14/2 0.033 -> 0.028 while the unchanged layers ran 5-10% slower;
@@ -1108,8 +1109,7 @@ static void {name}_image(long n, long C, long H, long W, long kh, long kw, long 
     const int done = {name}_lanes3x3(xc0, H * W, H, W, sh, ph, pw, OH, OW, c0, c1 - c0, (uint8_t)zp, w_shifted + c0 * kp, kp,
                                      scale ? e : 0, (uint8_t *)stage, out);
     if (scale && !done) tf_qconv_dequantize((void *)e, out, P, c0, c1, 0, P);
-    continue;
-#endif
+#else
     for (long c = c0; c < c1; c++) {{
       float *F = stage + (c - c0) * span + OW + 1;
       const uint8_t *xc = {name}_channel(n, c, C, H * W, x, in_scale, zp, xq);
@@ -1124,6 +1124,7 @@ static void {name}_image(long n, long C, long H, long W, long kh, long kw, long 
       else {name}_same3x3_s2(F, F + span / 2, H, OW, wt, masks, rows, out + (c - c0) * P);
     }}
     if (scale) tf_qconv_dequantize((void *)e, out, P, c0, c1, 0, P);
+#endif
     continue;
   }}
   for (long c = c0; c < c1; c++) {{
