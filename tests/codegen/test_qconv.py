@@ -380,13 +380,11 @@ def test_explain_names_the_depthwise_form():
     from tensorforge.report.collect import collect
 
     torch.manual_seed(0)
-    dw = lambda stride: torch.nn.Conv2d(32, 32, 3, stride, 1, groups=32)
-    m = torch.nn.Sequential(torch.nn.Conv2d(8, 32, 1), torch.nn.ReLU6(), dw(1), torch.nn.ReLU6(),   # 28x28
-                            dw(2), torch.nn.ReLU6(),                                                 # 28 -> 14
-                            dw(1), torch.nn.ReLU6(), dw(2), torch.nn.ReLU6(),                        # 14, 14 -> 7
-                            torch.nn.Conv2d(32, 16, 1)).eval()
+    dw = lambda stride: torch.nn.Conv2d(16, 16, 3, stride, 1, groups=16)
+    m = torch.nn.Sequential(dw(1), torch.nn.ReLU6(), dw(2), torch.nn.ReLU6(),     # 16x16, 16 -> 8: 256 pixels
+                            dw(1), torch.nn.ReLU6(), dw(2), torch.nn.ReLU6()).eval()  # 8x8, 8 -> 4: 64
     rng = np.random.default_rng(0)
-    samples = [rng.standard_normal((1, 8, 28, 28)).astype(np.float32) for _ in range(3)]
+    samples = [rng.standard_normal((1, 16, 16, 16)).astype(np.float32) for _ in range(3)]
     x = torch.from_numpy(samples[0])
     cm = tensorforge.compile(tensorforge.quantize(m, samples, (x,), keep_first_last=False), (x,), threads=2)
     depthwise = [c.schedule for c in collect(cm.module, "t").code if "int8 depthwise" in c.schedule]
