@@ -128,6 +128,22 @@ _HELPERS = r"""
 #define TF_QCONV_HELPERS_DEFINED
 @IM2COL@
 #if defined(__SSSE3__)
+/* 16 rows of 16 bytes transposed in place: r[k] becomes byte k of every row, in row order (four
+   rounds of the perfect shuffle, row i interleaved with row i + 8: 64 unpacks where the scalar
+   loop took 256 loads and stores).  qconv_transposed.py transposes byte matrices with it,
+   qdepthwise_lanes.py a group's channels into the lanes and its outputs back. */
+static inline void tf_qconv_transpose16(__m128i *r)
+{
+  for (int round = 0; round < 4; round++) {
+    __m128i t[16];
+    for (int i = 0; i < 8; i++) {
+      t[2 * i] = _mm_unpacklo_epi8(r[i], r[i + 8]);
+      t[2 * i + 1] = _mm_unpackhi_epi8(r[i], r[i + 8]);
+    }
+    for (int i = 0; i < 16; i++) r[i] = t[i];
+  }
+}
+
 /* Rows r[0..3] (16 pixels each) as one packed quad: 16 x 4 interleaved bytes at dst; each pixel's
    4 bytes are added to its int32 lane of sums4 (pmaddubsw by ones, then pmaddwd by ones). */
 static inline void tf_qconv_store_quad(const __m128i *r, int8_t *dst, __m128i *sums4)
@@ -444,17 +460,25 @@ static inline tf_qconv_epi16 tf_qconv_epi16_of(const tf_qconv_epi *e)
   return x;
 }
 
+/* Whether epilogue e is a plain uint8 one (scale, bias, relu or relu6, the next layer's
+   quantization; no residual, no rounding through uint8 before one): the variants below, and what
+   the channels-in-lanes depthwise kernel runs in its registers (qdepthwise_lanes.py). */
+static inline int tf_qconv_plain_u8(const tf_qconv_epi *e)
+{
+  return e->q && !e->residual && !e->residual8 && !e->mid;
+}
+
 /* Calls STEP(MID, RES, RES8, RELU, CLIP, QUANT) with the variant of epilogue e as constants: the
    variants a conv's epilogue takes (QDQ models: plain, relu, relu6, a ResNet block's tail, an
    inverted residual's projection; tensorforge.quantize's: the same tails without the rounding
    through uint8 before the residual) each get code of their own, anything else the generic one. */
 #define TF_QCONV_VARIANTS(e, STEP) do { \
   const int clip_ = (e)->hi < INFINITY; \
-  const int plain_ = (e)->q && !(e)->residual && !(e)->residual8; \
+  const int plain_ = tf_qconv_plain_u8(e); \
   const int tail_ = (e)->q && !(e)->residual && (e)->residual8; \
-  if (plain_ && !(e)->mid && (e)->relu && !clip_) STEP(0, 0, 0, 1, 0, 1); \
-  else if (plain_ && !(e)->mid && !(e)->relu) STEP(0, 0, 0, 0, 0, 1); \
-  else if (plain_ && !(e)->mid && (e)->relu && clip_) STEP(0, 0, 0, 1, 1, 1); \
+  if (plain_ && (e)->relu && !clip_) STEP(0, 0, 0, 1, 0, 1); \
+  else if (plain_ && !(e)->relu) STEP(0, 0, 0, 0, 0, 1); \
+  else if (plain_ && (e)->relu && clip_) STEP(0, 0, 0, 1, 1, 1); \
   else if (tail_ && (e)->mid && (e)->relu && !clip_) STEP(1, 0, 1, 1, 0, 1); \
   else if (tail_ && (e)->mid && !(e)->relu) STEP(1, 0, 1, 0, 0, 1); \
   else if (tail_ && !(e)->mid && (e)->relu && !clip_) STEP(0, 0, 1, 1, 0, 1); \

@@ -98,33 +98,13 @@ def source(name: str, target, signed: bool, threads: int, tiling: "qgemm.Tiling 
 typedef struct {{ tf_qconv_epi *e; float *yf; long P; }} {name}_tctx;
 #ifndef TF_QCONV_TRANSPOSE_DEFINED
 #define TF_QCONV_TRANSPOSE_DEFINED
-/* d[j * ds + i] = s[i * ss + j] for a 16 x 16 block of bytes: four rounds of SSE2 unpacks (bytes,
-   16-bit, 32-bit, 64-bit pairs); 64 instructions where the scalar loop took 512. */
+/* d[j * ds + i] = s[i * ss + j] for a 16 x 16 block of bytes (qconv.py's tf_qconv_transpose16). */
 static inline void tf_qconv_t16x16(const uint8_t *s, long ss, uint8_t *d, long ds)
 {{
-  __m128i a[16], b[16];
+  __m128i a[16];
   for (int i = 0; i < 16; i++) a[i] = _mm_loadu_si128((const __m128i *)(s + i * ss));
-  for (int i = 0; i < 8; i++) {{
-    b[i] = _mm_unpacklo_epi8(a[2 * i], a[2 * i + 1]);            /* rows 2i, 2i+1; columns 0..7 */
-    b[i + 8] = _mm_unpackhi_epi8(a[2 * i], a[2 * i + 1]);        /* columns 8..15 */
-  }}
-  for (int h = 0; h < 16; h += 8)
-    for (int i = 0; i < 4; i++) {{
-      a[h / 2 + i] = _mm_unpacklo_epi16(b[h + 2 * i], b[h + 2 * i + 1]);   /* rows 4i..4i+3, 4 columns */
-      a[h / 2 + i + 8] = _mm_unpackhi_epi16(b[h + 2 * i], b[h + 2 * i + 1]);
-    }}
-  /* a[g + k], g in {{0, 4, 8, 12}}: rows 4k..4k+3 of columns c(g)..c(g)+3, c = 0, 8, 4, 12 */
-  static const int first[4] = {{0, 8, 4, 12}};
-  for (int g = 0; g < 4; g++) {{
-    const __m128i *c = a + 4 * g;
-    const __m128i d0 = _mm_unpacklo_epi32(c[0], c[1]), d1 = _mm_unpacklo_epi32(c[2], c[3]);
-    const __m128i d2 = _mm_unpackhi_epi32(c[0], c[1]), d3 = _mm_unpackhi_epi32(c[2], c[3]);
-    uint8_t *o = d + first[g] * ds;
-    _mm_storeu_si128((__m128i *)o, _mm_unpacklo_epi64(d0, d1));
-    _mm_storeu_si128((__m128i *)(o + ds), _mm_unpackhi_epi64(d0, d1));
-    _mm_storeu_si128((__m128i *)(o + 2 * ds), _mm_unpacklo_epi64(d2, d3));
-    _mm_storeu_si128((__m128i *)(o + 3 * ds), _mm_unpackhi_epi64(d2, d3));
-  }}
+  tf_qconv_transpose16(a);
+  for (int j = 0; j < 16; j++) _mm_storeu_si128((__m128i *)(d + j * ds), a[j]);
 }}
 
 /* d[j * ds + i] = s[i * ss + j] for rows x cols bytes: 16 x 16 blocks, the edges one by one. */

@@ -60,26 +60,12 @@ def source(name: str, signed: bool) -> str:
     l) * e->ldo``), else 0, having written channel ``l``'s ``OH x OW`` int32 sums to ``sums + l * OH *
     OW``.  ``rows``: ``Hp * (Wp + 4) * 16`` bytes of scratch, ``Hp = (OH - 1) s + 3``, ``Wp = (OW -
     1) s + 3`` (the padded window's rows with four positions of slack for the 64-byte loads).
-    Needs ``qconv``'s helpers (``tf_qconv_epi``, the vector epilogue) before it."""
+    Needs ``qconv``'s helpers (``tf_qconv_epi``, the vector epilogue, the byte transpose) before it."""
     flip = "0x80" if signed else "0x00"
     return f"""
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VBMI__) \\
     && defined(__AVX512VNNI__)
 #define {name.upper()}_LANES 1
-/* 16 rows of 16 bytes transposed in place: row k becomes byte k of every row (four rounds of the
-   perfect shuffle, interleaving row i with row i + 8). */
-static inline void {name}_transpose16_epi8(__m128i *r)
-{{
-  for (int round = 0; round < 4; round++) {{
-    __m128i t[16];
-    for (int i = 0; i < 8; i++) {{
-      t[2 * i] = _mm_unpacklo_epi8(r[i], r[i + 8]);
-      t[2 * i + 1] = _mm_unpackhi_epi8(r[i], r[i + 8]);
-    }}
-    for (int i = 0; i < 16; i++) r[i] = t[i];
-  }}
-}}
-
 /* 16 vectors of 16 floats transposed in place: lane k of vector i becomes lane i of vector k. */
 static inline void {name}_transpose16_ps(__m512 *r)
 {{
@@ -128,7 +114,7 @@ static int {name}_lanes3x3(const uint8_t *xc, long HW, long H, long W, long s, l
       for (long l = 0; l < 16; l++)
         r[l] = l < nc ? _mm_xor_si128(_mm_maskz_loadu_epi8(m, (const void *)(xc + l * HW + iy * W + ix0)), flipv)
                       : _mm_set1_epi8((char)pz);
-      {name}_transpose16_epi8(r);
+      tf_qconv_transpose16(r);
       for (long k = 0; k < n; k++) {{
         const long px = ix0 + k + pw;
         if (px >= 0 && px < Wp) _mm_storeu_si128((__m128i *)(rows + py * pitch + px * 16), r[k]);
@@ -158,7 +144,7 @@ static int {name}_lanes3x3(const uint8_t *xc, long HW, long H, long W, long s, l
   /* a plain uint8 epilogue (scale, bias, relu or relu6, the next layer's quantization; no residual)
      runs here on the channels-in-lanes sums, tf_qconv_dequantize's arithmetic lane by lane, and the
      bytes are transposed back; any other leaves the int32 sums to the caller's epilogue call */
-  const int fuse = e && e->q && !e->residual && !e->residual8 && !e->mid;
+  const int fuse = e && tf_qconv_plain_u8(e);
   const int relu = fuse && e->relu, clip = relu && e->hi < INFINITY;
   const __mmask16 live = (__mmask16)((1u << nc) - 1u);
   tf_qconv_epi16 x16;
@@ -196,7 +182,7 @@ static int {name}_lanes3x3(const uint8_t *xc, long HW, long H, long W, long s, l
         const __m512i a = _mm512_add_epi32(_mm512_castps_si512(acc[k]), ibv);
         q[k] = tf_qconv_quantize16_u8(tf_qconv_epilogue_value(&x16, a, sv, bv, 0, 0, 0, live, 0, 0, 0, relu, clip), &x16.out);
       }}
-      {name}_transpose16_epi8(q);          /* q[l]: channel l's 16 outputs */
+      tf_qconv_transpose16(q);          /* q[l]: channel l's 16 outputs */
       for (long l = 0; l < nc; l++) _mm_mask_storeu_epi8(e->q + (c0 + l) * e->ldo + p0, m, q[l]);
       continue;
     }}
