@@ -50,6 +50,8 @@ _FEATURE_MACROS: dict[str, str] = {
     "avx512_vnni": "__AVX512VNNI__",
     "avx512_bf16": "__AVX512BF16__",
     "amx_tile": "__AMX_TILE__",
+    "amx_int8": "__AMX_INT8__",
+    "amx_bf16": "__AMX_BF16__",
     "neon": "__ARM_NEON",
     "sve": "__ARM_FEATURE_SVE",
 }
@@ -103,6 +105,14 @@ def read_cache_sizes(cpu_dir: Path = Path("/sys/devices/system/cpu/cpu0/cache"))
             continue
         sizes[{1: "l1d", 2: "l2", 3: "l3"}.get(level, f"l{level}")] = size
     return sizes
+
+
+def features_turned_off() -> frozenset[str]:
+    """CPU features the user keeps generated code from using on this host:
+    ``TENSORFORGE_CPU_FEATURES_OFF="amx_int8,amx_bf16"`` builds the AVX-512 kernels instead of the
+    AMX ones (to compare the two, or to work around a machine that misbehaves).  The features
+    are part of the target key, so such builds are cached and tuned apart."""
+    return frozenset(f.strip() for f in os.environ.get("TENSORFORGE_CPU_FEATURES_OFF", "").split(",") if f.strip())
 
 
 def default_compiler() -> str:
@@ -193,7 +203,8 @@ class Target:
                 except OSError:
                     text = ""
                 found = parse_cpuinfo_flags(text)
-                fill("features", found if found else compiler_features(self.cc, self.march))
+                found = found if found else compiler_features(self.cc, self.march)
+                fill("features", found - features_turned_off())
             else:
                 fill("features", compiler_features(self.cc, self.march))
         else:

@@ -1,7 +1,8 @@
 """The int8 GEMM generator (``codegen/c/qgemm.py``) against an exact int64 NumPy reference.
 
-Every comparison is bit-exact.  Three code paths run on an AVX512-VNNI host: the 512-bit VNNI
-kernel (the host's own path), the 256-bit AVX-VNNI kernel (forced by a target that only lists
+Every comparison is bit-exact.  Four code paths run on an AMX host (three on an AVX512-VNNI
+one): AMX tiles (``qgemm_amx.py``, the host's own path there), the 512-bit VNNI kernel (a target
+without the AMX features), the 256-bit AVX-VNNI kernel (forced by a target that only lists
 avx_vnni; AVX512-VNNI + VL machines compile its intrinsic too) and the plain C fallback (forced by
 a target without VNNI).  Shapes cross every edge: K not a multiple of 4 (the tail quad), M not a
 multiple of the row tile (and M = 1), N not a multiple of the panel or the tile, K blocks and row
@@ -17,13 +18,15 @@ import numpy as np
 import pytest
 
 from tensorforge.codegen import Target
-from tensorforge.codegen.c import compile_c, qgemm
+from tensorforge.codegen.c import compile_c, qgemm, qgemm_amx
 
 from .guarded_rows import GuardedRows
 
 HOST = Target.host()
+NO_AMX = HOST.replace(features=HOST.features - {"amx_tile", "amx_int8", "amx_bf16"})
 TARGETS = {
-    "avx512_vnni": HOST,
+    "amx": HOST,
+    "avx512_vnni": NO_AMX,
     "avx_vnni": HOST.replace(features=frozenset({"avx2", "avx_vnni"})),
     "scalar": HOST.replace(features=frozenset({"avx2"})),
 }
@@ -38,6 +41,8 @@ def runnable(path: str) -> None:
     features = HOST.features
     if path == "avx512_vnni" and qgemm.isa(HOST) != "avx512_vnni":
         pytest.skip("host lacks AVX512-VNNI")
+    if path == "amx" and not qgemm_amx.available(HOST):
+        pytest.skip("host lacks AMX-INT8")
     if path == "avx_vnni" and not ("avx_vnni" in features or {"avx512_vnni", "avx512vl"} <= features):
         pytest.skip("host runs neither AVX-VNNI nor AVX512-VNNI with VL")
 
@@ -47,7 +52,7 @@ def kernel(path: str, signed: bool, threads: int = 1, nr: int = 16, tiling: qgem
     """The compiled kernel as a ctypes function."""
     runnable(path)
     target = TARGETS[path]
-    assert qgemm.isa(target) == path
+    assert qgemm.isa(target) == path or (path == "amx" and qgemm_amx.available(target))
     name = f"t_qgemm_{path}_{'s8' if signed else 'u8'}_{threads}t_nr{nr}"
     lib = compile_c(qgemm.source(name, target, signed, threads=threads, nr=nr, tiling=tiling), target, name=name)
     return lib.function(name, ARGTYPES)
@@ -245,7 +250,8 @@ def test_source_text_contract():
         assert ("void my_qgemm(long M, long N, long K, const uint8_t *A, long lda, const int8_t *Bp, "
                 "const int32_t *comp, int32_t *C, long ldc)\n{") in text
         assert ("dpbusd" in text) == (path != "scalar")
-        assert ("_mm512" in text) == (path == "avx512_vnni")
+        assert ("_mm512" in text) == (path in ("avx512_vnni", "amx"))
+        assert ("_tile_dpbusd" in text) == (path == "amx")
     with pytest.raises(ValueError, match="multiple of 16"):
         qgemm.source("k", TARGETS["avx512_vnni"], False, nr=8)
 

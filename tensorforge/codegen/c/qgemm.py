@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...dialects.graph.quant import pack_vnni, vnni_packed_size
+from . import qgemm_amx
 from .conv_helpers import team
 
 AVX512_VNNI = "avx512_vnni"
@@ -236,7 +237,8 @@ def source(name: str, target, a_signed: bool, threads: int = 1, nr: int = 16, ti
         vec = _VECS[path]
         if nr % vec.lanes:
             raise ValueError(f"nr={nr} must be a multiple of {vec.lanes} for the {path} kernel")
-        cfg = _Config(vec, bool(a_signed), nr, tiling)
+        cfg = _Config(vec, bool(a_signed), nr, tiling, amx=path == AVX512_VNNI and nr == 16 and qgemm_amx.available(target),
+                      l2=target.l2)
     return "\n".join([_prelude(cfg), _helpers(cfg), _driver(name, cfg, threads, row_comp)])
 
 
@@ -246,6 +248,8 @@ class _Config:
     signed: bool
     nr: int
     tiling: Tiling
+    amx: bool = False      # the block runs on AMX tiles (qgemm_amx.py), the vector kernel as its fallback
+    l2: int = 1 << 20
 
     @property
     def width(self) -> int:
@@ -341,7 +345,8 @@ def _prelude(cfg: _Config) -> str:
         return COMMON
     check = (f"#if !({cfg.vec.guard})\n#error \"tensorforge int8 GEMM generated for {cfg.vec.name}, "
              f"which this compiler's -march does not enable\"\n#endif\n")
-    return f"#include <immintrin.h>\n{COMMON}{check}{_VEC_PRELUDE[cfg.vec.lanes]}"
+    amx = qgemm_amx.COMMON if cfg.amx else ""
+    return f"#include <immintrin.h>\n{COMMON}{check}{_VEC_PRELUDE[cfg.vec.lanes]}{amx}"
 
 
 def _guarded(cfg: _Config, body: str) -> str:
@@ -355,7 +360,8 @@ def _helpers(cfg: _Config) -> str:
         return _guarded(cfg, _scalar_block(cfg))
     t = cfg.tiling
     tiles = [_tile(cfg, rows, vecs) for rows in range(1, t.mr + 1) for vecs in range(1, t.nrv + 1)]
-    return _guarded(cfg, "".join(tiles) + _tile_table(cfg) + _vector_block(cfg))
+    amx = qgemm_amx.block(cfg.prefix, _BLOCK_PARAMS, cfg.signed, cfg.l2) if cfg.amx else ""
+    return _guarded(cfg, "".join(tiles) + _tile_table(cfg) + _vector_block(cfg)) + amx
 
 
 _TILE_PARAMS = ("long kq, int tail, const uint8_t *A, long lda, const int8_t *const *bv, "
@@ -570,6 +576,8 @@ def _driver(name: str, cfg: _Config, threads: int, row_comp: bool) -> str:
     head = (f"void {name}(long M, long N, long K, const uint8_t *A, long lda, const int8_t *Bp, "
             f"const int32_t *comp, {rows}int32_t *C, long ldc)")
     extra = "comp, rcomp, epi, ectx" if row_comp else "comp, (const int32_t *)0, (tf_qgemm_epilogue)0, (void *)0"
+    if cfg.amx:
+        return grid_driver(head, f"{cfg.prefix}_amx_block", extra, qgemm_amx.BLOCK, qgemm_amx.BLOCK, threads, orphaned=row_comp)
     return grid_driver(head, f"{cfg.prefix}_block", extra, cfg.tiling.mr, cfg.width, threads, orphaned=row_comp)
 
 
