@@ -12,6 +12,19 @@ import pytest
 os.environ["TENSORFORGE_TUNE_DB"] = os.path.join(os.path.dirname(__file__), ".no-such-tuning-db", "tuning.sqlite")
 
 
+@pytest.fixture(scope="module")
+def host_without_amx():
+    """This host as a target without its AMX features (``TENSORFORGE_CPU_FEATURES_OFF``), for a
+    whole test module: for tests of the AVX-512 VNNI int8 kernels that an AMX host would not pick
+    (the direct convolution, the int8 tuner's Tiling knob).  The same on hosts without AMX."""
+    from tensorforge.codegen import target
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TENSORFORGE_CPU_FEATURES_OFF", "amx_tile,amx_int8,amx_bf16")
+        target._host.cache_clear()
+        yield
+    target._host.cache_clear()
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)

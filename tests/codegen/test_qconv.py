@@ -59,7 +59,7 @@ def epilogue_pointers(epilogue) -> list:
 def kernel(path: str, signed: bool, threads: int):
     runnable(path)
     target = TARGETS[path]
-    assert qgemm.isa(target) == path
+    assert qgemm.isa(target) == ("avx512_vnni" if path == "amx" else path)
     name = f"t_qconv_{path}_{'s8' if signed else 'u8'}_{threads}t"
     return compile_c(qconv.source(name, target, signed, threads), target, name=name).function(name, ARGTYPES)
 
@@ -105,7 +105,7 @@ def test_reference_is_the_integer_convolution():
                 assert y[0, o, i, j] == (xp[0, :, i:i + 3, j:j + 3] * w[o].astype(np.int64)).sum()
 
 
-@pytest.mark.parametrize("path", ["avx512_vnni", "avx_vnni", "scalar"])
+@pytest.mark.parametrize("path", ["amx", "avx512_vnni", "avx_vnni", "scalar"])
 @pytest.mark.parametrize("signed", [False, True], ids=["u8", "s8"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_kernel_is_bit_exact(path, signed, threads):
@@ -180,18 +180,20 @@ def test_float_epilogue_is_bit_exact(residual, relu, output, int_bias):
             assert len(np.unique(y)) > 10                      # the requantized values are spread
 
 
-@pytest.mark.parametrize("vector", [True, False], ids=["avx512", "plain-c"])
+@pytest.mark.parametrize("vector", ["amx", "avx512_vnni", False], ids=["amx", "avx512", "plain-c"])
 @pytest.mark.parametrize("output", [(0.0, 0), (0.7, 3)], ids=["f32", "u8"])
 @pytest.mark.parametrize("relu", [True, False], ids=["relu", "no-relu"])
 def test_qdq_residual_block_epilogue_is_bit_exact(vector, output, relu):
     """A QDQ ResNet block's tail in the epilogue: the conv's float result rounded through uint8 and
     dequantized, a uint8 residual dequantized and added, relu (none: MobileNetV2's blocks), the
-    next layer's quantize; the AVX-512 epilogue and the plain C one (compiled without AVX-512)
+    next layer's quantize; the AVX-512 epilogue (after the AMX GEMM or the VNNI one) and the plain C one (compiled without AVX-512)
     against the reference."""
-    target = TARGETS["avx512_vnni"]
+    target = TARGETS[vector or "avx512_vnni"]
+    if vector:
+        runnable(vector)
     if vector and qgemm.isa(target) != "avx512_vnni":
         pytest.skip("host lacks AVX512-VNNI")
-    name = f"t_qconv_block_{'v' if vector else 'c'}"
+    name = f"t_qconv_block_{vector or 'c'}"
     flags = () if vector else ("-mno-avx512f",)
     if not vector:
         target = TARGETS["scalar"]

@@ -190,6 +190,19 @@ def test_empty_k_gives_comp_and_empty_m_n_do_nothing(path, rng):
     assert (c == 5).all()
 
 
+@pytest.mark.parametrize("signed", [False, True], ids=["u8", "s8"])
+def test_amx_in_place_copied_chunked_and_k_tails(signed, rng):
+    """The AMX block's own edges: A loaded in place (uint8, K a multiple of 64, whole 32-row blocks)
+    or copied (int8 flipped to uint8; the short last row block; K ending inside a 64-byte block,
+    whose B rows past K come from a zero-padded copy), several column chunks (K = 4096: a chunk of
+    B fills half the L2), and tiles of 1..31 rows and columns at the edges."""
+    fn = kernel("amx", signed, 2)
+    for M, N, K in [(64, 64, 128), (40, 600, 4096), (33, 47, 200), (96, 17, 68), (5, 300, 64)]:
+        za = int(rng.integers(-128, 128) if signed else rng.integers(0, 256))
+        check(fn, activations(rng, (M, K), signed), weights(rng, K, N), za, signed,
+              bias=rng.integers(-1000, 1000, N))
+
+
 # -- the NumPy side and the generated text ----------------------------------------------------
 
 @pytest.mark.parametrize("K,N,nr", [(1, 1, 16), (5, 17, 16), (130, 33, 32), (8, 9, 4), (0, 3, 16)])

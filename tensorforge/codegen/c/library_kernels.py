@@ -782,8 +782,11 @@ def int8_tunable(kernel: Operation) -> bool:
     """Whether ``kernel`` is an int8 GEMM or (non-depthwise) int8 convolution on the VNNI GEMM: its
     ``qgemm.Tiling`` is a tuning knob (``tune/space.Int8Space``).  A convolution on the direct
     kernel (``qconv_direct.py``) or the short-K one (``qconv.short_k``) has no such knob, so it is
-    no tuning task."""
-    if not is_library_kernel(kernel):
+    no tuning task; nor is any int8 GEMM on a host where it runs on AMX tiles (``qgemm_amx``:
+    fixed 2 x 2 tiles of 16 x 16, the Tiling only shapes its fallback)."""
+    from ..target import Target
+    from . import qgemm_amx
+    if not is_library_kernel(kernel) or qgemm_amx.available(Target.host()):
         return False
     op = library_op(kernel)
     if op.name not in INT8_TUNED_OPS or int(op.attributes.get("groups", 1) or 1) != 1:
@@ -1094,6 +1097,13 @@ def emit_library_kernel(kernel: Operation, symbols: Sequence[str] | None, tiling
     return gen(k)
 
 
+def _int8_gemm_engine() -> str:
+    """What the host's int8 GEMM blocks run on: AMX tiles (``qgemm_amx``) or vpdpbusd vectors."""
+    from ..target import Target
+    from . import qgemm_amx
+    return "AMX-tile (tdpbusd)" if qgemm_amx.available(Target.host()) else "VNNI (vpdpbusd)"
+
+
 def describe(kernel: Operation) -> str:
     """One line for ``explain``: what a library kernel runs."""
     op = library_op(kernel)
@@ -1109,11 +1119,15 @@ def describe(kernel: Operation) -> str:
             how = (f"int8 direct convolution on channel-quad interleaved padded planes, weights arranged {when}, "
                    f"tiles of {qconv_direct.MR} channels x {16 * qconv_direct.NRV} positions")
         elif qconv_transposed(kernel):
-            how = ("int8 VNNI GEMM transposed: output positions x channels, the activations transposed per call, "
-                   "the weights packed at compile time")
+            how = (f"int8 {_int8_gemm_engine()} GEMM transposed: output positions x channels, the activations transposed "
+                   "per call, the weights packed at compile time")
+        elif _qconv_short_k(kernel):
+            how = "int8 1x1 with a short K: vpdpbusd sums kept in registers through the epilogue"
         else:
-            how = "int8 VNNI GEMM on activations packed per image (im2col for windows wider than 1x1)"
+            how = f"int8 {_int8_gemm_engine()} GEMM on activations packed per image (im2col for windows wider than 1x1)"
         text += f"; {how}"
+    elif op.name == "graph.qmatmul":
+        text += f"; int8 {_int8_gemm_engine()} GEMM, the weights packed at compile time"
     elif op.name == "graph.bf16_conv":
         how = ("bf16 Winograd F(2x2, 3x3): 16 vdpbf16ps GEMMs on the transformed tiles, weights transformed "
                "at compile time" if bf16_winograd(kernel) else "bf16 vdpbf16ps GEMM on activations packed per image")

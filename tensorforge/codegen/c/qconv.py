@@ -642,7 +642,7 @@ def source(name: str, target, signed: bool, threads: int = 1, tiling: "qgemm.Til
     flip = "0x00" if signed else "0x80"
     zp_shift = "" if signed else " - 128u"
     par = f"{team(threads)} if (P * Kp * O >= {qgemm.PARALLEL_MIN_MACS})" if threads > 1 else "if (0)"
-    direct = qgemm.isa(target) == qgemm.AVX512_VNNI and qconv_direct.enabled()
+    direct = qgemm.isa(target) == qgemm.AVX512_VNNI and qconv_direct.enabled(target)
     par_pragma = par.replace('"', '\\"')
     direct_text = qconv_direct.source(f"{name}_direct", par.replace("P * Kp * O", "OH * OW * O * C * kh * kw")) if direct else ""
     direct_call = f"""
