@@ -145,15 +145,18 @@ def _ulps(y: np.ndarray, ref: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("fast", [False, True])
 def test_sigmoid_within_3_ulps_and_its_limits(apply, apply_fast, fast):
     """tf_sigmoidf (exp(-|x|) with no overflow path) against float64 over the float range (torch's
-    own is within 2.4 ulps); denormal results stay denormals; limits and signed zeros as torch."""
+    own is within 2.4 ulps); denormal results stay denormals; limits and signed zeros as torch.
+    With -ffast-math gcc divides by a reciprocal estimate and one Newton step: 2.4 ulps at most on
+    Zen 4, 3.28 on a Sapphire Rapids-class Xeon (its vrcp14ps rounds differently), hence 3.5, and
+    denormal results within 3 of their last bits there (1.5 measured) instead of 1."""
     run = apply_fast if fast else apply
     x = np.concatenate([np.linspace(-104, 104, 400_001), np.geomspace(1e-30, 20, 20_001)]).astype(np.float32)
     x = np.concatenate([x, -x])
     ref = 1 / (1 + np.exp(-x.astype(np.float64)))
     y = run("tf_sigmoidf", x)
     normal = ref > 1.2e-38
-    assert _ulps(y[normal], ref[normal]).max() <= 3.0
-    assert np.abs(y[~normal] - ref[~normal]).max() <= 1.5e-45               # a denormal's last bit
+    assert _ulps(y[normal], ref[normal]).max() <= (3.5 if fast else 3.0)
+    assert np.abs(y[~normal] - ref[~normal]).max() <= (4.3e-45 if fast else 1.5e-45)   # a denormal's last bit(s)
     special = run("tf_sigmoidf", np.array([np.inf, -np.inf, 0.0, -0.0, -100.0, 17.0], np.float32))
     np.testing.assert_array_equal(special[:4], [1, 0, 0.5, 0.5])
     assert 3.7e-44 < special[4] < 3.9e-44 and special[5] == 1.0
