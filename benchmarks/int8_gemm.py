@@ -1,4 +1,4 @@
-"""Generated int8 GEMM (``codegen/c/qgemm.py``) against the machine's ``vpdpbusd`` peak and fp32 BLAS.
+"""Generated int8 GEMM (``codegen/c/qgemm.py``) against the machine's ``vpdpbusd`` (and AMX ``tdpbusd``) peak and fp32 BLAS.
 
     .venv/bin/python benchmarks/int8_gemm.py                    # 1 and 2 threads
     .venv/bin/python benchmarks/int8_gemm.py --threads 1 --signed --rounds 5
@@ -10,6 +10,10 @@ OPENBLAS_NUM_THREADS=T before NumPy loads, and drops OPENBLAS_CORETYPE / OPENBLA
   register accumulators (no loads), on T OpenMP threads at once; the best of the three is the peak.
   One 512-bit ``vpdpbusd`` is 64 multiply-adds = 128 int8 ops (256-bit: 64 ops), so
   GOP/s = instructions/s x 128.  On the AVX-VNNI path the loop and the count use 256 bits.
+* **AMX peak** (hosts with AMX-INT8, whose GEMM blocks then run on tiles, ``qgemm_amx.py``): a
+  loop of ``tdpbusd`` on 4 independent accumulator tiles (no loads) on T threads; one instruction
+  is 16 x 16 x 64 multiply-adds = 32768 ops.  The kernel's % of peak is then against this peak,
+  and a column gives its speed as a multiple of the ``vpdpbusd`` peak.
 * **GEMM**: the generated kernel (``qgemm.source(..., threads=T)``, B packed once beforehand,
   u8 activations unless ``--signed``) on 1024^3, two int8 convolutions' GEMMs (ResNet-50's
   stage-4 1x1s at 14x14 and 7x7: output channels x pixels x K) and BERT-base shapes (M = 128
@@ -135,6 +139,70 @@ class Peak:
         return gops
 
 
+AMX_PEAK_SOURCE = """\
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+typedef struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } tf_peak_cfg;
+static long tf_amx_peak_one(long iters)
+{
+  tf_peak_cfg c;
+  memset(&c, 0, sizeof c);
+  c.palette = 1;
+  for (int t = 0; t < 8; t++) { c.rows[t] = 16; c.colsb[t] = 64; }
+  _tile_loadconfig(&c);
+  uint8_t src[1024] __attribute__((aligned(64)));
+  for (int i = 0; i < 1024; i++) src[i] = (uint8_t)(i * 7 + 1);
+  _tile_loadd(4, src, 64); _tile_loadd(5, src, 64); _tile_loadd(6, src, 64); _tile_loadd(7, src, 64);
+  _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+  for (long i = 0; i < iters; i++) {      /* the asm statements are volatile: nothing is folded */
+    _tile_dpbusd(0, 4, 6); _tile_dpbusd(1, 4, 7); _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);
+  }
+  int32_t out[256] __attribute__((aligned(64)));
+  _tile_stored(0, out, 64);
+  _tile_release();
+  return out[0];
+}
+
+/* 4 x iters tdpbusd per thread on 4 independent accumulator tiles (no loads); -1 when the OS
+   refuses the tile state. */
+long tf_amx_peak(long iters, int threads)
+{
+  if (syscall(SYS_arch_prctl, 0x1023, 18)) return -1;
+  long total = 0;
+  #pragma omp parallel num_threads(threads) reduction(+:total)
+  total += tf_amx_peak_one(iters);
+  return total;
+}
+"""
+# tdpbusd groups (4 instructions of 16 x 16 x 64 multiply-adds) per AMX peak run: ~50 ms at 16 cycles each.
+AMX_PEAK_GROUPS = 1_000_000
+
+
+class AmxPeak(Peak):
+    """The ``tdpbusd`` peak of ``threads`` threads (AMX-INT8): 4 independent accumulator tiles, one
+    instruction = 16 x 16 x 64 multiply-adds = 32768 int8 ops; same interface as ``Peak``."""
+
+    def __init__(self, threads: int, rounds: int, reps: int):
+        from tensorforge.codegen.c import compile_c
+
+        lib = compile_c(AMX_PEAK_SOURCE, name="bench_amx_peak")
+        self.threads, self.reps = threads, reps
+        self.fn = lib.function("tf_amx_peak", [ctypes.c_long, ctypes.c_int], ctypes.c_long)
+        self.calibration = {4: statistics.median(self.rate(4) for _ in range(rounds))}
+        self.accumulators = 4
+        self.samples = [self.calibration[4]]
+
+    def rate(self, accumulators: int | None = None) -> float:
+        seconds = median_time(lambda: self.fn(AMX_PEAK_GROUPS, self.threads), self.reps)
+        gops = self.threads * AMX_PEAK_GROUPS * 4 * 32768 / seconds / 1e9
+        if accumulators is None:
+            self.samples.append(gops)
+        return gops
+
+
 def kernel_function(threads: int, signed: bool):
     """The generated int8 GEMM for the host, as a ctypes function."""
     from tensorforge.codegen import Target
@@ -183,14 +251,19 @@ def measure(threads: int, signed: bool, rounds: int, reps: int) -> dict:
     from tensorforge.codegen import Target
     from tensorforge.codegen.c import qgemm
 
+    from tensorforge.codegen.c import qgemm_amx
+
     target = Target.host()
     path = qgemm.isa(target)
-    peak = Peak(threads, 512 if path == qgemm.AVX512_VNNI else 256, rounds, reps) if path != qgemm.SCALAR else None
+    vnni = Peak(threads, 512 if path == qgemm.AVX512_VNNI else 256, rounds, reps) if path != qgemm.SCALAR else None
+    amx = AmxPeak(threads, rounds, reps) if qgemm_amx.available(target) else None
+    peak = amx or vnni          # the instruction the kernel's blocks run on
     fn = kernel_function(threads, signed)
     rows = [measure_gemm(fn, peak, label, M, N, K, signed, rounds, reps) for label, M, N, K in SHAPES]
-    peak_info = {"gops": statistics.median(peak.samples), "calibration": peak.calibration} if peak else None
-    return {"threads": threads, "isa": path, "tiling": qgemm.Tiling.for_target(target).__dict__, "peak": peak_info,
-            "rows": rows}
+    info = {name: {"gops": statistics.median(p.samples), "calibration": p.calibration}
+            for name, p in (("vpdpbusd", vnni), ("tdpbusd", amx)) if p is not None}
+    return {"threads": threads, "isa": "amx" if amx else path, "tiling": qgemm.Tiling.for_target(target).__dict__,
+            "peaks": info, "rows": rows}
 
 
 def run_subprocess(threads: int, signed: bool, rounds: int, reps: int) -> dict:
@@ -201,19 +274,22 @@ def run_subprocess(threads: int, signed: bool, rounds: int, reps: int) -> dict:
 
 
 def report(run: dict, signed: bool) -> None:
-    peak = run["peak"]
     tiling = run["tiling"]
-    print(f"\n== {run['threads']} thread(s); path {run['isa']}, tile {tiling['mr']} rows x {tiling['nrv']} vectors, "
-          f"kc {tiling['kc']}; {'s8' if signed else 'u8'} activations")
-    if peak:
+    blocks = ("AMX tiles: 2 x 2 tiles of 16 x 16 int32" if run["isa"] == "amx" else
+              f"tile {tiling['mr']} rows x {tiling['nrv']} vectors, kc {tiling['kc']}")
+    print(f"\n== {run['threads']} thread(s); path {run['isa']}, {blocks}; {'s8' if signed else 'u8'} activations")
+    for name, peak in run["peaks"].items():
         per = ", ".join(f"{n}: {g:.0f}" for n, g in peak["calibration"].items())
-        print(f"vpdpbusd peak {peak['gops']:.1f} GOP/s, median of every round  (by accumulators: {per})")
-    print(f"{'shape':30s} {'int8 GOP/s':>10s} {'% peak':>7s} {'fp32 GFLOP/s':>13s} {'int8/fp32':>9s}")
+        print(f"{name} peak {peak['gops']:.1f} GOP/s, median of every round  (by accumulators: {per})")
+    vnni = run["peaks"].get("vpdpbusd", {}).get("gops")
+    print(f"{'shape':30s} {'int8 GOP/s':>10s} {'% peak':>7s} {'x vpdpbusd peak':>15s} {'fp32 GFLOP/s':>13s} {'int8/fp32':>9s}")
     for row in run["rows"]:
         share = f"{100 * row['share']:6.1f}%" if row["share"] is not None else "    n/a"
-        print(f"{row['label']:30s} {row['gops']:10.1f} {share:>7s} {row['numpy_gflops']:13.1f} "
+        over = f"{row['gops'] / vnni:15.2f}" if vnni else f"{'n/a':>15s}"
+        print(f"{row['label']:30s} {row['gops']:10.1f} {share:>7s} {over} {row['numpy_gflops']:13.1f} "
               f"{row['gops'] / row['numpy_gflops']:9.2f}")
-    print("(% peak: median over rounds of the kernel's GOP/s / the peak measured just before it)")
+    print("(% peak: median over rounds of the kernel's GOP/s / the peak of the instruction it runs on, "
+          "measured just before it)")
 
 
 def main() -> None:
