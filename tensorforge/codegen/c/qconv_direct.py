@@ -46,7 +46,7 @@ def enabled(target=None) -> bool:
     62.2 ms), nor when ``TENSORFORGE_QCONV_DIRECT=0``."""
     from ..target import Target
     from . import qgemm_amx
-    return os.environ.get(ENV, "1") != "0" and not qgemm_amx.available(target or Target.host())
+    return os.environ.get("TENSORFORGE_QCONV_DIRECT", "1") != "0" and not qgemm_amx.available(target or Target.host())
 
 
 def grid_share(kh: int, kw: int, dw: int, OH: int, OW: int) -> float:
