@@ -107,6 +107,18 @@ def read_cache_sizes(cpu_dir: Path = Path("/sys/devices/system/cpu/cpu0/cache"))
     return sizes
 
 
+def vector_width_flags(features: frozenset[str] | None) -> tuple[str, ...]:
+    """Flags that let the compiler's auto-vectorizer use the full width the target has.  gcc's
+    tuning for Intel cores with AVX-512 (``-march=native`` on Sapphire Rapids and its kin) keeps
+    loops at 256 bits (``prefer-vector-width=256``); the generated loop kernels are mostly
+    throughput-bound elementwise and reduction loops, which 512 bits run faster: measured in one
+    process each, MobileNetV2 float32 batch 8 1.06x, BERT-base int8 batch 8 1.12x, its float32 batch
+    1 1.01x, ResNet-50 and MobileNetV2 int8 (hand-written intrinsics) 1.01-1.02x.  Hand-written
+    kernels pick their width themselves; this only moves what gcc vectorizes.  gcc and clang
+    both accept the flag."""
+    return ("-mprefer-vector-width=512",) if features and "avx512f" in features else ()
+
+
 def features_turned_off() -> frozenset[str]:
     """CPU features the user keeps generated code from using on this host:
     ``TENSORFORGE_CPU_FEATURES_OFF="amx_int8,amx_bf16"`` builds the AVX-512 kernels instead of the
@@ -250,7 +262,8 @@ class Target:
     @property
     def compile_flags(self) -> tuple[str, ...]:
         """Everything passed to the compiler besides file names, in order."""
-        return (*self.cflags, f"-march={self.march}", *workaround_flags(self.cc, self.march), *self.ldflags)
+        return (*self.cflags, f"-march={self.march}", *workaround_flags(self.cc, self.march),
+                *vector_width_flags(self.features), *self.ldflags)
 
     def key(self) -> str:
         """A stable, readable name: ``<arch>-<isa>-<march>-<cores>c-<hash>``. The hash covers every

@@ -88,10 +88,7 @@ _EXP_REDUCE = f"""  float x = TF_EXP_CLAMP_HIGH(tf_maxf(x0, {_lit(EXP_LOW)}));
   float r = fmaf(-k, {_lit(LN2_HI)}, x);
   r = fmaf(-k, {_lit(LN2_LO)}, r);
 {_horner("e", EXP_E, "r")}"""
-# ... and 2^k as two normal halves s1 * s2: e * 2^k1 is exact, the second product rounds once,
-# into the denormal range where k < -126.
-_EXP_SCALE = """  const int32_t k1 = (int32_t)k >> 1, k2 = (int32_t)k - k1;
-  union { int32_t i; float f; } s1 = { .i = (k1 + 127) << 23 }, s2 = { .i = (k2 + 127) << 23 };"""
+# ... and e * 2^k by ``tf_exp2_scale``.
 
 
 def c_source() -> str:
@@ -113,6 +110,23 @@ def c_source() -> str:
    keeps gcc from vectorizing them outside fast-math; NaN is dealt with by TF_NAN_PASS instead. */
 static inline float tf_minf(float a, float b) {{ return a < b ? a : b; }}
 static inline float tf_maxf(float a, float b) {{ return a > b ? a : b; }}
+/* e * 2^k rounded once, for e in [0.5, 2) and an integer-valued k in [-150, 127], without any
+   arithmetic that produces or reads a denormal: Intel cores run such an instruction through a
+   microcode assist (~100+ cycles a vector), and a softmax row of masked scores (-1e4, every exp
+   a 0 from underflow) ran at a fifth of its speed.  Normal results (k >= -126): e * 2^k1 * 2^k2,
+   2^k as two normal halves, the first product exact.  Below (k < -126): the denormal's bit pattern
+   is the integer rint(e * 2^(k + 149)) (< 2^23, or exactly 2^23 = FLT_MIN's bits when it rounds
+   up), e * 2^(k + 149) a normal float, rounded once to nearest even: the same bits as the
+   product rounding into the denormals.  Each path runs on every lane with its
+   exponent clamped into its own range, and a select picks. */
+static inline float tf_exp2_scale(float e, float k) {{
+  const int32_t ki = (int32_t)k;
+  union {{ int32_t i; float f; }} sn = {{ .i = ((ki < -126 ? -125 : ki) + 127) << 23 }};
+  union {{ int32_t i; float f; }} sd = {{ .i = ((ki < -126 ? ki : -127) + 149 + 127) << 23 }};
+  union {{ float f; int32_t i; }} t = {{ .f = fmaf(e, sd.f, 8388608.0f) }};
+  union {{ int32_t i; float f; }} den = {{ .i = t.i - 0x4B000000 }};
+  return ki < -126 ? den.f : e * sn.f;
+}}
 static inline float tf_erff(float x) {{
   const float a = tf_minf(fabsf(x), {_lit(ERF_CLAMP)});
   const float t = a * a;
@@ -131,8 +145,7 @@ static inline float tf_geluf(float x) {{
 static inline float tf_expf(float x0) {{
 {_EXP_REDUCE}
   e = fmaf(e, r * r, r) + 1.0f;
-{_EXP_SCALE}
-  return TF_NAN_PASS(x0, TF_EXP_OVERFLOW(x0, (e * s1.f) * s2.f));
+  return TF_NAN_PASS(x0, TF_EXP_OVERFLOW(x0, tf_exp2_scale(e, k)));
 }}
 static inline float tf_expm1f(float x0) {{
   /* exp(x) - 1 without the cancellation near 0: where k = 0, r = x and the result is
@@ -141,8 +154,7 @@ static inline float tf_expm1f(float x0) {{
 {_EXP_REDUCE}
   const float small = fmaf(x * e, x, x);
   e = fmaf(e, r * r, r) + 1.0f;
-{_EXP_SCALE}
-  return TF_NAN_PASS(x0, k == 0.0f ? small : TF_EXP_OVERFLOW(x0, (e * s1.f) * s2.f - 1.0f));
+  return TF_NAN_PASS(x0, k == 0.0f ? small : TF_EXP_OVERFLOW(x0, tf_exp2_scale(e, k) - 1.0f));
 }}
 static inline float tf_sigmoidf(float x) {{
   /* e = exp(-|x|) in (0, 1], then 1 / (1 + e) for x >= 0 and e / (1 + e) below: the exponent is
