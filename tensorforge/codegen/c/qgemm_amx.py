@@ -26,9 +26,12 @@ their epilogues stay as they are:
 * **Blocking**: column chunks whose B slice (K x chunk bytes) takes about half the L2, row blocks
   of 32 inside, column tiles of 32 innermost, so the B slice is reused from L2 by every row block
   and the row block's A (at most 32 x K bytes) from L1/L2 by every column tile.
-* **The epilogue** sees C exactly as from the vector block: the tiles are stored to a 32 x 32
-  int32 buffer, ``comp[n] + rcomp[m]`` added in uint32 (wrapping like the sums), written to C (or
-  kept in the buffer when the GEMM has no C) and handed to ``epi`` while in L1.
+* **The epilogue** sees C exactly as from the vector block.  A whole 32 x 32 tile of a GEMM with
+  no per-row term (``qmatmul``) starts its accumulators from ``comp`` (a stride-0 tile load: the
+  row broadcast down the tile; tile additions wrap like the vector kernel's) and is stored
+  straight to C.  Otherwise the tiles are stored to a 32 x 32 int32 buffer, ``comp[n] +
+  rcomp[m]`` added in uint32, written to C (or kept in the buffer when the GEMM has no C) and
+  handed to ``epi`` while in L1.
 * **Permission**: Linux hands AMX's 8 KB of tile state to a process only after
   ``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``; the first block call asks once per
   library.  Refused (an old kernel, a hypervisor that hides it), every call runs the vector block.
@@ -91,12 +94,18 @@ static uint8_t *tf_amx_scratch(size_t n)
   }
   return buf;
 }
-/* 32 x 32 sums of A (32 rows, tiles ``as`` bytes apart) by two B panels over nkb K blocks; the last
-   block's B rows come from a zero-padded copy when the panels end inside it (kq_all % 16). */
+/* 32 x 32 sums of A (32 rows, tiles ``as`` bytes apart) by two B panels over nkb K blocks, stored
+   at out (rows ``ld`` bytes apart), starting from 0 or, given ``init``, from init[0:32] on every
+   row (two tile loads of stride 0 each: a row vector broadcast down the tile).  The last block's
+   B rows come from a zero-padded copy when the panels end inside it (kq_all % 16). */
 static inline void tf_amx_tile32(const uint8_t *a, long as, const int8_t *b0, const int8_t *b1, long nkb, long kq_all,
-                                 int32_t *cb)
+                                 const int32_t *init, int32_t *out, long ld)
 {
-  _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+  if (init) {
+    _tile_loadd(0, init, 0); _tile_loadd(1, init + 16, 0); _tile_loadd(2, init, 0); _tile_loadd(3, init + 16, 0);
+  } else {
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+  }
   const long rq = kq_all % 16, full = rq ? nkb - 1 : nkb;
   for (long kb = 0; kb < full; kb++) {
     _tile_loadd(4, a + kb * 64, as);
@@ -123,10 +132,10 @@ static inline void tf_amx_tile32(const uint8_t *a, long as, const int8_t *b0, co
     _tile_dpbusd(2, 5, 6);
     _tile_dpbusd(3, 5, 7);
   }
-  _tile_stored(0, cb, 128);
-  _tile_stored(1, cb + 16, 128);
-  _tile_stored(2, cb + 16 * 32, 128);
-  _tile_stored(3, cb + 16 * 32 + 16, 128);
+  _tile_stored(0, out, ld);
+  _tile_stored(1, out + 16, ld);
+  _tile_stored(2, out + 16 * (ld / 4), ld);
+  _tile_stored(3, out + 16 * (ld / 4) + 16, ld);
 }
 #endif
 """
@@ -179,7 +188,13 @@ static void {prefix}_amx_block({params})
       for (long j = jc; j < jc1; j += 32) {{
         const long cols = tf_qgemm_min(32, jc1 - j), p = j / 16;
         const int8_t *b0 = Bp + p * pstride, *b1 = p + 1 < npanels ? b0 + pstride : b0;
-        tf_amx_tile32(a, as, b0, b1, nkb, kq_all, cb);
+        if (C && !rcomp && rows == 32 && cols == 32) {{
+          /* a whole tile with no per-row term: the sums start from comp and go straight to C */
+          tf_amx_tile32(a, as, b0, b1, nkb, kq_all, comp + j, C + i * ldc + j, ldc * 4);
+          if (epi) epi(ectx, C + i * ldc + j, ldc, i, i + 32, j, j + 32);
+          continue;
+        }}
+        tf_amx_tile32(a, as, b0, b1, nkb, kq_all, 0, cb, 128);
         int32_t *dst = C ? C + i * ldc + j : cb;
         const long dl = C ? ldc : 32;
         for (long r = 0; r < rows; r++) {{
