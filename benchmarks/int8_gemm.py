@@ -139,20 +139,10 @@ class Peak:
         return gops
 
 
-AMX_PEAK_SOURCE = """\
-#include <immintrin.h>
-#include <stdint.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-typedef struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } tf_peak_cfg;
+AMX_PEAK_LOOP = """
 static long tf_amx_peak_one(long iters)
 {
-  tf_peak_cfg c;
-  memset(&c, 0, sizeof c);
-  c.palette = 1;
-  for (int t = 0; t < 8; t++) { c.rows[t] = 16; c.colsb[t] = 64; }
-  _tile_loadconfig(&c);
+  tf_amx_configure();
   uint8_t src[1024] __attribute__((aligned(64)));
   for (int i = 0; i < 1024; i++) src[i] = (uint8_t)(i * 7 + 1);
   _tile_loadd(4, src, 64); _tile_loadd(5, src, 64); _tile_loadd(6, src, 64); _tile_loadd(7, src, 64);
@@ -170,7 +160,7 @@ static long tf_amx_peak_one(long iters)
    refuses the tile state. */
 long tf_amx_peak(long iters, int threads)
 {
-  if (syscall(SYS_arch_prctl, 0x1023, 18)) return -1;
+  if (!tf_amx_ready()) return -1;
   long total = 0;
   #pragma omp parallel num_threads(threads) reduction(+:total)
   total += tf_amx_peak_one(iters);
@@ -188,7 +178,11 @@ class AmxPeak(Peak):
     def __init__(self, threads: int, rounds: int, reps: int):
         from tensorforge.codegen.c import compile_c
 
-        lib = compile_c(AMX_PEAK_SOURCE, name="bench_amx_peak")
+        from tensorforge.codegen.c import qgemm_amx
+
+        # the generated kernels' own tile configuration and permission request (qgemm_amx.COMMON)
+        src = "#include <immintrin.h>\n#include <stdint.h>\n#include <string.h>\n" + qgemm_amx.COMMON + AMX_PEAK_LOOP
+        lib = compile_c(src, name="bench_amx_peak")
         self.threads, self.reps = threads, reps
         self.fn = lib.function("tf_amx_peak", [ctypes.c_long, ctypes.c_int], ctypes.c_long)
         self.calibration = {4: statistics.median(self.rate(4) for _ in range(rounds))}

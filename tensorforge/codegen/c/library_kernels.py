@@ -784,9 +784,8 @@ def int8_tunable(kernel: Operation) -> bool:
     kernel (``qconv_direct.py``) or the short-K one (``qconv.short_k``) has no such knob, so it is
     no tuning task; nor is any int8 GEMM on a host where it runs on AMX tiles (``qgemm_amx``:
     fixed 2 x 2 tiles of 16 x 16, the Tiling only shapes its fallback)."""
-    from ..target import Target
     from . import qgemm_amx
-    if not is_library_kernel(kernel) or qgemm_amx.available(Target.host()):
+    if not is_library_kernel(kernel) or qgemm_amx.available():
         return False
     op = library_op(kernel)
     if op.name not in INT8_TUNED_OPS or int(op.attributes.get("groups", 1) or 1) != 1:
@@ -1099,9 +1098,8 @@ def emit_library_kernel(kernel: Operation, symbols: Sequence[str] | None, tiling
 
 def _int8_gemm_engine() -> str:
     """What the host's int8 GEMM blocks run on: AMX tiles (``qgemm_amx``) or vpdpbusd vectors."""
-    from ..target import Target
     from . import qgemm_amx
-    return "AMX-tile (tdpbusd)" if qgemm_amx.available(Target.host()) else "VNNI (vpdpbusd)"
+    return "AMX-tile (tdpbusd)" if qgemm_amx.available() else "VNNI (vpdpbusd)"
 
 
 def describe(kernel: Operation) -> str:

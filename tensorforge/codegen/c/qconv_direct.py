@@ -44,9 +44,8 @@ def enabled(target=None) -> bool:
     (``qgemm_amx``), whose im2col + GEMM path measured faster on every ResNet-50 layer the
     direct kernel took (whole model, one process: batch 1 8.87 vs 9.32 ms, batch 8 54.7 vs
     62.2 ms), nor when ``TENSORFORGE_QCONV_DIRECT=0``."""
-    from ..target import Target
     from . import qgemm_amx
-    return os.environ.get("TENSORFORGE_QCONV_DIRECT", "1") != "0" and not qgemm_amx.available(target or Target.host())
+    return os.environ.get("TENSORFORGE_QCONV_DIRECT", "1") != "0" and not qgemm_amx.available(target)
 
 
 def grid_share(kh: int, kw: int, dw: int, OH: int, OW: int) -> float:

@@ -38,9 +38,10 @@ their epilogues stay as they are:
 """
 from __future__ import annotations
 
-# Tile edge: 16 rows; a tile row is 64 bytes (64 K values of A, or 16 int32 of C, or one k-quad of
-# 16 B columns).  The block is 2 x 2 tiles.
-TILE_ROWS = 16
+from .conv_helpers import scratch
+
+# Rows and columns of C a block computes: 2 x 2 tiles of 16 x 16 (a tile row is 64 bytes: 64 K
+# values of A, 16 int32 of C, or one k-quad of 16 B columns).
 BLOCK = 32
 # Parts of at most this many rows run on the vector kernel: a tile computes 16 rows whatever the
 # rows it has.  Measured N = 1000, K = 2048, 2 threads, AMX against VNNI: M = 1 0.33x (a batch-1
@@ -48,9 +49,13 @@ BLOCK = 32
 VECTOR_ROWS = 8
 
 
-def available(target) -> bool:
-    """Whether code for ``target`` may use AMX-INT8 (the CPU flags ``amx_tile`` and ``amx_int8``,
-    which gcc's -march=native then enables); the run-time permission is asked by the code."""
+def available(target=None) -> bool:
+    """Whether code for ``target`` (default: this host) may use AMX-INT8 (the CPU flags
+    ``amx_tile`` and ``amx_int8``, which gcc's -march=native then enables); the run-time
+    permission is asked by the code."""
+    if target is None:
+        from ..target import Target
+        target = Target.host()
     features = target.features or frozenset()
     return {"amx_tile", "amx_int8", "avx512_vnni", "avx512bw", "avx512f"} <= features
 
@@ -86,17 +91,19 @@ static void tf_amx_configure(void)
   for (int t = 0; t < 8; t++) { c.rows[t] = 16; c.colsb[t] = 64; }
   _tile_loadconfig(&c);
 }
-/* A per-thread buffer of at least n bytes, 64-byte aligned, only grown. */
-static uint8_t *tf_amx_scratch(size_t n)
+@SCRATCH@/* One 64-byte K block into the 2 x 2 accumulators: A rows from a (16 more at a + 16 as), B tiles of
+   16 k-quads from b0 and b1. */
+static inline __attribute__((always_inline)) void tf_amx_step(const uint8_t *a, long as, const int8_t *b0,
+                                                              const int8_t *b1)
 {
-  static __thread uint8_t *buf;
-  static __thread size_t size;
-  if (size < n) {
-    free(buf);
-    buf = (uint8_t *)aligned_alloc(64, (n + 63) / 64 * 64);
-    size = buf ? n : 0;
-  }
-  return buf;
+  _tile_loadd(4, a, as);
+  _tile_loadd(6, b0, 64);
+  _tile_loadd(7, b1, 64);
+  _tile_loadd(5, a + 16 * as, as);
+  _tile_dpbusd(0, 4, 6);
+  _tile_dpbusd(1, 4, 7);
+  _tile_dpbusd(2, 5, 6);
+  _tile_dpbusd(3, 5, 7);
 }
 /* 32 x 32 sums of A (32 rows, tiles ``as`` bytes apart) by two B panels over nkb K blocks, stored
    at out (rows ``ld`` bytes apart), starting from 0 or, given ``init``, from init[0:32] on every
@@ -111,30 +118,14 @@ static inline void tf_amx_tile32(const uint8_t *a, long as, const int8_t *b0, co
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
   }
   const long rq = kq_all % 16, full = rq ? nkb - 1 : nkb;
-  for (long kb = 0; kb < full; kb++) {
-    _tile_loadd(4, a + kb * 64, as);
-    _tile_loadd(6, b0 + kb * 1024, 64);
-    _tile_loadd(7, b1 + kb * 1024, 64);
-    _tile_loadd(5, a + 16 * as + kb * 64, as);
-    _tile_dpbusd(0, 4, 6);
-    _tile_dpbusd(1, 4, 7);
-    _tile_dpbusd(2, 5, 6);
-    _tile_dpbusd(3, 5, 7);
-  }
+  for (long kb = 0; kb < full; kb++) tf_amx_step(a + kb * 64, as, b0 + kb * 1024, b1 + kb * 1024);
   if (rq) {
     int8_t t0[1024] __attribute__((aligned(64))), t1[1024] __attribute__((aligned(64)));
     memcpy(t0, b0 + full * 1024, (size_t)rq * 64);
     memset(t0 + rq * 64, 0, (size_t)(16 - rq) * 64);
     memcpy(t1, b1 + full * 1024, (size_t)rq * 64);
     memset(t1 + rq * 64, 0, (size_t)(16 - rq) * 64);
-    _tile_loadd(4, a + full * 64, as);
-    _tile_loadd(6, t0, 64);
-    _tile_loadd(7, t1, 64);
-    _tile_loadd(5, a + 16 * as + full * 64, as);
-    _tile_dpbusd(0, 4, 6);
-    _tile_dpbusd(1, 4, 7);
-    _tile_dpbusd(2, 5, 6);
-    _tile_dpbusd(3, 5, 7);
+    tf_amx_step(a + full * 64, as, t0, t1);
   }
   _tile_stored(0, out, ld);
   _tile_stored(1, out + 16, ld);
@@ -142,7 +133,8 @@ static inline void tf_amx_tile32(const uint8_t *a, long as, const int8_t *b0, co
   _tile_stored(3, out + 16 * (ld / 4) + 16, ld);
 }
 #endif
-"""
+""".replace("@SCRATCH@", "/* A per-thread buffer of at least n bytes, 64-byte aligned, only grown (slot 0). */\n"
+            + scratch("tf_amx_scratch", 1))
 
 
 def block(prefix: str, params: str, signed: bool, l2: int) -> str:
@@ -166,7 +158,7 @@ static void {prefix}_amx_block({params})
   /* columns whose B slice (kpad bytes each) fills about half the L2 */
   const long nc = tf_qgemm_max({BLOCK}, {chunk} / tf_qgemm_max(nkb, 1) / {BLOCK} * {BLOCK});
   const int direct = {direct};
-  uint8_t *ap = tf_amx_scratch((size_t)(32 * kpad));
+  uint8_t *ap = (uint8_t *)tf_amx_scratch(0, (size_t)(32 * kpad));
   if (!ap) {{
     {prefix}_block(m0, m1, n0, n1, N, K, A, lda, Bp, comp, rcomp, epi, ectx, C, ldc);
     return;

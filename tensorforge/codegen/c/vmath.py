@@ -113,12 +113,13 @@ static inline float tf_maxf(float a, float b) {{ return a > b ? a : b; }}
 /* e * 2^k rounded once, for e in [0.5, 2) and an integer-valued k in [-150, 127], without any
    arithmetic that produces or reads a denormal: Intel cores run such an instruction through a
    microcode assist (~100+ cycles a vector), and a softmax row of masked scores (-1e4, every exp
-   a 0 from underflow) ran at a fifth of its speed.  Normal results (k >= -126): e * 2^k1 * 2^k2,
-   2^k as two normal halves, the first product exact.  Below (k < -126): the denormal's bit pattern
-   is the integer rint(e * 2^(k + 149)) (< 2^23, or exactly 2^23 = FLT_MIN's bits when it rounds
-   up), e * 2^(k + 149) a normal float, rounded once to nearest even: the same bits as the
-   product rounding into the denormals.  Each path runs on every lane with its
-   exponent clamped into its own range, and a select picks. */
+   a 0 from underflow) ran at a fifth of its speed.  Normal results (k >= -126): e * 2^k, 2^k built
+   from its bits.  Below (k < -126): the denormal's bit pattern is the integer rint(e * 2^(k + 149))
+   (< 2^23, or exactly 2^23 = FLT_MIN's bits when it rounds up), e * 2^(k + 149) a normal float;
+   one fused multiply-add of 2^23 rounds it to that integer (to nearest even, once: the same bits
+   as the product rounding into the denormals) in the low mantissa bits, and 2^23's bits are
+   subtracted.  Each path runs on every lane with its exponent clamped into its own range, and a
+   select picks. */
 static inline float tf_exp2_scale(float e, float k) {{
   const int32_t ki = (int32_t)k;
   union {{ int32_t i; float f; }} sn = {{ .i = ((ki < -126 ? -125 : ki) + 127) << 23 }};
