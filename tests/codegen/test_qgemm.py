@@ -195,7 +195,8 @@ def test_amx_in_place_copied_chunked_and_k_tails(signed, rng):
     """The AMX block's own edges: A loaded in place (uint8, K a multiple of 64, whole 32-row blocks)
     or copied (int8 flipped to uint8; the short last row block; K ending inside a 64-byte block,
     whose B rows past K come from a zero-padded copy), several column chunks (K = 4096: a chunk of
-    B fills half the L2), and tiles of 1..31 rows and columns at the edges."""
+    B fills half the L2), tiles of 1..31 rows and columns at the edges, and a part of 5 rows, which
+    the block hands to the vector kernel (``qgemm_amx.VECTOR_ROWS``)."""
     fn = kernel("amx", signed, 2)
     for M, N, K in [(64, 64, 128), (40, 600, 4096), (33, 47, 200), (96, 17, 68), (5, 300, 64)]:
         za = int(rng.integers(-128, 128) if signed else rng.integers(0, 256))
