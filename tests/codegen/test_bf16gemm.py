@@ -20,12 +20,16 @@ import numpy as np
 import pytest
 
 from tensorforge.codegen import Target
-from tensorforge.codegen.c import bf16gemm, compile_c
+from tensorforge.codegen.c import bf16gemm, bf16gemm_amx, compile_c
 
 from .guarded_rows import GuardedRows
 
 HOST = Target.host()
-TARGETS = {"avx512_bf16": HOST, "scalar": HOST.replace(features=frozenset({"avx2", "fma"}))}
+# The vector kernel's bits are the contract; on an AMX host it is built for the host without AMX
+# (parts of more than a few rows would run on tiles, held to an error bound: the tests at the end).
+NO_AMX = HOST.replace(features=HOST.features - {"amx_tile", "amx_int8", "amx_bf16"})
+TARGETS = {"avx512_bf16": NO_AMX, "scalar": HOST.replace(features=frozenset({"avx2", "fma"}))}
+HAS_AMX = bf16gemm_amx.available(HOST)
 # K blocks of 16 k (so C continues the chain across blocks), row blocks of one tile, leftover
 # tiles at most 4 vectors wide.
 TINY = bf16gemm.Tiling(mr=3, nrv=2, unroll=2, kc=16, a_block=64, max_vecs=4)
@@ -37,14 +41,16 @@ needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason="host lacks AVX512_BF16")
 def runnable(path: str) -> None:
     if path == "avx512_bf16" and not HAS_BF16:
         pytest.skip("host lacks AVX512_BF16")
+    if path == "amx" and not HAS_AMX:
+        pytest.skip("host lacks AMX-BF16")
 
 
 @functools.lru_cache(maxsize=None)
 def kernel(path: str, threads: int = 1, nr: int = 16, tiling: bf16gemm.Tiling | None = None):
-    """The compiled kernel as a ctypes function."""
+    """The compiled kernel as a ctypes function (path "amx": the host's own, on AMX tiles)."""
     runnable(path)
-    target = TARGETS[path]
-    assert bf16gemm.isa(target) == path
+    target = HOST if path == "amx" else TARGETS[path]
+    assert bf16gemm.isa(target) == path or (path == "amx" and bf16gemm_amx.available(target))
     name = f"t_bf16gemm_{path}_{threads}t_nr{nr}{'_tiny' if tiling else ''}"
     lib = compile_c(bf16gemm.source(name, target, threads=threads, nr=nr, tiling=tiling), target, name=name)
     return lib.function(name, ARGTYPES)
@@ -455,9 +461,84 @@ def test_source_text_contract():
 @needs_bf16
 def test_kernels_share_one_translation_unit(rng):
     """Helpers are guarded: two kernels of one configuration and a scalar one compile together."""
-    texts = [bf16gemm.source("t_bf16_tu_a", HOST, tiling=TINY), bf16gemm.source("t_bf16_tu_b", HOST, 2, tiling=TINY),
+    vector = TARGETS["avx512_bf16"]
+    texts = [bf16gemm.source("t_bf16_tu_a", vector, tiling=TINY), bf16gemm.source("t_bf16_tu_b", vector, 2, tiling=TINY),
              bf16gemm.source("t_bf16_tu_c", TARGETS["scalar"])]
-    lib = compile_c("\n".join(texts), HOST, name="t_bf16_tu")
+    lib = compile_c("\n".join(texts), vector, name="t_bf16_tu")
     a, b = values(rng, (10, 21)), values(rng, (21, 19))
     for name in ("t_bf16_tu_a", "t_bf16_tu_b", "t_bf16_tu_c"):
         check(lib.function(name, ARGTYPES), a, b, values(rng, (19,)))
+
+
+# -- the AMX-tile path (tdpbf16ps): an error bound, not bits ---------------------------------------
+
+needs_amx = pytest.mark.skipif(not HAS_AMX, reason="host lacks AMX-BF16")
+
+
+def exact(a, b, bias=None) -> tuple[np.ndarray, np.ndarray]:
+    """The exact sum of the bf16-rounded products (float64: each product is exact, and the sums of
+    these tests are far from float64's limits) and the sum of their magnitudes."""
+    ab = bf16gemm.from_bf16_bits(bf16gemm.to_bf16_bits(a)).astype(np.float64)
+    bb = bf16gemm.from_bf16_bits(bf16gemm.to_bf16_bits(b)).astype(np.float64)
+    base = np.zeros(b.shape[1]) if bias is None else np.asarray(bias, np.float64)
+    with np.errstate(all="ignore"):
+        return base + ab @ bb, np.abs(base) + np.abs(ab) @ np.abs(bb)
+
+
+def check_bound(fn, a, b, bias=None, **kw) -> np.ndarray:
+    """C within the float32 error of a K-term sum of the exact products: |C - S| <= (K + 2) 2^-24
+    sum |terms|; non-finite outputs exactly where the float64 sum has them (as NaN or the same
+    infinity)."""
+    out = gemm(fn, a, b, bias, **kw)
+    want, mag = exact(a, b, bias)
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
+    np.testing.assert_array_equal(out[np.isinf(want)], want[np.isinf(want)])
+    err = np.abs(out[finite] - want[finite])
+    bound = (a.shape[1] + 2) * 2.0 ** -24 * mag[finite] + 2.0 ** -126
+    assert (err <= bound).all(), f"{(err > bound).sum()} outputs out of bound, worst {np.max(err / bound):.2f}x"
+    return out
+
+
+@needs_amx
+@pytest.mark.parametrize("threads", [1, 2])
+def test_amx_within_float32_error_of_the_exact_sum(threads, rng):
+    """Rows past one tile and past a block of 32 (a short last block copied), columns inside a
+    panel, across panels and past the 32-column block (edge blocks through the buffer), K odd, a
+    partial last K block (its B rows from a zero-padded copy), several K blocks, with and without
+    bias; the first row block of each part is whole, so both the in-place and copied A run."""
+    fn = kernel("amx", threads)
+    for M, N, K in [(9, 1, 1), (16, 17, 3), (32, 32, 32), (33, 40, 33), (70, 100, 257), (64, 96, 1000),
+                    (45, 33, 64), (100, 130, 31)]:
+        a, b = values(rng, (M, K)), values(rng, (K, N))
+        out = check_bound(fn, a, b, values(rng, (N,)))
+        check_bound(fn, a, b)
+        assert not np.array_equal(out, bf16gemm.reference(a, b, values(rng, (N,)))) or K < 4
+
+
+@needs_amx
+def test_amx_parts_of_few_rows_are_the_vector_kernels_bits(rng):
+    """At most VECTOR_ROWS rows (a batch-1 GEMV) run on the vector sweep: the contract's bits."""
+    M = bf16gemm_amx.VECTOR_ROWS
+    a, b, bias = values(rng, (M, 200)), values(rng, (200, 70)), values(rng, (70,))
+    check(kernel("amx", 1), a, b, bias)
+    check(kernel("amx", 1), a[:1], b, bias)
+
+
+@needs_amx
+def test_amx_special_values_and_strides(rng):
+    """NaN and inf rows, inf in B, inf - inf and overflow give the float64 sum's NaN / inf; A as a
+    column slice (lda > K), C rows wider than N keep their padding; a large shape on 2 threads."""
+    fn = kernel("amx", 2)
+    a, b, bias = special_operands(rng, 40, 50, 70)
+    a[np.abs(a) < 2.0 ** -126] = 0.0          # denormals: read as zero (float64 would not)
+    b[np.abs(b) < 2.0 ** -126] = 0.0
+    bias[np.abs(bias) < 2.0 ** -126] = 0.0
+    a[np.isfinite(a) & (np.abs(a) > 1e38)] = 2.0     # a finite product's overflow is float32's, not float64's
+    b[np.abs(b) > 1e38] = 3.0
+    bias[np.abs(bias) > 1e38] = 1.0
+    out = check_bound(fn, a, b, bias)
+    assert np.isnan(out).any() and np.isinf(out).any()
+    wide = values(rng, (50, 300))
+    check_bound(fn, wide[:, 7:7 + 259], values(rng, (259, 45)), values(rng, (45,)), c_pad=5)
+    check_bound(fn, values(rng, (300, 2000)), values(rng, (2000, 130)), values(rng, (130,)))

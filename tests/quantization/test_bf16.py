@@ -19,15 +19,35 @@ needs_bf16 = pytest.mark.skipif(not bf16.supported(), reason="this CPU has no av
 
 
 @needs_bf16
-def test_linear_layer_matches_the_emulated_kernel():
-    torch.manual_seed(0)
-    layer = torch.nn.Linear(70, 37).eval()
-    x = torch.randn(9, 70)
-    cm = tensorforge.compile(layer, (x,), precision="bf16")
+@pytest.mark.parametrize("amx", [False, True])
+def test_linear_layer_matches_the_emulated_kernel(amx, monkeypatch):
+    """The vector kernel (on an AMX host: built without AMX, ``TENSORFORGE_CPU_FEATURES_OFF``) bit
+    for bit; the host's own build (AMX tiles for 9 rows where it has AMX-BF16, another summation
+    order) within float32 rounding of the float64 sum of the same bf16 products."""
+    from tensorforge.codegen import target
+    from tensorforge.codegen.c import bf16gemm_amx
+    if amx and not bf16gemm_amx.available():
+        pytest.skip("host lacks AMX-BF16")
+    if not amx:
+        monkeypatch.setenv("TENSORFORGE_CPU_FEATURES_OFF", "amx_tile,amx_int8,amx_bf16")
+        target._host.cache_clear()
+    try:
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(70, 37).eval()
+        x = torch.randn(9, 70)
+        cm = tensorforge.compile(layer, (x,), precision="bf16")
+        got = np.asarray(cm(x))
+    finally:
+        monkeypatch.undo()
+        target._host.cache_clear()
     assert "tf_bf16gemm" in cm.source
+    assert ("_amx_sweep" in cm.source) == amx
     w = layer.weight.detach().numpy().T.copy()
     want = bf16gemm.reference(x.numpy(), w, layer.bias.detach().numpy())
-    np.testing.assert_array_equal(np.asarray(cm(x)), want)
+    if not amx:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=0, atol=72 * 2.0 ** -24 * np.abs(want).max())
 
 
 class _Block(torch.nn.Module):

@@ -87,12 +87,12 @@ def transform_weights(w_bits: np.ndarray, channels: int) -> np.ndarray:
     return out
 
 
-def source(name: str, mr: int, sweep: str, par: str, threads: int) -> str:
+def source(name: str, rows: str, par: str, threads: int) -> str:
     """C text of ``void NAME_winograd(long N, long C, long H, long W, long O, long ph, long pw, long OH,
     long OW, const float *x, const uint16_t *u, long ustride, const float *bias, const float *residual,
     int relu, float hi, float *y)``: ``u`` is ``transform_weights``' array.  Needs ``bf16conv.py``'s
-    helpers (its scratch buffers, padding, ``tf_bf16conv_pairs``), its GEMM's ``sweep`` (register tiles
-    of ``mr`` rows) and lane masks (``tf_bf16gemm_mask16``); ``par``: the OpenMP clauses of the parallel
+    helpers (its scratch buffers, padding, ``tf_bf16conv_pairs``), its GEMM's ``rows`` function
+    (``bf16gemm``'s ``PREFIX_rows``: any rows of A by packed panels) and lane masks (``tf_bf16gemm_mask16``); ``par``: the OpenMP clauses of the parallel
     region; ``threads``: the team size (a batch of as many images shares them out,
     ``conv_helpers.each_image``).  The epilogue is the direct
     path's (``bf16conv.py``): ``((y + bias) + residual)``, then relu and the clip, in float32."""
@@ -184,10 +184,7 @@ static void {name}_winograd_image(long n, long C, long H, long W, long O, long p
     for (long e = 0; e < 16; e++) {{
       const uint32_t *ue = (const uint32_t *)u + e * O * ustride;
       float *me = mb + e * oe;
-      const long full = O / {mr} * {mr};
-      if (full) {sweep}({mr}, 0, full, 0, T, C, ue, ustride, (const uint16_t *)(vb + e * be), 0, me, ldm);
-      if (O > full) {sweep}((int)(O - full), full, O, 0, T, C, ue + full * ustride, ustride, (const uint16_t *)(vb + e * be), 0,
-                             me, ldm);
+      {rows}(0, O, 0, T, C, ue, ustride, (const uint16_t *)(vb + e * be), 0, me, ldm);
     }}
     /* Y = A^T M A per output channel and tile row, then bias, residual, relu / clip per row */
     #pragma omp for schedule(dynamic, 8)

@@ -111,8 +111,8 @@ def source(name: str, target, threads: int = 1) -> str:
     ``NAME_winograd`` (``bf16_winograd.source``), the 3x3 stride-1 layers' F(2x2, 3x3)."""
     if bf16gemm.isa(target) != bf16gemm.AVX512_BF16:
         raise ValueError("the bf16 convolution kernel needs AVX512_BF16")
-    cfg = bf16gemm._Config(True, bf16gemm.LANES, bf16gemm.Tiling.for_target(target))
-    mr, width, p = cfg.tiling.mr, cfg.width, cfg.prefix
+    cfg = bf16gemm.vector_config(target)
+    mr, width, p = cfg.grain, cfg.width, cfg.prefix
     want = threads * 4
     par = f"{team(threads)} if (P * K * O >= {1 << 20})" if threads > 1 else "if (0)"
     return bf16gemm.source(f"{name}_gemm", target, threads) + _HELPERS + f"""
@@ -185,10 +185,7 @@ static void {name}_image(long n, long C, long H, long W, long O, long kh, long k
       const long i0 = mtiles * pm / tm * {mr}, i1 = O < mtiles * (pm + 1) / tm * {mr} ? O : mtiles * (pm + 1) / tm * {mr};
       const long j0 = ntiles * pq / tn * {width}, j1 = P < ntiles * (pq + 1) / tn * {width} ? P : ntiles * (pq + 1) / tn * {width};
       if (i0 >= i1 || j0 >= j1) continue;
-      const uint32_t *wa = (const uint32_t *)w;
-      const long full = i0 + (i1 - i0) / {mr} * {mr};
-      if (full > i0) {p}_sweep({mr}, i0, full, j0, j1, K, wa + i0 * wstride, wstride, bp, 0, yn, P);
-      if (i1 > full) {p}_sweep((int)(i1 - full), full, i1, j0, j1, K, wa + full * wstride, wstride, bp, 0, yn, P);
+      {p}_rows(i0, i1, j0, j1, K, (const uint32_t *)w + i0 * wstride, wstride, bp, 0, yn, P);
       for (long o = i0; o < i1; o++) {{
         float *restrict row = yn + o * P;
         const float *restrict res = rn ? rn + o * P : 0;
@@ -204,7 +201,7 @@ void {name}(long N, long C, long H, long W, long O, long kh, long kw, long sh, l
 {{
 {each_image(f"{name}_image(n, C, H, W, O, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, x, w, wstride, bias, residual, relu, hi, y);", threads, "tf_bf16conv")}
 }}
-""" + bf16_winograd.source(name, mr, f"{p}_sweep", par, threads)
+""" + bf16_winograd.source(name, f"{p}_rows", par, threads)
 
 
 __all__ = ["source"]

@@ -64,6 +64,7 @@ import numpy as np
 from ...dialects.graph.quant import pack_bf16
 from ...ir.lowbits import from_bf16_bits, to_bf16_bits
 
+from . import amx, bf16gemm_amx
 from .qgemm import COMMON, SCALAR, _check_nr, _guarded, grid_driver
 
 AVX512_BF16 = "avx512_bf16"
@@ -203,9 +204,16 @@ def source(name: str, target, threads: int = 1, nr: int = 16, tiling: Tiling | N
         return "\n".join([_prelude(scalar), _guarded(scalar, _scalar_block(scalar)), _driver(name, scalar, threads)])
     if nr % LANES:
         raise ValueError(f"nr={nr} must be a multiple of {LANES} for the {path} kernel")
-    cfg = _Config(True, nr, tiling or Tiling.for_target(target))
+    cfg = vector_config(target, nr, tiling)
     return "\n".join([_prelude(cfg), _guarded(scalar, _scalar_block(scalar)), _guarded(cfg, _vector_helpers(cfg)),
                       _driver(name, cfg, threads)])
+
+
+def vector_config(target, nr: int = LANES, tiling: Tiling | None = None) -> "_Config":
+    """The vector path's configuration for ``target``: on AMX tiles where it has AMX-BF16 (and
+    ``nr`` is one panel per tile's 16 columns)."""
+    return _Config(True, nr, tiling or Tiling.for_target(target),
+                   amx=nr == LANES and bf16gemm_amx.available(target), l2=target.l2)
 
 
 @dataclass(frozen=True)
@@ -213,17 +221,26 @@ class _Config:
     vector: bool
     nr: int
     tiling: Tiling
+    amx: bool = False      # parts of more than a few rows run on AMX tiles (bf16gemm_amx.py)
+    l2: int = 2 << 20
 
     @property
     def width(self) -> int:
         """Columns a full tile covers (thread parts are multiples of it)."""
+        if self.amx:
+            return amx.BLOCK
         return self.tiling.nrv * LANES if self.vector else self.nr
+
+    @property
+    def grain(self) -> int:
+        """Rows a full tile covers (thread parts and row blocks are multiples of it)."""
+        return amx.BLOCK if self.amx else self.tiling.mr
 
     @property
     def prefix(self) -> str:
         t = self.tiling
         kind = (f"{AVX512_BF16}_{t.mr}x{t.nrv}_u{t.unroll}_kc{t.kc}_ab{t.a_block}_w{t.max_vecs}"
-                if self.vector else "scalar")
+                + (f"_amx{self.l2}" if self.amx else "") if self.vector else "scalar")
         return f"tf_bf16gemm_{kind}_nr{self.nr}"
 
 
@@ -311,7 +328,8 @@ def _prelude(cfg: _Config) -> str:
     check = (f"#if !(defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512F__))\n"
              f"#error \"tensorforge bf16 GEMM generated for {AVX512_BF16}, which this compiler's -march does not enable\"\n"
              f"#endif\n")
-    return f"#include <immintrin.h>\n{COMMON}{_BF16_COMMON}{check}{_VEC_PRELUDE}"
+    tiles = amx.common("dpbf16ps") if cfg.amx else ""
+    return f"#include <immintrin.h>\n{COMMON}{_BF16_COMMON}{check}{_VEC_PRELUDE}{tiles}"
 
 
 _BLOCK_PARAMS = ("long m0, long m1, long n0, long n1, long N, long K, const float *A, long lda, "
@@ -395,6 +413,10 @@ def _vector_helpers(cfg: _Config) -> str:
     table = ",\n  ".join("{" + ", ".join(f"{p}_tile{r}x{j}" if j <= t.vecs(r) else "0" for j in range(1, vmax + 1)) + "}"
                          for r in range(1, t.mr + 1))
     widths = ", ".join(str(t.vecs(r)) for r in range(1, t.mr + 1))
+    g = cfg.grain
+    amx_sweep = bf16gemm_amx.sweep(p, cfg.l2) if cfg.amx else ""
+    amx_call = (f"  if ({p}_amx_sweep(i0, i1, n0, n1, K, Ab, astride, Bp, bias, C, ldc)) return;\n"
+                if cfg.amx else "")
     return "".join(tiles) + f"""\
 static void (*const {p}_tiles[{t.mr}][{vmax}])({_TILE_PARAMS}) = {{
   {table}}};
@@ -429,12 +451,22 @@ static void {p}_sweep(int rows, long i0, long i1, long n0, long n1, long K, cons
   }}
 }}
 
+{amx_sweep}
+/* Rows [i0, i1) (their bf16 pairs at Ab, astride pairs apart, zero padded to a multiple of 16
+   pairs) x columns [n0, n1) of C = bias + A B: {"on AMX tiles where the part has more than a few rows, else " if cfg.amx else ""}full row tiles, then the leftover rows in wider tiles. */
+static void {p}_rows({bf16gemm_amx.PARAMS})
+{{
+{amx_call}  const long full = i0 + (i1 - i0) / {t.mr} * {t.mr};
+  if (full > i0) {p}_sweep({t.mr}, i0, full, n0, n1, K, Ab, astride, Bp, bias, C, ldc);
+  if (i1 > full) {p}_sweep((int)(i1 - full), full, i1, n0, n1, K, Ab + (full - i0) * astride, astride, Bp, bias, C, ldc);
+}}
+
 /* Rows [m0, m1) x columns [n0, n1) of C: row blocks of A rounded to bf16 into a buffer (rows of
-   astride k-pairs, 64-byte aligned), full row tiles, then the leftover rows in wider tiles. */
+   astride k-pairs, zero padded, 64-byte aligned), then {p}_rows. */
 static void {p}_block({_BLOCK_PARAMS})
 {{
   const long kp_all = (K + 1) / 2, astride = (kp_all + 15) / 16 * 16;
-  const long mc = tf_qgemm_max({t.mr}, {t.a_block} / (4 * astride + 4) / {t.mr} * {t.mr});
+  const long mc = tf_qgemm_max({g}, {t.a_block} / (4 * astride + 4) / {g} * {g});
   const long rows_max = tf_qgemm_min(mc, m1 - m0);
   const size_t bytes = ((size_t)(rows_max * astride * 4) + 63) / 64 * 64;
   uint32_t *abuf = bytes ? (uint32_t *)aligned_alloc(64, bytes) : 0;
@@ -443,11 +475,13 @@ static void {p}_block({_BLOCK_PARAMS})
     return;
   }}
   for (long ic = m0; ic < m1; ic += mc) {{
-    const long ic1 = tf_qgemm_min(ic + mc, m1), full = ic + (ic1 - ic) / {t.mr} * {t.mr};
-    for (long i = ic; i < ic1; i++) tf_bf16gemm_pack_row((uint16_t *)(abuf + (i - ic) * astride), A + i * lda, K);
-    if (full > ic) {p}_sweep({t.mr}, ic, full, n0, n1, K, abuf, astride, Bp, bias, C, ldc);
-    if (ic1 > full) {p}_sweep((int)(ic1 - full), full, ic1, n0, n1, K, abuf + (full - ic) * astride, astride,
-                              Bp, bias, C, ldc);
+    const long ic1 = tf_qgemm_min(ic + mc, m1);
+    for (long i = ic; i < ic1; i++) {{
+      uint32_t *row = abuf + (i - ic) * astride;
+      tf_bf16gemm_pack_row((uint16_t *)row, A + i * lda, K);
+      memset(row + kp_all, 0, (size_t)(astride - kp_all) * 4);
+    }}
+    {p}_rows(ic, ic1, n0, n1, K, abuf, astride, Bp, bias, C, ldc);
   }}
   free(abuf);
 }}
@@ -457,4 +491,4 @@ static void {p}_block({_BLOCK_PARAMS})
 def _driver(name: str, cfg: _Config, threads: int) -> str:
     """The public entry: C split into a grid of row x column parts, one per thread, as in
     ``qgemm`` (``grid_driver``)."""
-    return grid_driver(SIGNATURE.format(name=name), f"{cfg.prefix}_block", "bias", cfg.tiling.mr, cfg.width, threads)
+    return grid_driver(SIGNATURE.format(name=name), f"{cfg.prefix}_block", "bias", cfg.grain, cfg.width, threads)

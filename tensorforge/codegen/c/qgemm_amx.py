@@ -32,17 +32,15 @@ their epilogues stay as they are:
   straight to C.  Otherwise the tiles are stored to a 32 x 32 int32 buffer, ``comp[n] +
   rcomp[m]`` added in uint32, written to C (or kept in the buffer when the GEMM has no C) and
   handed to ``epi`` while in L1.
-* **Permission**: Linux hands AMX's 8 KB of tile state to a process only after
-  ``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``; the first block call asks once per
-  library.  Refused (an old kernel, a hypervisor that hides it), every call runs the vector block.
+* **Permission, configuration, the 2 x 2 tile step**: ``amx.py`` (shared with the bf16 block).
 """
 from __future__ import annotations
 
-from .conv_helpers import scratch
+from . import amx
 
 # Rows and columns of C a block computes: 2 x 2 tiles of 16 x 16 (a tile row is 64 bytes: 64 K
 # values of A, 16 int32 of C, or one k-quad of 16 B columns).
-BLOCK = 32
+BLOCK = amx.BLOCK
 # Parts of at most this many rows run on the vector kernel: a tile computes 16 rows whatever the
 # rows it has.  Measured N = 1000, K = 2048, 2 threads, AMX against VNNI: M = 1 0.33x (a batch-1
 # classifier head), M = 4 0.53x, M = 8 0.9x, M = 16 1.4x, M = 24 2.0x.
@@ -53,88 +51,11 @@ def available(target=None) -> bool:
     """Whether code for ``target`` (default: this host) may use AMX-INT8 (the CPU flags
     ``amx_tile`` and ``amx_int8``, which gcc's -march=native then enables); the run-time
     permission is asked by the code."""
-    if target is None:
-        from ..target import Target
-        target = Target.host()
-    features = target.features or frozenset()
-    return {"amx_tile", "amx_int8", "avx512_vnni", "avx512bw", "avx512f"} <= features
+    return amx.available("dpbusd", target)
 
 
-COMMON = """\
-#if !(defined(__AMX_TILE__) && defined(__AMX_INT8__))
-#error "tensorforge AMX int8 GEMM generated for a target without AMX-INT8"
-#endif
-#ifndef TF_AMX_COMMON_DEFINED
-#define TF_AMX_COMMON_DEFINED
-#include <stdlib.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-/* 0: not asked yet, 1: the kernel granted this process the tile state, -1: refused. */
-static int tf_amx_state;
-static int tf_amx_ready(void)
-{
-  int s = __atomic_load_n(&tf_amx_state, __ATOMIC_ACQUIRE);
-  if (!s) {
-    /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): per process, idempotent */
-    s = syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 1 : -1;
-    __atomic_store_n(&tf_amx_state, s, __ATOMIC_RELEASE);
-  }
-  return s > 0;
-}
-typedef struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } tf_amx_config;
-/* Palette 1, tiles 0-7 all 16 rows x 64 bytes (a thread's tile state; zeroes every tile). */
-static void tf_amx_configure(void)
-{
-  tf_amx_config c;
-  memset(&c, 0, sizeof c);
-  c.palette = 1;
-  for (int t = 0; t < 8; t++) { c.rows[t] = 16; c.colsb[t] = 64; }
-  _tile_loadconfig(&c);
-}
-@SCRATCH@/* One 64-byte K block into the 2 x 2 accumulators: A rows from a (16 more at a + 16 as), B tiles of
-   16 k-quads from b0 and b1. */
-static inline __attribute__((always_inline)) void tf_amx_step(const uint8_t *a, long as, const int8_t *b0,
-                                                              const int8_t *b1)
-{
-  _tile_loadd(4, a, as);
-  _tile_loadd(6, b0, 64);
-  _tile_loadd(7, b1, 64);
-  _tile_loadd(5, a + 16 * as, as);
-  _tile_dpbusd(0, 4, 6);
-  _tile_dpbusd(1, 4, 7);
-  _tile_dpbusd(2, 5, 6);
-  _tile_dpbusd(3, 5, 7);
-}
-/* 32 x 32 sums of A (32 rows, tiles ``as`` bytes apart) by two B panels over nkb K blocks, stored
-   at out (rows ``ld`` bytes apart), starting from 0 or, given ``init``, from init[0:32] on every
-   row (two tile loads of stride 0 each: a row vector broadcast down the tile).  The last block's
-   B rows come from a zero-padded copy when the panels end inside it (kq_all % 16). */
-static inline void tf_amx_tile32(const uint8_t *a, long as, const int8_t *b0, const int8_t *b1, long nkb, long kq_all,
-                                 const int32_t *init, int32_t *out, long ld)
-{
-  if (init) {
-    _tile_loadd(0, init, 0); _tile_loadd(1, init + 16, 0); _tile_loadd(2, init, 0); _tile_loadd(3, init + 16, 0);
-  } else {
-    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
-  }
-  const long rq = kq_all % 16, full = rq ? nkb - 1 : nkb;
-  for (long kb = 0; kb < full; kb++) tf_amx_step(a + kb * 64, as, b0 + kb * 1024, b1 + kb * 1024);
-  if (rq) {
-    int8_t t0[1024] __attribute__((aligned(64))), t1[1024] __attribute__((aligned(64)));
-    memcpy(t0, b0 + full * 1024, (size_t)rq * 64);
-    memset(t0 + rq * 64, 0, (size_t)(16 - rq) * 64);
-    memcpy(t1, b1 + full * 1024, (size_t)rq * 64);
-    memset(t1 + rq * 64, 0, (size_t)(16 - rq) * 64);
-    tf_amx_step(a + full * 64, as, t0, t1);
-  }
-  _tile_stored(0, out, ld);
-  _tile_stored(1, out + 16, ld);
-  _tile_stored(2, out + 16 * (ld / 4), ld);
-  _tile_stored(3, out + 16 * (ld / 4) + 16, ld);
-}
-#endif
-""".replace("@SCRATCH@", "/* A per-thread buffer of at least n bytes, 64-byte aligned, only grown (slot 0). */\n"
-            + scratch("tf_amx_scratch", 1))
+# The guarded helpers the block needs (``amx.common``).
+COMMON = amx.common("dpbusd")
 
 
 def block(prefix: str, params: str, signed: bool, l2: int) -> str:
@@ -187,11 +108,11 @@ static void {prefix}_amx_block({params})
         const int8_t *b0 = Bp + p * pstride, *b1 = p + 1 < npanels ? b0 + pstride : b0;
         if (C && !rcomp && rows == 32 && cols == 32) {{
           /* a whole tile with no per-row term: the sums start from comp and go straight to C */
-          tf_amx_tile32(a, as, b0, b1, nkb, kq_all, comp + j, C + i * ldc + j, ldc * 4);
+          tf_amx_tile32_dpbusd(a, as, b0, b1, nkb, kq_all, comp + j, C + i * ldc + j, ldc * 4);
           if (epi) epi(ectx, C + i * ldc + j, ldc, i, i + 32, j, j + 32);
           continue;
         }}
-        tf_amx_tile32(a, as, b0, b1, nkb, kq_all, 0, cb, 128);
+        tf_amx_tile32_dpbusd(a, as, b0, b1, nkb, kq_all, 0, cb, 128);
         int32_t *dst = C ? C + i * ldc + j : cb;
         const long dl = C ? ldc : 32;
         for (long r = 0; r < rows; r++) {{
