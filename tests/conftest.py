@@ -12,17 +12,28 @@ import pytest
 os.environ["TENSORFORGE_TUNE_DB"] = os.path.join(os.path.dirname(__file__), ".no-such-tuning-db", "tuning.sqlite")
 
 
-@pytest.fixture(scope="module")
-def host_without_amx():
-    """This host as a target without its AMX features (``TENSORFORGE_CPU_FEATURES_OFF``), for a
-    whole test module: for tests of the AVX-512 VNNI int8 kernels that an AMX host would not pick
-    (the direct convolution, the int8 tuner's Tiling knob).  The same on hosts without AMX."""
+def _without_amx():
     from tensorforge.codegen import target
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TENSORFORGE_CPU_FEATURES_OFF", "amx_tile,amx_int8,amx_bf16")
         target._host.cache_clear()
         yield
     target._host.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def host_without_amx():
+    """This host as a target without its AMX features (``TENSORFORGE_CPU_FEATURES_OFF``), for a
+    whole test module: for tests of the AVX-512 VNNI int8 kernels that an AMX host would not pick
+    (the direct convolution, the int8 tuner's Tiling knob).  The same on hosts without AMX."""
+    yield from _without_amx()
+
+
+@pytest.fixture
+def one_test_without_amx():
+    """``host_without_amx`` for one test: the bf16 vector kernels (whose bits are their contract)
+    and the bf16 Winograd path, which an AMX host would not pick."""
+    yield from _without_amx()
 
 
 @pytest.fixture

@@ -159,10 +159,11 @@ def test_nan_reaches_the_direct_outputs_and_stays_in_their_tiles():
     assert not nan[:, outside].any()
 
 
-def test_compiled_model_routes_3x3_layers_by_winograd(monkeypatch):
+def test_compiled_model_routes_3x3_layers_by_winograd(monkeypatch, one_test_without_amx):
     """``precision="bf16"``: a 3x3 stride-1 layer over 14x14 runs by Winograd (``explain`` says so),
     the strided one and the 7x7 one stay direct, ``TENSORFORGE_BF16_WINOGRAD=0`` turns it off; the
-    outputs near float32."""
+    outputs near float32.  On an AMX host for the host without AMX: with AMX-BF16 every layer takes
+    the direct path (the next test)."""
     torch = pytest.importorskip("torch")
     import tensorforge
     from tensorforge.quantization import bf16
@@ -188,3 +189,27 @@ def test_compiled_model_routes_3x3_layers_by_winograd(monkeypatch):
     off = tensorforge.compile(model, (x,), precision="bf16")
     assert "tf_bf16conv_winograd(1, " not in off.source
     assert np.abs(np.asarray(off(x)) - want).max() <= 2e-2 * np.abs(want).max()
+
+
+def test_amx_host_runs_every_bf16_conv_direct(monkeypatch):
+    """Where the bf16 GEMMs run on AMX tiles the direct path is faster than the transforms: no layer
+    takes Winograd, and ``explain`` names the tile instruction."""
+    torch = pytest.importorskip("torch")
+    import tensorforge
+    from tensorforge.codegen.c import bf16gemm_amx
+    from tensorforge.report.collect import collect
+    if not bf16gemm_amx.available():
+        pytest.skip("host lacks AMX-BF16")
+    assert not bf16_winograd.fits((3, 3), (1, 1), (1, 1), 14, 14)
+    monkeypatch.delenv(bf16_winograd.ENV, raising=False)
+    assert bf16_winograd.fits((3, 3), (1, 1), (1, 1), 14, 14, NO_AMX)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU()).eval()
+    x = torch.randn(1, 16, 14, 14)
+    cm = tensorforge.compile(model, (x,), precision="bf16")
+    assert "tf_bf16conv_winograd(1, " not in cm.source
+    schedules = [c.schedule for c in collect(cm.module, "t").code]
+    assert sum("bf16 AMX-tile (tdpbf16ps) GEMM" in s for s in schedules) == 1, schedules
+    with torch.no_grad():
+        want = model(x).numpy()
+    assert np.abs(np.asarray(cm(x)) - want).max() <= 2e-2 * np.abs(want).max()

@@ -20,26 +20,20 @@ needs_bf16 = pytest.mark.skipif(not bf16.supported(), reason="this CPU has no av
 
 @needs_bf16
 @pytest.mark.parametrize("amx", [False, True])
-def test_linear_layer_matches_the_emulated_kernel(amx, monkeypatch):
+def test_linear_layer_matches_the_emulated_kernel(amx, request):
     """The vector kernel (on an AMX host: built without AMX, ``TENSORFORGE_CPU_FEATURES_OFF``) bit
     for bit; the host's own build (AMX tiles for 9 rows where it has AMX-BF16, another summation
     order) within float32 rounding of the float64 sum of the same bf16 products."""
-    from tensorforge.codegen import target
     from tensorforge.codegen.c import bf16gemm_amx
     if amx and not bf16gemm_amx.available():
         pytest.skip("host lacks AMX-BF16")
     if not amx:
-        monkeypatch.setenv("TENSORFORGE_CPU_FEATURES_OFF", "amx_tile,amx_int8,amx_bf16")
-        target._host.cache_clear()
-    try:
-        torch.manual_seed(0)
-        layer = torch.nn.Linear(70, 37).eval()
-        x = torch.randn(9, 70)
-        cm = tensorforge.compile(layer, (x,), precision="bf16")
-        got = np.asarray(cm(x))
-    finally:
-        monkeypatch.undo()
-        target._host.cache_clear()
+        request.getfixturevalue("one_test_without_amx")
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(70, 37).eval()
+    x = torch.randn(9, 70)
+    cm = tensorforge.compile(layer, (x,), precision="bf16")
+    got = np.asarray(cm(x))
     assert "tf_bf16gemm" in cm.source
     assert ("_amx_sweep" in cm.source) == amx
     w = layer.weight.detach().numpy().T.copy()

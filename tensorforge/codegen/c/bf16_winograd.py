@@ -53,8 +53,13 @@ MAX_TILES = 4096          # 128x128 outputs per image
 ENV = "TENSORFORGE_BF16_WINOGRAD"    # "0": every bf16 conv takes the direct path (comparisons)
 
 
-def enabled() -> bool:
-    return os.environ.get("TENSORFORGE_BF16_WINOGRAD", "1") != "0"
+def enabled(target=None) -> bool:
+    """Off by ``TENSORFORGE_BF16_WINOGRAD=0``, and on hosts whose bf16 GEMMs run on AMX tiles
+    (``bf16gemm_amx``): there the direct path's GEMM is so much faster that the transforms cost
+    more than the multiply-adds they save (ResNet-50 bf16 b1 18.1 ms direct against 21.4 ms with
+    Winograd, b8 99.9 against 111.1 ms, one process)."""
+    from . import bf16gemm_amx
+    return os.environ.get("TENSORFORGE_BF16_WINOGRAD", "1") != "0" and not bf16gemm_amx.available(target)
 
 
 def tiles(OH: int, OW: int) -> int:
@@ -62,9 +67,11 @@ def tiles(OH: int, OW: int) -> int:
     return -(-OH // 2) * -(-OW // 2)
 
 
-def fits(kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int], OH: int, OW: int) -> bool:
-    """Whether a one-group bf16 conv with constant weights runs by F(2x2, 3x3)."""
-    return (enabled() and tuple(kernel) == (3, 3) and tuple(strides) == (1, 1) and tuple(dilations) == (1, 1)
+def fits(kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int], OH: int, OW: int,
+         target=None) -> bool:
+    """Whether a one-group bf16 conv with constant weights runs by F(2x2, 3x3) on ``target``
+    (default: this host)."""
+    return (enabled(target) and tuple(kernel) == (3, 3) and tuple(strides) == (1, 1) and tuple(dilations) == (1, 1)
             and MIN_TILES <= tiles(OH, OW) <= MAX_TILES)
 
 

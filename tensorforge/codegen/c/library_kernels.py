@@ -1128,9 +1128,17 @@ def describe(kernel: Operation) -> str:
         text += f"; int8 {_int8_gemm_engine()} GEMM, the weights packed at compile time"
     elif op.name == "graph.bf16_conv":
         how = ("bf16 Winograd F(2x2, 3x3): 16 vdpbf16ps GEMMs on the transformed tiles, weights transformed "
-               "at compile time" if bf16_winograd(kernel) else "bf16 vdpbf16ps GEMM on activations packed per image")
+               "at compile time" if bf16_winograd(kernel) else f"bf16 {_bf16_gemm_engine()} GEMM on activations packed per image")
         text += f"; {how}"
+    elif op.name == "graph.bf16_matmul":
+        text += f"; bf16 {_bf16_gemm_engine()} GEMM, the weights packed at compile time"
     return text
+
+
+def _bf16_gemm_engine() -> str:
+    """What the host's bf16 GEMM sweeps run on: AMX tiles (``bf16gemm_amx``) or vdpbf16ps vectors."""
+    from . import bf16gemm_amx
+    return "AMX-tile (tdpbf16ps)" if bf16gemm_amx.available() else "vdpbf16ps"
 
 
 __all__ = ["INT8_TUNED_OPS", "bf16_winograd", "bf16_winograd_weights", "describe", "emit_library_kernel",
