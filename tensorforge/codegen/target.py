@@ -111,11 +111,12 @@ def vector_width_flags(features: frozenset[str] | None) -> tuple[str, ...]:
     """Flags that let the compiler's auto-vectorizer use the full width the target has.  gcc's
     tuning for Intel cores with AVX-512 (``-march=native`` on Sapphire Rapids and its kin) keeps
     loops at 256 bits (``prefer-vector-width=256``); the generated loop kernels are mostly
-    throughput-bound elementwise and reduction loops, which 512 bits run faster: measured in one
-    process each, MobileNetV2 float32 batch 8 1.06x, BERT-base int8 batch 8 1.12x, its float32 batch
-    1 1.01x, ResNet-50 and MobileNetV2 int8 (hand-written intrinsics) 1.01-1.02x.  Hand-written
-    kernels pick their width themselves; this only moves what gcc vectorizes.  gcc and clang
-    both accept the flag."""
+    throughput-bound elementwise and reduction loops.  Measured in one process, interleaved, against
+    the same builds at 256 bits: MobileNetV2 float32 b1 1.006x, b8 1.004x, BERT-base float32 b1
+    1.005x, int8 b8 1.005x, ResNet-50 float32 b1 1.000x (the hand-written kernels pick their width
+    themselves; this only moves what gcc vectorizes).  An earlier note credited this flag with
+    1.06-1.12x: it was in the cache key but not on the compiler's command line, so those were
+    noise; ``toolchain.compile_command`` passes it since.  gcc and clang both accept it."""
     return ("-mprefer-vector-width=512",) if features and "avx512f" in features else ()
 
 

@@ -174,3 +174,15 @@ def test_error_in_a_unit_names_its_source(cache):
     with pytest.raises(CompileError, match="unit-") as err:
         compile_c("int tf_ok(void) { return 1; }\n" + toolchain.unit("int broken( {"), name="bad_unit")
     assert "error" in str(err.value)
+
+
+def test_the_compile_command_carries_every_code_generation_flag_of_the_key():
+    """What the cache key calls the flags is what the compiler gets: ``Target.compile_flags``
+    (march, its workarounds, the vector width preference of AVX-512 targets) less the link-only
+    ones; an AVX-512 target's loops are vectorized at 512 bits, others get no such flag."""
+    avx512 = Target.host().replace(features=frozenset({"avx512f", "avx512bw", "avx2", "fma"}))
+    command = toolchain.compile_command(Path("k.c"), Path("k.o"), avx512)
+    assert "-mprefer-vector-width=512" in command
+    assert set(avx512.compile_flags) - set(avx512.ldflags) - {"-shared"} <= set(command)
+    avx2 = avx512.replace(features=frozenset({"avx2", "fma"}))
+    assert not any(f.startswith("-mprefer-vector-width") for f in toolchain.compile_command(Path("k.c"), Path("k.o"), avx2))

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from ...errors import CacheWriteError, CompileError, CompilerNotFoundError, TensorforgeWarning
-from ..target import Target, compiler_version, workaround_flags
+from ..target import Target, compiler_version, vector_width_flags, workaround_flags
 from . import omp_runtime
 
 _ERROR_LINES = 12
@@ -271,7 +271,7 @@ def compile_command(source_path: Path, object_path: Path, target: Target, extra_
     """The compiler run that turns the source into an object file (all code generation flags)."""
     flags = [f for f in target.cflags if f != "-shared"]
     return [*shlex.split(target.cc), *flags, f"-march={target.march}", *workaround_flags(target.cc, target.march),
-            *extra_flags, "-c", str(source_path), "-o", str(object_path)]
+            *vector_width_flags(target.features), *extra_flags, "-c", str(source_path), "-o", str(object_path)]
 
 
 def link_command(object_path: Path | list[Path], out_path: Path, target: Target, own_openmp: bool = False) -> list[str]:
