@@ -3,7 +3,8 @@ one-group convolutions as ``graph.bf16_conv``.
 
 Weights are stored as bf16 (half the bytes), activations are rounded to bf16 inside the kernel,
 products are summed in float32 by AVX512_BF16's ``vdpbf16ps`` (twice fp32's multiply-adds per
-instruction).  Everything else (elementwise ops, softmax, normalisations, grouped convolutions)
+instruction), or on AMX tiles by ``tdpbf16ps`` where the CPU has AMX-BF16 (``codegen/c/bf16gemm_amx.py``:
+16 x 16 x 32 multiply-adds per instruction).  Everything else (elementwise ops, softmax, normalisations, grouped convolutions)
 stays float32.  The rounding of both operands to 8 significant bits is the accuracy cost: about
 3 decimal digits per product; the sums keep float32's.
 

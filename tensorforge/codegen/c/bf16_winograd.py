@@ -28,7 +28,7 @@ multiple of the direct path's on the same layers.  As in float32 (``docs/numeric
 infinite input is mixed with its neighbours before the products, so it can give NaN where the
 direct sum gives an infinity; ``TENSORFORGE_BF16_WINOGRAD=0`` keeps every layer on the direct path.
 
-Used for one-group 3x3 stride-1 undilated convs with constant weights whose images have at least
+Not used where the bf16 GEMMs run on AMX tiles (``enabled``).  Used for one-group 3x3 stride-1 undilated convs with constant weights whose images have at least
 ``MIN_TILES`` output tiles (14x14 maps and larger; at 7x7 it measured level) and at most
 ``MAX_TILES`` (the per-image buffers: 16 x tiles x (input channels bf16 + output channels float32)).
 A batch of at least as many images as threads gives each thread whole images

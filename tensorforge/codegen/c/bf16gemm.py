@@ -4,6 +4,9 @@ Float32 activations times weights stored as bfloat16 (the top 16 bits of a float
 float32 the way AVX512_BF16's ``vdpbf16ps`` does it.  This module generates the C around that
 instruction (``_mm512_dpbf16_ps``), and a plain C fallback that computes the same bits without it.
 It follows the int8 generator ``qgemm.py`` (layout of B, tiles, blocking, threads, text contract).
+Where the target has AMX-BF16, parts of more than a few rows run on AMX tiles instead
+(``bf16gemm_amx.py``, over the same packed operands): the bits stated below are the vector
+kernel's, the tiles' are held to float32's error bound.
 
 * **What one ``vdpbf16ps`` computes** (Intel SDM pseudo-code, checked bit for bit on Zen 4, see
   ``tests/codegen/test_bf16gemm.py``): per f32 lane ``i`` two *fused* multiply-adds, the odd

@@ -282,7 +282,8 @@ class Bf16MatMul(FoldStaticOnly):
     """``bf16_matmul(lhs, rhs_packed, bias) = bf16(lhs) @ rhs + bias`` with float32 accumulation:
     the activations rounded to bf16 (to nearest even) in the kernel, the weights stored as bf16
     (``pack_bf16``), each product exact and summed in float32 (``codegen/c/bf16gemm.py`` states
-    the order and the instruction's denormal flushing).  The reference below sums in float64 and
+    the vector kernel's order and the instruction's denormal flushing; on AMX tiles,
+    ``bf16gemm_amx.py``, the order within an instruction is the hardware's).  The reference below sums in float64 and
     rounds once, so it differs from the kernel by float32 summation rounding only.  Made by
     ``compile(precision="bf16")`` (``quantization/bf16.py``); OPAQUE, a library kernel."""
 
@@ -334,7 +335,7 @@ class Bf16Conv(FoldStaticOnly):
     (NCHW, zero padded) by weights stored as bf16 (``bf16_conv_weights``), the activations rounded
     to bf16 in the kernel and each output's products summed in float32 by ``vdpbf16ps``
     (``codegen/c/bf16conv.py``: one chain from 0 over the k-pairs of the window in weight order,
-    as ``bf16gemm.reference`` states it); then ``+ bias[o]`` (``+ residual``), relu or
+    as ``bf16gemm.reference`` states it, or on AMX tiles in the hardware's order); then ``+ bias[o]`` (``+ residual``), relu or
     clip(0, clip_max), each rounded in float32.  The reference below sums in float64 and rounds
     once (as ``bf16_matmul``'s).  Made by ``compile(precision="bf16")``; OPAQUE, a library kernel."""
 
