@@ -53,8 +53,9 @@ from . import omp_runtime
 
 _ERROR_LINES = 12
 # Bumped whenever the way a library is built changes, so that libraries built the old way (e.g.
-# linked with crtfastmath.o) are not taken from the cache.
-_RECIPE = "compile-then-link-v3-units"
+# linked with crtfastmath.o, or compiled without the vector width flag that the key already named)
+# are not taken from the cache.
+_RECIPE = "compile-then-link-v4-vector-width"
 UNIT_BEGIN = "/*@tf-unit-begin*/"
 UNIT_END = "/*@tf-unit-end*/"
 _UNIT_API = '#define TF_API __attribute__((visibility("hidden")))\n'
