@@ -508,12 +508,12 @@ def test_amx_within_float32_error_of_the_exact_sum(threads, rng):
     partial last K block (its B rows from a zero-padded copy), several K blocks, with and without
     bias; the first row block of each part is whole, so both the in-place and copied A run."""
     fn = kernel("amx", threads)
+    assert "_amx_sweep" in bf16gemm.source("t", HOST, threads)
     for M, N, K in [(9, 1, 1), (16, 17, 3), (32, 32, 32), (33, 40, 33), (70, 100, 257), (64, 96, 1000),
                     (45, 33, 64), (100, 130, 31)]:
         a, b = values(rng, (M, K)), values(rng, (K, N))
-        out = check_bound(fn, a, b, values(rng, (N,)))
+        check_bound(fn, a, b, values(rng, (N,)))
         check_bound(fn, a, b)
-        assert not np.array_equal(out, bf16gemm.reference(a, b, values(rng, (N,)))) or K < 4
 
 
 @needs_amx
@@ -535,8 +535,8 @@ def test_amx_special_values_and_strides(rng):
     b[np.abs(b) < 2.0 ** -126] = 0.0
     bias[np.abs(bias) < 2.0 ** -126] = 0.0
     a[np.isfinite(a) & (np.abs(a) > 1e38)] = 2.0     # a finite product's overflow is float32's, not float64's
-    b[np.abs(b) > 1e38] = 3.0
-    bias[np.abs(bias) > 1e38] = 1.0
+    b[np.isfinite(b) & (np.abs(b) > 1e38)] = 3.0
+    bias[np.isfinite(bias) & (np.abs(bias) > 1e38)] = 1.0
     out = check_bound(fn, a, b, bias)
     assert np.isnan(out).any() and np.isinf(out).any()
     wide = values(rng, (50, 300))
