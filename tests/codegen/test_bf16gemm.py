@@ -542,3 +542,15 @@ def test_amx_special_values_and_strides(rng):
     wide = values(rng, (50, 300))
     check_bound(fn, wide[:, 7:7 + 259], values(rng, (259, 45)), values(rng, (45,)), c_pad=5)
     check_bound(fn, values(rng, (300, 2000)), values(rng, (2000, 130)), values(rng, (130,)))
+
+
+@needs_amx
+def test_amx_refused_runs_the_vector_kernel(rng):
+    """Where the OS does not grant the tile state (built with ``-DTF_AMX_REFUSED`` to act so), the
+    host's build runs the vector sweeps: the contract's bits on parts of any size."""
+    name = "t_bf16gemm_amx_refused"
+    fn = compile_c(bf16gemm.source(name, HOST, threads=2), HOST, name=name,
+                   extra_flags=("-DTF_AMX_REFUSED",)).function(name, ARGTYPES)
+    for M, N, K in [(33, 40, 33), (70, 100, 257)]:
+        a, b = values(rng, (M, K)), values(rng, (K, N))
+        check(fn, a, b, values(rng, (N,)))

@@ -279,3 +279,16 @@ def test_kernels_share_one_translation_unit(rng):
     for name in ("t_qgemm_tu_a", "t_qgemm_tu_b"):
         check(lib.function(name, ARGTYPES), a, b, 128, False)
     check(lib.function("t_qgemm_tu_c", ARGTYPES), activations(rng, (10, 21), True), b, 1, True)
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_amx_refused_runs_the_vector_kernel(signed, rng):
+    """Where the OS does not grant the tile state (built with ``-DTF_AMX_REFUSED`` to act so), the
+    AMX build runs its vector block on every part: still bit-exact."""
+    runnable("amx")
+    name = f"t_qgemm_amx_refused_{'s8' if signed else 'u8'}"
+    lib = compile_c(qgemm.source(name, HOST, signed, threads=2), HOST, name=name, extra_flags=("-DTF_AMX_REFUSED",))
+    fn = lib.function(name, ARGTYPES)
+    for M, N, K in [(64, 64, 128), (33, 47, 200)]:
+        za = int(rng.integers(-128, 128) if signed else rng.integers(0, 256))
+        check(fn, activations(rng, (M, K), signed), weights(rng, K, N), za, signed, bias=rng.integers(-1000, 1000, N))

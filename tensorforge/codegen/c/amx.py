@@ -9,7 +9,8 @@ lanes (int32 for ``tdpbusd``, float32 for ``tdpbf16ps``).
 
 * **Permission**: Linux hands AMX's 8 KB of tile state to a process only after
   ``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``; ``tf_amx_ready`` asks once per library.
-  Refused (an old kernel, a hypervisor that hides it), the callers run their vector kernels.
+  Refused (an old kernel, a hypervisor that hides it), the callers run their vector kernels
+  (compiled with ``-DTF_AMX_REFUSED``, the code acts as if refused: the tests of that path).
 * **Configuration**: palette 1, tiles 0-7 all 16 x 64 bytes, loaded per block call (it zeroes the
   tiles), released at its end.
 * **The 32 x 32 step**: 2 x 2 accumulators (tiles 0-3), two A tiles (4, 5), two B tiles (6, 7):
@@ -58,8 +59,12 @@ static int tf_amx_ready(void)
 {
   int s = __atomic_load_n(&tf_amx_state, __ATOMIC_ACQUIRE);
   if (!s) {
+#ifdef TF_AMX_REFUSED
+    s = -1;        /* built to act as if the OS refused (the tests of the fallback) */
+#else
     /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): per process, idempotent */
     s = syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 1 : -1;
+#endif
     __atomic_store_n(&tf_amx_state, s, __ATOMIC_RELEASE);
   }
   return s > 0;
