@@ -554,3 +554,16 @@ def test_amx_refused_runs_the_vector_kernel(rng):
     for M, N, K in [(33, 40, 33), (70, 100, 257)]:
         a, b = values(rng, (M, K)), values(rng, (K, N))
         check(fn, a, b, values(rng, (N,)))
+
+
+@needs_amx
+def test_amx_rounds_a_once_in_passes(monkeypatch, rng):
+    """The AMX entry rounds A to bf16 once into a buffer of at most ``AMX_A_BYTES`` and sweeps it:
+    with a small buffer, several passes of rows (the last one short), each C row from its own."""
+    monkeypatch.setattr(bf16gemm, "AMX_A_BYTES", 64 * 1024)
+    name = "t_bf16gemm_amx_passes"
+    fn = compile_c(bf16gemm.source(name, HOST, threads=2), HOST, name=name).function(name, ARGTYPES)
+    M, N, K = 150, 70, 300            # 160 pairs a row: passes of 96 rows
+    a, b = values(rng, (M, K)), values(rng, (K, N))
+    check_bound(fn, a, b, values(rng, (N,)))
+    check_bound(fn, a[:, :40], b[:40])

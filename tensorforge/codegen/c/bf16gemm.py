@@ -68,7 +68,8 @@ from ...dialects.graph.quant import pack_bf16
 from ...ir.lowbits import from_bf16_bits, to_bf16_bits
 
 from . import amx, bf16gemm_amx
-from .qgemm import COMMON, SCALAR, _check_nr, _guarded, grid_driver
+from .conv_helpers import team
+from .qgemm import COMMON, PARALLEL_MIN_MACS, SCALAR, _check_nr, _guarded, grid_driver
 
 AVX512_BF16 = "avx512_bf16"
 LANES = 16
@@ -493,5 +494,63 @@ static void {p}_block({_BLOCK_PARAMS})
 
 def _driver(name: str, cfg: _Config, threads: int) -> str:
     """The public entry: C split into a grid of row x column parts, one per thread, as in
-    ``qgemm`` (``grid_driver``)."""
+    ``qgemm`` (``grid_driver``).  On AMX tiles (``_amx_driver``) A is rounded to bf16 once first."""
+    if cfg.amx:
+        return _amx_driver(name, cfg, threads)
     return grid_driver(SIGNATURE.format(name=name), f"{cfg.prefix}_block", "bias", cfg.grain, cfg.width, threads)
+
+
+# Rows of A rounded to bf16 per pass of the AMX driver: a buffer of at most this many bytes.
+AMX_A_BYTES = 32 << 20
+
+
+def _amx_driver(name: str, cfg: _Config, threads: int) -> str:
+    """The entry on AMX tiles: A rounded to bf16 once, by all threads, into one buffer (rows of
+    whole 16-pair K blocks, zero padded; passes of at most ``AMX_A_BYTES``), then the grid of parts
+    sweeps it.  ``PREFIX_block`` rounds the rows of its part, so with the grid's column parts every
+    part rounded all of A again (BERT-base bf16 b8: 8 parts, 29% of the model's time in that
+    conversion), and re-streamed its B slice once per row block of the buffer.  A GEMV-sized M, or
+    no memory for the buffer, takes the usual grid."""
+    p = cfg.prefix
+    usual = grid_driver("static " + SIGNATURE.format(name=f"{name}_usual"), f"{p}_block", "bias", cfg.grain, cfg.width,
+                        threads)
+    grid = grid_driver("static " + SIGNATURE.format(name=f"{name}_grid").replace("const float *A", "const uint32_t *A"),
+                       f"{name}_rounded_block", "bias", cfg.grain, cfg.width, threads, orphaned=threads > 1)
+    region = f"#pragma omp parallel {team(threads)} if (rows * N * (K + 1) >= {PARALLEL_MIN_MACS})" if threads > 1 else ""
+    rows_for = "#pragma omp for schedule(static)" if threads > 1 else ""
+    return f"""{usual}
+/* A part of C from the rounded rows (``lda`` pairs apart, row 0 at A). */
+static void {name}_rounded_block(long m0, long m1, long n0, long n1, long N, long K, const uint32_t *A, long lda,
+                              const uint16_t *Bp, const float *bias, float *C, long ldc)
+{{
+  (void)N;
+  {p}_rows(m0, m1, n0, n1, K, A + m0 * lda, lda, Bp, bias, C, ldc);
+}}
+{grid}
+{SIGNATURE.format(name=name)}
+{{
+  if (M <= 0 || N <= 0) return;
+  const long kp_all = (K + 1) / 2, astride = (kp_all + 15) / 16 * 16;
+  const long chunk = astride ? tf_qgemm_max(32, {AMX_A_BYTES} / (astride * 4) / 32 * 32) : M;
+  uint32_t *abuf = M > {bf16gemm_amx.VECTOR_ROWS} && astride
+                   ? (uint32_t *)aligned_alloc(64, ((size_t)tf_qgemm_min(M, chunk) * astride * 4 + 63) / 64 * 64) : 0;
+  if (!abuf) {{
+    {name}_usual(M, N, K, A, lda, Bp, bias, C, ldc);
+    return;
+  }}
+  for (long m0 = 0; m0 < M; m0 += chunk) {{
+    const long rows = tf_qgemm_min(chunk, M - m0);
+    {region}
+    {{
+      {rows_for}
+      for (long i = 0; i < rows; i++) {{
+        uint32_t *row = abuf + i * astride;
+        tf_bf16gemm_pack_row((uint16_t *)row, A + (m0 + i) * lda, K);
+        memset(row + kp_all, 0, (size_t)(astride - kp_all) * 4);
+      }}
+      {name}_grid(rows, N, K, abuf, astride, Bp, bias, C + m0 * ldc, ldc);
+    }}
+  }}
+  free(abuf);
+}}
+"""
