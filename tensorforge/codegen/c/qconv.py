@@ -705,7 +705,8 @@ static const int32_t *{name}_rowterm(long O, const int32_t *w_sums, int32_t zp)
 """
     vnni512 = qgemm.isa(target) == qgemm.AVX512_VNNI
     transposed_text = qconv_transposed.source(name, target, signed, threads, tiling) if vnni512 else ""
-    return (qgemm.source(gemm, target, a_signed=False, threads=threads, row_comp=True, tiling=tiling) + _HELPERS
+    return (qgemm.source(gemm, target, a_signed=False, threads=threads, row_comp=True, tiling=tiling,
+                         weights_in_a=True) + _HELPERS
             + rowterm + direct_text + transposed_text + f"""
 /* Image n through the GEMM path: its input quantized (float input), padded or copied, packed into
    VNNI panels, multiplied, the epilogue on each finished block; one parallel region (a team of
