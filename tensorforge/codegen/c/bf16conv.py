@@ -21,7 +21,7 @@ AVX512_BF16 only: ``precision="bf16"`` is refused (or falls back to float32) on 
 """
 from __future__ import annotations
 
-from . import bf16_winograd, bf16gemm
+from . import bf16_winograd, bf16gemm, qgemm
 from .conv_helpers import each_image, expand, team
 
 _HELPERS = r"""
@@ -103,22 +103,6 @@ static void tf_bf16conv_pack_panel_padded(const float *xp, const long *koff, lon
 _HELPERS = expand(_HELPERS, "tf_bf16conv", "float", 6)
 
 
-def _parts_columns_first(want: int) -> str:
-    """C declaring ``tm`` x ``tn``, about ``want`` parts of the image's GEMM: column parts first
-    (they share no packed activations), the vector kernel's split."""
-    return (f"  const long tn = ntiles < {want} ? ntiles : {want}, tm0 = ({want} + tn - 1) / tn, "
-            f"tm = tm0 < mtiles ? tm0 : mtiles;")
-
-
-def _parts_rows_first(want: int) -> str:
-    """Row parts first on AMX tiles: a part's sweep reuses its rows of weights across all its
-    columns, and column parts each read all the weights again.  ResNet-50 bf16 b1 18-20 -> 13.7 ms
-    (2.96x float32), MobileNetV2 b1 4.75 -> 4.04 ms; b8 level (a batch shares out whole images).
-    Minimising the re-reads (tm P + tn O) measured 14.25 and 4.46 ms."""
-    return (f"  const long tm = mtiles < {want} ? mtiles : {want}, tn0 = ({want} + tm - 1) / tm, "
-            f"tn = tn0 < ntiles ? tn0 : ntiles;")
-
-
 def source(name: str, target, threads: int = 1) -> str:
     """C text defining ``void NAME(long N, long C, long H, long W, long O, long kh, long kw, long sh,
     long sw, long ph, long pw, long dh, long dw, long OH, long OW, const float *x, const uint16_t *w,
@@ -130,7 +114,12 @@ def source(name: str, target, threads: int = 1) -> str:
         raise ValueError("the bf16 convolution kernel needs AVX512_BF16")
     cfg = bf16gemm.vector_config(target)
     mr, width, p = cfg.grain, cfg.width, cfg.prefix
-    split = (_parts_rows_first if cfg.amx else _parts_columns_first)(threads * 4)
+    # Row parts first on AMX tiles: a part's sweep reuses its rows of weights across all its
+    # columns, and column parts each read all the weights again.  ResNet-50 bf16 b1 18-20 -> 13.7 ms
+    # (2.96x float32), MobileNetV2 b1 4.75 -> 4.04 ms; b8 level (a batch shares out whole images).
+    # Minimising the re-reads (tm P + tn O) measured 14.25 and 4.46 ms.  The vector kernel keeps
+    # column parts first (they share no packed activations).
+    split = qgemm.part_split(threads * 4, rows_first=cfg.amx)
     par = f"{team(threads)} if (P * K * O >= {1 << 20})" if threads > 1 else "if (0)"
     return bf16gemm.source(f"{name}_gemm", target, threads) + _HELPERS + f"""
 /* One output row's epilogue, row[j0:j1] = clip?(relu?(row + b (+ res))), in one pass over the row

@@ -321,6 +321,13 @@ static inline void tf_bf16gemm_pack_row(uint16_t *dst, const float *a, long K)
     _mm512_mask_storeu_epi16(dst + k, tf_bf16gemm_mask32(k2 - k), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
   }
 }
+/* Row a[0, K) as the bf16 pairs of a GEMM row buffer: tf_bf16gemm_pack_row, the pairs past K up to
+   astride zeroed (the AMX sweep reads whole 16-pair K blocks). */
+static inline void tf_bf16gemm_round_row(uint32_t *dst, const float *a, long K, long astride)
+{
+  tf_bf16gemm_pack_row((uint16_t *)dst, a, K);
+  memset(dst + (K + 1) / 2, 0, (size_t)(astride - (K + 1) / 2) * 4);
+}
 #endif
 """
 
@@ -480,11 +487,7 @@ static void {p}_block({_BLOCK_PARAMS})
   }}
   for (long ic = m0; ic < m1; ic += mc) {{
     const long ic1 = tf_qgemm_min(ic + mc, m1);
-    for (long i = ic; i < ic1; i++) {{
-      uint32_t *row = abuf + (i - ic) * astride;
-      tf_bf16gemm_pack_row((uint16_t *)row, A + i * lda, K);
-      memset(row + kp_all, 0, (size_t)(astride - kp_all) * 4);
-    }}
+    for (long i = ic; i < ic1; i++) tf_bf16gemm_round_row(abuf + (i - ic) * astride, A + i * lda, K, astride);
     {p}_rows(ic, ic1, n0, n1, K, abuf, astride, Bp, bias, C, ldc);
   }}
   free(abuf);
@@ -543,11 +546,7 @@ static void {name}_rounded_block(long m0, long m1, long n0, long n1, long N, lon
     {region}
     {{
       {rows_for}
-      for (long i = 0; i < rows; i++) {{
-        uint32_t *row = abuf + i * astride;
-        tf_bf16gemm_pack_row((uint16_t *)row, A + (m0 + i) * lda, K);
-        memset(row + kp_all, 0, (size_t)(astride - kp_all) * 4);
-      }}
+      for (long i = 0; i < rows; i++) tf_bf16gemm_round_row(abuf + i * astride, A + (m0 + i) * lda, K, astride);
       {name}_grid(rows, N, K, abuf, astride, Bp, bias, C + m0 * ldc, ldc);
     }}
   }}

@@ -584,6 +584,16 @@ def _driver(name: str, cfg: _Config, threads: int, row_comp: bool, weights_in_a:
     return grid_driver(head, f"{cfg.prefix}_block", extra, cfg.tiling.mr, cfg.width, threads, orphaned=row_comp)
 
 
+def part_split(want: int, rows_first: bool = False) -> str:
+    """C declaring ``tm`` x ``tn``, about ``want`` parts of a grid of ``mtiles`` x ``ntiles``
+    tiles: as many column parts as there are tiles up to ``want``, then rows for the rest, or
+    (``rows_first``) the other way round (``grid_driver``; the bf16 convolution's per-image grid)."""
+    first, other = ("tm", "tn") if rows_first else ("tn", "tm")
+    tiles = {"tm": "mtiles", "tn": "ntiles"}
+    return (f"  const long {first} = {tiles[first]} < {want} ? {tiles[first]} : {want};\n"
+            f"  const long {other} = tf_qgemm_min({tiles[other]}, ({want} + {first} - 1) / {first});")
+
+
 def grid_driver(signature: str, block: str, extra: str, mr: int, width: int, threads: int,
                 orphaned: bool = False, rows_first: bool = False) -> str:
     """A kernel entry that splits C into a grid of row x column parts, about ``PARTS_PER_THREAD``
@@ -605,16 +615,9 @@ def grid_driver(signature: str, block: str, extra: str, mr: int, width: int, thr
         return f"{head}  {block}(0, M, 0, N, N, K, A, lda, Bp, {extra}, C, ldc);\n}}\n"
     pragma = ("#pragma omp for schedule(dynamic, 1)" if orphaned else
               f"#pragma omp parallel for {team(threads)} schedule(dynamic, 1) if (M * N * (K + 1) >= {PARALLEL_MIN_MACS})")
-    want = threads * PARTS_PER_THREAD
-    if rows_first:
-        split = (f"  const long tm = mtiles < {want} ? mtiles : {want};\n"
-                 f"  const long tn = tf_qgemm_min(ntiles, ({want} + tm - 1) / tm);")
-    else:
-        split = (f"  const long tn = ntiles < {want} ? ntiles : {want};\n"
-                 f"  const long tm = tf_qgemm_min(mtiles, ({want} + tn - 1) / tn);")
     return f"""{head}\
   const long ntiles = (N + {width - 1}) / {width}, mtiles = (M + {mr - 1}) / {mr};
-{split}
+{part_split(threads * PARTS_PER_THREAD, rows_first)}
   {pragma}
   for (long part = 0; part < tm * tn; part++) {{
     const long pm = part / tn, pn = part % tn;
