@@ -340,3 +340,21 @@ def test_transposed_c_is_written_in_place_and_called_back_per_block(schedule, rn
         check(k.prepacked(a, k.pack_b(B), N, epi=fn, epi_ctx=ctypes.addressof(ctx)), expected, K)
     with pytest.raises(ValueError, match="transposed"):
         GemmSpec(trans_c=True, epilogues=(relu(),))
+
+
+def test_packed_b_panels_are_prefetched_ahead_and_b_read_in_place_is_not():
+    """A GEMM walking packed B panels prefetches each vector of B ``PREFETCH_B_BYTES`` ahead (whole
+    panel rows); a GEMM reading B in place from an activation (rows far apart) does not; the
+    transposed direct conv kernel (weights as B panels) does, the usual one (image as B) does not."""
+    from tensorforge.codegen.c import direct_conv
+    from tensorforge.codegen.c.microkernels import PREFETCH_B_BYTES
+    nr = 2 * VW
+    ahead = PREFETCH_B_BYTES // 4 // nr * nr
+    params = GemmParams(mr=4, nr=nr, kc=48, mc=8, nc=4 * nr)
+    packed = generate_gemm(params, HOST, name="g")
+    assert f"__builtin_prefetch(b + {ahead});" in packed and f"__builtin_prefetch(b + {ahead + VW});" in packed
+    in_place = generate_gemm(params, HOST, GemmSpec(b_direct=True, callback=True), name="g")
+    assert "__builtin_prefetch(b + " not in in_place          # (the GEMV path's own prefetch is b0, b1, ...)
+    conv = GemmParams(mr=4, nr=nr, mc=4, nc=nr)
+    assert f"__builtin_prefetch(b + {ahead});" in direct_conv.transposed_source(conv, HOST, 9, "d")
+    assert "__builtin_prefetch(b + " not in direct_conv.source(conv, HOST, 9, "d")

@@ -478,13 +478,20 @@ def test_pointwise_convs_with_few_positions_run_transposed(rng):
     # 600 input channels: all of K in one block (the tile is transposed on every block boundary,
     # ``_transposed_kc``)
     ((1, 600, 7, 7), 128, "tf_min(600, K - pc)"),
+    ((1, 2048, 7, 7), 128, "tf_min(2048, K - pc)"),
     # 36 positions (a last tile of fewer rows for 7- and 8-row tiles) and 144 channels (two
     # 64-wide panels, then 16): the tile shapes ``tf_store_t`` writes back
-    ((1, 48, 6, 6), 144, ""),
+    ((1, 48, 6, 6), 144, ()),
 ])
 def test_transposed_pointwise_convs_deep_k_and_partial_tiles(rng, x_shape, O, marker):
-    """Transposed 1x1 convolutions with bias + ReLU + residual fused, against float64 einsum."""
+    """Transposed 1x1 convolutions with bias + ReLU + residual fused, against float64 einsum.  A
+    deep K block narrows the column block, so the B block (kc x nc) stays in half of L2."""
+    from tensorforge.codegen import Target
+    from tensorforge.codegen.c.microkernels import _round_down
     C, out = x_shape[1], (1, O) + x_shape[2:]
+    if marker:
+        nc = _round_down(Target.host().l2 // 2 // (C * 4), 64)
+        marker = (marker, f"jc += {nc})")
 
     def body(x, w, n, o, h, w_, c):
         return x[n, c, h, w_] * w[o, c, 0, 0]
@@ -492,7 +499,7 @@ def test_transposed_pointwise_convs_deep_k_and_partial_tiles(rng, x_shape, O, ma
     m, w, bias = _epilogue_kernel_module(x_shape, (O, C, 1, 1), (out, out + (C,), "ppppr", body), 1, 3.0)
     x, res = _rand(rng, *x_shape), _rand(rng, *out)
     cm = _compile(m)
-    assert "trans_c=True" in cm.source and marker in cm.source
+    assert "trans_c=True" in cm.source and all(m in cm.source for m in marker)
     conv = np.einsum("nchw,oc->nohw", x.astype(np.float64), w.reshape(O, C).astype(np.float64))
     want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 3.0) + res
     np.testing.assert_allclose(cm.run(x, res)[0], want, rtol=RTOL, atol=1e-3)

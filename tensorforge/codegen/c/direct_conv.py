@@ -172,7 +172,7 @@ static __attribute__((noinline)) void {fn}(long C, long plane, const long *restr
     TF_UNROLL({params.unroll})
     for (long t = 0; t < {taps}; t++, {walk}) {{
       const float *{image} = xb + toff[t];
-{writer.k_step(mr)}
+{writer.k_step(mr, prefetch_b=transposed)}
     }}
   }}
 {stores}

@@ -152,6 +152,10 @@ def _transposed_kc(target: Target, depth: int, nr: int) -> int:
     element by element, so each block boundary costs two passes over the tile: at K = 1024-2048
     with 256-deep blocks (both passes scalar then) that was 8-15% of ResNet-50's 14x14 and 7x7
     1x1 layers (2048->512 at 7x7, one thread: 0.667 -> 0.565 ms with one block, onnxruntime 0.553).
+    The column block nc is then derived from this kc (half of L2 for kc x nc): left at the
+    256-deep default's 1024 columns, a 2048-deep block was an 8 MB B block, so every 7-position
+    row tile re-read its thread's 2 MB of weights from memory (ResNet-50's 7x7 1x1 layers 0.86 ->
+    0.67 ms in the model, the whole model 1.04x; onnxruntime 0.55-0.58 ms).
     ``TENSORFORGE_TRANSPOSED_KC=0`` keeps the usual blocks (comparisons)."""
     if os.environ.get("TENSORFORGE_TRANSPOSED_KC", "1") == "0":
         return 0
@@ -567,7 +571,9 @@ class KernelPlan:
         mr, nr = self.transposed_tile
         params = GemmParams.for_target(self.target, threads=threads, mr=mr, nr=nr, pack_a=False)
         kc = _transposed_kc(self.target, self.hint(self.roles.K), nr)
-        return _gemm_source(dataclasses.replace(params, kc=max(kc, params.kc)), self.target, trans_a, False, trans_c=True)
+        if kc > params.kc:      # the B block (kc x nc) then follows from the deeper K block
+            params = GemmParams.for_target(self.target, threads=threads, mr=mr, nr=nr, pack_a=False, kc=kc)
+        return _gemm_source(params, self.target, trans_a, False, trans_c=True)
 
     @staticmethod
     def _batch_loop(par: bool, count: Dim, statements: list[str], ws_alloc: str, ws_free: str) -> str:
