@@ -323,7 +323,8 @@ typedef int tf_vi __attribute__((vector_size({vbytes})));
 typedef float tf_vfu __attribute__((vector_size({vbytes}), aligned(4), may_alias));
 static inline tf_vf tf_ld(const float *p) {{ return *(const tf_vfu *)p; }}
 static inline void tf_st(float *p, tf_vf v) {{ *(tf_vfu *)p = v; }}
-static inline tf_vf tf_bcast(float s) {{ return (tf_vf){{0}} + s; }}
+/* s in every lane: s - 0 is s for every s (-0 included, where 0 + s is +0), and folds to a broadcast */
+static inline tf_vf tf_bcast(float s) {{ return s - (tf_vf){{0}}; }}
 /* Partial loads and stores: masked where the ISA has them (a masked-off lane neither faults nor
    is written), else through a buffer.  Byte-wise copies through a buffer make the following vector
    load wait for the small stores to drain (no store forwarding), tens of cycles a call, which

@@ -117,6 +117,13 @@ TRANSPOSED_MAX_POSITIONS = 256
 # epilogue runs on the tile buffer with masked tails, 0.8x before: its copy-out dominated such a
 # short K) and their outputs too many for the transposed im2col GEMM.
 STRIDED_DIRECT_MIN_DEPTH = 16
+# ... and for one image, those with at least this deep a K take the transposed direct kernel where
+# it pads no more than the usual one, over any number of positions: its register tile reads the
+# weights as vector panels and each phase plane row once per 7 positions, where the usual tile
+# walks the 4 phase planes of a stride-2 window per 8 channels (ResNet-50's 128->128 3x3/2 at 56x56,
+# K 1152, in the model: 1.46 -> 1.25 ms, the whole model 1.028x; ResNet-18's 64->128, K 576, the
+# whole model 1.015x; the 7x7/2 stems, K 147 and 27, measured 1.00x and 0.99x and stay)
+STRIDED_TRANSPOSED_MIN_DEPTH = 512
 # ... and one image's strided windows (not 1x1) over outputs few enough for the transposed GEMM take
 # the transposed direct kernel on the same phase planes instead of transposed im2col, which copies
 # the input 2.25x for a 3x3/2 layer (ResNet's 256->256 3x3/2 at 28x28 and 512->512 at 14x14, one
@@ -1389,7 +1396,9 @@ class Tensorizer:
         if direct:
             shape = _direct_shape(p)
             waste = shape.waste(_tile(self.target, shape.grid_columns, m=r.M)[1])
-            if count == 1 and waste - self._direct_transposed_waste(p) >= DIRECT_TRANSPOSED_MARGIN:
+            t_waste = self._direct_transposed_waste(p)
+            if count == 1 and (waste - t_waste >= DIRECT_TRANSPOSED_MARGIN
+                               or self._deep_strided_window(p, hint) and t_waste <= waste):
                 return DIRECT_TRANSPOSED
             if waste <= folded + 0.05:
                 return "direct"
@@ -1404,6 +1413,12 @@ class Tensorizer:
         ow, rows = p.out_spatial[-1], p.roles.M
         mr, nr = _transposed_tile(self.target, ow, rows)
         return 1.0 - ow * rows / (-(-ow // mr) * mr * -(-rows // nr) * nr)
+
+    @staticmethod
+    def _deep_strided_window(p: ConvPlan, hint: Callable[[Dim], int]) -> bool:
+        """A strided window wider than 1x1 over at least ``STRIDED_TRANSPOSED_MIN_DEPTH`` of K."""
+        return (any(s > 1 for s in p.strides) and any(k > 1 for k in p.kernel)
+                and hint(p.roles.K) >= STRIDED_TRANSPOSED_MIN_DEPTH)
 
     def _strided_direct_ok(self, p: ConvPlan, hint: Callable[[Dim], int]) -> bool:
         """A strided layer's default use of the direct kernel (the tuner may try it anywhere):
