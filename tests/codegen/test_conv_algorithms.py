@@ -167,6 +167,24 @@ def test_transposed_direct_for_one_image_of_a_small_map():
     assert MARKERS["direct_t"] not in batch and MARKERS["winograd"] in batch
 
 
+def test_transposed_direct_for_one_image_of_a_deep_strided_window():
+    """A 3x3/2 layer over 64 channels at 56x56 (K 576, 28x28 outputs, too many for the transposed
+    im2col GEMM) takes the transposed direct kernel for one image (``STRIDED_TRANSPOSED_MIN_DEPTH``),
+    the usual one with 32 channels (K 288) and for a batch; the output matches torch."""
+    m = _plain_conv(1, 64, 56, 64, 2)
+    w = next(op for op in m.main.body if op.name == "graph.constant").attributes["value"].array
+    model, one = build_native(m)
+    assert MARKERS["direct_t"] in one and MARKERS["direct"] not in one
+    x = np.random.default_rng(2).standard_normal((1, 64, 56, 56), dtype=np.float32)
+    want = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64),
+                                      stride=2, padding=1).numpy()
+    np.testing.assert_allclose(model.run([x])[0], want, rtol=1e-4, atol=1e-3)
+    _, shallow = build_native(_plain_conv(1, 32, 56, 64, 2))
+    assert MARKERS["direct"] in shallow and MARKERS["direct_t"] not in shallow
+    _, batch = build_native(_plain_conv(2, 64, 56, 64, 2))
+    assert MARKERS["direct_t"] not in batch
+
+
 def test_winograd4_for_one_image_and_a_batch_alike():
     """F(4x4) wherever it has enough 4x4 tiles, whatever one image's transforms weigh against L2 or
     its weights: ResNet's 64->64 at 56x56 (3.6 MB of transforms per image) and 128->128 at 28x28

@@ -1364,7 +1364,9 @@ class Tensorizer:
         output tiles to feed its GEMMs, F(4x4) before F(2x2) (4x and 2.25x fewer multiply-adds;
         slower at 7x7 with one image: 16 tiles cannot hide the transformed weights' traffic); else
         the one whose register tiles waste fewest columns, direct preferred (it copies 1x the input
-        where im2col copies kh*kw x) unless it wastes 5 points more.
+        where im2col copies kh*kw x) unless it wastes 5 points more; one image takes the direct
+        kernel transposed where the usual one wastes ``DIRECT_TRANSPOSED_MARGIN`` more, or where a
+        strided window is deep (``STRIDED_TRANSPOSED_MIN_DEPTH``) and it wastes no less.
 
         One image used to keep F(2x2) where F(4x4)'s transforms of one image exceed L2, and the
         transposed direct kernel where the weights fill a quarter of L2 (Winograd's transformed
