@@ -152,8 +152,9 @@ class GemmParams:
 # stream their weights from memory once, and the hardware prefetcher alone left the 4-9 MB weight
 # panels of ResNet-50's last stage latency-bound (ResNet-50 b1 whole model, one process,
 # interleaved: 4 KiB ahead 1.04x, 8 KiB 1.05x, 16 KiB 1.07x, 32 KiB 1.05x, 64 KiB 1.02x over none).
-# B read in place from an activation (``b_direct``, rows far apart) is not prefetched: 1.00-1.02x.
+# B read in place from an activation (``b_direct``, rows far apart) is not prefetched: 0.99-1.02x.
 PREFETCH_B_BYTES = 16384
+
 
 @dataclass(frozen=True)
 class GemmSpec:

@@ -122,7 +122,8 @@ STRIDED_DIRECT_MIN_DEPTH = 16
 # weights as vector panels and each phase plane row once per 7 positions, where the usual tile
 # walks the 4 phase planes of a stride-2 window per 8 channels (ResNet-50's 128->128 3x3/2 at 56x56,
 # K 1152, in the model: 1.46 -> 1.25 ms, the whole model 1.028x; ResNet-18's 64->128, K 576, the
-# whole model 1.015x; the 7x7/2 stems, K 147 and 27, measured 1.00x and 0.99x and stay)
+# whole model 1.015x; the stems stay: ResNet's 7x7/2, K 147, 1.00-1.02x, MobileNetV2's 3x3/2,
+# K 27, 0.99x)
 STRIDED_TRANSPOSED_MIN_DEPTH = 512
 # ... and one image's strided windows (not 1x1) over outputs few enough for the transposed GEMM take
 # the transposed direct kernel on the same phase planes instead of transposed im2col, which copies
