@@ -1054,6 +1054,53 @@ def _qgemm_text(name: str, signed: bool, tiling=None) -> str:
     return _host_kernel(name, lambda host, threads: qgemm.source(name, host, signed, threads=threads, tiling=tiling))
 
 
+def _conv_nchwc_kernel(k: _Kernel) -> str:
+    """A blocked convolution (``graph.conv_nchwc``) with its epilogue, on ``nchwc.py``'s register tiles."""
+    from . import nchwc
+    from ..target import Target
+    host = Target.host()
+    at = k.op.attributes
+    g = nchwc.ConvGeometry.of(k.kernel, k.op)
+    ops = k.kernel.operands
+    act = ("clip" if at.get("clip_max") is not None else "relu") if at.get("relu", False) else ""
+    residual = len(ops) > 3
+    name = nchwc.conv_name(g, residual, act, at.get("clip_max"))
+    helpers = nchwc.conv_source(name, g, host, residual, act, at.get("clip_max"), max(1, host.cores))
+    if len(ops) > 2:
+        bias = "in2"
+        body = []
+    else:
+        bias = "tf_zero_bias"
+        body = [f"  static const float tf_zero_bias[{g.ob * g.vw}] = {{0}};"]
+    body.append(f"  {name}(in0, in1, {bias}, {'in3' if residual else '0'}, out0);")
+    return k.function(body, helpers=helpers)
+
+
+def _layout_transform_kernel(k: _Kernel) -> str:
+    """``graph.layout_transform`` of an activation (a weight's is folded at compile time; one that
+    is not gets plain loops)."""
+    from . import nchwc
+    from ...dialects.graph.layout import LayoutTransform
+    x, y = k.kernel.operands[0].type, k.kernel.results[0].type
+    if any(not isinstance(d, int) for t in (x, y) for d in t.shape):
+        raise CompileError(f"layout_transform{k.op.location_str()}: blocked layouts need static shapes")
+    (skind, _), (dkind, _) = LayoutTransform.kinds(k.op.attributes)
+    if "NCHWc" in (skind, dkind):
+        return k.function(nchwc.transform_source(x.shape, y.shape, dkind == "NCHWc"))
+    return k.function(nchwc.weight_transform_source(x.shape, y.shape, dkind == "OIHWio"))
+
+
+def _blocked_pool_kernel(k: _Kernel) -> str:
+    """A pool on NCHW[x]c (``graph.*_pool_nchwc``): 2-D windows or global, float32."""
+    from . import nchwc
+    x, y = k.kernel.operands[0].type, k.kernel.results[0].type
+    if x.rank != 5 or x.dtype is not DType.f32 or any(not isinstance(d, int) for t in (x, y) for d in t.shape):
+        raise CompileError(f"{k.op.name}{k.op.location_str()}: the blocked pools take static 2-D float32 tensors, "
+                           f"got {x}")
+    kind = k.op.name.split(".")[1][:-len("_pool_nchwc")]
+    return k.function(nchwc.pool_source(kind, x.shape, y.shape, k.op.attributes), helpers=nchwc.POOL_HELPERS)
+
+
 _GENERATORS: dict[str, Callable[[_Kernel], str]] = {
     "graph.max_pool": _max_pool_kernel,
     "graph.qmatmul": _qmatmul_kernel,
@@ -1068,6 +1115,12 @@ _GENERATORS: dict[str, Callable[[_Kernel], str]] = {
     "graph.grid_sample": _grid_sample_kernel,
     "graph.roi_align": _roi_align_kernel,
     "graph.deform_conv": _deform_conv_kernel,
+    "graph.conv_nchwc": _conv_nchwc_kernel,
+    "graph.layout_transform": _layout_transform_kernel,
+    "graph.max_pool_nchwc": _blocked_pool_kernel,
+    "graph.avg_pool_nchwc": _blocked_pool_kernel,
+    "graph.global_avg_pool_nchwc": _blocked_pool_kernel,
+    "graph.global_max_pool_nchwc": _blocked_pool_kernel,
 }
 
 

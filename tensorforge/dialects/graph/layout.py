@@ -8,8 +8,9 @@ holds ``x`` channels of one pixel.  Weights go with it as OIHW[i]i[o]o, shape
 - ``layout_transform(x) {src, dst}`` converts between a plain layout and its blocked form:
   ``NCHW <-> NCHW{x}c`` for activations, ``OIHW <-> OIHW{i}i{o}o`` for conv weights.  On a
   constant it folds, so weights are packed once at compile time.
-- ``conv_nchwc(x, w, b?)``: a conv (groups 1) with x in NCHW[i]c, w in OIHW[i]i[o]o, b per
-  output channel (O,), result in NCHW[o]c.
+- ``conv_nchwc(x, w, b?, residual?)``: a conv (groups 1) with x in NCHW[i]c, w in OIHW[i]i[o]o, b per
+  output channel (O,), result in NCHW[o]c; with its epilogue taken in (the ``layout`` pass): a
+  ``residual`` of the result's type added after the bias, then ``relu`` (and ``clip_max``: ReLU6).
 - ``max_pool_nchwc``, ``avg_pool_nchwc``, ``global_avg_pool_nchwc``, ``global_max_pool_nchwc``:
   the pools of ``pool.py`` (same attributes) on NCHW[x]c, result in the same layout.
 
@@ -17,8 +18,8 @@ Elementwise ops and channel concat need no blocked variant: they work on the blo
 as they are (concat along axis 1 joins channel blocks when every part is whole blocks).
 
 Reference semantics unpack, run the plain op and pack again, so a blocked graph computes
-exactly what the plain one does.  The native lowering of these ops does not exist yet; the
-``layout`` pass that produces them is off in the default pipeline.
+exactly what the plain one does.  Every op here is a library kernel: its C is hand-written in
+``codegen/c/nchwc.py`` (the CPU backend is the only one that runs blocked layouts).
 """
 from __future__ import annotations
 
@@ -131,7 +132,8 @@ class LayoutTransform(OpDef):
     operands = ("x",)
     attrs = {"src": Attr("str"), "dst": Attr("str")}
     traits = frozenset({PURE})
-    fusion = FusionKind.INJECTIVE
+    fusion = FusionKind.OPAQUE
+    library_kernel = True
 
     @staticmethod
     def kinds(attrs) -> tuple[tuple[str, tuple[int, ...]], tuple[str, tuple[int, ...]]]:
@@ -181,15 +183,18 @@ class ConvNCHWc(OpDef):
     """Conv (groups 1) on blocked tensors: x NCHW[i]c, w OIHW[i]i[o]o, b (O,) -> NCHW[o]c."""
 
     name = "graph.conv_nchwc"
-    operands = ("x", "w", "b?")
+    operands = ("x", "w", "b?", "residual?")
     attrs = {"strides": Attr("ints", (), "per spatial axis; () = all 1"),
              "pads": Attr("ints", (), "(begin..., end...); () = all 0"),
-             "dilations": Attr("ints", (), "per spatial axis; () = all 1")}
+             "dilations": Attr("ints", (), "per spatial axis; () = all 1"),
+             "relu": Attr("bool", False, "max(y, 0) after the bias and residual (NaN passes)"),
+             "clip_max": Attr("float", None, "with relu: min(y, clip_max) after it (ReLU6: clip(y, 0, 6))")}
     traits = frozenset({PURE})
-    fusion = FusionKind.OUT_ELEMENTWISE_FUSABLE
+    fusion = FusionKind.OPAQUE
+    library_kernel = True
 
     def plain_types(self, types) -> tuple[list[TensorType], int]:
-        tt = tensor_types(types, self.name)
+        tt = tensor_types(types, self.name)[:3]
         x, w = tt[0], tt[1]
         bi = _act_block(x, "x")
         expect(w.rank == x.rank + 1, f"w must be OIHW<i>i<o>o of rank {x.rank + 1}, got shape {w.shape}")
@@ -197,20 +202,36 @@ class ConvNCHWc(OpDef):
         plain = [x.with_shape(unpacked_act_shape(x.shape)), w.with_shape(unpacked_weight_shape(w.shape))]
         return plain + tt[2:], w.shape[-1]
 
+    @staticmethod
+    def conv_attrs(attrs) -> dict:
+        """The plain conv's attributes (the epilogue's are this op's own)."""
+        return {k: v for k, v in attrs.items() if k not in ("relu", "clip_max")} | {"groups": 1}
+
     def infer(self, types, attrs):
         plain, bo = self.plain_types(types)
-        (out,) = lookup("graph.conv").infer(plain, dict(attrs, groups=1))
-        return [out.with_shape(packed_act_shape(out.shape, bo))]
+        (out,) = lookup("graph.conv").infer(plain, self.conv_attrs(attrs))
+        y = out.with_shape(packed_act_shape(out.shape, bo))
+        if len(types) > 3:
+            expect(len(plain) == 3, f"{self.name}: a residual needs the bias operand before it")
+            expect(types[3] == y, f"{self.name}: the residual must have the result's type {y}, got {types[3]}")
+        expect(attrs.get("clip_max") is None or attrs.get("relu", False), f"{self.name}: clip_max needs relu")
+        return [y]
 
     @staticmethod
-    def compute(x, w, b=None, strides=(), pads=(), dilations=()):
-        y = lookup("graph.conv").compute(unpack_act(x), unpack_weight(w), b, strides, pads, dilations, 1)
-        return pack_act(y, w.shape[-1])
+    def compute(x, w, b=None, residual=None, strides=(), pads=(), dilations=(), relu=False, clip_max=None):
+        y = pack_act(lookup("graph.conv").compute(unpack_act(x), unpack_weight(w), b, strides, pads, dilations, 1),
+                     w.shape[-1])
+        if residual is not None:
+            y = y + residual
+        if relu:
+            y = lookup("graph.clip").compute(y, 0.0, clip_max)
+        return y
 
     def cost(self, operand_types, result_types, attrs):
         plain, _ = self.plain_types(operand_types)
-        (out,) = lookup("graph.conv").infer(plain, dict(attrs, groups=1))
-        return lookup("graph.conv").cost(plain, [out], dict(attrs, groups=1))
+        (out,) = lookup("graph.conv").infer(plain, self.conv_attrs(attrs))
+        base = lookup("graph.conv").cost(plain, [out], self.conv_attrs(attrs))
+        return Cost(base.flops, io_bytes(operand_types, result_types))
 
 
 class BlockedPool(OpDef):
@@ -218,7 +239,8 @@ class BlockedPool(OpDef):
 
     operands = ("x",)
     traits = frozenset({PURE})
-    fusion = FusionKind.REDUCTION
+    fusion = FusionKind.OPAQUE
+    library_kernel = True
     base = ""
 
     def infer(self, types, attrs):

@@ -37,7 +37,7 @@ from ...ir.opdef import ELEMENTWISE, lookup
 from ...ir.pass_manager import Option
 from ...ir.rewrite import (DEFAULT_FOLD_LIMIT, Pattern, PatternRewriter, RewriteStats, apply_patterns_greedily,
                            constant_value)
-from ...ir.types import TensorType
+from ...ir.types import DType, TensorType
 from ..registry import register_pass
 from .const_fold import with_folding
 from .simplify import _GreedyPass
@@ -96,7 +96,9 @@ class ConvToNCHWc(Pattern):
         y = op.results[0].type
         if op.attributes.get("groups", 1) != 1 or not (x.type.is_static and y.is_static):
             return False
-        if not x.type.dtype.is_float or constant_value(w) is None:
+        wc = constant_value(w)
+        # finite weights: the native kernel leaves padded taps out, exact only when 0 * w is +-0
+        if x.type.dtype is not DType.f32 or wc is None or not np.isfinite(wc).all() or x.type.rank != 4:
             return False
         out_ch, in_ch = y.shape[1], x.type.shape[1]
         if out_ch % self.block:
@@ -246,8 +248,48 @@ class SinkConcat(Pattern):
         return True
 
 
+def _only_user(op: Operation) -> Operation | None:
+    uses = list(op.results[0].uses)
+    return uses[0][0] if len(uses) == 1 else None
+
+
+class FuseConvEpilogue(Pattern):
+    """``conv_nchwc`` takes its single user into its epilogue: an add of a tensor of its own type
+    (a residual, after the bias), then a relu or a clip from 0 (ReLU6).  The native kernel applies
+    them to its registers before the one store, in this order, as the graph did."""
+
+    name = "fuse-conv-epilogue"
+    root = ("graph.conv_nchwc",)
+
+    def match_and_rewrite(self, op, rewriter):
+        user = _only_user(op)
+        if user is None or op.attributes.get("relu", False):
+            return False
+        y = op.results[0]
+        operands, attrs = list(op.operands), dict(op.attributes)
+        if user.name == "graph.add" and len(operands) < 4:
+            r = user.operands[1] if user.operands[0] is y else user.operands[0]
+            if r is y or r.type != y.type or user.results[0].type != y.type:
+                return False
+            if len(operands) == 2:
+                rewriter.set_insertion_point_before(user)
+                operands.append(rewriter.constant(np.zeros(y.type.shape[1] * y.type.shape[-1], np.float32)))
+            operands.append(r)
+        elif user.name == "graph.relu" or (user.name == "graph.clip" and user.attributes.get("min") == 0.0):
+            attrs["relu"] = True
+            if user.name == "graph.clip" and user.attributes.get("max") is not None:
+                attrs["clip_max"] = float(user.attributes["max"])
+        else:
+            return False
+        rewriter.set_insertion_point_before(user)
+        new = rewriter.create("graph.conv_nchwc", operands, attrs).results[0]
+        rewriter.replace_op(user, [new])
+        rewriter.erase_op(op)
+        return True
+
+
 def layout_patterns(block: int) -> list[Pattern]:
-    return [ConvToNCHWc(block), CancelLayout(), SinkElementwise(), SinkPool(), SinkConcat()]
+    return [ConvToNCHWc(block), CancelLayout(), SinkElementwise(), SinkPool(), SinkConcat(), FuseConvEpilogue()]
 
 
 def optimize_layout(root: Operation, *, block: int | None = None, fold_limit: int = DEFAULT_FOLD_LIMIT,
@@ -273,6 +315,6 @@ class LayoutPass(_GreedyPass):
                                             max_iterations=self.max_iterations))
 
 
-__all__ = ["CancelLayout", "ConvToNCHWc", "LayoutPass", "SinkConcat", "SinkElementwise", "SinkPool",
+__all__ = ["CancelLayout", "ConvToNCHWc", "FuseConvEpilogue", "LayoutPass", "SinkConcat", "SinkElementwise", "SinkPool",
            "blocked_source", "host_block", "input_block", "layout_patterns", "optimize_layout",
            "packed_constant"]

@@ -1,0 +1,404 @@
+"""Native kernels of the blocked layout (``dialects/graph/layout.py``): NCHW[x]c convolutions, pools
+and layout conversions, as library kernels (``library_kernels.py``).
+
+**The convolution** (``graph.conv_nchwc``, x in NCHW[i]c, w in OIHW[i]i[o]o with o the vector width,
+y in NCHW[o]c).  A register tile is ``rows`` consecutive output positions of one output row times
+``blocks`` output-channel blocks (7 x 4 vectors of 16 lanes with AVX-512: 28 accumulators).  Each
+step of the reduction (input block, kernel row, kernel column, input lane) broadcasts one input
+value per position, ``x[cb, ih, iw, ci]`` (the positions' values of one channel are ``stride * i``
+floats apart, all in one or two cache lines), loads one weight vector per output block and does
+``rows x blocks`` FMAs; the sums stay in registers over the whole reduction, then bias, residual
+and activation are applied to the registers and each vector is stored where it belongs in y: no
+packing, no im2col and no transpose of the output, which is what the plain layout needs (its
+channels are a plane apart, ``tensorize.py``'s kernels pack or transpose around that).
+
+Padding costs nothing: an output row's kernel rows that fall outside the input are left out of its
+reduction, and the few positions at the left and right edges whose window leaves the input run
+one at a time with their kernel columns clipped; the positions in between run full tiles with no
+test.  Leaving a tap out is exact because the layout pass only blocks convolutions whose weights are
+finite constants (a padded tap adds ``0 * w = +-0``, and ``s + -0 = s``; ``s + +0`` differs from
+``s`` only for ``s = -0``, where the plain kernels' sums start from +0 too).
+
+Work units are (image, group of output blocks, output row); a thread takes consecutive units, so
+one group's weights (at most ``K x blocks x 16`` floats) stay in its L2 while it sweeps the rows.
+
+**Pools** (``graph.*_pool_nchwc``) reduce 16-lane vectors of one position over the window (max keeps
+NaN, as the plain pool), and **layout_transform** copies between the plain and blocked forms.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from ...errors import CompileError
+from ...ir.core import Operation
+from ..target import Target
+from .microkernels import gemm_prelude
+
+# Accumulator registers of the conv's register tile (28 of AVX-512's 32: 4 weight vectors and a
+# broadcast beside them); fewer output blocks give longer rows, up to MAX_ROWS positions.
+TILE_ACCUMULATORS = 28
+MAX_ROWS = 14
+MAX_BLOCKS = 4
+# The weights of one chunk of input blocks for a tile's output blocks take at most this share of L1
+# (the rest: the unit's output rows and the input rows being read).
+WEIGHT_L1_SHARE = 0.4
+# Output positions a work unit sweeps per chunk of weights (whole rows: a 56-wide row, four 14-wide).
+BAND_POSITIONS = 56
+# Convolutions with fewer multiply-adds run on one thread (a parallel region costs more).
+PARALLEL_MIN_MACS = 1 << 20
+
+
+def _prelude(target: Target) -> str:
+    return ("#ifndef TF_GEMM_PRELUDE_DEFINED\n#define TF_GEMM_PRELUDE_DEFINED\n"
+            '#define TF_API __attribute__((visibility("hidden")))\n'
+            + gemm_prelude(target, threads=2) + "\n#endif\n")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _ints(attrs, key: str, n: int, default: int) -> tuple[int, ...]:
+    v = tuple(int(a) for a in (attrs.get(key, ()) or ()))
+    return v if v else (default,) * n
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """A static 2-D blocked convolution: x (N, CB, H, W, BI), w (OB, CB, KH, KW, BI, VW), y (N, OB, OH, OW, VW)."""
+
+    n: int
+    cb: int
+    h: int
+    w: int
+    bi: int
+    ob: int
+    oh: int
+    ow: int
+    vw: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+    dh: int
+    dw: int
+
+    @staticmethod
+    def of(kernel: Operation, op: Operation) -> "ConvGeometry":
+        x, w = kernel.operands[0].type, kernel.operands[1].type
+        y = kernel.results[0].type
+        shapes = [x.shape, w.shape, y.shape]
+        if x.rank != 5 or any(not isinstance(d, int) for s in shapes for d in s):
+            raise CompileError(f"conv_nchwc{op.location_str()}: the native kernel takes static 2-D convolutions "
+                               f"(x {x.shape}, w {w.shape}); run the layout pass only on such models")
+        n, cb, h, wd, bi = x.shape
+        ob, _, kh, kw, _, vw = w.shape
+        _, _, oh, ow, _ = y.shape
+        at = op.attributes
+        sh, sw = _ints(at, "strides", 2, 1)
+        ph, pw = _ints(at, "pads", 4, 0)[:2]
+        dh, dw = _ints(at, "dilations", 2, 1)
+        return ConvGeometry(n, cb, h, wd, bi, ob, oh, ow, vw, kh, kw, sh, sw, ph, pw, dh, dw)
+
+    @property
+    def macs(self) -> int:
+        return self.n * self.ob * self.vw * self.oh * self.ow * self.cb * self.bi * self.kh * self.kw
+
+    def interior(self) -> tuple[int, int]:
+        """[lo, hi): the output columns whose whole window lies inside the input's columns."""
+        lo = -(-self.pw // self.sw)
+        hi = (self.w - 1 - (self.kw - 1) * self.dw + self.pw) // self.sw + 1
+        lo, hi = min(lo, self.ow), max(0, min(hi, self.ow))
+        return (lo, hi) if hi > lo else (0, 0)
+
+
+@dataclass(frozen=True)
+class ConvPlan:
+    """How a blocked convolution is cut: ``blocks`` output blocks x ``rows`` positions a register
+    tile; input blocks in chunks of ``chunk`` whose weights (for the tile's output blocks) stay in
+    L1 while a unit's ``band`` output rows are swept (partial sums wait in y between chunks)."""
+
+    blocks: int
+    rows: int
+    chunk: int
+    band: int
+
+    @staticmethod
+    def of(g: ConvGeometry, target: Target) -> "ConvPlan":
+        per_block = g.kh * g.kw * g.bi * g.vw * 4         # bytes: one input block x one output block
+        budget = WEIGHT_L1_SHARE * target.l1d
+        blocks = min(MAX_BLOCKS, g.ob)
+        while blocks > 1 and blocks * per_block > budget:
+            blocks //= 2
+        rows = min(MAX_ROWS, TILE_ACCUMULATORS // blocks)
+        chunk = max([d for d in range(1, g.cb + 1) if g.cb % d == 0 and d * blocks * per_block <= budget] or [1])
+        band = max(1, min(g.oh, BAND_POSITIONS // max(1, g.ow)))
+        return ConvPlan(blocks, rows, chunk, band)
+
+
+def _tile_function(name: str, g: ConvGeometry, rows: int, blocks: int, residual: bool, act: str) -> str:
+    """``rows`` x ``blocks`` vectors of y summed over ``ncb`` input blocks and the taps
+    ``kh0 <= kh < kh1``, ``kw0 <= kw < kw1`` (``x`` at the tile's first window origin in its first
+    input block), added to y's partial sums unless ``first``; the epilogue if ``last``."""
+    vw = g.vw
+    xr = g.sw * g.bi                       # floats between two positions' windows
+    xkw, xkh, xcb = g.dw * g.bi, g.dh * g.w * g.bi, g.h * g.w * g.bi
+    wcb = g.kh * g.kw * g.bi * vw          # floats of one input block's weights of one output block
+    wob = g.cb * wcb                       # floats between two output blocks' weights
+    yob = g.oh * g.ow * vw
+    acc = [(r, b) for r in range(rows) for b in range(blocks)]
+    decl = ", ".join(f"c{r}_{b} = {{0}}" for r, b in acc)
+    reload = " ".join(f"c{r}_{b} = tf_ld(y + {b * yob + r * vw});" for r, b in acc)
+    loads = " ".join(f"const tf_vf w{b} = tf_ld(ws + {b * wob});" for b in range(blocks))
+    fmas = "\n".join(f"          {{ const tf_vf a = tf_bcast(xs[{r * xr}]); "
+                     + " ".join(f"c{r}_{b} += w{b} * a;" for b in range(blocks)) + " }" for r in range(rows))
+    epi = []
+    for r, b in acc:
+        line = f"c{r}_{b} += bias{b};"
+        if residual:
+            line += f" c{r}_{b} += tf_ld(res + {b * yob + r * vw});"
+        if act == "relu":
+            line += f" c{r}_{b} = tf_relu(c{r}_{b});"
+        elif act == "clip":
+            line += f" c{r}_{b} = tf_clamp(c{r}_{b}, lo, hi);"
+        epi.append(line)
+    biases = " ".join(f"const tf_vf bias{b} = tf_ld(bias + {b * vw});" for b in range(blocks))
+    stores = " ".join(f"tf_st(y + {b * yob + r * vw}, c{r}_{b});" for r, b in acc)
+    return f"""
+static inline __attribute__((always_inline)) void {name}_t{rows}x{blocks}(const float *restrict x,
+    const float *restrict w, float *y, const float *restrict bias, const float *res, tf_vf lo, tf_vf hi,
+    long kh0, long kh1, long kw0, long kw1, long ncb, int first, int last) {{
+  (void)res; (void)lo; (void)hi;
+  tf_vf {decl};
+  if (!first) {{ {reload} }}
+  for (long cb = 0; cb < ncb; cb++)
+    for (long kh = kh0; kh < kh1; kh++)
+      for (long kw = kw0; kw < kw1; kw++) {{
+        const float *restrict xs = x + cb * {xcb} + kh * {xkh} + kw * {xkw};
+        const float *restrict ws = w + cb * {wcb} + (kh * {g.kw} + kw) * {g.bi * vw};
+        TF_UNROLL(4)
+        for (long ci = 0; ci < {g.bi}; ci++, xs++, ws += {vw}) {{
+          {loads}
+{fmas}
+        }}
+      }}
+  if (last) {{
+    {biases}
+    {chr(10).join("    " + e for e in epi)}
+  }}
+  {stores}
+}}
+"""
+
+
+def _row_function(name: str, g: ConvGeometry, blocks: int, rows: int) -> tuple[str, set[int]]:
+    """One output row of ``blocks`` output blocks: clipped edge positions one at a time, the interior
+    in tiles of ``rows``; and the tile heights it calls."""
+    lo, hi = g.interior()
+    span = hi - lo
+    full, rem = divmod(span, rows)
+    heights = {1} | ({rows} if full else set()) | ({rem} if rem else set())
+    tail = "res ? res + ow * {vw} : 0, lo, hi".format(vw=g.vw)
+    edge = f"""    {{
+      const long iw = ow * {g.sw} - {g.pw};
+      const long kw0 = iw < 0 ? (-iw + {g.dw - 1}) / {g.dw} : 0;
+      long kw1 = ({g.w} - iw + {g.dw - 1}) / {g.dw}; if (kw1 > {g.kw}) kw1 = {g.kw};
+      if (kw0 < kw1) {name}_t1x{blocks}(x + iw * {g.bi}, w, y + ow * {g.vw}, bias, {tail}, kh0, kh1, kw0, kw1, ncb, first, last);
+      else {name}_t1x{blocks}(x, w, y + ow * {g.vw}, bias, {tail}, 0, 0, 0, 0, 0, first, last);
+    }}"""
+    body = [f"  for (long ow = 0; ow < {lo}; ow++)", edge]
+
+    def call(r: int) -> str:
+        return (f"{name}_t{r}x{blocks}(x + (ow * {g.sw} - {g.pw}) * {g.bi}, w, y + ow * {g.vw}, bias, {tail}, "
+                f"kh0, kh1, 0, {g.kw}, ncb, first, last);")
+    if full:
+        body.append(f"  for (long ow = {lo}; ow < {lo + full * rows}; ow += {rows}) " + call(rows))
+    if rem:
+        body.append(f"  {{ const long ow = {lo + full * rows}; " + call(rem) + " }")
+    body += [f"  for (long ow = {max(hi, lo)}; ow < {g.ow}; ow++)", edge]
+    text = f"""
+static void {name}_row{blocks}(const float *restrict x, const float *restrict w, float *y, const float *restrict bias,
+    const float *res, tf_vf lo, tf_vf hi, long kh0, long kh1, long ncb, int first, int last) {{
+  (void)res;
+{chr(10).join(body)}
+}}
+"""
+    return text, heights
+
+
+def conv_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: str, clip_max: float | None,
+                threads: int) -> str:
+    """The C of ``name(x, w, bias, residual, y)`` for geometry ``g`` (guarded helpers included)."""
+    if g.vw != target.vector_width:
+        raise CompileError(f"conv_nchwc: the output block {g.vw} is not the target's vector width "
+                           f"{target.vector_width}; run the layout pass with block={target.vector_width}")
+    plan = ConvPlan.of(g, target)
+    blocks = plan.blocks
+    groups = -(-g.ob // blocks)
+    tail = g.ob - (groups - 1) * blocks
+    parts = []
+    for bl in sorted({blocks, tail}):
+        rows = min(MAX_ROWS, TILE_ACCUMULATORS // bl)
+        row_text, heights = _row_function(name, g, bl, rows)
+        parts += [_tile_function(name, g, r, bl, residual, act) for r in sorted(heights)]
+        parts.append(row_text)
+    hi = "INFINITY" if clip_max is None else f"{float.hex(float(clip_max))}f"
+    bands = -(-g.oh // plan.band)
+    units = g.n * groups * bands
+    par = (f"#pragma omp parallel for schedule(static) if ({g.macs}L >= {PARALLEL_MIN_MACS}L)"
+           if threads > 1 else "")
+    args = (f"xr + c0 * {g.h * g.w * g.bi}, wg + c0 * {g.kh * g.kw * g.bi * g.vw}, yr, bias + ob0 * {g.vw}, "
+            f"res ? res + ((n * {g.ob} + ob0) * {g.oh} + oh) * {g.ow * g.vw} : 0, lo, hi, kh0, kh1, "
+            f"{plan.chunk}, c0 == 0, c0 + {plan.chunk} == {g.cb}")
+    dispatch = (f"{name}_row{blocks}({args});" if tail == blocks else
+                f"if (og < {groups - 1}) {name}_row{blocks}({args});\n"
+                f"        else {name}_row{tail}({args});")
+    entry = f"""
+static void {name}(const float *restrict x, const float *restrict w, const float *restrict bias, const float *res,
+    float *y) {{
+  const tf_vf lo = tf_bcast(0.0f), hi = tf_bcast({hi});
+  {par}
+  for (long u = 0; u < {units}; u++) {{
+    const long band = u % {bands}, og = u / {bands} % {groups}, n = u / {bands * groups};
+    const long ob0 = og * {blocks}, oh0 = band * {plan.band};
+    const long oh1 = oh0 + {plan.band} < {g.oh} ? oh0 + {plan.band} : {g.oh};
+    const float *wg = w + ob0 * {g.cb * g.kh * g.kw * g.bi * g.vw};
+    (void)og;
+    for (long c0 = 0; c0 < {g.cb}; c0 += {plan.chunk})
+      for (long oh = oh0; oh < oh1; oh++) {{
+        const long ih = oh * {g.sh} - {g.ph};
+        const long kh0 = ih < 0 ? (-ih + {g.dh - 1}) / {g.dh} : 0;
+        long kh1 = ({g.h} - ih + {g.dh - 1}) / {g.dh}; if (kh1 > {g.kh}) kh1 = {g.kh};
+        const float *xr = x + n * {g.cb * g.h * g.w * g.bi} + ih * {g.w * g.bi};
+        float *yr = y + ((n * {g.ob} + ob0) * {g.oh} + oh) * {g.ow * g.vw};
+        {dispatch}
+      }}
+  }}
+}}
+"""
+    body = "".join(parts) + entry
+    return _prelude(target) + f"#ifndef {name.upper()}_DEFINED\n#define {name.upper()}_DEFINED\n{body}#endif\n"
+
+
+def conv_name(g: ConvGeometry, residual: bool, act: str, clip_max: float | None) -> str:
+    return "tf_nchwc_" + _digest(repr((g, residual, act, clip_max)))
+
+
+# ---- pools --------------------------------------------------------------------------------
+def pool_source(kind: str, x_shape: tuple[int, ...], y_shape: tuple[int, ...], attrs) -> list[str]:
+    """The body of a blocked pool (``in0`` -> ``out0``): ``kind`` max / avg (windowed) or
+    global_max / global_avg.  Lanes are the innermost loop, so gcc vectorises each position."""
+    n, cb, h, w, vw = x_shape
+    _, _, oh, ow, _ = y_shape
+    planes = n * cb
+    if kind.startswith("global"):
+        init, step = ("-INFINITY", "m = (m > v) | (m != m) ? m : v;") if kind == "global_max" else ("0.0f", "m += v;")
+        fin = "m" if kind == "global_max" else f"m / {float(h * w)!r}f"
+        # lanes outermost of the window loop: each lane's sum in the reference's order (positions in order)
+        return [f"  #pragma omp parallel for schedule(static) if ({planes * h * w * vw} >= 262144)",
+                f"  for (long p = 0; p < {planes}; p++) {{",
+                f"    const float *xp = in0 + p * {h * w * vw};",
+                f"    float acc[{vw}];",
+                f"    for (long l = 0; l < {vw}; l++) acc[l] = {init};",
+                f"    for (long q = 0; q < {h * w}; q++)",
+                f"      for (long l = 0; l < {vw}; l++) {{ float m = acc[l]; const float v = xp[q * {vw} + l]; {step} acc[l] = m; }}",
+                f"    for (long l = 0; l < {vw}; l++) {{ const float m = acc[l]; out0[p * {vw} + l] = {fin}; }}",
+                "  }"]
+    kh, kw = (int(v) for v in attrs["kernel"])
+    sh, sw = _ints(attrs, "strides", 2, 1)
+    pads = _ints(attrs, "pads", 4, 0)
+    ph, pw = pads[0], pads[1]
+    dh, dw = _ints(attrs, "dilations", 2, 1)
+    if kind == "max":
+        init, step, fin = "-INFINITY", "m = (m > v) | (m != m) ? m : v;", "m"
+        count = "1"
+    else:
+        init, step, fin = "0.0f", "m += v;", "m / cnt"
+        if attrs.get("count_include_pad", False):
+            # the taps inside the explicitly padded input count, the ceil-mode overhang does not
+            count = (f"(float)(tf_taps(ih0, {kh}, {dh}, {-ph}, {h + pads[2]}) * "
+                     f"tf_taps(iw0, {kw}, {dw}, {-pw}, {w + pads[3]}))")
+        else:
+            count = "(float)((kh1 - kh0) * (kw1 - kw0))"
+    return [f"  #pragma omp parallel for schedule(static) if ({planes * oh * ow * kh * kw * vw} >= 262144)",
+            f"  for (long u = 0; u < {planes * oh}; u++) {{",
+            f"    const long p = u / {oh}, oy = u % {oh}, ih0 = oy * {sh} - {ph};",
+            f"    const long kh0 = ih0 < 0 ? (-ih0 + {dh - 1}) / {dh} : 0;",
+            f"    long kh1 = ({h} - ih0 + {dh - 1}) / {dh}; if (kh1 > {kh}) kh1 = {kh};",
+            f"    const float *xp = in0 + p * {h * w * vw};",
+            f"    float *yp = out0 + (p * {oh} + oy) * {ow * vw};",
+            f"    for (long ox = 0; ox < {ow}; ox++) {{",
+            f"      const long iw0 = ox * {sw} - {pw};",
+            f"      const long kw0 = iw0 < 0 ? (-iw0 + {dw - 1}) / {dw} : 0;",
+            f"      long kw1 = ({w} - iw0 + {dw - 1}) / {dw}; if (kw1 > {kw}) kw1 = {kw};",
+            f"      float acc[{vw}];",
+            f"      for (long l = 0; l < {vw}; l++) acc[l] = {init};",
+            "      for (long a = kh0; a < kh1; a++)",
+            "        for (long b = kw0; b < kw1; b++) {",
+            f"          const float *xq = xp + ((ih0 + a * {dh}) * {w} + iw0 + b * {dw}) * {vw};",
+            f"          for (long l = 0; l < {vw}; l++) {{ float m = acc[l]; const float v = xq[l]; {step} acc[l] = m; }}",
+            "        }",
+            f"      const float cnt = {count}; (void)cnt;",
+            f"      for (long l = 0; l < {vw}; l++) {{ const float m = acc[l]; yp[ox * {vw} + l] = {fin}; }}",
+            "    }",
+            "  }"]
+
+
+POOL_HELPERS = """#ifndef TF_TAPS_DEFINED
+#define TF_TAPS_DEFINED
+/* window taps a = 0..k-1 whose position i0 + a * d lies in [lo, hi) */
+static inline long tf_taps(long i0, long k, long d, long lo, long hi) {
+  long c = 0;
+  for (long a = 0; a < k; a++) c += i0 + a * d >= lo && i0 + a * d < hi;
+  return c;
+}
+#endif
+"""
+
+
+# ---- layout conversions -------------------------------------------------------------------
+def transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ...], to_blocked: bool) -> list[str]:
+    """``in0`` (plain N, C, *S or blocked N, C/x, *S, x) copied into ``out0`` in the other form."""
+    if to_blocked:
+        n, c = src_shape[:2]
+        block = dst_shape[-1]
+    else:
+        n, c = dst_shape[:2]
+        block = src_shape[-1]
+    spatial = 1
+    for d in (src_shape[2:] if to_blocked else src_shape[2:-1]):
+        spatial *= int(d)
+    cb = c // block
+    plain = f"in0[((n * {c}) + b * {block} + l) * {spatial} + s]" if to_blocked else \
+        f"out0[((n * {c}) + b * {block} + l) * {spatial} + s]"
+    blocked = f"out0[((n * {cb} + b) * {spatial} + s) * {block} + l]" if to_blocked else \
+        f"in0[((n * {cb} + b) * {spatial} + s) * {block} + l]"
+    assign = f"{blocked} = {plain};" if to_blocked else f"{plain} = {blocked};"
+    return [f"  #pragma omp parallel for schedule(static) if ({n * c * spatial} >= 262144)",
+            f"  for (long u = 0; u < {n * cb}; u++) {{",
+            f"    const long n = u / {cb}, b = u % {cb};",
+            f"    for (long s = 0; s < {spatial}; s++)",
+            f"      for (long l = 0; l < {block}; l++) {assign}",
+            "  }"]
+
+
+def weight_transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ...], to_blocked: bool) -> list[str]:
+    """OIHW <-> OIHW[i]i[o]o of a weight that was not folded (a non-constant weight): plain loops."""
+    (o, i), k = (src_shape[:2], src_shape[2:]) if to_blocked else (dst_shape[:2], dst_shape[2:])
+    bi, bo = (dst_shape[-2], dst_shape[-1]) if to_blocked else (src_shape[-2], src_shape[-1])
+    taps = 1
+    for d in k:
+        taps *= int(d)
+    plain = f"((oo * {i} + ii) * {taps} + t)"
+    blocked = f"(((((oo / {bo}) * {i // bi} + ii / {bi}) * {taps} + t) * {bi} + ii % {bi}) * {bo} + oo % {bo})"
+    dst, srcx = (blocked, plain) if to_blocked else (plain, blocked)
+    return [f"  for (long oo = 0; oo < {o}; oo++)",
+            f"    for (long ii = 0; ii < {i}; ii++)",
+            f"      for (long t = 0; t < {taps}; t++) out0[{dst}] = in0[{srcx}];"]
+
+
+__all__ = ["ConvGeometry", "MAX_BLOCKS", "MAX_ROWS", "PARALLEL_MIN_MACS", "POOL_HELPERS", "TILE_ACCUMULATORS",
+           "ConvPlan", "conv_name", "conv_source", "pool_source", "transform_source", "weight_transform_source"]
