@@ -167,6 +167,26 @@ def _tile_function(name: str, g: ConvGeometry, rows: int, blocks: int, residual:
         epi.append(line)
     biases = " ".join(f"const tf_vf bias{b} = tf_ld(bias + {b * vw});" for b in range(blocks))
     stores = " ".join(f"tf_st(y + {b * yob + r * vw}, c{r}_{b});" for r, b in acc)
+    step = f"""          {loads}
+{fmas}"""
+    if g.dw == 1:
+        # one kernel row's taps and lanes are one run of floats in x and in w: one flat loop
+        inner = f"""      const float *restrict xs = x + cb * {xcb} + kh * {xkh} + kw0 * {g.bi};
+      const float *restrict ws = w + cb * {wcb} + (kh * {g.kw} + kw0) * {g.bi * vw};
+      const long kn = (kw1 - kw0) * {g.bi};
+      TF_UNROLL(4)
+      for (long k = 0; k < kn; k++, xs++, ws += {vw}) {{
+{step}
+      }}"""
+    else:
+        inner = f"""      for (long kw = kw0; kw < kw1; kw++) {{
+        const float *restrict xs = x + cb * {xcb} + kh * {xkh} + kw * {xkw};
+        const float *restrict ws = w + cb * {wcb} + (kh * {g.kw} + kw) * {g.bi * vw};
+        TF_UNROLL(4)
+        for (long ci = 0; ci < {g.bi}; ci++, xs++, ws += {vw}) {{
+{step}
+        }}
+      }}"""
     return f"""
 static inline __attribute__((always_inline)) void {name}_t{rows}x{blocks}(const float *restrict x,
     const float *restrict w, float *y, const float *restrict bias, const float *res, tf_vf lo, tf_vf hi,
@@ -175,16 +195,9 @@ static inline __attribute__((always_inline)) void {name}_t{rows}x{blocks}(const 
   tf_vf {decl};
   if (!first) {{ {reload} }}
   for (long cb = 0; cb < ncb; cb++)
-    for (long kh = kh0; kh < kh1; kh++)
-      for (long kw = kw0; kw < kw1; kw++) {{
-        const float *restrict xs = x + cb * {xcb} + kh * {xkh} + kw * {xkw};
-        const float *restrict ws = w + cb * {wcb} + (kh * {g.kw} + kw) * {g.bi * vw};
-        TF_UNROLL(4)
-        for (long ci = 0; ci < {g.bi}; ci++, xs++, ws += {vw}) {{
-          {loads}
-{fmas}
-        }}
-      }}
+    for (long kh = kh0; kh < kh1; kh++) {{
+{inner}
+    }}
   if (last) {{
     {biases}
     {chr(10).join("    " + e for e in epi)}
