@@ -1094,11 +1094,13 @@ def _blocked_pool_kernel(k: _Kernel) -> str:
     """A pool on NCHW[x]c (``graph.*_pool_nchwc``): 2-D windows or global, float32."""
     from . import nchwc
     x, y = k.kernel.operands[0].type, k.kernel.results[0].type
-    if x.rank != 5 or x.dtype is not DType.f32 or any(not isinstance(d, int) for t in (x, y) for d in t.shape):
-        raise CompileError(f"{k.op.name}{k.op.location_str()}: the blocked pools take static 2-D float32 tensors, "
-                           f"got {x}")
+    block = x.shape[-1] if x.rank == 5 else 0
+    if (x.dtype is not DType.f32 or not isinstance(block, int) or block < 1 or block & (block - 1)
+            or any(not isinstance(d, int) for t in (x, y) for d in t.shape)):
+        raise CompileError(f"{k.op.name}{k.op.location_str()}: the blocked pools take static 2-D float32 tensors "
+                           f"blocked by a power of two, got {x}")
     kind = k.op.name.split(".")[1][:-len("_pool_nchwc")]
-    return k.function(nchwc.pool_source(kind, x.shape, y.shape, k.op.attributes), helpers=nchwc.POOL_HELPERS)
+    return k.function(nchwc.pool_source(kind, x.shape, y.shape, k.op.attributes), helpers=nchwc.pool_helpers(block))
 
 
 _GENERATORS: dict[str, Callable[[_Kernel], str]] = {

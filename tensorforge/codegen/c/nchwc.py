@@ -301,24 +301,47 @@ def conv_name(g: ConvGeometry, residual: bool, act: str, clip_max: float | None)
 
 
 # ---- pools --------------------------------------------------------------------------------
+def _pool_ops(kind: str) -> tuple[str, str]:
+    """(initial value, C statement folding ``v`` into ``m``) on one position's lanes: the max keeps
+    a NaN (the first one met, as the plain pool) and takes the later of equal values."""
+    if kind.endswith("max"):
+        return ("tf_pool_fill(-INFINITY)",
+                "{ const tf_pvi keep = (m > v) | (m != m); m = (tf_pv)(((tf_pvi)m & keep) | ((tf_pvi)v & ~keep)); }")
+    return "tf_pool_fill(0.0f)", "m += v;"
+
+
+def pool_helpers(vw: int) -> str:
+    """The vector type of one position's ``vw`` lanes (a power of two) and the tap counter."""
+    return f"""#ifndef TF_POOL{vw}_DEFINED
+#define TF_POOL{vw}_DEFINED
+typedef float tf_pv __attribute__((vector_size({4 * vw}), aligned(4), may_alias));
+typedef int tf_pvi __attribute__((vector_size({4 * vw})));
+static inline tf_pv tf_pool_fill(float s) {{ return s - (tf_pv){{0}}; }}
+/* window taps a = 0..k-1 whose position i0 + a * d lies in [lo, hi) */
+static inline long tf_taps(long i0, long k, long d, long lo, long hi) {{
+  long c = 0;
+  for (long a = 0; a < k; a++) c += i0 + a * d >= lo && i0 + a * d < hi;
+  return c;
+}}
+#endif
+"""
+
+
 def pool_source(kind: str, x_shape: tuple[int, ...], y_shape: tuple[int, ...], attrs) -> list[str]:
     """The body of a blocked pool (``in0`` -> ``out0``): ``kind`` max / avg (windowed) or
-    global_max / global_avg.  Lanes are the innermost loop, so gcc vectorises each position."""
+    global_max / global_avg, one position's lanes a vector (``pool_helpers``)."""
     n, cb, h, w, vw = x_shape
     _, _, oh, ow, _ = y_shape
     planes = n * cb
+    init, step = _pool_ops(kind)
     if kind.startswith("global"):
-        init, step = ("-INFINITY", "m = (m > v) | (m != m) ? m : v;") if kind == "global_max" else ("0.0f", "m += v;")
         fin = "m" if kind == "global_max" else f"m / {float(h * w)!r}f"
-        # lanes outermost of the window loop: each lane's sum in the reference's order (positions in order)
         return [f"  #pragma omp parallel for schedule(static) if ({planes * h * w * vw} >= 262144)",
                 f"  for (long p = 0; p < {planes}; p++) {{",
                 f"    const float *xp = in0 + p * {h * w * vw};",
-                f"    float acc[{vw}];",
-                f"    for (long l = 0; l < {vw}; l++) acc[l] = {init};",
-                f"    for (long q = 0; q < {h * w}; q++)",
-                f"      for (long l = 0; l < {vw}; l++) {{ float m = acc[l]; const float v = xp[q * {vw} + l]; {step} acc[l] = m; }}",
-                f"    for (long l = 0; l < {vw}; l++) {{ const float m = acc[l]; out0[p * {vw} + l] = {fin}; }}",
+                f"    tf_pv m = {init};",
+                f"    for (long q = 0; q < {h * w}; q++) {{ const tf_pv v = *(const tf_pv *)(xp + q * {vw}); {step} }}",
+                f"    *(tf_pv *)(out0 + p * {vw}) = {fin};",
                 "  }"]
     kh, kw = (int(v) for v in attrs["kernel"])
     sh, sw = _ints(attrs, "strides", 2, 1)
@@ -326,16 +349,13 @@ def pool_source(kind: str, x_shape: tuple[int, ...], y_shape: tuple[int, ...], a
     ph, pw = pads[0], pads[1]
     dh, dw = _ints(attrs, "dilations", 2, 1)
     if kind == "max":
-        init, step, fin = "-INFINITY", "m = (m > v) | (m != m) ? m : v;", "m"
-        count = "1"
+        fin, count = "m", "1"
+    elif attrs.get("count_include_pad", False):
+        # the taps inside the explicitly padded input count, the ceil-mode overhang does not
+        fin = "m / cnt"
+        count = f"(float)(tf_taps(ih0, {kh}, {dh}, {-ph}, {h + pads[2]}) * tf_taps(iw0, {kw}, {dw}, {-pw}, {w + pads[3]}))"
     else:
-        init, step, fin = "0.0f", "m += v;", "m / cnt"
-        if attrs.get("count_include_pad", False):
-            # the taps inside the explicitly padded input count, the ceil-mode overhang does not
-            count = (f"(float)(tf_taps(ih0, {kh}, {dh}, {-ph}, {h + pads[2]}) * "
-                     f"tf_taps(iw0, {kw}, {dw}, {-pw}, {w + pads[3]}))")
-        else:
-            count = "(float)((kh1 - kh0) * (kw1 - kw0))"
+        fin, count = "m / cnt", "(float)((kh1 - kh0) * (kw1 - kw0))"
     return [f"  #pragma omp parallel for schedule(static) if ({planes * oh * ow * kh * kw * vw} >= 262144)",
             f"  for (long u = 0; u < {planes * oh}; u++) {{",
             f"    const long p = u / {oh}, oy = u % {oh}, ih0 = oy * {sh} - {ph};",
@@ -347,29 +367,16 @@ def pool_source(kind: str, x_shape: tuple[int, ...], y_shape: tuple[int, ...], a
             f"      const long iw0 = ox * {sw} - {pw};",
             f"      const long kw0 = iw0 < 0 ? (-iw0 + {dw - 1}) / {dw} : 0;",
             f"      long kw1 = ({w} - iw0 + {dw - 1}) / {dw}; if (kw1 > {kw}) kw1 = {kw};",
-            f"      float acc[{vw}];",
-            f"      for (long l = 0; l < {vw}; l++) acc[l] = {init};",
+            f"      tf_pv m = {init};",
             "      for (long a = kh0; a < kh1; a++)",
             "        for (long b = kw0; b < kw1; b++) {",
-            f"          const float *xq = xp + ((ih0 + a * {dh}) * {w} + iw0 + b * {dw}) * {vw};",
-            f"          for (long l = 0; l < {vw}; l++) {{ float m = acc[l]; const float v = xq[l]; {step} acc[l] = m; }}",
+            f"          const tf_pv v = *(const tf_pv *)(xp + ((ih0 + a * {dh}) * {w} + iw0 + b * {dw}) * {vw});",
+            f"          {step}",
             "        }",
             f"      const float cnt = {count}; (void)cnt;",
-            f"      for (long l = 0; l < {vw}; l++) {{ const float m = acc[l]; yp[ox * {vw} + l] = {fin}; }}",
+            f"      *(tf_pv *)(yp + ox * {vw}) = {fin};",
             "    }",
             "  }"]
-
-
-POOL_HELPERS = """#ifndef TF_TAPS_DEFINED
-#define TF_TAPS_DEFINED
-/* window taps a = 0..k-1 whose position i0 + a * d lies in [lo, hi) */
-static inline long tf_taps(long i0, long k, long d, long lo, long hi) {
-  long c = 0;
-  for (long a = 0; a < k; a++) c += i0 + a * d >= lo && i0 + a * d < hi;
-  return c;
-}
-#endif
-"""
 
 
 # ---- layout conversions -------------------------------------------------------------------
@@ -413,5 +420,5 @@ def weight_transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ..
             f"      for (long t = 0; t < {taps}; t++) out0[{dst}] = in0[{srcx}];"]
 
 
-__all__ = ["ConvGeometry", "MAX_BLOCKS", "MAX_ROWS", "PARALLEL_MIN_MACS", "POOL_HELPERS", "TILE_ACCUMULATORS",
-           "ConvPlan", "conv_name", "conv_source", "pool_source", "transform_source", "weight_transform_source"]
+__all__ = ["ConvGeometry", "MAX_BLOCKS", "MAX_ROWS", "PARALLEL_MIN_MACS", "TILE_ACCUMULATORS",
+           "ConvPlan", "conv_name", "conv_source", "pool_helpers", "pool_source", "transform_source", "weight_transform_source"]

@@ -54,13 +54,13 @@
   "func.return"(%y) : (tensor<1x6x3x3xf32>) -> ()
 }) {sym_name = "conv_to_nchwc_stays_channels", function_type = (tensor<1x4x3x3xf32>) -> (tensor<1x6x3x3xf32>)} : () -> ()
 
-// conv -> relu -> conv: one conversion in, one out; the relu runs on the blocked tensor.
+// conv -> tanh -> conv: one conversion in, one out; the tanh runs on the blocked tensor.
 // CHECK:      ^bb0(%[[X:arg[0-9]+]]: tensor<1x4x3x3xf32>):
 // CHECK-NEXT:   %[[W1:[0-9]+]] = "graph.constant"
 // CHECK-NEXT:   %[[W2:[0-9]+]] = "graph.constant"
 // CHECK-NEXT:   %[[XB:[0-9]+]] = "graph.layout_transform"(%[[X]]) {src = "NCHW", dst = "NCHW4c"}
 // CHECK-NEXT:   %[[Y1:[0-9]+]] = "graph.conv_nchwc"(%[[XB]], %[[W1]])
-// CHECK-NEXT:   %[[A:[0-9]+]] = "graph.relu"(%[[Y1]]) : (tensor<1x1x3x3x4xf32>) -> tensor<1x1x3x3x4xf32>
+// CHECK-NEXT:   %[[A:[0-9]+]] = "graph.tanh"(%[[Y1]]) : (tensor<1x1x3x3x4xf32>) -> tensor<1x1x3x3x4xf32>
 // CHECK-NEXT:   %[[Y2:[0-9]+]] = "graph.conv_nchwc"(%[[A]], %[[W2]])
 // CHECK-NEXT:   %[[R:[0-9]+]] = "graph.layout_transform"(%[[Y2]]) {src = "NCHW4c", dst = "NCHW"}
 // CHECK-NEXT:   "func.return"(%[[R]])
@@ -70,7 +70,7 @@
   %w1 = "graph.constant"() {value = dense<0.5> : tensor<4x4x1x1xf32>} : () -> tensor<4x4x1x1xf32>
   %w2 = "graph.constant"() {value = dense<-0.25> : tensor<4x4x1x1xf32>} : () -> tensor<4x4x1x1xf32>
   %y1 = "graph.conv"(%x, %w1) {strides = array<i64>, pads = array<i64>, dilations = array<i64>, groups = 1 : i64} : (tensor<1x4x3x3xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x3x3xf32>
-  %a = "graph.relu"(%y1) : (tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  %a = "graph.tanh"(%y1) : (tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
   %y2 = "graph.conv"(%a, %w2) {strides = array<i64>, pads = array<i64>, dilations = array<i64>, groups = 1 : i64} : (tensor<1x4x3x3xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x3x3xf32>
   "func.return"(%y2) : (tensor<1x4x3x3xf32>) -> ()
 }) {sym_name = "cancel_layout_fires", function_type = (tensor<1x4x3x3xf32>) -> (tensor<1x4x3x3xf32>)} : () -> ()
@@ -86,10 +86,11 @@
   "func.return"(%b) : (tensor<1x2x2x2x2xf32>) -> ()
 }) {sym_name = "cancel_layout_stays_other_block", function_type = (tensor<1x1x2x2x4xf32>) -> (tensor<1x2x2x2x2xf32>)} : () -> ()
 
-// A residual add of two blocked values and a per-channel scale, packed to (1, 1, 1, 1, 4).
+// A difference of two blocked values and a per-channel scale, packed to (1, 1, 1, 1, 4).  (A residual
+// add would go into the second conv's epilogue: fuse_conv_epilogue_fires.)
 // CHECK:      %[[Y1:[0-9]+]] = "graph.conv_nchwc"
 // CHECK:      %[[Y2:[0-9]+]] = "graph.conv_nchwc"
-// CHECK-NEXT: %[[S:[0-9]+]] = "graph.add"(%[[Y1]], %[[Y2]]) : (tensor<1x1x3x3x4xf32>, tensor<1x1x3x3x4xf32>) -> tensor<1x1x3x3x4xf32>
+// CHECK-NEXT: %[[S:[0-9]+]] = "graph.sub"(%[[Y1]], %[[Y2]]) : (tensor<1x1x3x3x4xf32>, tensor<1x1x3x3x4xf32>) -> tensor<1x1x3x3x4xf32>
 // CHECK-NEXT: %[[C:[0-9]+]] = "graph.constant"() {value = dense<{{\[\[\[\[\[}}1.0, 2.0, 3.0, 4.0]]]]]> : tensor<1x1x1x1x4xf32>}
 // CHECK-NEXT: %[[M:[0-9]+]] = "graph.mul"(%[[S]], %[[C]])
 // CHECK-NEXT: "graph.layout_transform"(%[[M]]) {src = "NCHW4c", dst = "NCHW"}
@@ -101,7 +102,7 @@
   %c = "graph.constant"() {value = dense<[[[1.0]], [[2.0]], [[3.0]], [[4.0]]]> : tensor<4x1x1xf32>} : () -> tensor<4x1x1xf32>
   %y1 = "graph.conv"(%x, %w1) {strides = array<i64>, pads = array<i64>, dilations = array<i64>, groups = 1 : i64} : (tensor<1x4x3x3xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x3x3xf32>
   %y2 = "graph.conv"(%x, %w2) {strides = array<i64>, pads = array<i64>, dilations = array<i64>, groups = 1 : i64} : (tensor<1x4x3x3xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x3x3xf32>
-  %s = "graph.add"(%y1, %y2) : (tensor<1x4x3x3xf32>, tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  %s = "graph.sub"(%y1, %y2) : (tensor<1x4x3x3xf32>, tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
   %m = "graph.mul"(%s, %c) : (tensor<1x4x3x3xf32>, tensor<4x1x1xf32>) -> tensor<1x4x3x3xf32>
   "func.return"(%m) : (tensor<1x4x3x3xf32>) -> ()
 }) {sym_name = "sink_elementwise_fires", function_type = (tensor<1x4x3x3xf32>) -> (tensor<1x4x3x3xf32>)} : () -> ()
@@ -169,3 +170,35 @@
   %c = "graph.concat"(%y1, %y2) {axis = 2 : i64} : (tensor<1x4x3x3xf32>, tensor<1x4x3x3xf32>) -> tensor<1x4x6x3xf32>
   "func.return"(%c) : (tensor<1x4x6x3xf32>) -> ()
 }) {sym_name = "sink_concat_stays_spatial", function_type = (tensor<1x4x3x3xf32>) -> (tensor<1x4x6x3xf32>)} : () -> ()
+
+// A conv takes its residual add (after the bias; a zero bias is made for it) and the relu after
+// that into its epilogue: one conv_nchwc is left, the add and relu gone.
+// CHECK:      %[[Y1:[0-9]+]] = "graph.conv_nchwc"
+// CHECK:      %[[Z:[0-9]+]] = "graph.constant"() {value = dense<0.0> : tensor<4xf32>}
+// CHECK-NEXT: %[[Y2:[0-9]+]] = "graph.conv_nchwc"(%{{[0-9]+}}, %{{[0-9]+}}, %[[Z]], %[[Y1]]) {{.*}}relu = true{{.*}} : (tensor<1x1x3x3x4xf32>, tensor<1x1x1x1x4x4xf32>, tensor<4xf32>, tensor<1x1x3x3x4xf32>) -> tensor<1x1x3x3x4xf32>
+// CHECK-NOT:  "graph.add"
+// CHECK-NOT:  "graph.relu"
+// CHECK:      sym_name = "fuse_conv_epilogue_fires"
+"func.func"() ({
+^bb0(%x: tensor<1x4x3x3xf32>):
+  %w1 = "graph.constant"() {value = dense<0.5> : tensor<4x4x1x1xf32>} : () -> tensor<4x4x1x1xf32>
+  %w2 = "graph.constant"() {value = dense<-0.25> : tensor<4x4x1x1xf32>} : () -> tensor<4x4x1x1xf32>
+  %y1 = "graph.conv"(%x, %w1) {strides = array<i64>, pads = array<i64>, dilations = array<i64>, groups = 1 : i64} : (tensor<1x4x3x3xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x3x3xf32>
+  %y2 = "graph.conv"(%y1, %w2) {strides = array<i64>, pads = array<i64>, dilations = array<i64>, groups = 1 : i64} : (tensor<1x4x3x3xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x3x3xf32>
+  %s = "graph.add"(%y2, %y1) : (tensor<1x4x3x3xf32>, tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  %r = "graph.relu"(%s) : (tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  "func.return"(%r) : (tensor<1x4x3x3xf32>) -> ()
+}) {sym_name = "fuse_conv_epilogue_fires", function_type = (tensor<1x4x3x3xf32>) -> (tensor<1x4x3x3xf32>)} : () -> ()
+
+// A conv whose result has another user keeps its relu apart (the other user reads the sum before it).
+// CHECK:      %[[Y:[0-9]+]] = "graph.conv_nchwc"
+// CHECK-NEXT: "graph.relu"(%[[Y]])
+// CHECK:      sym_name = "fuse_conv_epilogue_stays_two_users"
+"func.func"() ({
+^bb0(%x: tensor<1x4x3x3xf32>):
+  %w1 = "graph.constant"() {value = dense<0.5> : tensor<4x4x1x1xf32>} : () -> tensor<4x4x1x1xf32>
+  %y1 = "graph.conv"(%x, %w1) {strides = array<i64>, pads = array<i64>, dilations = array<i64>, groups = 1 : i64} : (tensor<1x4x3x3xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x3x3xf32>
+  %r = "graph.relu"(%y1) : (tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  %s = "graph.add"(%r, %y1) : (tensor<1x4x3x3xf32>, tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  "func.return"(%s) : (tensor<1x4x3x3xf32>) -> ()
+}) {sym_name = "fuse_conv_epilogue_stays_two_users", function_type = (tensor<1x4x3x3xf32>) -> (tensor<1x4x3x3xf32>)} : () -> ()

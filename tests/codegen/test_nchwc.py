@@ -1,0 +1,128 @@
+"""The blocked layout's native kernels (codegen/c/nchwc.py): a model compiled with the ``layout`` pass
+runs NCHW[16]c convolutions, pools and conversions in C, and computes what the plain graph does.
+
+Each case builds a plain graph, compiles it with ``default_pipeline_text(layout=True)`` and compares
+with the interpreter on the same plain graph (float64-free: the reference's float32 sums, so the
+tolerance is a few ulps of the sums' magnitude).  NaN and Inf in the input propagate as in the
+reference; the source is checked to hold the blocked kernels, not the loop path.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorforge
+from tensorforge.ir.builtin import ModuleOp
+from tensorforge.ir.types import tensor
+from tensorforge.passes.pipeline import default_pipeline_text
+
+LAYOUT = default_pipeline_text(layout=True)
+
+
+def _rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def _conv_model(n, c, h, w, o, k, stride=1, pad=0, dilation=1, residual=False, act="relu", seed=0) -> ModuleOp:
+    """x -> conv (k x k) -> [+ conv1x1(x) residual, same stride] -> act."""
+    rng = _rng(seed)
+    m = ModuleOp.create()
+    f = m.add_function("main", [tensor((n, c, h, w))], arg_names=["x"])
+    g = f.builder().graph
+    wt = g.constant((rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32))
+    b = g.constant(rng.standard_normal(o).astype(np.float32))
+    y = g.conv(f.args[0], wt, b, strides=(stride, stride), pads=(pad,) * 4, dilations=(dilation, dilation))
+    if residual:
+        oh = y.type.shape[2]
+        # a 1x1 conv with the same output grid: stride s, cropped by a slice where the windows differ
+        w1 = g.constant((rng.standard_normal((o, c, 1, 1)) / np.sqrt(c)).astype(np.float32))
+        r = g.conv(f.args[0], w1, strides=(stride, stride))
+        if r.type.shape[2] != oh:
+            r = g.slice(r, g.constant(np.array([0, 0], np.int64)), g.constant(np.array([oh, y.type.shape[3]], np.int64)),
+                        g.constant(np.array([2, 3], np.int64)))
+        y = g.add(y, r)
+    if act == "relu":
+        y = g.relu(y)
+    elif act == "relu6":
+        y = g.clip(y, min=0.0, max=6.0)
+    f.set_return([y])
+    return m
+
+
+def _compare(model_fn, x, rtol=2e-5):
+    native = tensorforge.compile(model_fn(), target="cpu", passes=LAYOUT)
+    want = tensorforge.compile(model_fn(), target="interpreter", passes=False)(x)
+    got = native(x)
+    assert "tf_nchwc_" in native.source or "_pool_nchwc" in native.source
+    nan = np.isnan(want)
+    assert (np.isnan(got) == nan).all()
+    scale = max(1.0, float(np.abs(want[np.isfinite(want)]).max(initial=0.0)))
+    np.testing.assert_allclose(got[~nan], want[~nan], rtol=0, atol=rtol * scale)
+    return native
+
+
+CONVS = [
+    # n, c, h, w, o, k, stride, pad, dilation
+    (1, 3, 32, 30, 64, 7, 2, 3, 1),        # an RGB stem: input block 3, G = 2 output blocks
+    (1, 16, 9, 9, 32, 3, 1, 1, 1),         # small map: edge columns and rows clipped
+    (2, 32, 15, 17, 48, 3, 2, 1, 1),       # batch, odd sizes, stride 2, 3 output blocks (tail group)
+    (1, 64, 14, 14, 80, 1, 1, 0, 1),       # 1x1: 5 output blocks, a group of 4 and a tail of 1
+    (1, 48, 13, 13, 32, 1, 2, 0, 1),       # 1x1 stride 2
+    (1, 16, 11, 12, 16, 3, 1, 2, 2),       # dilation 2 (the nested tap loop)
+    (1, 32, 5, 5, 16, 5, 1, 4, 1),         # pads wider than a window's reach: some outputs see no input
+    (1, 256, 7, 7, 64, 3, 1, 1, 1),        # deep K: weights in chunks of input blocks, sums kept in y
+]
+
+
+@pytest.mark.parametrize("case", CONVS, ids=[f"{c[1]}to{c[4]}_k{c[5]}s{c[6]}p{c[7]}d{c[8]}" for c in CONVS])
+def test_blocked_conv_matches_the_plain_graph(case):
+    n, c, h, w, o, k, s, p, d = case
+    x = _rng(1).standard_normal((n, c, h, w)).astype(np.float32)
+    _compare(lambda: _conv_model(n, c, h, w, o, k, s, p, d), x)
+
+
+@pytest.mark.parametrize("act", ["relu", "relu6", ""])
+def test_residual_and_activation_run_in_the_conv_epilogue(act):
+    model = lambda: _conv_model(1, 32, 10, 10, 32, 3, 1, 1, residual=True, act=act)   # noqa: E731
+    x = (_rng(2).standard_normal((1, 32, 10, 10)) * 4).astype(np.float32)
+    native = _compare(model, x)
+    # the add and the activation are in the conv's epilogue: no elementwise kernel is left
+    assert native.source.count("tf_nchwc_") >= 2 and "_add" not in native.source.split("void tf_run")[1]
+
+
+def test_nan_and_inf_propagate_through_blocked_convs():
+    x = _rng(3).standard_normal((1, 16, 8, 8)).astype(np.float32)
+    x[0, 3, 2, 5], x[0, 7, 6, 1], x[0, 0, 0, 0] = np.nan, np.inf, -np.inf
+    _compare(lambda: _conv_model(1, 16, 8, 8, 32, 3, 1, 1, act=""), x)
+
+
+def _pool_model(kind: str, shape, **attrs) -> ModuleOp:
+    """x -> 1x1 conv (so the pool's input is blocked) -> pool."""
+    n, c, h, w = shape
+    m = ModuleOp.create()
+    f = m.add_function("main", [tensor(shape)], arg_names=["x"])
+    g = f.builder().graph
+    eye = g.constant(np.eye(c, dtype=np.float32).reshape(c, c, 1, 1))
+    y = g.conv(f.args[0], eye)
+    f.set_return([getattr(g, kind)(y, **attrs)])
+    return m
+
+
+POOLS = [
+    ("max_pool", dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1))),
+    ("max_pool", dict(kernel=(2, 2), strides=(2, 2), ceil_mode=True)),
+    ("avg_pool", dict(kernel=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1))),
+    ("avg_pool", dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1), count_include_pad=True)),
+    ("avg_pool", dict(kernel=(2, 2), strides=(2, 2), ceil_mode=True, count_include_pad=True)),
+    ("global_avg_pool", {}),
+    ("global_max_pool", {}),
+]
+
+
+@pytest.mark.parametrize("kind,attrs", POOLS, ids=[f"{k}{i}" for i, (k, _) in enumerate(POOLS)])
+def test_blocked_pools_match_the_plain_pools(kind, attrs):
+    shape = (1, 32, 9, 11)
+    x = _rng(4).standard_normal(shape).astype(np.float32)
+    x[0, 1, 2, 3], x[0, 20, 8, 10], x[0, 5, 0, 0] = np.nan, np.inf, -np.inf
+    native = _compare(lambda: _pool_model(kind, shape, **attrs), x, rtol=1e-6)
+    assert f"{kind}_nchwc" in native.source
