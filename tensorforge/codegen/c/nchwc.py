@@ -139,34 +139,41 @@ class ConvPlan:
         return ConvPlan(blocks, rows, chunk, band)
 
 
-def _tile_function(name: str, g: ConvGeometry, rows: int, blocks: int, residual: bool, act: str) -> str:
-    """``rows`` x ``blocks`` vectors of y summed over ``ncb`` input blocks and the taps
-    ``kh0 <= kh < kh1``, ``kw0 <= kw < kw1`` (``x`` at the tile's first window origin in its first
-    input block), added to y's partial sums unless ``first``; the epilogue if ``last``."""
+def _tile_name(name: str, tr: int, tc: int, blocks: int) -> str:
+    return f"{name}_t{tr}x{tc}x{blocks}" if tr > 1 else f"{name}_t{tc}x{blocks}"
+
+
+def _tile_function(name: str, g: ConvGeometry, tc: int, blocks: int, residual: bool, act: str, tr: int = 1) -> str:
+    """``tr`` output rows x ``tc`` positions x ``blocks`` vectors of y summed over ``ncb`` input blocks
+    and the taps ``kh0 <= kh < kh1``, ``kw0 <= kw < kw1`` (``x`` at the tile's first window origin in
+    its first input block), added to y's partial sums unless ``first``; the epilogue if ``last``."""
     vw = g.vw
-    xr = g.sw * g.bi                       # floats between two positions' windows
     xkw, xkh, xcb = g.dw * g.bi, g.dh * g.w * g.bi, g.h * g.w * g.bi
     wcb = g.kh * g.kw * g.bi * vw          # floats of one input block's weights of one output block
     wob = g.cb * wcb                       # floats between two output blocks' weights
     yob = g.oh * g.ow * vw
+    rows = tr * tc
+    # position r: output row r // tc, column r % tc of the tile; its window and its vector of y
+    xoff = [(r // tc) * g.sh * g.w * g.bi + (r % tc) * g.sw * g.bi for r in range(rows)]
+    yoff = [(r // tc) * g.ow * vw + (r % tc) * vw for r in range(rows)]
     acc = [(r, b) for r in range(rows) for b in range(blocks)]
     decl = ", ".join(f"c{r}_{b} = {{0}}" for r, b in acc)
-    reload = " ".join(f"c{r}_{b} = tf_ld(y + {b * yob + r * vw});" for r, b in acc)
+    reload = " ".join(f"c{r}_{b} = tf_ld(y + {b * yob + yoff[r]});" for r, b in acc)
     loads = " ".join(f"const tf_vf w{b} = tf_ld(ws + {b * wob});" for b in range(blocks))
-    fmas = "\n".join(f"          {{ const tf_vf a = tf_bcast(xs[{r * xr}]); "
+    fmas = "\n".join(f"          {{ const tf_vf a = tf_bcast(xs[{xoff[r]}]); "
                      + " ".join(f"c{r}_{b} += w{b} * a;" for b in range(blocks)) + " }" for r in range(rows))
     epi = []
     for r, b in acc:
         line = f"c{r}_{b} += bias{b};"
         if residual:
-            line += f" c{r}_{b} += tf_ld(res + {b * yob + r * vw});"
+            line += f" c{r}_{b} += tf_ld(res + {b * yob + yoff[r]});"
         if act == "relu":
             line += f" c{r}_{b} = tf_relu(c{r}_{b});"
         elif act == "clip":
             line += f" c{r}_{b} = tf_clamp(c{r}_{b}, lo, hi);"
         epi.append(line)
     biases = " ".join(f"const tf_vf bias{b} = tf_ld(bias + {b * vw});" for b in range(blocks))
-    stores = " ".join(f"tf_st(y + {b * yob + r * vw}, c{r}_{b});" for r, b in acc)
+    stores = " ".join(f"tf_st(y + {b * yob + yoff[r]}, c{r}_{b});" for r, b in acc)
     step = f"""          {loads}
 {fmas}"""
     if g.dw == 1:
@@ -188,7 +195,7 @@ def _tile_function(name: str, g: ConvGeometry, rows: int, blocks: int, residual:
         }}
       }}"""
     return f"""
-static inline __attribute__((always_inline)) void {name}_t{rows}x{blocks}(const float *restrict x,
+static inline __attribute__((always_inline)) void {_tile_name(name, tr, tc, blocks)}(const float *restrict x,
     const float *restrict w, float *y, const float *restrict bias, const float *res, tf_vf lo, tf_vf hi,
     long kh0, long kh1, long kw0, long kw1, long ncb, int first, int last) {{
   (void)res; (void)lo; (void)hi;
@@ -242,6 +249,72 @@ static void {name}_row{blocks}(const float *restrict x, const float *restrict w,
     return text, heights
 
 
+def _ranges(start: int, size: int, step: int, dilation: int, extent: int) -> tuple[int, int]:
+    """[k0, k1): the taps of a window starting at ``start`` that fall inside ``[0, size)``."""
+    k0 = -(-max(0, -start) // dilation)
+    k1 = min(extent, -(-(size - start) // dilation))
+    return (k0, k1) if k1 > k0 else (0, 0)
+
+
+def map_tiles(g: ConvGeometry, blocks: int) -> list[tuple[int, int, int, int]]:
+    """The tiles (oh, ow, tr, tc) covering a whole small output map, every tile's positions sharing
+    their window's clipped taps: the rows whose windows keep every kernel row, in tiles of several
+    rows over the interior columns and of one column down each edge column; the other rows one by
+    one.  A 7x7 map with 3x3 windows then runs 2 x 5 and 5 x 1 tiles where row by row its 14 edge
+    positions each ran alone."""
+    most = min(MAX_ROWS, TILE_ACCUMULATORS // blocks)
+    lo, hi = g.interior()
+    span = hi - lo
+    full_rows = [oh for oh in range(g.oh) if _ranges(oh * g.sh - g.ph, g.h, g.sh, g.dh, g.kh) == (0, g.kh)]
+    fa, fb = (full_rows[0], full_rows[-1] + 1) if full_rows else (0, 0)
+    edges = [ow for ow in range(g.ow) if not lo <= ow < hi]
+    tiles = []
+    for oh in range(g.oh):
+        if fa <= oh < fb:
+            continue
+        tiles += [(oh, ow, 1, 1) for ow in edges]
+        tiles += [(oh, ow, 1, min(most, hi - ow)) for ow in range(lo, hi, most)]
+    if fb > fa and span:
+        if span >= most:
+            tiles += [(oh, ow, 1, min(most, hi - ow)) for oh in range(fa, fb) for ow in range(lo, hi, most)]
+        else:
+            tr = max(1, most // span)
+            tiles += [(oh, lo, min(tr, fb - oh), span) for oh in range(fa, fb, tr)]
+    if fb > fa:
+        tiles += [(oh, ow, min(most, fb - oh), 1) for ow in edges for oh in range(fa, fb, most)]
+    return tiles
+
+
+def _map_function(name: str, g: ConvGeometry, blocks: int) -> tuple[str, set[tuple[int, int]]]:
+    """A whole small output map of ``blocks`` output blocks, tile by tile (``map_tiles``), as
+    straight-line calls with constant offsets and taps; and the tile shapes it calls."""
+    calls, shapes = [], set()
+    for oh, ow, tr, tc in map_tiles(g, blocks):
+        ih, iw = oh * g.sh - g.ph, ow * g.sw - g.pw
+        kh0, kh1 = _ranges(ih, g.h, g.sh, g.dh, g.kh)
+        kw0, kw1 = _ranges(iw, g.w, g.sw, g.dw, g.kw)
+        if tc > 1:
+            kw0, kw1 = 0, g.kw
+        ncb = "ncb" if kw1 > kw0 and kh1 > kh0 else "0"
+        at = (oh * g.ow + ow) * g.vw
+        calls.append(f"  {_tile_name(name, tr, tc, blocks)}(x + {(ih * g.w + iw) * g.bi}, w, y + {at}, bias, "
+                     f"res ? res + {at} : 0, lo, hi, {kh0}, {kh1}, {kw0}, {kw1}, {ncb}, first, last);")
+        shapes.add((tr, tc))
+    text = f"""
+static void {name}_map{blocks}(const float *restrict x, const float *restrict w, float *y, const float *restrict bias,
+    const float *res, tf_vf lo, tf_vf hi, long ncb, int first, int last) {{
+  (void)res;
+{chr(10).join(calls)}
+}}
+"""
+    return text, shapes
+
+
+def small_map(g: ConvGeometry) -> bool:
+    """Whether a work unit takes a whole output map (``map_tiles``): at most ``BAND_POSITIONS``."""
+    return g.oh * g.ow <= BAND_POSITIONS
+
+
 def conv_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: str, clip_max: float | None,
                 threads: int) -> str:
     """The C of ``name(x, w, bias, residual, y)`` for geometry ``g`` (guarded helpers included)."""
@@ -252,17 +325,25 @@ def conv_source(name: str, g: ConvGeometry, target: Target, residual: bool, act:
     blocks = plan.blocks
     groups = -(-g.ob // blocks)
     tail = g.ob - (groups - 1) * blocks
+    whole = small_map(g)
     parts = []
     for bl in sorted({blocks, tail}):
+        if whole:
+            map_text, shapes = _map_function(name, g, bl)
+            parts += [_tile_function(name, g, tc, bl, residual, act, tr) for tr, tc in sorted(shapes)]
+            parts.append(map_text)
+            continue
         rows = min(MAX_ROWS, TILE_ACCUMULATORS // bl)
         row_text, heights = _row_function(name, g, bl, rows)
         parts += [_tile_function(name, g, r, bl, residual, act) for r in sorted(heights)]
         parts.append(row_text)
     hi = "INFINITY" if clip_max is None else f"{float.hex(float(clip_max))}f"
-    bands = -(-g.oh // plan.band)
-    units = g.n * groups * bands
     par = (f"#pragma omp parallel for schedule(static) if ({g.macs}L >= {PARALLEL_MIN_MACS}L)"
            if threads > 1 else "")
+    if whole:
+        return _prelude(target) + _guard(name, "".join(parts) + _map_entry(name, g, plan, groups, tail, hi, par))
+    bands = -(-g.oh // plan.band)
+    units = g.n * groups * bands
     args = (f"xr + c0 * {g.h * g.w * g.bi}, wg + c0 * {g.kh * g.kw * g.bi * g.vw}, yr, bias + ob0 * {g.vw}, "
             f"res ? res + ((n * {g.ob} + ob0) * {g.oh} + oh) * {g.ow * g.vw} : 0, lo, hi, kh0, kh1, "
             f"{plan.chunk}, c0 == 0, c0 + {plan.chunk} == {g.cb}")
@@ -292,8 +373,37 @@ static void {name}(const float *restrict x, const float *restrict w, const float
   }}
 }}
 """
-    body = "".join(parts) + entry
-    return _prelude(target) + f"#ifndef {name.upper()}_DEFINED\n#define {name.upper()}_DEFINED\n{body}#endif\n"
+    return _prelude(target) + _guard(name, "".join(parts) + entry)
+
+
+def _guard(name: str, body: str) -> str:
+    return f"#ifndef {name.upper()}_DEFINED\n#define {name.upper()}_DEFINED\n{body}#endif\n"
+
+
+def _map_entry(name: str, g: ConvGeometry, plan: ConvPlan, groups: int, tail: int, hi: str, par: str) -> str:
+    """The conv's entry for small maps: work units (image, group of output blocks), each a whole map
+    per chunk of input blocks (``_map_function``)."""
+    blocks = plan.blocks
+    args = (f"xn + c0 * {g.h * g.w * g.bi}, wg + c0 * {g.kh * g.kw * g.bi * g.vw}, yn, bias + ob0 * {g.vw}, "
+            f"res ? res + (n * {g.ob} + ob0) * {g.oh * g.ow * g.vw} : 0, lo, hi, {plan.chunk}, c0 == 0, "
+            f"c0 + {plan.chunk} == {g.cb}")
+    dispatch = (f"{name}_map{blocks}({args});" if tail == blocks else
+                f"if (og < {groups - 1}) {name}_map{blocks}({args});\n      else {name}_map{tail}({args});")
+    return f"""
+static void {name}(const float *restrict x, const float *restrict w, const float *restrict bias, const float *res,
+    float *y) {{
+  const tf_vf lo = tf_bcast(0.0f), hi = tf_bcast({hi});
+  {par}
+  for (long u = 0; u < {g.n * groups}; u++) {{
+    const long og = u % {groups}, n = u / {groups}, ob0 = og * {blocks};
+    const float *xn = x + n * {g.cb * g.h * g.w * g.bi};
+    const float *wg = w + ob0 * {g.cb * g.kh * g.kw * g.bi * g.vw};
+    float *yn = y + (n * {g.ob} + ob0) * {g.oh * g.ow * g.vw};
+    for (long c0 = 0; c0 < {g.cb}; c0 += {plan.chunk})
+      {dispatch}
+  }}
+}}
+"""
 
 
 def conv_name(g: ConvGeometry, residual: bool, act: str, clip_max: float | None) -> str:
@@ -421,4 +531,4 @@ def weight_transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ..
 
 
 __all__ = ["ConvGeometry", "MAX_BLOCKS", "MAX_ROWS", "PARALLEL_MIN_MACS", "TILE_ACCUMULATORS",
-           "ConvPlan", "conv_name", "conv_source", "pool_helpers", "pool_source", "transform_source", "weight_transform_source"]
+           "ConvPlan", "conv_name", "conv_source", "map_tiles", "small_map", "pool_helpers", "pool_source", "transform_source", "weight_transform_source"]
