@@ -37,7 +37,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         return _explain_gpu(args, module, inputs)
     if args.html or args.bisect:
         return _explain_native(args, module, inputs)
-    pm = PassManager.parse(args.pipeline) if args.pipeline else default_pipeline(args.target, layout=args.layout)
+    pm = PassManager.parse(args.pipeline) if args.pipeline else default_pipeline(args.target, layout={"auto": None, "on": True, "off": False}[args.layout])
     before, rows = trace_pipeline(module, pm)
     after = rows[-1].after if rows else before
     mib = 1 << 20
@@ -147,7 +147,8 @@ def register(sub) -> None:
     add_model_arguments(e)
     e.add_argument("--passes", action="store_true", help="a row after every pass of the pipeline")
     e.add_argument("--pipeline", default=None, help="a pipeline to run instead of the default one")
-    e.add_argument("--layout", action="store_true", help="include the (experimental) layout pass")
+    e.add_argument("--layout", choices=("auto", "on", "off"), default="auto",
+                   help="the blocked-layout pass: where it pays (default, on the CPU target), always, or never")
     e.add_argument("--fusion", action="store_true",
                    help="also fuse the optimised graph: groups, every decision with its reason, a picture")
     e.add_argument("--fusion-pipeline", default="fuse", help="fusion passes for --fusion (default: fuse)")

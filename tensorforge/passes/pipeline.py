@@ -1,7 +1,7 @@
 """The default graph-optimisation pipeline, in the order the design names.
 
     const-fold -> shape-prop -> dce -> cse -> qdq-contractions -> simplify-extra -> fold-inference
-               -> trim-window -> int8-contractions -> cse -> dce -> (fusion, later) -> [layout -> cse -> dce] -> reorder
+               -> trim-window -> int8-contractions -> cse -> dce -> [layout -> cse -> dce] -> reorder
 
 - ``const-fold`` / ``shape-prop``: constants, shape arithmetic and splats (ConstantOfShape)
   become constants; ``const-fold`` is ``fold`` with a guard that never lets folding grow the
@@ -18,9 +18,13 @@
 - ``int8-contractions``: int32 matmuls and convolutions of 8-bit activations by constant int8
   weights (ONNX ``MatMulInteger``, ``QLinearMatMul``, ``ConvInteger``, ``QLinearConv``) become
   ``graph.qmatmul`` / ``graph.qconv``, the int8 (VNNI) kernels; exact.
-- ``layout``: blocked NCHW[x]c convolutions for the target's vector width.  **Off by default**:
-  the native lowering of the blocked ops does not exist yet; ``layout=True`` turns it on
-  (the interpreter runs the result).
+- ``layout``: blocked NCHW[x]c convolutions for the target's vector width, lowered to the C
+  backend's native kernels (``codegen/c/nchwc.py``).  On by default for the CPU target in its
+  ``auto`` form: a function stays blocked only where the conversions left at its edges cost little
+  beside its blocked convolutions (``passes/graph/layout.py``, ``MAX_CONVERSION_BYTES_PER_MAC``:
+  ResNets go blocked, MobileNetV2 and EfficientNet, whose depthwise convolutions have no blocked
+  kernel, stay plain).  ``layout=True`` forces it, ``False`` leaves it out; off for the
+  interpreter, MLIR and GPU targets, which have no blocked kernels.
 - ``reorder``: a topological order with a lower peak of live memory (``reorder="siblings"``
   instead puts horizontal-fusion candidates next to each other; None leaves the order alone).
 
@@ -55,20 +59,29 @@ FOLDING = ("const-fold", "shape-prop", "simplify-extra", "fold-inference", "layo
 """Passes that fold constants, and so take the ``limit`` option (elements one fold may add)."""
 
 
-def default_pipeline_text(target: Any = None, *, layout: bool = False, reorder: str | None = "memory",
+def default_pipeline_text(target: Any = None, *, layout: bool | None = None, reorder: str | None = "memory",
                           fold_limit: int | None = None) -> str:
     """The textual pipeline ``default_pipeline`` parses.  For a GPU target the int8 rewrites are left
     out: the ops they make (``graph.qconv``, ``graph.qmatmul``) have CPU kernels only, so a QDQ model
-    runs its dequantized float32 arithmetic there."""
+    runs its dequantized float32 arithmetic there.  ``layout``: None is the blocked layout where it
+    pays, on the CPU target (``target`` None or "cpu" or a CPU ``Target``); True always; False never."""
     passes = [p for p in CLEANUP + OPTIMIZE if not (_is_gpu(target) and p in INT8_REWRITES)]
-    # Fusion goes here once it exists (after simplification, before layout and reordering).
-    if layout:
+    if layout is None and _is_native_cpu(target):
+        passes += [f"layout{{block={vector_block(target)} auto=true}}", "cse", "dce"]
+    elif layout:
         passes += [f"layout{{block={vector_block(target)}}}", "cse", "dce"]
     if reorder:
         passes.append(f"reorder{{goal={reorder}}}")
     if fold_limit is not None:
         passes = [_with_limit(p, fold_limit) if p.split("{")[0] in FOLDING else p for p in passes]
     return ",".join(passes)
+
+
+def _is_native_cpu(target: Any) -> bool:
+    """The C backend's target: the blocked layout's kernels exist there only."""
+    if target is None or target == "cpu":
+        return True
+    return not isinstance(target, str) and getattr(target, "language", "c") == "c"
 
 
 def _is_gpu(target: Any) -> bool:
@@ -80,7 +93,7 @@ def _with_limit(text: str, limit: int) -> str:
     return f"{name}{{limit={limit}" + (f" {rest}" if brace else "}")
 
 
-def default_pipeline(target: Any = None, *, layout: bool = False, reorder: str | None = "memory",
+def default_pipeline(target: Any = None, *, layout: bool | None = None, reorder: str | None = "memory",
                      fold_limit: int | None = None, verify_each: bool = False) -> PassManager:
     """The graph-level optimisation pipeline for ``target`` as a ``PassManager``; ``fold_limit``
     (elements) bounds how much one constant fold may grow the model (default 65536)."""

@@ -188,12 +188,13 @@ def optimized_module(model: Any, example_inputs: Sequence | None) -> ModuleOp:
     """``model`` imported (a graph module is copied, not changed) and through the default graph
     pipeline: BatchNorm and biases folded, weights constant, as the low-precision rewrites want it."""
     from ..api import import_model
-    from ..passes.pipeline import optimize
+    from ..passes.pipeline import default_pipeline_text, optimize
 
     module = import_model(model, example_inputs)
     if isinstance(model, ModuleOp):
         module = module.clone()
-    optimize(module, "cpu", None)
+    # plain layout: the low-precision rewrites take graph.conv, not the blocked float32 convolutions
+    optimize(module, "cpu", default_pipeline_text("cpu", layout=False))
     return module
 
 

@@ -84,9 +84,10 @@ def test_layout_pass_blocks_a_residual_cnn_with_conversions_only_at_its_edges():
     assert print_module(parse_module(text), inline_resources=True) == text
 
 
-def test_layout_is_off_by_default_and_uses_the_host_vector_width_when_on():
-    assert "layout" not in default_pipeline().pipeline
+def test_layout_is_auto_by_default_and_uses_the_host_vector_width():
     width = Target.host().vector_width
+    assert f"layout{{block={width} auto=true}}" in default_pipeline().pipeline
+    assert "layout" not in default_pipeline(layout=False).pipeline
     assert f"layout{{block={width}}}" in default_pipeline(layout=True).pipeline
     assert "layout{block=8}" in default_pipeline(Target.host().replace(vector_width=8), layout=True).pipeline
 

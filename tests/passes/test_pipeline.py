@@ -18,7 +18,11 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 def test_the_default_pipeline_follows_the_design_order():
     names = [p.name for p in default_pipeline().passes]
     assert names == ["const-fold", "fold-control-flow", "shape-prop", "dce", "cse", "qdq-contractions",
-                     "simplify-extra", "fold-inference", "trim-window", "int8-contractions", "cse", "dce", "reorder"]
+                     "simplify-extra", "fold-inference", "trim-window", "int8-contractions", "cse", "dce",
+                     "layout", "cse", "dce", "reorder"]
+    # the blocked layout has native kernels on the C backend only
+    for target in ("interpreter", "mlir", "opencl", "cuda"):
+        assert "layout" not in default_pipeline_text(target)
     with_layout = [p.name for p in default_pipeline(layout=True).passes]
     assert with_layout.index("fold-inference") < with_layout.index("layout") < with_layout.index("reorder")
     assert "reorder{goal=siblings}" in default_pipeline_text(reorder="siblings")
