@@ -126,3 +126,22 @@ def test_blocked_pools_match_the_plain_pools(kind, attrs):
     x[0, 1, 2, 3], x[0, 20, 8, 10], x[0, 5, 0, 0] = np.nan, np.inf, -np.inf
     native = _compare(lambda: _pool_model(kind, shape, **attrs), x, rtol=1e-6)
     assert f"{kind}_nchwc" in native.source
+
+
+WINOGRAD = [
+    # n, c, h, w, o: 3x3 stride 1 pad 1 layers that take F(4x4) or F(2x2)
+    (1, 32, 28, 28, 48),     # F(4x4): 49 tiles; 3 output blocks (a group of 2 and a tail of 1, or one of 3)
+    (1, 64, 14, 14, 64),     # F(2x2): 49 tiles
+    (2, 16, 16, 20, 32),     # F(4x4) over two images
+]
+
+
+@pytest.mark.parametrize("case", WINOGRAD, ids=[f"{c[1]}to{c[4]}_{c[2]}x{c[3]}_n{c[0]}" for c in WINOGRAD])
+def test_blocked_winograd_matches_the_plain_graph(case):
+    n, c, h, w, o = case
+    from tensorforge.codegen.c import nchwc, nchwc_winograd
+    g = nchwc.ConvGeometry(n, c // 16, h, w, 16, o // 16, h, w, 16, 3, 3, 1, 1, 1, 1, 1, 1)
+    assert nchwc_winograd.tile_size(g) in (2, 4)
+    x = _rng(5).standard_normal((n, c, h, w)).astype(np.float32)
+    native = _compare(lambda: _conv_model(n, c, h, w, o, 3, 1, 1, residual=True), x, rtol=1e-5)
+    assert "free(mm)" in native.source          # the Winograd kernel, not the direct one

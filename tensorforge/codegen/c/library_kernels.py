@@ -1065,7 +1065,12 @@ def _conv_nchwc_kernel(k: _Kernel) -> str:
     act = ("clip" if at.get("clip_max") is not None else "relu") if at.get("relu", False) else ""
     residual = len(ops) > 3
     name = nchwc.conv_name(g, residual, act, at.get("clip_max"))
-    helpers = nchwc.conv_source(name, g, host, residual, act, at.get("clip_max"), max(1, host.cores))
+    m = nchwc_winograd(k.kernel)
+    if m:
+        from . import nchwc_winograd as wino
+        helpers = wino.source(name, g, m, host, residual, act, at.get("clip_max"), max(1, host.cores))
+    else:
+        helpers = nchwc.conv_source(name, g, host, residual, act, at.get("clip_max"), max(1, host.cores))
     if len(ops) > 2:
         bias = "in2"
         body = []
@@ -1074,6 +1079,23 @@ def _conv_nchwc_kernel(k: _Kernel) -> str:
         body = [f"  static const float tf_zero_bias[{g.ob * g.vw}] = {{0}};"]
     body.append(f"  {name}(in0, in1, {bias}, {'in3' if residual else '0'}, out0);")
     return k.function(body, helpers=helpers)
+
+
+def nchwc_winograd(kernel: Operation) -> int:
+    """m when a blocked conv kernel runs by Winograd F(m x m, 3x3) (``nchwc_winograd.tile_size``: 3x3
+    stride 1 over enough tiles, constant weights, transformed at compile time), else 0."""
+    if not is_library_kernel(kernel) or library_op(kernel).name != "graph.conv_nchwc" or not _constant_weights(kernel):
+        return 0
+    from . import nchwc, nchwc_winograd as wino
+    if any(not isinstance(d, int) for v in (kernel.operands[0], kernel.results[0]) for d in v.type.shape):
+        return 0
+    return wino.tile_size(nchwc.ConvGeometry.of(kernel, library_op(kernel)))
+
+
+def nchwc_winograd_weights(kernel: Operation, w: np.ndarray) -> np.ndarray:
+    """The weight operand of an ``nchwc_winograd`` kernel: ``U [a*a][OB][CB][16][16]``."""
+    from . import nchwc_winograd as wino
+    return wino.transform_weights(w, nchwc_winograd(kernel))
 
 
 def _layout_transform_kernel(k: _Kernel) -> str:
@@ -1197,5 +1219,6 @@ def _bf16_gemm_engine() -> str:
 
 
 __all__ = ["INT8_TUNED_OPS", "bf16_winograd", "bf16_winograd_weights", "describe", "emit_library_kernel",
+           "nchwc_winograd", "nchwc_winograd_weights",
            "int8_tunable", "qconv_arranged",
            "qconv_arranged_weights", "qconv_transposed", "qconv_transposed_weights"]

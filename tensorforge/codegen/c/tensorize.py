@@ -1616,11 +1616,15 @@ class Prepared:
     def _arrange_library_weights(self, kernel: Operation, packs: dict, packed_uses: dict) -> None:
         """An int8 conv on the direct kernel reads its weights arranged at compile time
         (``library_kernels.qconv_arranged``), one computed transposed reads them packed as the
-        GEMM's vector operand (``library_kernels.qconv_transposed``), a bf16 one by Winograd
-        reads them transformed (``library_kernels.bf16_winograd``): operand 1 becomes that array."""
-        from .library_kernels import (bf16_winograd, bf16_winograd_weights, qconv_arranged, qconv_arranged_weights,
-                                      qconv_transposed, qconv_transposed_weights)
-        if qconv_arranged(kernel):
+        GEMM's vector operand (``library_kernels.qconv_transposed``), a bf16 or blocked float32
+        one by Winograd reads them transformed (``library_kernels.bf16_winograd``,
+        ``nchwc_winograd``): operand 1 becomes that array."""
+        from .library_kernels import (bf16_winograd, bf16_winograd_weights, nchwc_winograd, nchwc_winograd_weights,
+                                      qconv_arranged, qconv_arranged_weights, qconv_transposed,
+                                      qconv_transposed_weights)
+        if nchwc_winograd(kernel):
+            kind, arrange = "nchwc-winograd", lambda w: nchwc_winograd_weights(kernel, w)
+        elif qconv_arranged(kernel):
             kind, arrange = "qconv-arranged", lambda w: qconv_arranged_weights(kernel, w)
         elif qconv_transposed(kernel):
             kind, arrange = "qconv-transposed", lambda w: qconv_transposed_weights(kernel, w)
