@@ -23,10 +23,11 @@ from .winograd import TRANSFORMS, combination
 # V and M of one chunk take at most this many bytes (they stay in the cores' L2 between phases).
 CHUNK_BYTES = 1 << 20
 # F(4x4) where it has at least this many tiles (all images) and computes at most this share of
-# extra outputs; else F(2x2) on the same terms (benchmarks/conv_layers.py: the plain kernels'
-# thresholds); else the direct kernel.
-MIN_TILES = {4: 40, 2: 32}
-MAX_SHARE = 1.15
+# outputs over the real ones; else F(2x2) on its terms; else the direct kernel.  Measured in
+# ResNet-18 b1 (kernel timers): F(2x2) at 14x14 0.51-0.55 ms against F(4x4)'s 0.67-0.71 (16 tiles,
+# share 1.31); at 7x7 (16 tiles, share 1.31) 0.86-0.93 against the direct kernel's 0.97-1.02.
+MIN_TILES = {4: 40, 2: 16}
+MAX_SHARE = {4: 1.15, 2: 1.35}
 
 
 def tile_size(g: nchwc.ConvGeometry) -> int:
@@ -35,7 +36,7 @@ def tile_size(g: nchwc.ConvGeometry) -> int:
         return 0
     for m in (4, 2):
         th, tw = -(-g.oh // m), -(-g.ow // m)
-        if g.n * th * tw >= MIN_TILES[m] and th * tw * m * m <= MAX_SHARE * g.oh * g.ow:
+        if g.n * th * tw >= MIN_TILES[m] and th * tw * m * m <= MAX_SHARE[m] * g.oh * g.ow:
             return m
     return 0
 
