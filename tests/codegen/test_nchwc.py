@@ -90,10 +90,12 @@ def test_residual_and_activation_run_in_the_conv_epilogue(act):
     assert native.source.count("tf_nchwc_") >= 2 and "_add" not in native.source.split("void tf_run")[1]
 
 
-def test_nan_and_inf_propagate_through_blocked_convs():
+@pytest.mark.parametrize("k,stride", [(5, 1), (3, 2)])
+def test_nan_and_inf_propagate_through_blocked_convs(k, stride):
+    """The direct kernels (not Winograd, which mixes neighbouring inputs: docs/numerics.md)."""
     x = _rng(3).standard_normal((1, 16, 8, 8)).astype(np.float32)
     x[0, 3, 2, 5], x[0, 7, 6, 1], x[0, 0, 0, 0] = np.nan, np.inf, -np.inf
-    _compare(lambda: _conv_model(1, 16, 8, 8, 32, 3, 1, 1, act=""), x)
+    _compare(lambda: _conv_model(1, 16, 8, 8, 32, k, stride, k // 2, act=""), x)
 
 
 def _pool_model(kind: str, shape, **attrs) -> ModuleOp:
@@ -145,3 +147,76 @@ def test_blocked_winograd_matches_the_plain_graph(case):
     x = _rng(5).standard_normal((n, c, h, w)).astype(np.float32)
     native = _compare(lambda: _conv_model(n, c, h, w, o, 3, 1, 1, residual=True), x, rtol=1e-5)
     assert "free(mm)" in native.source          # the Winograd kernel, not the direct one
+
+
+def _dw_model(c, h, w, k, stride, pad, act="relu6", seed=0) -> ModuleOp:
+    """1x1 conv (so the input is blocked) -> depthwise k x k conv -> act -> 1x1 conv."""
+    rng = _rng(seed)
+    m = ModuleOp.create()
+    f = m.add_function("main", [tensor((1, c, h, w))], arg_names=["x"])
+    g = f.builder().graph
+    w1 = g.constant((rng.standard_normal((c, c, 1, 1)) / np.sqrt(c)).astype(np.float32))
+    wd = g.constant((rng.standard_normal((c, 1, k, k)) / k).astype(np.float32))
+    bd = g.constant(rng.standard_normal(c).astype(np.float32))
+    y = g.conv(g.conv(f.args[0], w1), wd, bd, strides=(stride, stride), pads=(pad,) * 4, groups=c)
+    y = g.clip(y, min=0.0, max=6.0) if act == "relu6" else y
+    f.set_return([g.conv(y, w1)])
+    return m
+
+
+DEPTHWISE = [(32, 17, 19, 3, 1, 1), (16, 16, 16, 3, 2, 1), (32, 9, 9, 5, 1, 2), (16, 12, 11, 5, 2, 2),
+             (16, 8, 30, 7, 1, 3)]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE, ids=[f"{c[0]}ch_{c[1]}x{c[2]}_k{c[3]}s{c[4]}" for c in DEPTHWISE])
+def test_blocked_depthwise_matches_the_plain_graph(case):
+    c, h, w, k, s, p = case
+    x = _rng(6).standard_normal((1, c, h, w)).astype(np.float32)
+    x[0, 2, 3, 4] = np.nan
+    native = _compare(lambda: _dw_model(c, h, w, k, s, p), x)
+    assert "_d1e(" in native.source           # the depthwise kernel's edge tile: it runs blocked
+
+
+def _padded_model(c_in, c_mid, hw) -> ModuleOp:
+    """1x1 conv c_in -> c_mid (c_mid not a multiple of 16: the last block padded) -> relu6 -> + a
+    second such branch (a residual add of padded tensors) -> 1x1 conv back to c_in (a padded input)."""
+    rng = _rng(7)
+    m = ModuleOp.create()
+    f = m.add_function("main", [tensor((1, c_in, hw, hw))], arg_names=["x"])
+    g = f.builder().graph
+
+    def conv(x, o, i):
+        w = g.constant((rng.standard_normal((o, i, 1, 1)) / np.sqrt(i)).astype(np.float32))
+        return g.conv(x, w, g.constant(rng.standard_normal(o).astype(np.float32)))
+    a = g.clip(conv(f.args[0], c_mid, c_in), min=0.0, max=6.0)
+    b = g.add(conv(f.args[0], c_mid, c_in), a)
+    f.set_return([g.relu(conv(b, c_in, c_mid))])
+    return m
+
+
+@pytest.mark.parametrize("c_mid", [24, 40, 8])
+def test_padded_channel_blocks_match_the_plain_graph(c_mid):
+    x = _rng(8).standard_normal((1, 32, 9, 9)).astype(np.float32)
+    x[0, 5, 4, 4] = np.inf                 # Inf in the input: NaN must not leak through the padding lanes
+    native = _compare(lambda: _padded_model(32, c_mid, 9), x)
+    run = native.source.split("void tf_run")[1]
+    # one conversion in and one out: the padded tensors stay blocked (8 channels too: one padded block)
+    assert run.count("_layout_transform(") == 2
+
+
+def test_a_weight_shared_by_winograd_layers_of_both_tile_sizes():
+    """One weight constant read by a 3x3 layer at 28x28 (F(4x4)) and one at 14x14 (F(2x2)): each gets
+    the weights transformed for its own tile size."""
+    weight = (_rng(9).standard_normal((32, 32, 3, 3)) / 17).astype(np.float32)
+
+    def model():
+        m = ModuleOp.create()
+        f = m.add_function("main", [tensor((1, 32, 28, 28))], arg_names=["x"])
+        g = f.builder().graph
+        w = g.constant(weight)
+        y = g.relu(g.conv(f.args[0], w, pads=(1, 1, 1, 1)))
+        y = g.max_pool(y, kernel=(2, 2), strides=(2, 2))
+        f.set_return([g.conv(y, w, pads=(1, 1, 1, 1))])
+        return m
+    x = _rng(10).standard_normal((1, 32, 28, 28)).astype(np.float32)
+    _compare(model, x, rtol=1e-5)

@@ -1064,9 +1064,11 @@ def _conv_nchwc_kernel(k: _Kernel) -> str:
     ops = k.kernel.operands
     act = ("clip" if at.get("clip_max") is not None else "relu") if at.get("relu", False) else ""
     residual = len(ops) > 3
-    name = nchwc.conv_name(g, residual, act, at.get("clip_max"))
+    name = nchwc.conv_name(g, residual, act, at.get("clip_max"), int(at.get("groups", 1) or 1))
     m = nchwc_winograd(k.kernel)
-    if m:
+    if int(at.get("groups", 1) or 1) > 1:
+        helpers = nchwc.dw_source(name, g, host, residual, act, at.get("clip_max"), max(1, host.cores))
+    elif m:
         from . import nchwc_winograd as wino
         helpers = wino.source(name, g, m, host, residual, act, at.get("clip_max"), max(1, host.cores))
     else:
@@ -1085,6 +1087,8 @@ def nchwc_winograd(kernel: Operation) -> int:
     """m when a blocked conv kernel runs by Winograd F(m x m, 3x3) (``nchwc_winograd.tile_size``: 3x3
     stride 1 over enough tiles, constant weights, transformed at compile time), else 0."""
     if not is_library_kernel(kernel) or library_op(kernel).name != "graph.conv_nchwc" or not _constant_weights(kernel):
+        return 0
+    if int(library_op(kernel).attributes.get("groups", 1) or 1) != 1:
         return 0
     from . import nchwc, nchwc_winograd as wino
     if any(not isinstance(d, int) for v in (kernel.operands[0], kernel.results[0]) for d in v.type.shape):

@@ -85,6 +85,12 @@ class ConvGeometry:
     pw: int
     dh: int
     dw: int
+    ci: int = 0          # input channels when x's last block is padded (1x1 convs only); 0: cb * bi
+
+    @property
+    def last_lanes(self) -> int:
+        """The real lanes of x's last block (its padding is never read)."""
+        return self.ci - (self.cb - 1) * self.bi if self.ci else self.bi
 
     @staticmethod
     def of(kernel: Operation, op: Operation) -> "ConvGeometry":
@@ -101,7 +107,11 @@ class ConvGeometry:
         sh, sw = _ints(at, "strides", 2, 1)
         ph, pw = _ints(at, "pads", 4, 0)[:2]
         dh, dw = _ints(at, "dilations", 2, 1)
-        return ConvGeometry(n, cb, h, wd, bi, ob, oh, ow, vw, kh, kw, sh, sw, ph, pw, dh, dw)
+        ci = int(at.get("in_channels", 0) or 0)
+        if ci and (kh, kw) != (1, 1):
+            raise CompileError(f"conv_nchwc{op.location_str()}: a padded input block ({ci} channels) is taken by "
+                               f"1x1 convolutions only, not {kh}x{kw}")
+        return ConvGeometry(n, cb, h, wd, bi, ob, oh, ow, vw, kh, kw, sh, sw, ph, pw, dh, dw, ci)
 
     @property
     def macs(self) -> int:
@@ -176,11 +186,13 @@ def _tile_function(name: str, g: ConvGeometry, tc: int, blocks: int, residual: b
     stores = " ".join(f"tf_st(y + {b * yob + yoff[r]}, c{r}_{b});" for r, b in acc)
     step = f"""          {loads}
 {fmas}"""
+    # a padded last input block (1x1 only): its padding lanes are never read, they may hold anything
+    lanes = g.bi if g.last_lanes == g.bi else f"(last && cb == ncb - 1 ? {g.last_lanes} : {g.bi})"
     if g.dw == 1:
         # one kernel row's taps and lanes are one run of floats in x and in w: one flat loop
         inner = f"""      const float *restrict xs = x + cb * {xcb} + kh * {xkh} + kw0 * {g.bi};
       const float *restrict ws = w + cb * {wcb} + (kh * {g.kw} + kw0) * {g.bi * vw};
-      const long kn = (kw1 - kw0) * {g.bi};
+      const long kn = (kw1 - kw0) * {lanes};
       TF_UNROLL(4)
       for (long k = 0; k < kn; k++, xs++, ws += {vw}) {{
 {step}
@@ -406,8 +418,110 @@ static void {name}(const float *restrict x, const float *restrict w, const float
 """
 
 
-def conv_name(g: ConvGeometry, residual: bool, act: str, clip_max: float | None) -> str:
-    return "tf_nchwc_" + _digest(repr((g, residual, act, clip_max)))
+# ---- depthwise ----------------------------------------------------------------------------
+DW_ROWS = 14      # positions a depthwise register tile (one accumulator each)
+
+
+def _epilogue_lines(accs: list[tuple[str, int]], residual: bool, act: str) -> list[str]:
+    """Bias (``bv``), residual (at ``res`` + offset), activation, store (at ``y`` + offset) of each
+    accumulator (name, float offset)."""
+    lines = []
+    for acc, off in accs:
+        line = f"{acc} += bv;"
+        if residual:
+            line += f" {acc} += tf_ld(res + {off});"
+        if act == "relu":
+            line += f" {acc} = tf_relu({acc});"
+        elif act == "clip":
+            line += f" {acc} = tf_clamp({acc}, lo, hi);"
+        lines.append(line + f" tf_st(y + {off}, {acc});")
+    return lines
+
+
+def _dw_tile(name: str, g: ConvGeometry, rows: int, full: bool, residual: bool, act: str) -> str:
+    """``rows`` positions of one block of a depthwise conv: every window column (``full``, unrolled
+    with constant offsets, so an input vector shared by neighbouring windows is loaded once) or the
+    clipped ones ``kw0 <= kw < kw1``."""
+    vw = g.vw
+    accs = [f"c{r}" for r in range(rows)]
+    if full:
+        taps = []
+        for kw in range(g.kw):
+            taps.append(f"      {{ const tf_vf wk = tf_ld(ws + {kw * vw}); "
+                        + " ".join(f"c{r} += tf_ld(xs + {(r * g.sw + kw * g.dw) * vw}) * wk;" for r in range(rows)) + " }")
+        inner = "\n".join(taps)
+    else:
+        inner = (f"      for (long kw = kw0; kw < kw1; kw++) {{ const tf_vf wk = tf_ld(ws + kw * {vw}); "
+                 + " ".join(f"c{r} += tf_ld(xs + ({r * g.sw} + kw * {g.dw}) * {vw}) * wk;" for r in range(rows)) + " }")
+    epi = _epilogue_lines([(a, r * vw) for r, a in enumerate(accs)], residual, act)
+    return f"""
+static inline __attribute__((always_inline)) void {name}_d{rows}{"f" if full else "e"}(const float *restrict x,
+    const float *restrict w, float *y, tf_vf bv, const float *res, tf_vf lo, tf_vf hi, long kh0, long kh1,
+    long kw0, long kw1) {{
+  (void)res; (void)lo; (void)hi; (void)kw0; (void)kw1;
+  tf_vf {", ".join(f"{a} = {{0}}" for a in accs)};
+  for (long kh = kh0; kh < kh1; kh++) {{
+    const float *restrict xs = x + kh * {g.dh * g.w * vw};
+    const float *restrict ws = w + kh * {g.kw * vw};
+{inner}
+  }}
+  {" ".join(epi)}
+}}
+"""
+
+
+def dw_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: str, clip_max: float | None,
+              threads: int) -> str:
+    """The C of ``name(x, w, bias, residual, y)`` for a depthwise blocked conv (channels in the lanes,
+    w (CB, 1, KH, KW, 1, VW)): work units (image, block, output row); on a row, the edge positions
+    one by one with their window columns clipped, the interior in tiles of ``DW_ROWS``."""
+    lo, hi = g.interior()
+    full, rem = divmod(hi - lo, DW_ROWS)
+    parts = [_dw_tile(name, g, 1, False, residual, act)]
+    heights = ({DW_ROWS} if full else set()) | ({rem} if rem else set())
+    parts += [_dw_tile(name, g, r, True, residual, act) for r in sorted(heights)]
+    tail = f"resr ? resr + ow * {g.vw} : 0"
+
+    def interior(r: int, ow: str) -> str:
+        return (f"{name}_d{r}f(xr + ({ow} * {g.sw} - {g.pw}) * {g.vw}, wb, yr + {ow} * {g.vw}, bv, "
+                f"resr ? resr + {ow} * {g.vw} : 0, lo, hi, kh0, kh1, 0, {g.kw});")
+    edge = (f"{{ const long iw = ow * {g.sw} - {g.pw}; const long kw0 = iw < 0 ? (-iw + {g.dw - 1}) / {g.dw} : 0; "
+            f"long kw1 = ({g.w} - iw + {g.dw - 1}) / {g.dw}; if (kw1 > {g.kw}) kw1 = {g.kw}; "
+            f"{name}_d1e(xr + iw * {g.vw}, wb, yr + ow * {g.vw}, bv, {tail}, lo, hi, kh0, kw0 < kw1 ? kh1 : kh0, kw0, kw1); }}")
+    row = [f"      for (long ow = 0; ow < {lo}; ow++) {edge}"]
+    if full:
+        row.append(f"      for (long ow = {lo}; ow < {lo + full * DW_ROWS}; ow += {DW_ROWS}) {interior(DW_ROWS, 'ow')}")
+    if rem:
+        row.append(f"      {interior(rem, str(lo + full * DW_ROWS))}")
+    row.append(f"      for (long ow = {max(lo, hi)}; ow < {g.ow}; ow++) {edge}")
+    hi_v = "INFINITY" if clip_max is None else f"{float.hex(float(clip_max))}f"
+    work = g.n * g.ob * g.oh * g.ow * g.kh * g.kw * g.vw
+    par = (f"#pragma omp parallel for schedule(static) if ({work}L >= {PARALLEL_MIN_MACS // 4}L)"
+           if threads > 1 else "")
+    entry = f"""
+static void {name}(const float *restrict x, const float *restrict w, const float *restrict bias, const float *res,
+    float *y) {{
+  const tf_vf lo = tf_bcast(0.0f), hi = tf_bcast({hi_v});
+  {par}
+  for (long u = 0; u < {g.n * g.ob * g.oh}; u++) {{
+    const long oh = u % {g.oh}, b = u / {g.oh} % {g.ob}, n = u / {g.oh * g.ob};
+    const long ih = oh * {g.sh} - {g.ph};
+    const long kh0 = ih < 0 ? (-ih + {g.dh - 1}) / {g.dh} : 0;
+    long kh1 = ({g.h} - ih + {g.dh - 1}) / {g.dh}; if (kh1 > {g.kh}) kh1 = {g.kh};
+    const float *xr = x + ((n * {g.ob} + b) * {g.h} + ih) * {g.w * g.vw};
+    const float *wb = w + b * {g.kh * g.kw * g.vw};
+    float *yr = y + ((n * {g.ob} + b) * {g.oh} + oh) * {g.ow * g.vw};
+    const float *resr = res ? res + ((n * {g.ob} + b) * {g.oh} + oh) * {g.ow * g.vw} : 0;
+    const tf_vf bv = tf_ld(bias + b * {g.vw});
+{chr(10).join(row)}
+  }}
+}}
+"""
+    return _prelude(target) + _guard(name, "".join(parts) + entry)
+
+
+def conv_name(g: ConvGeometry, residual: bool, act: str, clip_max: float | None, groups: int = 1) -> str:
+    return "tf_nchwc_" + _digest(repr((g, residual, act, clip_max, groups)))
 
 
 # ---- pools --------------------------------------------------------------------------------
@@ -491,27 +605,23 @@ def pool_source(kind: str, x_shape: tuple[int, ...], y_shape: tuple[int, ...], a
 
 # ---- layout conversions -------------------------------------------------------------------
 def transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ...], to_blocked: bool) -> list[str]:
-    """``in0`` (plain N, C, *S or blocked N, C/x, *S, x) copied into ``out0`` in the other form."""
-    if to_blocked:
-        n, c = src_shape[:2]
-        block = dst_shape[-1]
-    else:
-        n, c = dst_shape[:2]
-        block = src_shape[-1]
+    """``in0`` (plain N, C, *S or blocked N, ceil(C/x), *S, x) copied into ``out0`` in the other form;
+    a padded last block's extra lanes are written as 0 and never read back."""
+    plain, blocked = (src_shape, dst_shape) if to_blocked else (dst_shape, src_shape)
+    n, c = int(plain[0]), int(plain[1])
+    block, cb = int(blocked[-1]), int(blocked[1])
     spatial = 1
-    for d in (src_shape[2:] if to_blocked else src_shape[2:-1]):
+    for d in plain[2:]:
         spatial *= int(d)
-    cb = c // block
-    plain = f"in0[((n * {c}) + b * {block} + l) * {spatial} + s]" if to_blocked else \
-        f"out0[((n * {c}) + b * {block} + l) * {spatial} + s]"
-    blocked = f"out0[((n * {cb} + b) * {spatial} + s) * {block} + l]" if to_blocked else \
+    p = f"in0[(n * {c} + ch) * {spatial} + s]" if to_blocked else f"out0[(n * {c} + ch) * {spatial} + s]"
+    q = f"out0[((n * {cb} + b) * {spatial} + s) * {block} + l]" if to_blocked else \
         f"in0[((n * {cb} + b) * {spatial} + s) * {block} + l]"
-    assign = f"{blocked} = {plain};" if to_blocked else f"{plain} = {blocked};"
+    assign = f"{q} = ch < {c} ? {p} : 0;" if to_blocked else f"if (ch < {c}) {p} = {q};"
     return [f"  #pragma omp parallel for schedule(static) if ({n * c * spatial} >= 262144)",
             f"  for (long u = 0; u < {n * cb}; u++) {{",
             f"    const long n = u / {cb}, b = u % {cb};",
             f"    for (long s = 0; s < {spatial}; s++)",
-            f"      for (long l = 0; l < {block}; l++) {assign}",
+            f"      for (long l = 0; l < {block}; l++) {{ const long ch = b * {block} + l; {assign} }}",
             "  }"]
 
 
@@ -523,12 +633,17 @@ def weight_transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ..
     for d in k:
         taps *= int(d)
     plain = f"((oo * {i} + ii) * {taps} + t)"
-    blocked = f"(((((oo / {bo}) * {i // bi} + ii / {bi}) * {taps} + t) * {bi} + ii % {bi}) * {bo} + oo % {bo})"
+    blocked = f"(((((oo / {bo}) * {-(-i // bi)} + ii / {bi}) * {taps} + t) * {bi} + ii % {bi}) * {bo} + oo % {bo})"
     dst, srcx = (blocked, plain) if to_blocked else (plain, blocked)
-    return [f"  for (long oo = 0; oo < {o}; oo++)",
+    size = 1
+    for d in dst_shape:
+        size *= int(d)
+    clear = [f"  memset(out0, 0, sizeof(*out0) * {size});"] if to_blocked else []    # the padding's weights
+    return clear + [f"  for (long oo = 0; oo < {o}; oo++)",
             f"    for (long ii = 0; ii < {i}; ii++)",
             f"      for (long t = 0; t < {taps}; t++) out0[{dst}] = in0[{srcx}];"]
 
 
 __all__ = ["ConvGeometry", "MAX_BLOCKS", "MAX_ROWS", "PARALLEL_MIN_MACS", "TILE_ACCUMULATORS",
-           "ConvPlan", "conv_name", "conv_source", "map_tiles", "small_map", "pool_helpers", "pool_source", "transform_source", "weight_transform_source"]
+           "ConvPlan", "DW_ROWS", "conv_name", "conv_source", "dw_source", "map_tiles", "pool_helpers", "pool_source",
+           "small_map", "transform_source", "weight_transform_source"]

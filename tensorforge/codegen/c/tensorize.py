@@ -1623,7 +1623,8 @@ class Prepared:
                                       qconv_arranged, qconv_arranged_weights, qconv_transposed,
                                       qconv_transposed_weights)
         if nchwc_winograd(kernel):
-            kind, arrange = "nchwc-winograd", lambda w: nchwc_winograd_weights(kernel, w)
+            # keyed by the tile size too: one weight may serve F(4x4) and F(2x2) layers (shared weights)
+            kind, arrange = f"nchwc-winograd{nchwc_winograd(kernel)}", lambda w: nchwc_winograd_weights(kernel, w)
         elif qconv_arranged(kernel):
             kind, arrange = "qconv-arranged", lambda w: qconv_arranged_weights(kernel, w)
         elif qconv_transposed(kernel):

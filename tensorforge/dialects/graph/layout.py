@@ -59,55 +59,70 @@ def parse_layout(layout: str) -> tuple[str, tuple[int, ...]]:
     raise AssertionError
 
 
-def _divide(d: Dim, block: int, what: str) -> int:
+def _blocks(d: Dim, block: int, what: str) -> int:
+    """Blocks of ``block`` covering ``d`` (the last one padded when ``block`` does not divide it)."""
     expect(block >= 1, f"block size {block} must be >= 1")
-    expect(isinstance(d, int) and d % block == 0, f"{what} = {d} is not a static multiple of the block {block}")
-    return d // block
+    expect(isinstance(d, int), f"{what} = {d} must be static to be blocked")
+    return -(-d // block)
 
 
 # ---- shapes -------------------------------------------------------------------------------
 def packed_act_shape(shape: Sequence[Dim], block: int) -> tuple[Dim, ...]:
-    """(N, C, *S) -> (N, C/x, *S, x)."""
+    """(N, C, *S) -> (N, ceil(C/x), *S, x): channels past C in the last block are padding."""
     expect(len(shape) >= 3, f"NCHW needs (N, C, *spatial), got shape {tuple(shape)}")
-    return (shape[0], _divide(shape[1], block, "channels (dim 1)")) + tuple(shape[2:]) + (block,)
+    return (shape[0], _blocks(shape[1], block, "channels (dim 1)")) + tuple(shape[2:]) + (block,)
 
 
-def unpacked_act_shape(shape: Sequence[Dim]) -> tuple[Dim, ...]:
-    """(N, C/x, *S, x) -> (N, C, *S)."""
+def unpacked_act_shape(shape: Sequence[Dim], channels: int = 0) -> tuple[Dim, ...]:
+    """(N, C/x, *S, x) -> (N, C, *S); ``channels`` (0: all C/x * x) drops the last block's padding."""
     expect(len(shape) >= 4, f"NCHW<x>c needs (N, C/x, *spatial, x), got shape {tuple(shape)}")
     cb, x = shape[1], shape[-1]
     expect(isinstance(cb, int) and isinstance(x, int), f"channel dims of {tuple(shape)} must be static")
-    return (shape[0], cb * x) + tuple(shape[2:-1])
+    expect(channels == 0 or (cb - 1) * x < channels <= cb * x,
+           f"{channels} channels do not fill the {cb} blocks of {x} of shape {tuple(shape)}")
+    return (shape[0], channels or cb * x) + tuple(shape[2:-1])
 
 
 def packed_weight_shape(shape: Sequence[Dim], bi: int, bo: int) -> tuple[Dim, ...]:
-    """(O, I, *K) -> (O/o, I/i, *K, i, o)."""
+    """(O, I, *K) -> (ceil(O/o), ceil(I/i), *K, i, o), padded with zero weights."""
     expect(len(shape) >= 3, f"OIHW needs (O, I, *kernel), got shape {tuple(shape)}")
-    return (_divide(shape[0], bo, "output channels (dim 0)"), _divide(shape[1], bi, "input channels (dim 1)")) \
+    return (_blocks(shape[0], bo, "output channels (dim 0)"), _blocks(shape[1], bi, "input channels (dim 1)")) \
         + tuple(shape[2:]) + (bi, bo)
 
 
 def unpacked_weight_shape(shape: Sequence[Dim]) -> tuple[Dim, ...]:
-    """(O/o, I/i, *K, i, o) -> (O, I, *K)."""
+    """(O/o, I/i, *K, i, o) -> (O, I, *K) (padding included)."""
     expect(len(shape) >= 5, f"OIHW<i>i<o>o needs (O/o, I/i, *kernel, i, o), got shape {tuple(shape)}")
     expect(all(isinstance(d, int) for d in shape), f"a packed weight must be static, got shape {tuple(shape)}")
     return (shape[0] * shape[-1], shape[1] * shape[-2]) + tuple(shape[2:-2])
 
 
 # ---- arrays -------------------------------------------------------------------------------
+def _pad_axis(x: np.ndarray, axis: int, block: int) -> np.ndarray:
+    extra = -x.shape[axis] % block
+    if not extra:
+        return x
+    widths = [(0, 0)] * x.ndim
+    widths[axis] = (0, extra)
+    return np.pad(x, widths)
+
+
 def pack_act(x: np.ndarray, block: int) -> np.ndarray:
+    x = _pad_axis(x, 1, block)
     n, c = x.shape[:2]
     s = x.shape[2:]
     y = x.reshape((n, c // block, block) + s)
     return np.ascontiguousarray(np.moveaxis(y, 2, -1))
 
 
-def unpack_act(y: np.ndarray) -> np.ndarray:
+def unpack_act(y: np.ndarray, channels: int = 0) -> np.ndarray:
     n, cb, x = y.shape[0], y.shape[1], y.shape[-1]
-    return np.ascontiguousarray(np.moveaxis(y, -1, 2)).reshape((n, cb * x) + y.shape[2:-1])
+    plain = np.ascontiguousarray(np.moveaxis(y, -1, 2)).reshape((n, cb * x) + y.shape[2:-1])
+    return np.ascontiguousarray(plain[:, :channels]) if channels else plain
 
 
 def pack_weight(w: np.ndarray, bi: int, bo: int) -> np.ndarray:
+    w = _pad_axis(_pad_axis(w, 0, bo), 1, bi)
     o, i = w.shape[:2]
     k = w.shape[2:]
     y = w.reshape((o // bo, bo, i // bi, bi) + k)             # (Ob, o, Ib, i, *K)
@@ -130,7 +145,8 @@ class LayoutTransform(OpDef):
 
     name = "graph.layout_transform"
     operands = ("x",)
-    attrs = {"src": Attr("str"), "dst": Attr("str")}
+    attrs = {"src": Attr("str"), "dst": Attr("str"),
+             "channels": Attr("int", 0, "an activation's channels when its last block is padded (0: whole blocks)")}
     traits = frozenset({PURE})
     fusion = FusionKind.OPAQUE
     library_kernel = True
@@ -153,20 +169,20 @@ class LayoutTransform(OpDef):
         elif skind == "NCHWc":
             expect(x.rank >= 4 and x.shape[-1] == sblock[0], f"src {attrs['src']} needs a last dim of "
                                                              f"{sblock[0]}, got shape {x.shape}")
-            shape = unpacked_act_shape(x.shape)
+            shape = unpacked_act_shape(x.shape, attrs.get("channels", 0))
         else:
             expect(x.rank >= 5 and tuple(x.shape[-2:]) == sblock, f"src {attrs['src']} needs last dims "
                                                                   f"{sblock}, got shape {x.shape}")
             shape = unpacked_weight_shape(x.shape)
         return [x.with_shape(shape)]
 
-    def compute(self, x, src, dst):
+    def compute(self, x, src, dst, channels=0):
         (skind, _), (dkind, dblock) = self.kinds({"src": src, "dst": dst})
         if dkind == "NCHWc":
             return pack_act(x, dblock[0])
         if dkind == "OIHWio":
             return pack_weight(x, *dblock)
-        return unpack_act(x) if skind == "NCHWc" else unpack_weight(x)
+        return unpack_act(x, channels) if skind == "NCHWc" else unpack_weight(x)
 
     def cost(self, operand_types, result_types, attrs):
         return Cost(0.0, io_bytes(operand_types, result_types))
@@ -180,35 +196,50 @@ def _act_block(t: TensorType, what: str) -> int:
 
 @register
 class ConvNCHWc(OpDef):
-    """Conv (groups 1) on blocked tensors: x NCHW[i]c, w OIHW[i]i[o]o, b (O,) -> NCHW[o]c."""
+    """Conv (groups 1, or depthwise) on blocked tensors: x NCHW[i]c, w OIHW[i]i[o]o, b (O,) -> NCHW[o]c."""
 
     name = "graph.conv_nchwc"
     operands = ("x", "w", "b?", "residual?")
     attrs = {"strides": Attr("ints", (), "per spatial axis; () = all 1"),
              "pads": Attr("ints", (), "(begin..., end...); () = all 0"),
              "dilations": Attr("ints", (), "per spatial axis; () = all 1"),
+             "groups": Attr("int", 1, "1, or the channel count: depthwise (w is OIHW1i<o>o, one filter a channel)"),
+             "in_channels": Attr("int", 0, "x's channels when its last block is padded (0: whole blocks)"),
+             "out_channels": Attr("int", 0, "the result's channels when its last block is padded (0: whole blocks)"),
              "relu": Attr("bool", False, "max(y, 0) after the bias and residual (NaN passes)"),
              "clip_max": Attr("float", None, "with relu: min(y, clip_max) after it (ReLU6: clip(y, 0, 6))")}
     traits = frozenset({PURE})
     fusion = FusionKind.OPAQUE
     library_kernel = True
 
-    def plain_types(self, types) -> tuple[list[TensorType], int]:
+    def plain_types(self, types, attrs) -> tuple[list[TensorType], int]:
         tt = tensor_types(types, self.name)[:3]
         x, w = tt[0], tt[1]
+        groups = attrs.get("groups", 1)
         bi = _act_block(x, "x")
         expect(w.rank == x.rank + 1, f"w must be OIHW<i>i<o>o of rank {x.rank + 1}, got shape {w.shape}")
-        expect(w.shape[-2] == bi, f"w's input block (dim {w.rank - 2}) = {w.shape[-2]} must equal x's block {bi}")
-        plain = [x.with_shape(unpacked_act_shape(x.shape)), w.with_shape(unpacked_weight_shape(w.shape))]
-        return plain + tt[2:], w.shape[-1]
+        want = bi if groups == 1 else 1
+        expect(w.shape[-2] == want, f"w's input block (dim {w.rank - 2}) = {w.shape[-2]} must be {want} "
+                                    f"(x's block {bi}, groups {groups})")
+        xs = unpacked_act_shape(x.shape, attrs.get("in_channels", 0))
+        o, i, *k = unpacked_weight_shape(w.shape)
+        o = attrs.get("out_channels", 0) or o
+        i = xs[1] if groups == 1 else 1
+        plain = [x.with_shape(xs), w.with_shape((o, i, *k))]
+        if len(tt) > 2:
+            expect(tt[2].rank == 1 and tt[2].shape[0] in (o, w.shape[0] * w.shape[-1]),
+                   f"b must have {o} (or the padded {w.shape[0] * w.shape[-1]}) values, got shape {tt[2].shape}")
+            plain.append(tt[2].with_shape((o,)))
+        return plain, w.shape[-1]
 
     @staticmethod
     def conv_attrs(attrs) -> dict:
-        """The plain conv's attributes (the epilogue's are this op's own)."""
-        return {k: v for k, v in attrs.items() if k not in ("relu", "clip_max")} | {"groups": 1}
+        """The plain conv's attributes (the epilogue's and the padding's are this op's own)."""
+        own = ("relu", "clip_max", "in_channels", "out_channels")
+        return {k: v for k, v in attrs.items() if k not in own} | {"groups": attrs.get("groups", 1)}
 
     def infer(self, types, attrs):
-        plain, bo = self.plain_types(types)
+        plain, bo = self.plain_types(types, attrs)
         (out,) = lookup("graph.conv").infer(plain, self.conv_attrs(attrs))
         y = out.with_shape(packed_act_shape(out.shape, bo))
         if len(types) > 3:
@@ -218,9 +249,13 @@ class ConvNCHWc(OpDef):
         return [y]
 
     @staticmethod
-    def compute(x, w, b=None, residual=None, strides=(), pads=(), dilations=(), relu=False, clip_max=None):
-        y = pack_act(lookup("graph.conv").compute(unpack_act(x), unpack_weight(w), b, strides, pads, dilations, 1),
-                     w.shape[-1])
+    def compute(x, w, b=None, residual=None, strides=(), pads=(), dilations=(), groups=1, in_channels=0,
+                out_channels=0, relu=False, clip_max=None):
+        xp = unpack_act(x, in_channels)
+        o = out_channels or w.shape[0] * w.shape[-1]
+        wp = unpack_weight(w)[:o, :xp.shape[1] if groups == 1 else 1]
+        y = lookup("graph.conv").compute(xp, wp, None if b is None else b[:o], strides, pads, dilations, groups)
+        y = pack_act(y, w.shape[-1])
         if residual is not None:
             y = y + residual
         if relu:
@@ -228,7 +263,7 @@ class ConvNCHWc(OpDef):
         return y
 
     def cost(self, operand_types, result_types, attrs):
-        plain, _ = self.plain_types(operand_types)
+        plain, _ = self.plain_types(operand_types, attrs)
         (out,) = lookup("graph.conv").infer(plain, self.conv_attrs(attrs))
         base = lookup("graph.conv").cost(plain, [out], self.conv_attrs(attrs))
         return Cost(base.flops, io_bytes(operand_types, result_types))

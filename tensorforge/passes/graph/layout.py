@@ -51,25 +51,33 @@ def host_block() -> int:
     return Target.host().vector_width
 
 
-def input_block(channels: int, block: int) -> int:
-    """The block for a conv's input channels: ``block`` if it divides them, else all of them
-    when there are fewer, else their largest common divisor."""
-    if channels % block == 0:
+def input_block(channels: int, block: int, pointwise: bool = False) -> int:
+    """The block for a conv's input channels: ``block`` if it divides them or (a 1x1 conv,
+    ``pointwise``) with the last one padded, else all of them when there are fewer (an RGB image),
+    else their largest common divisor."""
+    if channels % block == 0 or pointwise:
         return block
     return channels if channels < block else math.gcd(channels, block)
 
 
-def blocked_source(v: Value) -> tuple[Value, int] | None:
-    """(y, x) when ``v = layout_transform(y) {src = NCHW<x>c, dst = NCHW}``."""
+def blocked_source(v: Value) -> tuple[Value, int, int] | None:
+    """(y, x, channels) when ``v = layout_transform(y) {src = NCHW<x>c, dst = NCHW, channels}``
+    (channels 0: whole blocks)."""
     op = v.op
     if op is None or op.name != TRANSFORM or op.attributes["dst"] != PLAIN_ACT:
         return None
     kind, block = parse_layout(op.attributes["src"])
-    return (op.operands[0], block[0]) if kind == "NCHWc" else None
+    return (op.operands[0], block[0], op.attributes.get("channels", 0)) if kind == "NCHWc" else None
 
 
-def _transform(rewriter: PatternRewriter, v: Value, src: str, dst: str) -> Value:
-    return rewriter.create(TRANSFORM, [v], {"src": src, "dst": dst}).results[0]
+def _padded(channels: int, block: int) -> int:
+    """The ``channels`` attribute of a blocked activation: 0 when the blocks are whole."""
+    return channels if channels % block else 0
+
+
+def _transform(rewriter: PatternRewriter, v: Value, src: str, dst: str, channels: int = 0) -> Value:
+    attrs = {"src": src, "dst": dst} | ({"channels": channels} if channels else {})
+    return rewriter.create(TRANSFORM, [v], attrs).results[0]
 
 
 def _infer(name: str, operands: list, attrs: dict) -> TensorType | None:
@@ -87,28 +95,40 @@ class ConvToNCHWc(Pattern):
     name = "conv-to-nchwc"
     root = ("graph.conv",)
 
-    def __init__(self, block: int):
+    def __init__(self, block: int, depthwise: bool = True):
         super().__init__()
         self.block = block
+        self.depthwise = depthwise
 
     def match_and_rewrite(self, op, rewriter):
         x, w = op.operands[0], op.operands[1]
         y = op.results[0].type
-        if op.attributes.get("groups", 1) != 1 or not (x.type.is_static and y.is_static):
+        groups = op.attributes.get("groups", 1)
+        depthwise = groups > 1 and groups == x.type.shape[1] == y.shape[1] == w.type.shape[0] and w.type.shape[1] == 1
+        if (groups != 1 and not depthwise) or not (x.type.is_static and y.is_static):
             return False
         wc = constant_value(w)
         # finite weights: the native kernel leaves padded taps out, exact only when 0 * w is +-0
         if x.type.dtype is not DType.f32 or wc is None or not np.isfinite(wc).all() or x.type.rank != 4:
             return False
         out_ch, in_ch = y.shape[1], x.type.shape[1]
-        if out_ch % self.block:
+        if depthwise and (in_ch % self.block or not self.depthwise):
             return False
-        bi, bo = input_block(in_ch, self.block), self.block
+        bias = list(op.operands[2:])
+        if out_ch % self.block and bias:
+            # padded output channels: the bias is read a whole block at a time
+            b = constant_value(bias[0])
+            if b is None:
+                return False
+            bias = [rewriter.constant(np.pad(np.asarray(b, np.float32), (0, -out_ch % self.block)))]
+        pointwise = tuple(w.type.shape[2:]) == (1, 1)
+        bi, bo = input_block(in_ch, self.block, pointwise), self.block
         xb = _transform(rewriter, x, PLAIN_ACT, nchwc(bi))
-        wb = _packed_weight(rewriter, op, w, oihwio(bi, bo))
-        attrs = {k: v for k, v in op.attributes.items() if k != "groups"}
-        yb = rewriter.create("graph.conv_nchwc", [xb, wb] + list(op.operands[2:]), attrs).results[0]
-        rewriter.replace_op(op, [_transform(rewriter, yb, nchwc(bo), PLAIN_ACT)])
+        wb = _packed_weight(rewriter, op, w, oihwio(1 if depthwise else bi, bo))
+        attrs = {k: v for k, v in op.attributes.items() if k != "groups"} | ({"groups": groups} if depthwise else {})
+        attrs |= {k: v for k, v in (("in_channels", _padded(in_ch, bi)), ("out_channels", _padded(out_ch, bo))) if v}
+        yb = rewriter.create("graph.conv_nchwc", [xb, wb] + bias, attrs).results[0]
+        rewriter.replace_op(op, [_transform(rewriter, yb, nchwc(bo), PLAIN_ACT, _padded(out_ch, bo))])
         return True
 
 
@@ -116,9 +136,8 @@ def _packed_weight(rewriter: PatternRewriter, conv: Operation, w: Value, layout:
     """``w`` packed to ``layout``: one ``layout_transform`` per weight and layout, right after the
     weight's constant, shared by every conv that reads it.  Then folding it never copies a
     weight (the plain one dies with the transform), however many convs share it."""
-    wanted = {"src": PLAIN_WEIGHT, "dst": layout}
     for user in w.users:
-        if user.name == TRANSFORM and user.attributes == wanted:
+        if user.name == TRANSFORM and (user.attributes["src"], user.attributes["dst"]) == (PLAIN_WEIGHT, layout):
             return user.results[0]
     if w.op is None or w.op.parent is not conv.parent:
         return _transform(rewriter, w, PLAIN_WEIGHT, layout)
@@ -171,14 +190,14 @@ class SinkElementwise(Pattern):
             return False
         out = op.results[0].type
         sources = [blocked_source(v) for v in op.operands]
-        blocks = {s[1] for s in sources if s is not None}
+        blocks = {s[1:] for s in sources if s is not None}
         if len(blocks) != 1 or not out.is_static:
             return False
-        (block,) = blocks
+        ((block, channels),) = blocks
         operands: list = []
         for v, src in zip(op.operands, sources):
             if src is not None:
-                if v.type.shape != out.shape:
+                if not _broadcasts_per_channel(v.type.shape, out.shape):
                     return False
                 operands.append(src[0])
                 continue
@@ -197,7 +216,35 @@ class SinkElementwise(Pattern):
             return False
         values = [o if isinstance(o, Value) else rewriter.constant(o) for o in operands]
         new = rewriter.create(op.name, values, op.attributes).results[0]
-        rewriter.replace_op(op, [_transform(rewriter, new, nchwc(block), PLAIN_ACT)])
+        rewriter.replace_op(op, [_transform(rewriter, new, nchwc(block), PLAIN_ACT, channels)])
+        return True
+
+
+def _broadcasts_per_channel(shape: tuple, out: tuple) -> bool:
+    """An operand of ``shape`` broadcasts to ``out`` over its spatial dims only (a squeeze-excitation
+    gate (N, C, 1, 1) times (N, C, H, W)), so its blocked form broadcasts the same way."""
+    return len(shape) == len(out) and tuple(shape[:2]) == tuple(out[:2]) and \
+        all(d == o or d == 1 for d, o in zip(shape[2:], out[2:]))
+
+
+class SinkReduceMean(Pattern):
+    """``reduce_mean(to_plain(y), axes = spatial, keepdims)`` becomes ``to_plain(global_avg_pool_nchwc(y))``
+    (a network's global pooling written as a mean, as torchvision's models export it)."""
+
+    name = "sink-reduce-mean"
+    root = ("graph.reduce_mean",)
+
+    def match_and_rewrite(self, op, rewriter):
+        src = blocked_source(op.operands[0])
+        if src is None:
+            return False
+        y, block, channels = src
+        rank = op.operands[0].type.rank
+        axes = sorted(a % rank for a in op.attributes.get("axes", ()) or ())
+        if axes != list(range(2, rank)) or not op.attributes.get("keepdims", True):
+            return False
+        new = rewriter.create("graph.global_avg_pool_nchwc", [y], {}).results[0]
+        rewriter.replace_op(op, [_transform(rewriter, new, nchwc(block), PLAIN_ACT, channels)])
         return True
 
 
@@ -220,12 +267,12 @@ class SinkPool(Pattern):
         src = blocked_source(op.operands[0])
         if src is None:
             return False
-        y, block = src
+        y, block, channels = src
         blocked = BLOCKED_POOLS[op.name]
         if _infer(blocked, [y], op.attributes) is None:
             return False
         new = rewriter.create(blocked, [y], op.attributes).results[0]
-        rewriter.replace_op(op, [_transform(rewriter, new, nchwc(block), PLAIN_ACT)])
+        rewriter.replace_op(op, [_transform(rewriter, new, nchwc(block), PLAIN_ACT, channels)])
         return True
 
 
@@ -240,7 +287,8 @@ class SinkConcat(Pattern):
         if rank < 3 or op.attributes["axis"] % rank != 1:
             return False
         sources = [blocked_source(v) for v in op.operands]
-        if any(s is None for s in sources) or len({s[1] for s in sources}) != 1:
+        # whole blocks only: a padded part would leave its padding between the channels
+        if any(s is None or s[2] for s in sources) or len({s[1] for s in sources}) != 1:
             return False
         block = sources[0][1]
         new = rewriter.create("graph.concat", [s[0] for s in sources], {"axis": 1}).results[0]
@@ -289,7 +337,8 @@ class FuseConvEpilogue(Pattern):
 
 
 def layout_patterns(block: int) -> list[Pattern]:
-    return [ConvToNCHWc(block), CancelLayout(), SinkElementwise(), SinkPool(), SinkConcat(), FuseConvEpilogue()]
+    return [ConvToNCHWc(block), CancelLayout(), SinkElementwise(), SinkPool(), SinkReduceMean(), SinkConcat(),
+            FuseConvEpilogue()]
 
 
 def optimize_layout(root: Operation, *, block: int | None = None, fold_limit: int = DEFAULT_FOLD_LIMIT,
@@ -357,6 +406,7 @@ class LayoutPass(_GreedyPass):
 
 
 __all__ = ["CancelLayout", "ConvToNCHWc", "FuseConvEpilogue", "LayoutPass", "SinkConcat", "SinkElementwise", "SinkPool",
+           "SinkReduceMean",
            "MAX_CONVERSION_BYTES_PER_MAC", "blocked_source", "conversion_bytes_per_mac", "host_block", "input_block",
            "layout_patterns", "optimize_layout", "optimize_layout_where_it_pays",
            "packed_constant"]

@@ -7,9 +7,9 @@
 // CHECK:      ^bb0(%[[X:arg[0-9]+]]: tensor<1x4x3x3xf32>):
 // CHECK-NEXT:   %[[W:[0-9]+]] = "graph.constant"() {{.*}} : () -> tensor<2x1x1x1x4x4xf32>
 // CHECK-NEXT:   %[[B:[0-9]+]] = "graph.constant"() {value = dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]> : tensor<8xf32>}
-// CHECK-NEXT:   %[[XB:[0-9]+]] = "graph.layout_transform"(%[[X]]) {src = "NCHW", dst = "NCHW4c"} : (tensor<1x4x3x3xf32>) -> tensor<1x1x3x3x4xf32>
+// CHECK-NEXT:   %[[XB:[0-9]+]] = "graph.layout_transform"(%[[X]]) {src = "NCHW", dst = "NCHW4c"{{.*}}} : (tensor<1x4x3x3xf32>) -> tensor<1x1x3x3x4xf32>
 // CHECK-NEXT:   %[[Y:[0-9]+]] = "graph.conv_nchwc"(%[[XB]], %[[W]], %[[B]]) {{.*}} -> tensor<1x2x3x3x4xf32>
-// CHECK-NEXT:   %[[R:[0-9]+]] = "graph.layout_transform"(%[[Y]]) {src = "NCHW4c", dst = "NCHW"} : (tensor<1x2x3x3x4xf32>) -> tensor<1x8x3x3xf32>
+// CHECK-NEXT:   %[[R:[0-9]+]] = "graph.layout_transform"(%[[Y]]) {src = "NCHW4c", dst = "NCHW"{{.*}}} : (tensor<1x2x3x3x4xf32>) -> tensor<1x8x3x3xf32>
 // CHECK-NEXT:   "func.return"(%[[R]])
 // CHECK-NEXT: sym_name = "conv_to_nchwc_fires"
 "func.func"() ({
@@ -22,7 +22,7 @@
 
 // RGB input: 3 channels are one block of 3 (NCHW3c), the output is NCHW4c.
 // CHECK:      "graph.constant"() {{.*}} : () -> tensor<1x1x3x3x3x4xf32>
-// CHECK-NEXT: "graph.layout_transform"(%arg0) {src = "NCHW", dst = "NCHW3c"} : (tensor<1x3x4x4xf32>) -> tensor<1x1x4x4x3xf32>
+// CHECK-NEXT: "graph.layout_transform"(%arg0) {src = "NCHW", dst = "NCHW3c"{{.*}}} : (tensor<1x3x4x4xf32>) -> tensor<1x1x4x4x3xf32>
 // CHECK-NEXT: "graph.conv_nchwc"{{.*}}pads = array<i64: 1, 1, 1, 1>{{.*}} -> tensor<1x1x4x4x4xf32>
 // CHECK:      sym_name = "conv_to_nchwc_fires_rgb"
 "func.func"() ({
@@ -43,26 +43,27 @@
   "func.return"(%y) : (tensor<1x8x3x3xf32>) -> ()
 }) {sym_name = "conv_to_nchwc_stays_grouped", function_type = (tensor<1x8x3x3xf32>) -> (tensor<1x8x3x3xf32>)} : () -> ()
 
-// 6 output channels are not whole blocks of 4.
+// A conv whose bias is not a constant stays plain when its output channels (6) are not whole blocks
+// of 4: the padded last block reads a whole block of bias.
 // CHECK:      "graph.conv"
 // CHECK-NOT:  "graph.layout_transform"
 // CHECK:      sym_name = "conv_to_nchwc_stays_channels"
 "func.func"() ({
-^bb0(%x: tensor<1x4x3x3xf32>):
+^bb0(%x: tensor<1x4x3x3xf32>, %b: tensor<6xf32>):
   %w = "graph.constant"() {value = dense<0.5> : tensor<6x4x1x1xf32>} : () -> tensor<6x4x1x1xf32>
-  %y = "graph.conv"(%x, %w) {strides = array<i64>, pads = array<i64>, dilations = array<i64>, groups = 1 : i64} : (tensor<1x4x3x3xf32>, tensor<6x4x1x1xf32>) -> tensor<1x6x3x3xf32>
+  %y = "graph.conv"(%x, %w, %b) {strides = array<i64>, pads = array<i64>, dilations = array<i64>, groups = 1 : i64} : (tensor<1x4x3x3xf32>, tensor<6x4x1x1xf32>, tensor<6xf32>) -> tensor<1x6x3x3xf32>
   "func.return"(%y) : (tensor<1x6x3x3xf32>) -> ()
-}) {sym_name = "conv_to_nchwc_stays_channels", function_type = (tensor<1x4x3x3xf32>) -> (tensor<1x6x3x3xf32>)} : () -> ()
+}) {sym_name = "conv_to_nchwc_stays_channels", function_type = (tensor<1x4x3x3xf32>, tensor<6xf32>) -> (tensor<1x6x3x3xf32>)} : () -> ()
 
 // conv -> tanh -> conv: one conversion in, one out; the tanh runs on the blocked tensor.
 // CHECK:      ^bb0(%[[X:arg[0-9]+]]: tensor<1x4x3x3xf32>):
 // CHECK-NEXT:   %[[W1:[0-9]+]] = "graph.constant"
 // CHECK-NEXT:   %[[W2:[0-9]+]] = "graph.constant"
-// CHECK-NEXT:   %[[XB:[0-9]+]] = "graph.layout_transform"(%[[X]]) {src = "NCHW", dst = "NCHW4c"}
+// CHECK-NEXT:   %[[XB:[0-9]+]] = "graph.layout_transform"(%[[X]]) {src = "NCHW", dst = "NCHW4c"{{.*}}}
 // CHECK-NEXT:   %[[Y1:[0-9]+]] = "graph.conv_nchwc"(%[[XB]], %[[W1]])
 // CHECK-NEXT:   %[[A:[0-9]+]] = "graph.tanh"(%[[Y1]]) : (tensor<1x1x3x3x4xf32>) -> tensor<1x1x3x3x4xf32>
 // CHECK-NEXT:   %[[Y2:[0-9]+]] = "graph.conv_nchwc"(%[[A]], %[[W2]])
-// CHECK-NEXT:   %[[R:[0-9]+]] = "graph.layout_transform"(%[[Y2]]) {src = "NCHW4c", dst = "NCHW"}
+// CHECK-NEXT:   %[[R:[0-9]+]] = "graph.layout_transform"(%[[Y2]]) {src = "NCHW4c", dst = "NCHW"{{.*}}}
 // CHECK-NEXT:   "func.return"(%[[R]])
 // CHECK-NEXT: sym_name = "cancel_layout_fires"
 "func.func"() ({
@@ -76,8 +77,8 @@
 }) {sym_name = "cancel_layout_fires", function_type = (tensor<1x4x3x3xf32>) -> (tensor<1x4x3x3xf32>)} : () -> ()
 
 // Different blocks are not inverse conversions.
-// CHECK:      "graph.layout_transform"(%arg0) {src = "NCHW4c", dst = "NCHW"}
-// CHECK-NEXT: "graph.layout_transform"(%{{[0-9]+}}) {src = "NCHW", dst = "NCHW2c"}
+// CHECK:      "graph.layout_transform"(%arg0) {src = "NCHW4c", dst = "NCHW"{{.*}}}
+// CHECK-NEXT: "graph.layout_transform"(%{{[0-9]+}}) {src = "NCHW", dst = "NCHW2c"{{.*}}}
 // CHECK:      sym_name = "cancel_layout_stays_other_block"
 "func.func"() ({
 ^bb0(%x: tensor<1x1x2x2x4xf32>):
@@ -93,7 +94,7 @@
 // CHECK-NEXT: %[[S:[0-9]+]] = "graph.sub"(%[[Y1]], %[[Y2]]) : (tensor<1x1x3x3x4xf32>, tensor<1x1x3x3x4xf32>) -> tensor<1x1x3x3x4xf32>
 // CHECK-NEXT: %[[C:[0-9]+]] = "graph.constant"() {value = dense<{{\[\[\[\[\[}}1.0, 2.0, 3.0, 4.0]]]]]> : tensor<1x1x1x1x4xf32>}
 // CHECK-NEXT: %[[M:[0-9]+]] = "graph.mul"(%[[S]], %[[C]])
-// CHECK-NEXT: "graph.layout_transform"(%[[M]]) {src = "NCHW4c", dst = "NCHW"}
+// CHECK-NEXT: "graph.layout_transform"(%[[M]]) {src = "NCHW4c", dst = "NCHW"{{.*}}}
 // CHECK:      sym_name = "sink_elementwise_fires"
 "func.func"() ({
 ^bb0(%x: tensor<1x4x3x3xf32>):
@@ -108,7 +109,7 @@
 }) {sym_name = "sink_elementwise_fires", function_type = (tensor<1x4x3x3xf32>) -> (tensor<1x4x3x3xf32>)} : () -> ()
 
 // The other operand is a plain run-time tensor: the add stays plain.
-// CHECK:      %[[P:[0-9]+]] = "graph.layout_transform"(%{{[0-9]+}}) {src = "NCHW4c", dst = "NCHW"}
+// CHECK:      %[[P:[0-9]+]] = "graph.layout_transform"(%{{[0-9]+}}) {src = "NCHW4c", dst = "NCHW"{{.*}}}
 // CHECK-NEXT: "graph.add"(%[[P]], %arg1) : (tensor<1x4x3x3xf32>, tensor<1x4x3x3xf32>)
 // CHECK:      sym_name = "sink_elementwise_stays_plain_operand"
 "func.func"() ({
@@ -122,7 +123,7 @@
 // CHECK:      %[[Y:[0-9]+]] = "graph.conv_nchwc"
 // CHECK-NEXT: %[[P:[0-9]+]] = "graph.max_pool_nchwc"(%[[Y]]) {kernel = array<i64: 2, 2>{{.*}} : (tensor<1x1x4x4x4xf32>) -> tensor<1x1x2x2x4xf32>
 // CHECK-NEXT: %[[G:[0-9]+]] = "graph.global_avg_pool_nchwc"(%[[P]]) : (tensor<1x1x2x2x4xf32>) -> tensor<1x1x1x1x4xf32>
-// CHECK-NEXT: "graph.layout_transform"(%[[G]]) {src = "NCHW4c", dst = "NCHW"}
+// CHECK-NEXT: "graph.layout_transform"(%[[G]]) {src = "NCHW4c", dst = "NCHW"{{.*}}}
 // CHECK:      sym_name = "sink_pool_fires"
 "func.func"() ({
 ^bb0(%x: tensor<1x4x4x4xf32>):
@@ -146,7 +147,7 @@
 // CHECK:      %[[Y1:[0-9]+]] = "graph.conv_nchwc"
 // CHECK:      %[[Y2:[0-9]+]] = "graph.conv_nchwc"
 // CHECK-NEXT: %[[C:[0-9]+]] = "graph.concat"(%[[Y1]], %[[Y2]]) {axis = 1 : i64} : (tensor<1x1x3x3x4xf32>, tensor<1x2x3x3x4xf32>) -> tensor<1x3x3x3x4xf32>
-// CHECK-NEXT: "graph.layout_transform"(%[[C]]) {src = "NCHW4c", dst = "NCHW"}
+// CHECK-NEXT: "graph.layout_transform"(%[[C]]) {src = "NCHW4c", dst = "NCHW"{{.*}}}
 // CHECK:      sym_name = "sink_concat_fires"
 "func.func"() ({
 ^bb0(%x: tensor<1x4x3x3xf32>):
@@ -202,3 +203,41 @@
   %s = "graph.add"(%r, %y1) : (tensor<1x4x3x3xf32>, tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
   "func.return"(%s) : (tensor<1x4x3x3xf32>) -> ()
 }) {sym_name = "fuse_conv_epilogue_stays_two_users", function_type = (tensor<1x4x3x3xf32>) -> (tensor<1x4x3x3xf32>)} : () -> ()
+
+// 6 output channels with a constant bias: the last block of 4 is padded (bias padded with zeros),
+// the conversion back names the 6 channels.
+// CHECK:      "graph.conv_nchwc"{{.*}}out_channels = 6{{.*}} -> tensor<1x2x3x3x4xf32>
+// CHECK-NEXT: "graph.layout_transform"(%{{[0-9]+}}) {src = "NCHW4c", dst = "NCHW", channels = 6 : i64} : (tensor<1x2x3x3x4xf32>) -> tensor<1x6x3x3xf32>
+// CHECK:      sym_name = "conv_to_nchwc_fires_padded"
+"func.func"() ({
+^bb0(%x: tensor<1x4x3x3xf32>):
+  %w = "graph.constant"() {value = dense<0.5> : tensor<6x4x1x1xf32>} : () -> tensor<6x4x1x1xf32>
+  %b = "graph.constant"() {value = dense<1.0> : tensor<6xf32>} : () -> tensor<6xf32>
+  %y = "graph.conv"(%x, %w, %b) {strides = array<i64>, pads = array<i64>, dilations = array<i64>, groups = 1 : i64} : (tensor<1x4x3x3xf32>, tensor<6x4x1x1xf32>, tensor<6xf32>) -> tensor<1x6x3x3xf32>
+  "func.return"(%y) : (tensor<1x6x3x3xf32>) -> ()
+}) {sym_name = "conv_to_nchwc_fires_padded", function_type = (tensor<1x4x3x3xf32>) -> (tensor<1x6x3x3xf32>)} : () -> ()
+
+// A global mean over the spatial dims (torchvision's pooling) runs on the blocked tensor.
+// CHECK:      %[[Y:[0-9]+]] = "graph.conv_nchwc"
+// CHECK-NEXT: %[[G:[0-9]+]] = "graph.global_avg_pool_nchwc"(%[[Y]]) : (tensor<1x1x4x4x4xf32>) -> tensor<1x1x1x1x4xf32>
+// CHECK-NEXT: "graph.layout_transform"(%[[G]]) {src = "NCHW4c", dst = "NCHW"{{.*}}}
+// CHECK:      sym_name = "sink_reduce_mean_fires"
+"func.func"() ({
+^bb0(%x: tensor<1x4x4x4xf32>):
+  %w1 = "graph.constant"() {value = dense<0.5> : tensor<4x4x1x1xf32>} : () -> tensor<4x4x1x1xf32>
+  %y1 = "graph.conv"(%x, %w1) {strides = array<i64>, pads = array<i64>, dilations = array<i64>, groups = 1 : i64} : (tensor<1x4x4x4xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x4x4xf32>
+  %g = "graph.reduce_mean"(%y1) {axes = array<i64: 2, 3>, keepdims = true} : (tensor<1x4x4x4xf32>) -> tensor<1x4x1x1xf32>
+  "func.return"(%g) : (tensor<1x4x1x1xf32>) -> ()
+}) {sym_name = "sink_reduce_mean_fires", function_type = (tensor<1x4x4x4xf32>) -> (tensor<1x4x1x1xf32>)} : () -> ()
+
+// A mean over the channels is not a pooling: it reads the plain tensor.
+// CHECK:      %[[P:[0-9]+]] = "graph.layout_transform"
+// CHECK-NEXT: "graph.reduce_mean"(%[[P]]) {axes = array<i64: 1>
+// CHECK:      sym_name = "sink_reduce_mean_stays_channels"
+"func.func"() ({
+^bb0(%x: tensor<1x4x4x4xf32>):
+  %w1 = "graph.constant"() {value = dense<0.5> : tensor<4x4x1x1xf32>} : () -> tensor<4x4x1x1xf32>
+  %y1 = "graph.conv"(%x, %w1) {strides = array<i64>, pads = array<i64>, dilations = array<i64>, groups = 1 : i64} : (tensor<1x4x4x4xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x4x4xf32>
+  %g = "graph.reduce_mean"(%y1) {axes = array<i64: 1>, keepdims = true} : (tensor<1x4x4x4xf32>) -> tensor<1x1x4x4xf32>
+  "func.return"(%g) : (tensor<1x1x4x4xf32>) -> ()
+}) {sym_name = "sink_reduce_mean_stays_channels", function_type = (tensor<1x4x4x4xf32>) -> (tensor<1x1x4x4xf32>)} : () -> ()
