@@ -231,7 +231,8 @@
 }) {sym_name = "sink_reduce_mean_fires", function_type = (tensor<1x4x4x4xf32>) -> (tensor<1x4x1x1xf32>)} : () -> ()
 
 // A mean over the channels is not a pooling: it reads the plain tensor.
-// CHECK:      %[[P:[0-9]+]] = "graph.layout_transform"
+// CHECK:      "graph.conv_nchwc"
+// CHECK-NEXT: %[[P:[0-9]+]] = "graph.layout_transform"
 // CHECK-NEXT: "graph.reduce_mean"(%[[P]]) {axes = array<i64: 1>
 // CHECK:      sym_name = "sink_reduce_mean_stays_channels"
 "func.func"() ({
