@@ -45,6 +45,8 @@ def _conv_model(n, c, h, w, o, k, stride=1, pad=0, dilation=1, residual=False, a
         y = g.relu(y)
     elif act == "relu6":
         y = g.clip(y, min=0.0, max=6.0)
+    elif act == "silu":
+        y = g.mul(y, g.sigmoid(y))
     f.set_return([y])
     return m
 
@@ -81,13 +83,14 @@ def test_blocked_conv_matches_the_plain_graph(case):
     _compare(lambda: _conv_model(n, c, h, w, o, k, s, p, d), x)
 
 
-@pytest.mark.parametrize("act", ["relu", "relu6", ""])
+@pytest.mark.parametrize("act", ["relu", "relu6", "silu", ""])
 def test_residual_and_activation_run_in_the_conv_epilogue(act):
     model = lambda: _conv_model(1, 32, 10, 10, 32, 3, 1, 1, residual=True, act=act)   # noqa: E731
     x = (_rng(2).standard_normal((1, 32, 10, 10)) * 4).astype(np.float32)
     native = _compare(model, x)
     # the add and the activation are in the conv's epilogue: no elementwise kernel is left
-    assert native.source.count("tf_nchwc_") >= 2 and "_add" not in native.source.split("void tf_run")[1]
+    run = native.source.split("void tf_run")[1]
+    assert native.source.count("tf_nchwc_") >= 2 and "_add" not in run and "sigmoid" not in run
 
 
 @pytest.mark.parametrize("k,stride", [(5, 1), (3, 2)])
@@ -159,7 +162,7 @@ def _dw_model(c, h, w, k, stride, pad, act="relu6", seed=0) -> ModuleOp:
     wd = g.constant((rng.standard_normal((c, 1, k, k)) / k).astype(np.float32))
     bd = g.constant(rng.standard_normal(c).astype(np.float32))
     y = g.conv(g.conv(f.args[0], w1), wd, bd, strides=(stride, stride), pads=(pad,) * 4, groups=c)
-    y = g.clip(y, min=0.0, max=6.0) if act == "relu6" else y
+    y = g.clip(y, min=0.0, max=6.0) if act == "relu6" else g.mul(y, g.sigmoid(y)) if act == "silu" else y
     f.set_return([g.conv(y, w1)])
     return m
 
@@ -173,7 +176,7 @@ def test_blocked_depthwise_matches_the_plain_graph(case):
     c, h, w, k, s, p = case
     x = _rng(6).standard_normal((1, c, h, w)).astype(np.float32)
     x[0, 2, 3, 4] = np.nan
-    native = _compare(lambda: _dw_model(c, h, w, k, s, p), x)
+    native = _compare(lambda: _dw_model(c, h, w, k, s, p, act="silu" if k == 5 else "relu6"), x)
     assert "_d1e(" in native.source           # the depthwise kernel's edge tile: it runs blocked
 
 

@@ -1062,9 +1062,11 @@ def _conv_nchwc_kernel(k: _Kernel) -> str:
     at = k.op.attributes
     g = nchwc.ConvGeometry.of(k.kernel, k.op)
     ops = k.kernel.operands
-    act = ("clip" if at.get("clip_max") is not None else "relu") if at.get("relu", False) else ""
+    act = ("clip" if at.get("clip_max") is not None else "relu") if at.get("relu", False) else \
+        ("silu" if at.get("silu", False) else "")
     residual = len(ops) > 3
     name = nchwc.conv_name(g, residual, act, at.get("clip_max"), int(at.get("groups", 1) or 1))
+    # (act is in the name: a SiLU and a plain conv of one geometry are two kernels)
     m = nchwc_winograd(k.kernel)
     if int(at.get("groups", 1) or 1) > 1:
         helpers = nchwc.dw_source(name, g, host, residual, act, at.get("clip_max"), max(1, host.cores))

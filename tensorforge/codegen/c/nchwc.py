@@ -52,7 +52,7 @@ PARALLEL_MIN_MACS = 1 << 20
 def _prelude(target: Target) -> str:
     return ("#ifndef TF_GEMM_PRELUDE_DEFINED\n#define TF_GEMM_PRELUDE_DEFINED\n"
             '#define TF_API __attribute__((visibility("hidden")))\n'
-            + gemm_prelude(target, threads=2) + "\n#endif\n")
+            + gemm_prelude(target, threads=2) + "\n#endif\n" + SILU_C)
 
 
 def _digest(text: str) -> str:
@@ -149,6 +149,33 @@ class ConvPlan:
         return ConvPlan(blocks, rows, chunk, band)
 
 
+def epilogue(acc: str, bias: str, off: str, residual: bool, act: str, y: str = "y", res: str = "res") -> str:
+    """C finishing accumulator ``acc`` for its place ``y + off``: the bias vector, the residual read
+    at ``res + off``, the activation (``relu``, ``clip`` to [lo, hi], ``silu`` = x * sigmoid(x) lane
+    by lane with the inline ``tf_sigmoidf`` the plain graph's sigmoid runs), the store."""
+    line = f"{acc} += {bias};"
+    if residual:
+        line += f" {acc} += tf_ld({res} + {off});"
+    if act == "relu":
+        line += f" {acc} = tf_relu({acc});"
+    elif act == "clip":
+        line += f" {acc} = tf_clamp({acc}, lo, hi);"
+    line += f" tf_st({y} + {off}, {acc});"
+    if act == "silu":
+        line += f" tf_silu_at({y} + {off});"
+    return line
+
+
+SILU_C = """#ifndef TF_SILU_DEFINED
+#define TF_SILU_DEFINED
+/* x * sigmoid(x) on one stored vector, as the plain graph computes it (vmath.py's tf_sigmoidf) */
+static inline void tf_silu_at(float *p) {
+  for (int l = 0; l < TF_VW; l++) { const float x = p[l]; p[l] = x * tf_sigmoidf(x); }
+}
+#endif
+"""
+
+
 def _tile_name(name: str, tr: int, tc: int, blocks: int) -> str:
     return f"{name}_t{tr}x{tc}x{blocks}" if tr > 1 else f"{name}_t{tc}x{blocks}"
 
@@ -172,16 +199,7 @@ def _tile_function(name: str, g: ConvGeometry, tc: int, blocks: int, residual: b
     loads = " ".join(f"const tf_vf w{b} = tf_ld(ws + {b * wob});" for b in range(blocks))
     fmas = "\n".join(f"          {{ const tf_vf a = tf_bcast(xs[{xoff[r]}]); "
                      + " ".join(f"c{r}_{b} += w{b} * a;" for b in range(blocks)) + " }" for r in range(rows))
-    epi = []
-    for r, b in acc:
-        line = f"c{r}_{b} += bias{b};"
-        if residual:
-            line += f" c{r}_{b} += tf_ld(res + {b * yob + yoff[r]});"
-        if act == "relu":
-            line += f" c{r}_{b} = tf_relu(c{r}_{b});"
-        elif act == "clip":
-            line += f" c{r}_{b} = tf_clamp(c{r}_{b}, lo, hi);"
-        epi.append(line)
+    epi = [epilogue(f"c{r}_{b}", f"bias{b}", str(b * yob + yoff[r]), residual, act) for r, b in acc]
     biases = " ".join(f"const tf_vf bias{b} = tf_ld(bias + {b * vw});" for b in range(blocks))
     stores = " ".join(f"tf_st(y + {b * yob + yoff[r]}, c{r}_{b});" for r, b in acc)
     step = f"""          {loads}
@@ -220,8 +238,9 @@ static inline __attribute__((always_inline)) void {_tile_name(name, tr, tc, bloc
   if (last) {{
     {biases}
     {chr(10).join("    " + e for e in epi)}
+  }} else {{
+    {stores}
   }}
-  {stores}
 }}
 """
 
@@ -422,22 +441,6 @@ static void {name}(const float *restrict x, const float *restrict w, const float
 DW_ROWS = 14      # positions a depthwise register tile (one accumulator each)
 
 
-def _epilogue_lines(accs: list[tuple[str, int]], residual: bool, act: str) -> list[str]:
-    """Bias (``bv``), residual (at ``res`` + offset), activation, store (at ``y`` + offset) of each
-    accumulator (name, float offset)."""
-    lines = []
-    for acc, off in accs:
-        line = f"{acc} += bv;"
-        if residual:
-            line += f" {acc} += tf_ld(res + {off});"
-        if act == "relu":
-            line += f" {acc} = tf_relu({acc});"
-        elif act == "clip":
-            line += f" {acc} = tf_clamp({acc}, lo, hi);"
-        lines.append(line + f" tf_st(y + {off}, {acc});")
-    return lines
-
-
 def _dw_tile(name: str, g: ConvGeometry, rows: int, full: bool, residual: bool, act: str) -> str:
     """``rows`` positions of one block of a depthwise conv: every window column (``full``, unrolled
     with constant offsets, so an input vector shared by neighbouring windows is loaded once) or the
@@ -453,7 +456,7 @@ def _dw_tile(name: str, g: ConvGeometry, rows: int, full: bool, residual: bool, 
     else:
         inner = (f"      for (long kw = kw0; kw < kw1; kw++) {{ const tf_vf wk = tf_ld(ws + kw * {vw}); "
                  + " ".join(f"c{r} += tf_ld(xs + ({r * g.sw} + kw * {g.dw}) * {vw}) * wk;" for r in range(rows)) + " }")
-    epi = _epilogue_lines([(a, r * vw) for r, a in enumerate(accs)], residual, act)
+    epi = [epilogue(a, "bv", str(r * vw), residual, act) for r, a in enumerate(accs)]
     return f"""
 static inline __attribute__((always_inline)) void {name}_d{rows}{"f" if full else "e"}(const float *restrict x,
     const float *restrict w, float *y, tf_vf bv, const float *res, tf_vf lo, tf_vf hi, long kh0, long kh1,
@@ -645,5 +648,5 @@ def weight_transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ..
 
 
 __all__ = ["ConvGeometry", "MAX_BLOCKS", "MAX_ROWS", "PARALLEL_MIN_MACS", "TILE_ACCUMULATORS",
-           "ConvPlan", "DW_ROWS", "conv_name", "conv_source", "dw_source", "map_tiles", "pool_helpers", "pool_source",
+           "ConvPlan", "DW_ROWS", "SILU_C", "conv_name", "conv_source", "dw_source", "epilogue", "map_tiles", "pool_helpers", "pool_source",
            "small_map", "transform_source", "weight_transform_source"]

@@ -13,6 +13,8 @@ the loop's barrier.  The transformed weights U ``[a*a][OB][CB][16][16]`` are mad
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ...dialects.graph.layout import unpack_weight
@@ -30,9 +32,14 @@ MIN_TILES = {4: 40, 2: 16}
 MAX_SHARE = {4: 1.15, 2: 1.35}
 
 
+ENV = "TENSORFORGE_NCHWC_WINOGRAD"     # "0": every blocked 3x3 conv takes the direct kernel
+
+
 def tile_size(g: nchwc.ConvGeometry) -> int:
     """m of F(m x m, 3x3) for a blocked conv, or 0 when it takes the direct kernel."""
     if (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw) != (3, 3, 1, 1, 1, 1) or g.bi != g.vw or g.ci:
+        return 0
+    if os.environ.get(ENV, "1") == "0":
         return 0
     for m in (4, 2):
         th, tw = -(-g.oh // m), -(-g.ow // m)
@@ -132,17 +139,9 @@ static void {gname}_sweep{bl}(const float *restrict v, const float *restrict u, 
     epi = []
     for i in range(m):
         for j in range(m):
-            o = f"o{i * m + j}"
-            st = [f"{o} += bv;"]
-            if residual:
-                st.append(f"{o} += tf_ld(rp + ({i} * {g.ow} + {j}) * {vw});")
-            if act == "relu":
-                st.append(f"{o} = tf_relu({o});")
-            elif act == "clip":
-                st.append(f"{o} = tf_clamp({o}, lo, hi);")
-            st.append(f"tf_st(yp + ({i} * {g.ow} + {j}) * {vw}, {o});")
+            st = nchwc.epilogue(f"o{i * m + j}", "bv", f"({i} * {g.ow} + {j}) * {vw}", residual, act, "yp", "rp")
             guard = f"if (full || (oh0 + {i} < {g.oh} && ow0 + {j} < {g.ow})) " if (g.oh % m or g.ow % m) else ""
-            epi.append(guard + "{ " + " ".join(st) + " }")
+            epi.append(guard + "{ " + st + " }")
     gemm_dispatch = (f"{gname}_sweep{blocks}(v + e * {cb * tmax * vw}, u + (e * {ob} + ob0) * {cb * vw * vw}, "
                      f"mm + (e * {ob} + ob0) * {tmax * vw}, tc);")
     if tail != blocks:
@@ -203,4 +202,4 @@ static void {name}(const float *restrict x, const float *restrict u, const float
     return nchwc._prelude(target) + nchwc._guard(name, body)
 
 
-__all__ = ["CHUNK_BYTES", "MAX_SHARE", "MIN_TILES", "source", "tile_size", "transform_weights"]
+__all__ = ["CHUNK_BYTES", "ENV", "MAX_SHARE", "MIN_TILES", "source", "tile_size", "transform_weights"]

@@ -1,16 +1,21 @@
 """Blocked data layouts: ``layout_transform`` and the ops that work on blocked tensors.
 
 CPU convolutions run fastest when the channels are split into blocks of the vector width and
-the block is the innermost dim: NCHW[x]c, shape ``(N, C/x, *spatial, x)``, so that one vector
+the block is the innermost dim: NCHW[x]c, shape ``(N, ceil(C/x), *spatial, x)``, so that one vector
 holds ``x`` channels of one pixel.  Weights go with it as OIHW[i]i[o]o, shape
-``(O/o, I/i, *kernel, i, o)``.  ("HW" stands for however many spatial dims there are.)
+``(ceil(O/o), ceil(I/i), *kernel, i, o)``.  ("HW" stands for however many spatial dims there are.)
+When ``x`` does not divide C, the last block is padded: its extra lanes hold values nobody reads
+(packing writes zeros there, the kernels whatever their arithmetic gives), and the ops that must
+know C carry it: ``layout_transform``'s ``channels``, ``conv_nchwc``'s ``in_channels`` and
+``out_channels`` (0 when the blocks are whole).  Padded weights are zeros.
 
-- ``layout_transform(x) {src, dst}`` converts between a plain layout and its blocked form:
+- ``layout_transform(x) {src, dst, channels}`` converts between a plain layout and its blocked form:
   ``NCHW <-> NCHW{x}c`` for activations, ``OIHW <-> OIHW{i}i{o}o`` for conv weights.  On a
   constant it folds, so weights are packed once at compile time.
-- ``conv_nchwc(x, w, b?, residual?)``: a conv (groups 1) with x in NCHW[i]c, w in OIHW[i]i[o]o, b per
-  output channel (O,), result in NCHW[o]c; with its epilogue taken in (the ``layout`` pass): a
-  ``residual`` of the result's type added after the bias, then ``relu`` (and ``clip_max``: ReLU6).
+- ``conv_nchwc(x, w, b?, residual?)``: a conv with x in NCHW[i]c, w in OIHW[i]i[o]o (depthwise,
+  ``groups`` = channels: OIHW1i[o]o), b per output channel, result in NCHW[o]c; with its epilogue
+  taken in (the ``layout`` pass): a ``residual`` of the result's type added after the bias, then
+  ``relu`` (and ``clip_max``: ReLU6) or ``silu`` (y * sigmoid(y)).
 - ``max_pool_nchwc``, ``avg_pool_nchwc``, ``global_avg_pool_nchwc``, ``global_max_pool_nchwc``:
   the pools of ``pool.py`` (same attributes) on NCHW[x]c, result in the same layout.
 
@@ -19,7 +24,8 @@ as they are (concat along axis 1 joins channel blocks when every part is whole b
 
 Reference semantics unpack, run the plain op and pack again, so a blocked graph computes
 exactly what the plain one does.  Every op here is a library kernel: its C is hand-written in
-``codegen/c/nchwc.py`` (the CPU backend is the only one that runs blocked layouts).
+``codegen/c/nchwc.py`` and ``nchwc_winograd.py`` (the CPU backend is the only one that runs
+blocked layouts).
 """
 from __future__ import annotations
 
@@ -207,7 +213,8 @@ class ConvNCHWc(OpDef):
              "in_channels": Attr("int", 0, "x's channels when its last block is padded (0: whole blocks)"),
              "out_channels": Attr("int", 0, "the result's channels when its last block is padded (0: whole blocks)"),
              "relu": Attr("bool", False, "max(y, 0) after the bias and residual (NaN passes)"),
-             "clip_max": Attr("float", None, "with relu: min(y, clip_max) after it (ReLU6: clip(y, 0, 6))")}
+             "clip_max": Attr("float", None, "with relu: min(y, clip_max) after it (ReLU6: clip(y, 0, 6))"),
+             "silu": Attr("bool", False, "y * sigmoid(y) after the bias and residual (not with relu)")}
     traits = frozenset({PURE})
     fusion = FusionKind.OPAQUE
     library_kernel = True
@@ -235,7 +242,7 @@ class ConvNCHWc(OpDef):
     @staticmethod
     def conv_attrs(attrs) -> dict:
         """The plain conv's attributes (the epilogue's and the padding's are this op's own)."""
-        own = ("relu", "clip_max", "in_channels", "out_channels")
+        own = ("relu", "clip_max", "silu", "in_channels", "out_channels")
         return {k: v for k, v in attrs.items() if k not in own} | {"groups": attrs.get("groups", 1)}
 
     def infer(self, types, attrs):
@@ -246,11 +253,12 @@ class ConvNCHWc(OpDef):
             expect(len(plain) == 3, f"{self.name}: a residual needs the bias operand before it")
             expect(types[3] == y, f"{self.name}: the residual must have the result's type {y}, got {types[3]}")
         expect(attrs.get("clip_max") is None or attrs.get("relu", False), f"{self.name}: clip_max needs relu")
+        expect(not (attrs.get("silu", False) and attrs.get("relu", False)), f"{self.name}: silu or relu, not both")
         return [y]
 
     @staticmethod
     def compute(x, w, b=None, residual=None, strides=(), pads=(), dilations=(), groups=1, in_channels=0,
-                out_channels=0, relu=False, clip_max=None):
+                out_channels=0, relu=False, clip_max=None, silu=False):
         xp = unpack_act(x, in_channels)
         o = out_channels or w.shape[0] * w.shape[-1]
         wp = unpack_weight(w)[:o, :xp.shape[1] if groups == 1 else 1]
@@ -260,6 +268,8 @@ class ConvNCHWc(OpDef):
             y = y + residual
         if relu:
             y = lookup("graph.clip").compute(y, 0.0, clip_max)
+        if silu:
+            y = y * lookup("graph.sigmoid").compute(y)
         return y
 
     def cost(self, operand_types, result_types, attrs):

@@ -1,25 +1,30 @@
 """Layout optimisation (``layout``): blocked NCHW[x]c convolutions, with the conversions cancelled.
 
-Each eligible ``graph.conv`` (groups 1, static shapes, constant weights, output channels a
-multiple of the block) becomes
+Each eligible ``graph.conv`` (one group or depthwise, static shapes, float32, constant finite
+weights) becomes
 
     to_plain(conv_nchwc(to_blocked(x), pack(w), b))
 
 where the block is the target's vector width (``Target.host().vector_width`` unless the
 ``block`` option says otherwise: 16 fp32 lanes on AVX-512).  ``pack(w)`` is a
 ``layout_transform`` of a constant, which folding turns into a packed constant once, at
-compile time.  The input block is the vector width too when the input channels allow it,
-otherwise all the channels (RGB input: NCHW3c) or their largest common divisor with it.
+compile time.  The input block is the vector width too when the input channels allow it or the
+conv is 1x1 (a padded last block), otherwise all the channels (RGB input: NCHW3c) or their largest
+common divisor with it.  Output channels that are not whole blocks pad the last one (a constant
+bias is padded with zeros; a conv with a computed bias then stays plain).
 
 Then the conversions move out of the way: a ``to_plain`` sinks below every op that works on
 the blocked tensor as it is (elementwise ops, including residual adds whose operands are
-both blocked and per-channel constants, which are packed; pools, through their ``_nchwc``
-variants; channel concat), and ``to_blocked(to_plain(y))`` cancels to ``y``.  Between two
-convs nothing is converted; conversions remain only where data enters or leaves the blocked
-region (the input, a reshape or GEMM at the end).
+both blocked, squeeze-excitation gates that broadcast over the spatial dims, and per-channel
+constants, which are packed; pools, through their ``_nchwc`` variants, and a mean over the spatial
+dims as a global pool; channel concat of whole blocks), and ``to_blocked(to_plain(y))`` cancels to
+``y``.  Between two convs nothing is converted; conversions remain only where data enters or
+leaves the blocked region (the input, a reshape or GEMM at the end).  A conv then takes its single
+residual add and ReLU/ReLU6 into its epilogue (``FuseConvEpilogue``): its kernel is a library
+kernel, opaque to the fusion engine, so the pass joins them here as ``int8-contractions`` does.
 
-Numerics are unchanged (the blocked ops' references unpack, compute and pack).  The pass is
-off in the default pipeline until the native lowering of the blocked ops exists.
+Numerics are unchanged (the blocked ops' references unpack, compute and pack).  In the default
+pipeline the pass runs in its ``auto`` form (``optimize_layout_where_it_pays``).
 """
 from __future__ import annotations
 
@@ -301,17 +306,42 @@ def _only_user(op: Operation) -> Operation | None:
     return uses[0][0] if len(uses) == 1 else None
 
 
+def _silu_of(op: Operation) -> Operation | None:
+    """The ``mul(y, sigmoid(y))`` (either order) that is all ``op``'s result ``y`` feeds, or None."""
+    users = {id(u): u for u, _ in op.results[0].uses}
+    if len(users) != 2:
+        return None
+    gate = next((u for u in users.values() if u.name == "graph.sigmoid"), None)
+    mul = next((u for u in users.values() if u.name == "graph.mul"), None)
+    if gate is None or mul is None or _only_user(gate) is not mul:
+        return None
+    pair = {id(v) for v in mul.operands}
+    return mul if pair == {id(op.results[0]), id(gate.results[0])} else None
+
+
 class FuseConvEpilogue(Pattern):
     """``conv_nchwc`` takes its single user into its epilogue: an add of a tensor of its own type
-    (a residual, after the bias), then a relu or a clip from 0 (ReLU6).  The native kernel applies
-    them to its registers before the one store, in this order, as the graph did."""
+    (a residual, after the bias), then a relu or a clip from 0 (ReLU6); or the SiLU
+    ``y * sigmoid(y)`` its result feeds.  The native kernel applies them to its registers before
+    the one store (SiLU right after it, lane by lane), in this order, as the graph did."""
 
     name = "fuse-conv-epilogue"
     root = ("graph.conv_nchwc",)
 
     def match_and_rewrite(self, op, rewriter):
+        if op.attributes.get("relu", False) or op.attributes.get("silu", False):
+            return False
+        silu = _silu_of(op)
+        if silu is not None:
+            rewriter.set_insertion_point_before(silu)
+            new = rewriter.create("graph.conv_nchwc", list(op.operands), dict(op.attributes, silu=True)).results[0]
+            gate = silu.operands[0].op if silu.operands[0].op is not op else silu.operands[1].op
+            rewriter.replace_op(silu, [new])
+            rewriter.erase_op(gate)
+            rewriter.erase_op(op)
+            return True
         user = _only_user(op)
-        if user is None or op.attributes.get("relu", False):
+        if user is None:
             return False
         y = op.results[0]
         operands, attrs = list(op.operands), dict(op.attributes)

@@ -242,3 +242,16 @@
   %g = "graph.reduce_mean"(%y1) {axes = array<i64: 1>, keepdims = true} : (tensor<1x4x4x4xf32>) -> tensor<1x1x4x4xf32>
   "func.return"(%g) : (tensor<1x1x4x4xf32>) -> ()
 }) {sym_name = "sink_reduce_mean_stays_channels", function_type = (tensor<1x4x4x4xf32>) -> (tensor<1x1x4x4xf32>)} : () -> ()
+
+// A conv's SiLU (its result times its sigmoid) goes into its epilogue.
+// CHECK:      "graph.conv_nchwc"{{.*}}silu = true
+// CHECK-NOT:  "graph.sigmoid"
+// CHECK:      sym_name = "fuse_conv_epilogue_fires_silu"
+"func.func"() ({
+^bb0(%x: tensor<1x4x3x3xf32>):
+  %w1 = "graph.constant"() {value = dense<0.5> : tensor<4x4x1x1xf32>} : () -> tensor<4x4x1x1xf32>
+  %y1 = "graph.conv"(%x, %w1) {strides = array<i64>, pads = array<i64>, dilations = array<i64>, groups = 1 : i64} : (tensor<1x4x3x3xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x3x3xf32>
+  %s = "graph.sigmoid"(%y1) : (tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  %m = "graph.mul"(%s, %y1) : (tensor<1x4x3x3xf32>, tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  "func.return"(%m) : (tensor<1x4x3x3xf32>) -> ()
+}) {sym_name = "fuse_conv_epilogue_fires_silu", function_type = (tensor<1x4x3x3xf32>) -> (tensor<1x4x3x3xf32>)} : () -> ()
