@@ -39,7 +39,7 @@ def tile_size(g: nchwc.ConvGeometry) -> int:
     """m of F(m x m, 3x3) for a blocked conv, or 0 when it takes the direct kernel."""
     if (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw) != (3, 3, 1, 1, 1, 1) or g.bi != g.vw or g.ci:
         return 0
-    if os.environ.get(ENV, "1") == "0":
+    if os.environ.get("TENSORFORGE_NCHWC_WINOGRAD", "1") == "0":
         return 0
     for m in (4, 2):
         th, tw = -(-g.oh // m), -(-g.ow // m)
