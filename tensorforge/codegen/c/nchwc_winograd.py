@@ -58,35 +58,14 @@ def transform_weights(w_packed: np.ndarray, m: int) -> np.ndarray:
     return np.ascontiguousarray(u.transpose(0, 1, 3, 4, 2), dtype=np.float32)
 
 
-def _vectors(name: str, n: int) -> str:
-    return ", ".join(f"{name}{i}" for i in range(n))
-
-
-def _transform_in(m: int) -> str:
-    """C computing ``v<i*a+j>`` = (B^T d B)[i][j] from ``d<i*a+j>`` (a x a vectors)."""
-    bt = TRANSFORMS[m][1]
-    a = m + 2
-    lines = []
-    for i in range(a):
-        for j in range(a):
-            lines.append(f"const tf_vf s{i * a + j} = {combination(bt[i], [f'd{k * a + j}' for k in range(a)])};")
-    for i in range(a):
-        for j in range(a):
-            lines.append(f"const tf_vf v{i * a + j} = {combination(bt[j], [f's{i * a + k}' for k in range(a)])};")
-    return "\n          ".join(lines)
-
-
-def _transform_out(m: int) -> str:
-    """C computing ``o<i*m+j>`` = (A^T M A)[i][j] from ``p<e>`` (a x a vectors)."""
-    at = TRANSFORMS[m][2]
-    a = m + 2
-    lines = []
-    for i in range(m):
-        for j in range(a):
-            lines.append(f"const tf_vf q{i * a + j} = {combination(at[i], [f'p{k * a + j}' for k in range(a)])};")
-    for i in range(m):
-        for j in range(m):
-            lines.append(f"tf_vf o{i * m + j} = {combination(at[j], [f'q{i * a + k}' for k in range(a)])};")
+def _sandwich(t: np.ndarray, src: str, mid: str, dst: str, dst_decl: str = "const tf_vf") -> str:
+    """C computing ``dst<i*r+j>`` = (T X T^T)[i][j] for ``X`` the a x a vectors ``src<k*a+l>`` and
+    T r x a, through the r x a products ``mid`` = T X: B^T d B on the way in, A^T M A on the way out."""
+    r, a = t.shape
+    lines = [f"const tf_vf {mid}{i * a + j} = {combination(t[i], [f'{src}{k * a + j}' for k in range(a)])};"
+             for i in range(r) for j in range(a)]
+    lines += [f"{dst_decl} {dst}{i * r + j} = {combination(t[j], [f'{mid}{i * a + k}' for k in range(a)])};"
+              for i in range(r) for j in range(r)]
     return "\n          ".join(lines)
 
 
@@ -166,7 +145,7 @@ static void {name}(const float *restrict x, const float *restrict u, const float
           const int inside = ih0 >= 0 && ih0 + {a} <= {g.h} && iw0 >= 0 && iw0 + {a} <= {g.w};
           const float *xp = x + ((n * {cb} + c) * {g.h} + ih0) * {g.w * vw} + iw0 * {vw};
           {dload}
-          {_transform_in(m)}
+          {_sandwich(TRANSFORMS[m][1], "d", "s", "v")}
           float *vt = v + (c * {tmax} + (q % nr) * {tw} + j) * {vw};
           {vstore}
         }}
@@ -189,7 +168,7 @@ static void {name}(const float *restrict x, const float *restrict u, const float
           const float *rp = res ? {res_at} : 0;
           (void)rp;
           {pload}
-          {_transform_out(m)}
+          {_sandwich(TRANSFORMS[m][2], "p", "q", "o", "tf_vf")}
           {chr(10).join("          " + e for e in epi)}
         }}
       }}
