@@ -35,10 +35,19 @@ from ...ir.core import Operation
 from ..target import Target
 from .microkernels import gemm_prelude
 
-# Accumulator registers of the conv's register tile (28 of AVX-512's 32: 4 weight vectors and a
-# broadcast beside them); fewer output blocks give longer rows, up to MAX_ROWS positions.
-TILE_ACCUMULATORS = 28
+# Vector registers a register tile leaves for its weight vectors and broadcast: the rest are
+# accumulators (28 of AVX-512's 32, 12 of AVX2's 16); fewer output blocks give longer rows, up to
+# MAX_ROWS positions.
+TILE_SPARE_REGISTERS = 4
+TILE_ACCUMULATORS = 32 - TILE_SPARE_REGISTERS
 MAX_ROWS = 14
+
+
+def tile_rows(blocks: int, target: Target | None = None) -> int:
+    """Positions of a register tile of ``blocks`` output blocks on ``target`` (default: AVX-512's 32
+    registers)."""
+    registers = target.vector_registers if target is not None and target.vector_registers else 32
+    return max(1, min(MAX_ROWS, (registers - TILE_SPARE_REGISTERS) // blocks))
 MAX_BLOCKS = 4
 # The weights of one chunk of input blocks for a tile's output blocks take at most this share of L1
 # (the rest: the unit's output rows and the input rows being read).
@@ -143,7 +152,7 @@ class ConvPlan:
         blocks = min(MAX_BLOCKS, g.ob)
         while blocks > 1 and blocks * per_block > budget:
             blocks //= 2
-        rows = min(MAX_ROWS, TILE_ACCUMULATORS // blocks)
+        rows = tile_rows(blocks, target)
         chunk = max([d for d in range(1, g.cb + 1) if g.cb % d == 0 and d * blocks * per_block <= budget] or [1])
         band = max(1, min(g.oh, BAND_POSITIONS // max(1, g.ow)))
         return ConvPlan(blocks, rows, chunk, band)
@@ -287,13 +296,13 @@ def _ranges(start: int, size: int, step: int, dilation: int, extent: int) -> tup
     return (k0, k1) if k1 > k0 else (0, 0)
 
 
-def map_tiles(g: ConvGeometry, blocks: int) -> list[tuple[int, int, int, int]]:
+def map_tiles(g: ConvGeometry, blocks: int, target: Target | None = None) -> list[tuple[int, int, int, int]]:
     """The tiles (oh, ow, tr, tc) covering a whole small output map, every tile's positions sharing
     their window's clipped taps: the rows whose windows keep every kernel row, in tiles of several
     rows over the interior columns and of one column down each edge column; the other rows one by
     one.  A 7x7 map with 3x3 windows then runs 2 x 5 and 5 x 1 tiles where row by row its 14 edge
     positions each ran alone."""
-    most = min(MAX_ROWS, TILE_ACCUMULATORS // blocks)
+    most = tile_rows(blocks, target)
     lo, hi = g.interior()
     span = hi - lo
     full_rows = [oh for oh in range(g.oh) if _ranges(oh * g.sh - g.ph, g.h, g.sh, g.dh, g.kh) == (0, g.kh)]
@@ -316,11 +325,11 @@ def map_tiles(g: ConvGeometry, blocks: int) -> list[tuple[int, int, int, int]]:
     return tiles
 
 
-def _map_function(name: str, g: ConvGeometry, blocks: int) -> tuple[str, set[tuple[int, int]]]:
+def _map_function(name: str, g: ConvGeometry, blocks: int, target: Target) -> tuple[str, set[tuple[int, int]]]:
     """A whole small output map of ``blocks`` output blocks, tile by tile (``map_tiles``), as
     straight-line calls with constant offsets and taps; and the tile shapes it calls."""
     calls, shapes = [], set()
-    for oh, ow, tr, tc in map_tiles(g, blocks):
+    for oh, ow, tr, tc in map_tiles(g, blocks, target):
         ih, iw = oh * g.sh - g.ph, ow * g.sw - g.pw
         kh0, kh1 = _ranges(ih, g.h, g.sh, g.dh, g.kh)
         kw0, kw1 = _ranges(iw, g.w, g.sw, g.dw, g.kw)
@@ -360,11 +369,11 @@ def conv_source(name: str, g: ConvGeometry, target: Target, residual: bool, act:
     parts = []
     for bl in sorted({blocks, tail}):
         if whole:
-            map_text, shapes = _map_function(name, g, bl)
+            map_text, shapes = _map_function(name, g, bl, target)
             parts += [_tile_function(name, g, tc, bl, residual, act, tr) for tr, tc in sorted(shapes)]
             parts.append(map_text)
             continue
-        rows = min(MAX_ROWS, TILE_ACCUMULATORS // bl)
+        rows = tile_rows(bl, target)
         row_text, heights = _row_function(name, g, bl, rows)
         parts += [_tile_function(name, g, r, bl, residual, act) for r in sorted(heights)]
         parts.append(row_text)
@@ -477,11 +486,13 @@ def dw_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: s
               threads: int) -> str:
     """The C of ``name(x, w, bias, residual, y)`` for a depthwise blocked conv (channels in the lanes,
     w (CB, 1, KH, KW, 1, VW)): work units (image, block, output row); on a row, the edge positions
-    one by one with their window columns clipped, the interior in tiles of ``DW_ROWS``."""
+    one by one with their window columns clipped, the interior in tiles of ``DW_ROWS`` (fewer where
+    the target has fewer vector registers)."""
     lo, hi = g.interior()
-    full, rem = divmod(hi - lo, DW_ROWS)
+    rows = min(DW_ROWS, tile_rows(1, target))      # fewer vector registers: fewer rows
+    full, rem = divmod(hi - lo, rows)
     parts = [_dw_tile(name, g, 1, False, residual, act)]
-    heights = ({DW_ROWS} if full else set()) | ({rem} if rem else set())
+    heights = ({rows} if full else set()) | ({rem} if rem else set())
     parts += [_dw_tile(name, g, r, True, residual, act) for r in sorted(heights)]
     tail = f"resr ? resr + ow * {g.vw} : 0"
 
@@ -493,9 +504,9 @@ def dw_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: s
             f"{name}_d1e(xr + iw * {g.vw}, wb, yr + ow * {g.vw}, bv, {tail}, lo, hi, kh0, kw0 < kw1 ? kh1 : kh0, kw0, kw1); }}")
     row = [f"      for (long ow = 0; ow < {lo}; ow++) {edge}"]
     if full:
-        row.append(f"      for (long ow = {lo}; ow < {lo + full * DW_ROWS}; ow += {DW_ROWS}) {interior(DW_ROWS, 'ow')}")
+        row.append(f"      for (long ow = {lo}; ow < {lo + full * rows}; ow += {rows}) {interior(rows, 'ow')}")
     if rem:
-        row.append(f"      {interior(rem, str(lo + full * DW_ROWS))}")
+        row.append(f"      {interior(rem, str(lo + full * rows))}")
     row.append(f"      for (long ow = {max(lo, hi)}; ow < {g.ow}; ow++) {edge}")
     hi_v = "INFINITY" if clip_max is None else f"{float.hex(float(clip_max))}f"
     work = g.n * g.ob * g.oh * g.ow * g.kh * g.kw * g.vw
@@ -647,6 +658,7 @@ def weight_transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ..
             f"      for (long t = 0; t < {taps}; t++) out0[{dst}] = in0[{srcx}];"]
 
 
-__all__ = ["ConvGeometry", "MAX_BLOCKS", "MAX_ROWS", "PARALLEL_MIN_MACS", "TILE_ACCUMULATORS",
+__all__ = ["ConvGeometry", "MAX_BLOCKS", "MAX_ROWS", "PARALLEL_MIN_MACS", "TILE_ACCUMULATORS", "TILE_SPARE_REGISTERS",
+           "tile_rows",
            "ConvPlan", "DW_ROWS", "SILU_C", "conv_name", "conv_source", "dw_source", "epilogue", "map_tiles", "pool_helpers", "pool_source",
            "small_map", "transform_source", "weight_transform_source"]

@@ -85,7 +85,7 @@ def source(name: str, g: nchwc.ConvGeometry, m: int, target: Target, residual: b
     blocks = plan.blocks
     groups = -(-ob // blocks)
     tail = ob - (groups - 1) * blocks
-    rt = {bl: min(nchwc.MAX_ROWS, nchwc.TILE_ACCUMULATORS // bl) for bl in {blocks, tail}}
+    rt = {bl: nchwc.tile_rows(bl, target) for bl in {blocks, tail}}
     gname = f"{name}_g"
     tiles = "".join(nchwc._tile_function(gname, gg, r, bl, False, "")
                     for bl in sorted(rt) for r in range(1, rt[bl] + 1))
