@@ -138,6 +138,7 @@ WINOGRAD = [
     (1, 32, 28, 28, 48),     # F(4x4): 49 tiles; 3 output blocks (a group of 2 and a tail of 1, or one of 3)
     (1, 64, 14, 14, 64),     # F(2x2): 49 tiles
     (2, 16, 16, 20, 32),     # F(4x4) over two images
+    (2, 64, 56, 56, 64),     # F(4x4) in several chunks of tile rows (a chunk fills L2), one across the images
 ]
 
 
