@@ -224,3 +224,14 @@ def test_a_weight_shared_by_winograd_layers_of_both_tile_sizes():
         return m
     x = _rng(10).standard_normal((1, 32, 28, 28)).astype(np.float32)
     _compare(model, x, rtol=1e-5)
+
+
+def test_the_report_says_which_blocked_kernel_a_conv_runs():
+    """``explain``/``--profile`` reports name the blocked algorithm and its cut for each conv."""
+    from tensorforge.report.collect import collect
+
+    def schedules(model: ModuleOp) -> list[str]:
+        rep = collect(model, "m", profile_runs=1, check=False, warmup_runs=1, pipeline=LAYOUT)
+        return [c.schedule for c in rep.code if "conv_nchwc" in c.name]
+    assert any("Winograd F(4x4, 3x3)" in s for s in schedules(_conv_model(1, 32, 28, 28, 32, 3, 1, 1)))
+    assert any("direct: tiles of" in s and "bands of" in s for s in schedules(_conv_model(1, 32, 28, 28, 32, 3, 2, 1)))

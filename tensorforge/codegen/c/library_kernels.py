@@ -1215,7 +1215,25 @@ def describe(kernel: Operation) -> str:
         text += f"; {how}"
     elif op.name == "graph.bf16_matmul":
         text += f"; bf16 {_bf16_gemm_engine()} GEMM, the weights packed at compile time"
+    elif op.name == "graph.conv_nchwc":
+        text += f"; {_describe_conv_nchwc(kernel, op)}"
     return text
+
+
+def _describe_conv_nchwc(kernel: Operation, op: Operation) -> str:
+    """What a blocked conv runs (``nchwc.py``, ``nchwc_winograd.py``) and how it is cut."""
+    from . import nchwc
+    from ..target import Target
+    g = nchwc.ConvGeometry.of(kernel, op)
+    if int(op.attributes.get("groups", 1) or 1) > 1:
+        return f"NCHW{g.vw}c depthwise, channels in the lanes, {nchwc.DW_ROWS}-position tiles"
+    m = nchwc_winograd(kernel)
+    if m:
+        return (f"NCHW{g.vw}c Winograd F({m}x{m}, 3x3): vector transforms, {(m + 2) ** 2} 1x1 blocked products "
+                f"over the tiles, weights transformed at compile time")
+    p = nchwc.ConvPlan.of(g, Target.host())
+    return (f"NCHW{g.vw}c direct: tiles of {p.rows} positions x {p.blocks} output blocks, input blocks in chunks "
+            f"of {p.chunk}, " + ("the whole map a work unit" if nchwc.small_map(g) else f"bands of {p.band} rows"))
 
 
 def _bf16_gemm_engine() -> str:
