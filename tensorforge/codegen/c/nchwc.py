@@ -2,25 +2,30 @@
 and layout conversions, as library kernels (``library_kernels.py``).
 
 **The convolution** (``graph.conv_nchwc``, x in NCHW[i]c, w in OIHW[i]i[o]o with o the vector width,
-y in NCHW[o]c).  A register tile is ``rows`` consecutive output positions of one output row times
-``blocks`` output-channel blocks (7 x 4 vectors of 16 lanes with AVX-512: 28 accumulators).  Each
-step of the reduction (input block, kernel row, kernel column, input lane) broadcasts one input
-value per position, ``x[cb, ih, iw, ci]`` (the positions' values of one channel are ``stride * i``
-floats apart, all in one or two cache lines), loads one weight vector per output block and does
-``rows x blocks`` FMAs; the sums stay in registers over the whole reduction, then bias, residual
-and activation are applied to the registers and each vector is stored where it belongs in y: no
-packing, no im2col and no transpose of the output, which is what the plain layout needs (its
-channels are a plane apart, ``tensorize.py``'s kernels pack or transpose around that).
+y in NCHW[o]c).  A register tile is up to 14 output positions times ``blocks`` output-channel
+blocks (7 x 4 or 14 x 2 vectors of 16 lanes with AVX-512: 28 accumulators; ``tile_rows`` sizes it
+by the target's registers).  Each step of the reduction broadcasts one input value per position,
+``x[cb, ih, iw, ci]`` (the positions' values of one channel are ``stride * i`` floats apart, in one
+or two cache lines), loads one weight vector per output block and does ``rows x blocks`` FMAs; a
+kernel row's taps and lanes are one flat loop.  The sums stay in registers over a chunk of input
+blocks (``ConvPlan``: as many as keep the tile's weights in 40% of L1), in y between chunks; on the
+last, bias, residual and activation are applied to the registers and each vector is stored where it
+belongs: no packing, no im2col and no transpose of the output, which is what the plain layout needs
+(its channels are a plane apart, ``tensorize.py``'s kernels pack or transpose around that).
 
 Padding costs nothing: an output row's kernel rows that fall outside the input are left out of its
 reduction, and the few positions at the left and right edges whose window leaves the input run
 one at a time with their kernel columns clipped; the positions in between run full tiles with no
 test.  Leaving a tap out is exact because the layout pass only blocks convolutions whose weights are
 finite constants (a padded tap adds ``0 * w = +-0``, and ``s + -0 = s``; ``s + +0`` differs from
-``s`` only for ``s = -0``, where the plain kernels' sums start from +0 too).
+``s`` only for ``s = -0``, where the plain kernels' sums start from +0 too).  A padded last input
+block (a 1x1 conv on 24 channels) reads only its real lanes.
 
-Work units are (image, group of output blocks, output row); a thread takes consecutive units, so
-one group's weights (at most ``K x blocks x 16`` floats) stay in its L2 while it sweeps the rows.
+Work units are (image, group of output blocks, band of output rows of about ``BAND_POSITIONS``
+positions); a thread takes consecutive units, so one group's weights stay in its L2 while it sweeps
+the bands.  A map of at most ``BAND_POSITIONS`` positions is one unit tiled as a whole
+(``map_tiles``: several rows a tile over the interior, one column a tile down the edges).  3x3
+stride-1 layers go to ``nchwc_winograd.py``; depthwise ones (``dw_source``) keep a channel per lane.
 
 **Pools** (``graph.*_pool_nchwc``) reduce 16-lane vectors of one position over the window (max keeps
 NaN, as the plain pool), and **layout_transform** copies between the plain and blocked forms.
