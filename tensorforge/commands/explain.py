@@ -13,6 +13,8 @@ import time
 from ..errors import TensorforgeError
 
 DIVERGED = 3          # exit code of --bisect when a result is beyond tolerance
+# --layout: default_pipeline's layout argument (None: where it pays)
+LAYOUT_CHOICES = {"auto": None, "on": True, "off": False}
 
 
 def _explain_load(args: argparse.Namespace):
@@ -37,7 +39,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         return _explain_gpu(args, module, inputs)
     if args.html or args.bisect:
         return _explain_native(args, module, inputs)
-    pm = PassManager.parse(args.pipeline) if args.pipeline else default_pipeline(args.target, layout={"auto": None, "on": True, "off": False}[args.layout])
+    layout = LAYOUT_CHOICES[args.layout]
+    pm = PassManager.parse(args.pipeline) if args.pipeline else default_pipeline(args.target, layout=layout)
     before, rows = trace_pipeline(module, pm)
     after = rows[-1].after if rows else before
     mib = 1 << 20
@@ -147,7 +150,7 @@ def register(sub) -> None:
     add_model_arguments(e)
     e.add_argument("--passes", action="store_true", help="a row after every pass of the pipeline")
     e.add_argument("--pipeline", default=None, help="a pipeline to run instead of the default one")
-    e.add_argument("--layout", choices=("auto", "on", "off"), default="auto",
+    e.add_argument("--layout", choices=tuple(LAYOUT_CHOICES), default="auto",
                    help="the blocked-layout pass: where it pays (default, on the CPU target), always, or never")
     e.add_argument("--fusion", action="store_true",
                    help="also fuse the optimised graph: groups, every decision with its reason, a picture")

@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 
+from ..dialects.graph.elementwise import relu_epilogue
 from ..dialects.graph.quant import bf16_conv_weights, pack_bf16
 from ..errors import TensorforgeError, TensorforgeWarning
 from ..ir.builder import Builder
@@ -78,10 +79,8 @@ def _conv_to_bf16(op: Operation) -> None:
         if r.type == op.results[0].type and add.results[0].type == r.type:
             chain, residual = chain + [add], r
     act = only_user(chain[-1])
-    if act is not None and (act.name == "graph.relu" or (act.name == "graph.clip" and act.attributes.get("min") == 0.0)):
-        attrs["relu"] = True
-        if act.name == "graph.clip" and act.attributes.get("max") is not None:
-            attrs["clip_max"] = float(act.attributes["max"])
+    if relu_epilogue(act) is not None:
+        attrs |= relu_epilogue(act)
         chain.append(act)
     b = Builder.before(chain[-1])
     operands = [op.operands[0], b.graph.constant(bf16_conv_weights(w), DType.u16),

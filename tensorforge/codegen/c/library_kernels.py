@@ -1065,10 +1065,11 @@ def _conv_nchwc_kernel(k: _Kernel) -> str:
     act = ("clip" if at.get("clip_max") is not None else "relu") if at.get("relu", False) else \
         ("silu" if at.get("silu", False) else "")
     residual = len(ops) > 3
-    name = nchwc.conv_name(g, residual, act, at.get("clip_max"), int(at.get("groups", 1) or 1))
+    groups = int(at.get("groups", 1) or 1)
     # (act is in the name: a SiLU and a plain conv of one geometry are two kernels)
+    name = nchwc.conv_name(g, residual, act, at.get("clip_max"), groups)
     m = nchwc_winograd(k.kernel)
-    if int(at.get("groups", 1) or 1) > 1:
+    if groups > 1:
         helpers = nchwc.dw_source(name, g, host, residual, act, at.get("clip_max"), max(1, host.cores))
     elif m:
         from . import nchwc_winograd as wino
@@ -1093,7 +1094,7 @@ def nchwc_winograd(kernel: Operation) -> int:
     if int(library_op(kernel).attributes.get("groups", 1) or 1) != 1:
         return 0
     from . import nchwc, nchwc_winograd as wino
-    if any(not isinstance(d, int) for v in (kernel.operands[0], kernel.results[0]) for d in v.type.shape):
+    if not (kernel.operands[0].type.is_static and kernel.results[0].type.is_static):
         return 0
     return wino.tile_size(nchwc.ConvGeometry.of(kernel, library_op(kernel)))
 
@@ -1110,7 +1111,7 @@ def _layout_transform_kernel(k: _Kernel) -> str:
     from . import nchwc
     from ...dialects.graph.layout import LayoutTransform
     x, y = k.kernel.operands[0].type, k.kernel.results[0].type
-    if any(not isinstance(d, int) for t in (x, y) for d in t.shape):
+    if not (x.is_static and y.is_static):
         raise CompileError(f"layout_transform{k.op.location_str()}: blocked layouts need static shapes")
     (skind, _), (dkind, _) = LayoutTransform.kinds(k.op.attributes)
     if "NCHWc" in (skind, dkind):
@@ -1123,8 +1124,7 @@ def _blocked_pool_kernel(k: _Kernel) -> str:
     from . import nchwc
     x, y = k.kernel.operands[0].type, k.kernel.results[0].type
     block = x.shape[-1] if x.rank == 5 else 0
-    if (x.dtype is not DType.f32 or not isinstance(block, int) or block < 1 or block & (block - 1)
-            or any(not isinstance(d, int) for t in (x, y) for d in t.shape)):
+    if (x.dtype is not DType.f32 or not (x.is_static and y.is_static) or block < 1 or block & (block - 1)):
         raise CompileError(f"{k.op.name}{k.op.location_str()}: the blocked pools take static 2-D float32 tensors "
                            f"blocked by a power of two, got {x}")
     kind = k.op.name.split(".")[1][:-len("_pool_nchwc")]
@@ -1226,7 +1226,7 @@ def _describe_conv_nchwc(kernel: Operation, op: Operation) -> str:
     from ..target import Target
     g = nchwc.ConvGeometry.of(kernel, op)
     if int(op.attributes.get("groups", 1) or 1) > 1:
-        return f"NCHW{g.vw}c depthwise, channels in the lanes, {nchwc.DW_ROWS}-position tiles"
+        return f"NCHW{g.vw}c depthwise, channels in the lanes, {nchwc.dw_rows(Target.host())}-position tiles"
     m = nchwc_winograd(kernel)
     if m:
         return (f"NCHW{g.vw}c Winograd F({m}x{m}, 3x3): vector transforms, {(m + 2) ** 2} 1x1 blocked products "

@@ -44,7 +44,6 @@ from .microkernels import gemm_prelude
 # accumulators (28 of AVX-512's 32, 12 of AVX2's 16); fewer output blocks give longer rows, up to
 # MAX_ROWS positions.
 TILE_SPARE_REGISTERS = 4
-TILE_ACCUMULATORS = 32 - TILE_SPARE_REGISTERS
 MAX_ROWS = 14
 
 
@@ -53,6 +52,8 @@ def tile_rows(blocks: int, target: Target | None = None) -> int:
     registers)."""
     registers = target.vector_registers if target is not None and target.vector_registers else 32
     return max(1, min(MAX_ROWS, (registers - TILE_SPARE_REGISTERS) // blocks))
+
+
 MAX_BLOCKS = 4
 # The weights of one chunk of input blocks for a tile's output blocks take at most this share of L1
 # (the rest: the unit's output rows and the input rows being read).
@@ -110,8 +111,7 @@ class ConvGeometry:
     def of(kernel: Operation, op: Operation) -> "ConvGeometry":
         x, w = kernel.operands[0].type, kernel.operands[1].type
         y = kernel.results[0].type
-        shapes = [x.shape, w.shape, y.shape]
-        if x.rank != 5 or any(not isinstance(d, int) for s in shapes for d in s):
+        if x.rank != 5 or not (x.is_static and w.is_static and y.is_static):
             raise CompileError(f"conv_nchwc{op.location_str()}: the native kernel takes static 2-D convolutions "
                                f"(x {x.shape}, w {w.shape}); run the layout pass only on such models")
         n, cb, h, wd, bi = x.shape
@@ -178,6 +178,11 @@ def epilogue(acc: str, bias: str, off: str, residual: bool, act: str, y: str = "
     if act == "silu":
         line += f" tf_silu_at({y} + {off});"
     return line
+
+
+def clip_bound(clip_max: float | None) -> str:
+    """C of the epilogue's upper clamp ``hi`` (ReLU6: 6; a plain ReLU: +inf), exact as a hex float."""
+    return "INFINITY" if clip_max is None else f"{float.hex(float(clip_max))}f"
 
 
 SILU_C = """#ifndef TF_SILU_DEFINED
@@ -269,8 +274,7 @@ def _row_function(name: str, g: ConvGeometry, blocks: int, rows: int) -> tuple[s
     tail = "res ? res + ow * {vw} : 0, lo, hi".format(vw=g.vw)
     edge = f"""    {{
       const long iw = ow * {g.sw} - {g.pw};
-      const long kw0 = iw < 0 ? (-iw + {g.dw - 1}) / {g.dw} : 0;
-      long kw1 = ({g.w} - iw + {g.dw - 1}) / {g.dw}; if (kw1 > {g.kw}) kw1 = {g.kw};
+      {_taps_c("kw0", "kw1", "iw", g.w, g.dw, g.kw)}
       if (kw0 < kw1) {name}_t1x{blocks}(x + iw * {g.bi}, w, y + ow * {g.vw}, bias, {tail}, kh0, kh1, kw0, kw1, ncb, first, last);
       else {name}_t1x{blocks}(x, w, y + ow * {g.vw}, bias, {tail}, 0, 0, 0, 0, 0, first, last);
     }}"""
@@ -292,6 +296,14 @@ static void {name}_row{blocks}(const float *restrict x, const float *restrict w,
 }}
 """
     return text, heights
+
+
+def _taps_c(k0: str, k1: str, start: str, size: int, dilation: int, extent: int) -> str:
+    """C declaring [k0, k1): the taps of a window of ``extent`` taps ``dilation`` apart starting at
+    ``start`` (a C expression, possibly negative) that fall inside ``[0, size)``; empty when k1 <= k0.
+    The same bounds as ``_ranges``, at run time."""
+    return (f"const long {k0} = {start} < 0 ? (-{start} + {dilation - 1}) / {dilation} : 0; "
+            f"long {k1} = ({size} - {start} + {dilation - 1}) / {dilation}; if ({k1} > {extent}) {k1} = {extent};")
 
 
 def _ranges(start: int, size: int, step: int, dilation: int, extent: int) -> tuple[int, int]:
@@ -382,7 +394,7 @@ def conv_source(name: str, g: ConvGeometry, target: Target, residual: bool, act:
         row_text, heights = _row_function(name, g, bl, rows)
         parts += [_tile_function(name, g, r, bl, residual, act) for r in sorted(heights)]
         parts.append(row_text)
-    hi = "INFINITY" if clip_max is None else f"{float.hex(float(clip_max))}f"
+    hi = clip_bound(clip_max)
     par = (f"#pragma omp parallel for schedule(static) if ({g.macs}L >= {PARALLEL_MIN_MACS}L)"
            if threads > 1 else "")
     if whole:
@@ -409,8 +421,7 @@ static void {name}(const float *restrict x, const float *restrict w, const float
     for (long c0 = 0; c0 < {g.cb}; c0 += {plan.chunk})
       for (long oh = oh0; oh < oh1; oh++) {{
         const long ih = oh * {g.sh} - {g.ph};
-        const long kh0 = ih < 0 ? (-ih + {g.dh - 1}) / {g.dh} : 0;
-        long kh1 = ({g.h} - ih + {g.dh - 1}) / {g.dh}; if (kh1 > {g.kh}) kh1 = {g.kh};
+        {_taps_c("kh0", "kh1", "ih", g.h, g.dh, g.kh)}
         const float *xr = x + n * {g.cb * g.h * g.w * g.bi} + ih * {g.w * g.bi};
         float *yr = y + ((n * {g.ob} + ob0) * {g.oh} + oh) * {g.ow * g.vw};
         {dispatch}
@@ -455,6 +466,11 @@ static void {name}(const float *restrict x, const float *restrict w, const float
 DW_ROWS = 14      # positions a depthwise register tile (one accumulator each)
 
 
+def dw_rows(target: Target | None = None) -> int:
+    """Positions of a depthwise register tile: ``DW_ROWS``, fewer where the target has fewer registers."""
+    return min(DW_ROWS, tile_rows(1, target))
+
+
 def _dw_tile(name: str, g: ConvGeometry, rows: int, full: bool, residual: bool, act: str) -> str:
     """``rows`` positions of one block of a depthwise conv: every window column (``full``, unrolled
     with constant offsets, so an input vector shared by neighbouring windows is loaded once) or the
@@ -494,7 +510,7 @@ def dw_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: s
     one by one with their window columns clipped, the interior in tiles of ``DW_ROWS`` (fewer where
     the target has fewer vector registers)."""
     lo, hi = g.interior()
-    rows = min(DW_ROWS, tile_rows(1, target))      # fewer vector registers: fewer rows
+    rows = dw_rows(target)
     full, rem = divmod(hi - lo, rows)
     parts = [_dw_tile(name, g, 1, False, residual, act)]
     heights = ({rows} if full else set()) | ({rem} if rem else set())
@@ -504,8 +520,7 @@ def dw_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: s
     def interior(r: int, ow: str) -> str:
         return (f"{name}_d{r}f(xr + ({ow} * {g.sw} - {g.pw}) * {g.vw}, wb, yr + {ow} * {g.vw}, bv, "
                 f"resr ? resr + {ow} * {g.vw} : 0, lo, hi, kh0, kh1, 0, {g.kw});")
-    edge = (f"{{ const long iw = ow * {g.sw} - {g.pw}; const long kw0 = iw < 0 ? (-iw + {g.dw - 1}) / {g.dw} : 0; "
-            f"long kw1 = ({g.w} - iw + {g.dw - 1}) / {g.dw}; if (kw1 > {g.kw}) kw1 = {g.kw}; "
+    edge = (f"{{ const long iw = ow * {g.sw} - {g.pw}; {_taps_c('kw0', 'kw1', 'iw', g.w, g.dw, g.kw)} "
             f"{name}_d1e(xr + iw * {g.vw}, wb, yr + ow * {g.vw}, bv, {tail}, lo, hi, kh0, kw0 < kw1 ? kh1 : kh0, kw0, kw1); }}")
     row = [f"      for (long ow = 0; ow < {lo}; ow++) {edge}"]
     if full:
@@ -513,7 +528,7 @@ def dw_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: s
     if rem:
         row.append(f"      {interior(rem, str(lo + full * rows))}")
     row.append(f"      for (long ow = {max(lo, hi)}; ow < {g.ow}; ow++) {edge}")
-    hi_v = "INFINITY" if clip_max is None else f"{float.hex(float(clip_max))}f"
+    hi_v = clip_bound(clip_max)
     work = g.n * g.ob * g.oh * g.ow * g.kh * g.kw * g.vw
     par = (f"#pragma omp parallel for schedule(static) if ({work}L >= {PARALLEL_MIN_MACS // 4}L)"
            if threads > 1 else "")
@@ -525,8 +540,7 @@ static void {name}(const float *restrict x, const float *restrict w, const float
   for (long u = 0; u < {g.n * g.ob * g.oh}; u++) {{
     const long oh = u % {g.oh}, b = u / {g.oh} % {g.ob}, n = u / {g.oh * g.ob};
     const long ih = oh * {g.sh} - {g.ph};
-    const long kh0 = ih < 0 ? (-ih + {g.dh - 1}) / {g.dh} : 0;
-    long kh1 = ({g.h} - ih + {g.dh - 1}) / {g.dh}; if (kh1 > {g.kh}) kh1 = {g.kh};
+    {_taps_c("kh0", "kh1", "ih", g.h, g.dh, g.kh)}
     const float *xr = x + ((n * {g.ob} + b) * {g.h} + ih) * {g.w * g.vw};
     const float *wb = w + b * {g.kh * g.kw * g.vw};
     float *yr = y + ((n * {g.ob} + b) * {g.oh} + oh) * {g.ow * g.vw};
@@ -602,14 +616,12 @@ def pool_source(kind: str, x_shape: tuple[int, ...], y_shape: tuple[int, ...], a
     return [f"  #pragma omp parallel for schedule(static) if ({planes * oh * ow * kh * kw * vw} >= 262144)",
             f"  for (long u = 0; u < {planes * oh}; u++) {{",
             f"    const long p = u / {oh}, oy = u % {oh}, ih0 = oy * {sh} - {ph};",
-            f"    const long kh0 = ih0 < 0 ? (-ih0 + {dh - 1}) / {dh} : 0;",
-            f"    long kh1 = ({h} - ih0 + {dh - 1}) / {dh}; if (kh1 > {kh}) kh1 = {kh};",
+            f"    {_taps_c('kh0', 'kh1', 'ih0', h, dh, kh)}",
             f"    const float *xp = in0 + p * {h * w * vw};",
             f"    float *yp = out0 + (p * {oh} + oy) * {ow * vw};",
             f"    for (long ox = 0; ox < {ow}; ox++) {{",
             f"      const long iw0 = ox * {sw} - {pw};",
-            f"      const long kw0 = iw0 < 0 ? (-iw0 + {dw - 1}) / {dw} : 0;",
-            f"      long kw1 = ({w} - iw0 + {dw - 1}) / {dw}; if (kw1 > {kw}) kw1 = {kw};",
+            f"      {_taps_c('kw0', 'kw1', 'iw0', w, dw, kw)}",
             f"      tf_pv m = {init};",
             "      for (long a = kh0; a < kh1; a++)",
             "        for (long b = kw0; b < kw1; b++) {",
@@ -663,7 +675,6 @@ def weight_transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ..
             f"      for (long t = 0; t < {taps}; t++) out0[{dst}] = in0[{srcx}];"]
 
 
-__all__ = ["ConvGeometry", "MAX_BLOCKS", "MAX_ROWS", "PARALLEL_MIN_MACS", "TILE_ACCUMULATORS", "TILE_SPARE_REGISTERS",
-           "tile_rows",
-           "ConvPlan", "DW_ROWS", "SILU_C", "conv_name", "conv_source", "dw_source", "epilogue", "map_tiles", "pool_helpers", "pool_source",
-           "small_map", "transform_source", "weight_transform_source"]
+__all__ = ["ConvGeometry", "ConvPlan", "DW_ROWS", "MAX_BLOCKS", "MAX_ROWS", "PARALLEL_MIN_MACS", "SILU_C",
+           "TILE_SPARE_REGISTERS", "clip_bound", "conv_name", "conv_source", "dw_rows", "dw_source", "epilogue", "map_tiles",
+           "pool_helpers", "pool_source", "small_map", "tile_rows", "transform_source", "weight_transform_source"]

@@ -93,9 +93,13 @@ def source(name: str, g: nchwc.ConvGeometry, m: int, target: Target, residual: b
     tiles = "".join(nchwc._tile_function(gname, gg, r, bl, False, "")
                     for bl in sorted(rt) for r in range(1, rt[bl] + 1))
     sweeps = []
+
+    def tile_call(r: int, bl: int) -> str:
+        """r tiles (positions) x bl output blocks from tile t, the chunk's input blocks, no epilogue."""
+        return (f"{nchwc._tile_name(gname, 1, r, bl)}(vp + t * {vw}, up, mp + t * {vw}, 0, 0, lo, hi, 0, 1, 0, 1, "
+                f"{plan.chunk}, c0 == 0, 0);")
     for bl in sorted(rt):
-        cases = "\n".join(f"      case {r}: {gname}_t{r}x{bl}(vp + t * {vw}, up, mp + t * {vw}, 0, 0, lo, hi, 0, 1, 0, 1, "
-                          f"{plan.chunk}, c0 == 0, 0); break;" for r in range(1, rt[bl]))
+        cases = "\n".join(f"      case {r}: {tile_call(r, bl)} break;" for r in range(1, rt[bl]))
         sweeps.append(f"""
 static void {gname}_sweep{bl}(const float *restrict v, const float *restrict u, float *m, long tc) {{
   const tf_vf lo = tf_bcast(0.0f), hi = lo;
@@ -104,7 +108,7 @@ static void {gname}_sweep{bl}(const float *restrict v, const float *restrict u, 
     float *mp = m;
     long t = 0;
     for (; t + {rt[bl]} <= tc; t += {rt[bl]})
-      {gname}_t{rt[bl]}x{bl}(vp + t * {vw}, up, mp + t * {vw}, 0, 0, lo, hi, 0, 1, 0, 1, {plan.chunk}, c0 == 0, 0);
+      {tile_call(rt[bl], bl)}
     switch (tc - t) {{
 {cases}
       default: break;
@@ -112,7 +116,7 @@ static void {gname}_sweep{bl}(const float *restrict v, const float *restrict u, 
   }}
 }}
 """)
-    hi = "INFINITY" if clip_max is None else f"{float.hex(float(clip_max))}f"
+    hi = nchwc.clip_bound(clip_max)
     dload = "\n          ".join(
         f"const tf_vf d{i * a + j} = inside || (ih0 + {i} >= 0 && ih0 + {i} < {g.h} && iw0 + {j} >= 0 && "
         f"iw0 + {j} < {g.w}) ? tf_ld(xp + ({i} * {g.w} + {j}) * {vw}) : zero;" for i in range(a) for j in range(a))

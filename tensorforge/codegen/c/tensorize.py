@@ -1622,9 +1622,10 @@ class Prepared:
         from .library_kernels import (bf16_winograd, bf16_winograd_weights, nchwc_winograd, nchwc_winograd_weights,
                                       qconv_arranged, qconv_arranged_weights, qconv_transposed,
                                       qconv_transposed_weights)
-        if nchwc_winograd(kernel):
+        m = nchwc_winograd(kernel)
+        if m:
             # keyed by the tile size too: one weight may serve F(4x4) and F(2x2) layers (shared weights)
-            kind, arrange = f"nchwc-winograd{nchwc_winograd(kernel)}", lambda w: nchwc_winograd_weights(kernel, w)
+            kind, arrange = f"nchwc-winograd{m}", lambda w: nchwc_winograd_weights(kernel, w)
         elif qconv_arranged(kernel):
             kind, arrange = "qconv-arranged", lambda w: qconv_arranged_weights(kernel, w)
         elif qconv_transposed(kernel):

@@ -126,6 +126,20 @@ class HardSigmoid(UnaryElementwise):
         return np.clip(x * x.dtype.type(alpha) + x.dtype.type(beta), 0, 1).astype(x.dtype)
 
 
+def relu_epilogue(op) -> dict | None:
+    """The kernel epilogue attributes (``relu``, and ``clip_max`` for ReLU6) that do what ``op`` does
+    when it is a relu or a clip from 0, else None: the contraction kernels with fused epilogues
+    (``qconv``, ``bf16_conv``, ``conv_nchwc``) take either."""
+    if op is None:
+        return None
+    if op.name == "graph.relu":
+        return {"relu": True}
+    if op.name == "graph.clip" and op.attributes.get("min") == 0.0:
+        hi = op.attributes.get("max")
+        return {"relu": True} | ({"clip_max": float(hi)} if hi is not None else {})
+    return None
+
+
 @register
 class Clip(UnaryElementwise):
     """Clamp to [min, max]; a missing bound is unbounded (ReLU6 is clip(0, 6))."""

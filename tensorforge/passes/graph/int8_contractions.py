@@ -19,6 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ...dialects.graph.elementwise import relu_epilogue
 from ...dialects.graph.quant import pack_vnni
 from ...ir.core import Operation, Value
 from ...ir.pass_manager import Option
@@ -211,19 +212,15 @@ def dequantize_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
             dq = _dequantized(r)                        # a uint8 residual, dequantized in the epilogue
             if dq is not None:
                 residual, residual_attrs = dq[0], {"residual_scale": dq[1], "residual_offset": dq[2]}
-    relu, clip_max = _only_user(last.results[0], "graph.relu"), None
-    clip = _only_user(last.results[0], "graph.clip")
-    if clip is not None and clip.attributes.get("min") == 0.0:          # ReLU6 and other clips from 0
-        relu, clip_max = clip, clip.attributes.get("max")
-    if relu is not None:
-        last = relu
+    act = _only_user(last.results[0], "graph.relu") or _only_user(last.results[0], "graph.clip")
+    act_attrs = relu_epilogue(act)                  # relu, ReLU6 and other clips from 0
+    if act_attrs is not None:
+        last = act
     rewriter.set_insertion_point_before(last)
     bias_operand = rewriter.constant(bias, DType.f32) if int_bias is None else rewriter.constant(int_bias[0], DType.i32)
     operands = list(op.operands) + [rewriter.constant(scale, DType.f32), bias_operand]
     operands += [residual] if residual is not None else []
-    attrs = {**op.attributes, "relu": relu is not None, **residual_attrs}
-    if clip_max is not None:
-        attrs["clip_max"] = float(clip_max)
+    attrs = {**op.attributes, "relu": False, **residual_attrs, **(act_attrs or {})}
     new = rewriter.create("graph.qconv", operands, attrs)
     rewriter.replace_op(last, new.results)
     return True
@@ -394,15 +391,13 @@ def residual_into_qconv(op: Operation, rewriter: PatternRewriter) -> bool:
         residual, rs, ro = (res[0], res[1], res[2]) if res is not None else (other, 0.0, -0.0)
         if res is None and other.type.dtype is not DType.f32:
             continue
-        last, relu, clip_max = op, False, None
         act = _only_user(y, "graph.relu") or _only_user(y, "graph.clip")
-        if act is not None and (act.name == "graph.relu" or act.attributes.get("min") == 0.0):
-            last, relu, clip_max = act, True, act.attributes.get("max") if act.name == "graph.clip" else None
+        act_attrs = relu_epilogue(act)
+        last = op if act_attrs is None else act
         attrs = {**at, "output_scale": 0.0, "output_zero_point": 0, "requant_scale": at["output_scale"],
                  "requant_zero_point": at.get("output_zero_point", 0), "dequant_scale": main[1],
-                 "dequant_offset": main[2], "residual_scale": rs, "residual_offset": ro, "relu": relu}
-        if clip_max is not None:
-            attrs["clip_max"] = float(clip_max)
+                 "dequant_offset": main[2], "residual_scale": rs, "residual_offset": ro, "relu": False,
+                 **(act_attrs or {})}
         rewriter.set_insertion_point_before(last)
         new = rewriter.create("graph.qconv", list(conv.operands) + [residual], attrs)
         rewriter.replace_op(last, new.results)
