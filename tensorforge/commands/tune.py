@@ -47,7 +47,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         model = modules if len(modules) > 1 else next(iter(modules.values()))
         report = tune(model, trials=args.trials, db=db, timeout_s=args.time_budget,
                       progress=not args.quiet, batch_size=args.measure_batch, per_task=args.per_task, kinds=kinds,
-                      seed=args.seed, cluster=args.ray)
+                      seed=args.seed, cluster=args.ray, model_check=not args.no_model_check)
     print(report)
     if args.json:
         with open(args.json, "w") as f:
@@ -70,7 +70,7 @@ def register(sub) -> None:
     p.add_argument("--measure-batch", type=int, default=8, metavar="K",
                    help="candidates measured per batch, one database transaction each (default 8)")
     p.add_argument("--per-task", type=int, metavar="N", help="at most N records per task")
-    kinds = "gemm,conv,depthwise,int8,loop,fusion"   # tune/tasks.KINDS (not imported: the CLI starts light)
+    kinds = "gemm,conv,depthwise,int8,blocked,loop,fusion"   # tune/tasks.KINDS (not imported: the CLI starts light)
     p.add_argument("--kinds", default=kinds,
                    help=f"task kinds to tune (default {kinds}; int8: a quantized model's int8 GEMMs and "
                         f"convolutions; fusion: the band of a depthwise and a 1x1 convolution run as one)")
@@ -81,6 +81,9 @@ def register(sub) -> None:
     p.add_argument("--ray", metavar="ADDRESS",
                    help="build and measure on a Ray cluster: its address (host:port, ray://..., auto), or local:N "
                         "for a throwaway local cluster of N worker nodes (needs pip install 'tensorforge[ray]')")
+    p.add_argument("--no-model-check", action="store_true",
+                   help="skip timing the tuned kernels inside the model against the default after the "
+                        "confirmation (a tuned config then stands on its timing alone)")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=_cmd_tune)

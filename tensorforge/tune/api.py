@@ -25,12 +25,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import TensorforgeError
+from ..ir.builtin import FuncOp
 from .database import CONFIRM_MARGIN, Confirmation, canonical_config
 from .scheduler import TaskScheduler
 from .search import SearchOptions, TaskSearch
 from .space import DEFAULT, space_for
 from .multi import ModelShares, single, union_tasks
-from .tasks import KINDS, Task, extract_tasks
+from .tasks import KINDS, Task, lowered_module, tasks_of_function
 from .transfer import transferred_configs
 
 
@@ -97,6 +98,7 @@ class TuneReport:
     cluster: dict = field(default_factory=dict)           # a Ray tune: nodes, builds/s, measurements/s, lost
     measurements: list[dict] = field(default_factory=list)  # a Ray tune: node, task, start, end per batch
     run_trials: list[int] = field(default_factory=list)     # per task, filled by the cluster loop
+    model_checks: list = field(default_factory=list)        # in_model.ModelCheck per tuned workload checked
 
     def model_estimate(self, which: str = "best_s") -> float:
         """Sum of weight x latency over the tasks (what the kernels cost per model run);
@@ -107,6 +109,7 @@ class TuneReport:
         return {"target": self.target_key, "db": self.db_path, "trials": self.trials, "seconds": self.seconds,
                 "stopped": self.stopped, "models": self.models, "cluster": self.cluster,
                 "measurements": self.measurements,
+                "model_checks": [c.__dict__ for c in self.model_checks],
                 "tasks": [dict(t.__dict__, speedup=t.speedup, gflops=t.gflops, decision=t.decision,
                                applied_s=t.applied_s)
                           for t in self.tasks]}
@@ -165,6 +168,12 @@ class TuneReport:
             estimate = f"{missing} of {len(self.tasks)} tasks not measured yet (more --trials): no model estimate"
         lines.append(f"{self.trials} trials in {self.seconds:.1f} s{' (' + self.stopped + ')' if self.stopped else ''}"
                      f"; {estimate}; db {self.db_path}")
+        if self.model_checks:
+            kept = [c for c in self.model_checks if c.kept]
+            lines.append(f"checked in the model: {len(self.model_checks)} tuned workloads, {len(kept)} kept "
+                         f"(in-model speedups {', '.join(f'{c.speedup:.2f}x' for c in kept) or '-'}), "
+                         f"{len(self.model_checks) - len(kept)} back to the default; the confirmed column is "
+                         f"the in-model speedup for these")
         if self.cluster:
             c = self.cluster
             lines.append(f"cluster: {c.get('nodes', 0)} nodes ({c.get('measure_nodes', 0)} measuring), "
@@ -237,24 +246,32 @@ def _cost_model(database, target, target_key: str, spaces: dict, warm: bool = Tr
 
 def tasks_of_models(model: Any, example_inputs: Sequence | None, target, passes: Any = None,
                     kinds: Sequence[str] = KINDS, shapes: Any = None,
-                    dynamic_shapes: Any = None) -> tuple[list[Task], ModelShares]:
-    """The tasks to tune and who uses them.  ``model``: anything ``compile`` takes, a list of
-    ``Task``, or a dict ``{name: model}`` of several models (a value may be ``(model,
-    example_inputs)``), whose tasks are united (``multi.py``)."""
+                    dynamic_shapes: Any = None) -> tuple[list[Task], ModelShares, list]:
+    """The tasks to tune, who uses them, and the models lowered to kernels (for the model check;
+    none for a list of tasks).  ``model``: anything ``compile`` takes, a list of ``Task``, or a
+    dict ``{name: model}`` of several models (a value may be ``(model, example_inputs)``), whose
+    tasks are united (``multi.py``)."""
     if isinstance(model, (list, tuple)) and model and all(isinstance(t, Task) for t in model):
         tasks = list(model)
-        return tasks, single(tasks)
+        return tasks, single(tasks), []
+    if isinstance(model, FuncOp):
+        tasks = tasks_of_function(model, target, kinds)
+        return tasks, single(tasks), []
+
+    def lowered(m, inputs):
+        return lowered_module(m, inputs, target, passes, shapes=shapes, dynamic_shapes=dynamic_shapes)
     if isinstance(model, dict):
         if not model:
             raise TensorforgeError("tune got an empty dict of models: pass at least one {name: model}")
-        per_model = {}
+        per_model, modules = {}, []
         for name, m in model.items():
             m, inputs = m if isinstance(m, tuple) and len(m) == 2 else (m, example_inputs)
-            per_model[str(name)] = extract_tasks(m, inputs, target, passes, kinds, shapes=shapes,
-                                                 dynamic_shapes=dynamic_shapes)
-        return union_tasks(per_model)
-    tasks = extract_tasks(model, example_inputs, target, passes, kinds, shapes=shapes, dynamic_shapes=dynamic_shapes)
-    return tasks, single(tasks)
+            modules.append(lowered(m, inputs))
+            per_model[str(name)] = tasks_of_function(modules[-1].main, target, kinds)
+        return (*union_tasks(per_model), modules)
+    module = lowered(model, example_inputs)
+    tasks = tasks_of_function(module.main, target, kinds)
+    return tasks, single(tasks), [module]
 
 
 def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, db: Any = None,
@@ -262,7 +279,7 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
          per_task: int | None = None, kinds: Sequence[str] = KINDS, target=None, seed: int = 0,
          passes: Any = None, measurer=None, options: SearchOptions | None = None,
          confirm: ConfirmOptions | None = None, shapes: Any = None, dynamic_shapes: Any = None,
-         cluster: Any = None, warm: bool = True) -> TuneReport:
+         cluster: Any = None, warm: bool = True, model_check: bool = True) -> TuneReport:
     """Tunes the kernels of ``model`` (anything ``compile`` takes, a list of ``Task``, or a dict
     ``{name: model or (model, example_inputs)}`` of several models tuned together: each shared
     kernel once, weighed by its share of all the models' latency, ``multi.py``).
@@ -271,13 +288,16 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
     ``db``: a path or ``TuningDatabase`` (None: the default database); ``timeout_s``: stop
     starting batches after this long (the confirmation still runs); ``batch_size``: candidates
     per measured batch (one database transaction each); ``per_task``: at most this many records
-    per task; ``kinds``: which tasks ("gemm", "conv", "depthwise", "int8", "loop", "fusion"); ``measurer``: a
+    per task; ``kinds``: which tasks ("gemm", "conv", "depthwise", "int8", "blocked", "loop", "fusion"); ``measurer``: a
     ``measure.Measurer`` to use (else one is made); ``confirm``: the confirmation step
     (``ConfirmOptions(top=0)`` turns it off); ``shapes`` / ``dynamic_shapes``: as ``compile``
     takes them; ``cluster``: build and measure on a Ray cluster (an address, ``"local:N"`` for a
     throwaway local cluster of N worker nodes, or a ``distributed.Cluster``; docs/tuning.md,
     "Tuning on a Ray cluster"); ``warm``: rank new tasks with the warm cost model (``warm.py``;
-    False: only this run's tasks' own records train it).
+    False: only this run's tasks' own records train it); ``model_check``: after the confirmation,
+    time the tuned kernels inside the model against the default and keep a tuned config only
+    where it wins there too (``in_model.py``; not for a list of tasks, a Ray cluster or a model
+    over symbolic shapes).
 
     A model with symbolic dims (``dynamic_shapes``, or a graph whose ``main`` carries a symbol
     table) is tuned on its symbolic kernels: each is measured at the symbols' hints and its
@@ -303,7 +323,7 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
     own_db = False
     own_measurer = measurer is None
     try:
-        tasks, shares = tasks_of_models(model, example_inputs, target, passes, kinds, shapes, dynamic_shapes)
+        tasks, shares, lowered = tasks_of_models(model, example_inputs, target, passes, kinds, shapes, dynamic_shapes)
         database, own_db = open_db(db)
         report = TuneReport(target_key, str(getattr(database, "path", db)), models=list(shares.models))
         for t in tasks:
@@ -373,6 +393,13 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
                 conf = confirm_task(measurer, database, tasks[i], searches[i], target_key, confirm)
                 confirmed_now.add(i)
                 bar.advance(1, note=f"{tasks[i].name}: {_decision(conf, confirm.margin)}")
+        if model_check and due and session is None:
+            from .in_model import check_in_model
+            with Progress(f"checking tuned kernels in {len(lowered)} model(s)", total=len(lowered),
+                          enabled=progress and bool(lowered), log_every_s=0.0) as bar:
+                for module in lowered:
+                    report.model_checks += check_in_model(module, database, target, tasks, confirm.margin)
+                    bar.advance(1)
         task_shares = shares.shares(tasks, [s.best_s for s in searches], cores)
         for i, (t, s, n) in enumerate(zip(tasks, searches, run_trials)):
             rec = database.best(t.key, target_key, margin=confirm.margin)

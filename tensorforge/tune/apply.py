@@ -2,7 +2,8 @@
 
 ``Tuning`` answers the questions the C code generator asks for every kernel it emits:
 ``params_for(kernel)`` (GemmParams for a tensorized contraction, DepthwiseParams for a depthwise
-convolution, a ``qgemm.Tiling`` for an int8 GEMM or convolution, via ``Tensorizer(params_for=...)``),
+convolution, a ``qgemm.Tiling`` for an int8 GEMM or convolution, ``nchwc.BlockedParams`` for a
+blocked convolution, via ``Tensorizer(params_for=...)``),
 ``schedule_for(kernel)`` (a schedule that replays a tuned trace, via
 ``generate_model_c(schedule_for=...)``) and, for two kernels it fuses, ``fusion_for(first,
 second)`` (the band rows, via ``Tensorizer(fusion_for=...)``); None means "do what you do
@@ -32,7 +33,7 @@ from ..ir.core import Operation
 from .tasks import pair_key, workload_key
 
 AUTO = "auto"           # compile's default: the default database when the file exists
-CPU_KINDS = ("gemm", "depthwise", "int8", "loop", "fusion")   # the config kinds the C code generator applies
+CPU_KINDS = ("gemm", "depthwise", "int8", "blocked", "loop", "fusion")   # the config kinds the C code generator applies
 
 
 class Tuning:
@@ -65,18 +66,21 @@ class Tuning:
 
     def params_for(self, kernel: Operation):
         """Tuned GemmParams for a tensorized kernel (DepthwiseParams for a depthwise one, a
-        qgemm.Tiling for an int8 GEMM or convolution), or None."""
+        qgemm.Tiling for an int8 GEMM or convolution, BlockedParams for a blocked one), or None."""
         cfg = self.config_for(kernel)
-        if cfg is None or cfg["kind"] not in ("gemm", "depthwise", "int8"):
+        if cfg is None or cfg["kind"] not in ("gemm", "depthwise", "int8", "blocked"):
             return None
         from ..codegen.c.depthwise import DepthwiseParams
         from ..codegen.c.microkernels import GemmParams
+        from ..codegen.c.nchwc import BlockedParams
         from ..codegen.c.qgemm import Tiling
-        kind = {"gemm": GemmParams, "depthwise": DepthwiseParams, "int8": Tiling}[cfg["kind"]]
+        kind = {"gemm": GemmParams, "depthwise": DepthwiseParams, "int8": Tiling, "blocked": BlockedParams}[cfg["kind"]]
         try:
             params = kind(**cfg["params"])
             if kind is DepthwiseParams:
                 params.validate()
+            elif kind is BlockedParams:
+                _validate_blocked(params, kernel, self.target or _host())
             elif kind is Tiling:
                 params.validate(self.target or _host())
             elif self.target is not None:
@@ -128,6 +132,19 @@ class Tuning:
             return replay(fn, trace, check=False)
 
         return schedule
+
+
+def _validate_blocked(params, kernel: Operation, target) -> None:
+    """ValueError unless ``params`` apply to the blocked conv ``kernel`` (its geometry, groups and
+    algorithms)."""
+    from ..codegen.c import nchwc
+    from ..codegen.c.library_kernels import blocked_algorithms, blocked_tunable
+    from ..passes.lower.graph_to_kernels import library_op
+    if not blocked_tunable(kernel):
+        raise ValueError("the kernel is not a blocked convolution")
+    op = library_op(kernel)
+    params.validate(nchwc.ConvGeometry.of(kernel, op), int(op.attributes.get("groups", 1) or 1),
+                    blocked_algorithms(kernel), target)
 
 
 def _host():

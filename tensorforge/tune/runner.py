@@ -14,7 +14,9 @@ timing: a wrong candidate gets an error, never a latency.  A symbolic kernel's r
 library is called once and checked too.  An ``interleave`` request times several
 already checked candidates round-robin (``measure.py`` sends one per batch, and one per task for the
 confirmation against the default); its reply has the wall-clock times (``latencies``) and, per
-round, the process CPU time divided by the kernels' thread count (``cpu``).
+round, the process CPU time divided by the kernels' thread count (``cpu``).  A request with
+``rotate_bytes`` has its calls rotate through copies of the weight blob that together hold at
+least that many bytes (weights out of L2, inputs warm: as in a model's run).
 """
 from __future__ import annotations
 
@@ -29,6 +31,9 @@ from typing import Any
 import numpy as np
 
 ALIGN = 64
+# Most copies of a weight blob a cold-weight request rotates through (a tiny blob needs no more to
+# push the others out of L2 between its uses).
+MAX_WEIGHT_COPIES = 256
 
 
 def _aligned_copy(arr: np.ndarray) -> np.ndarray:
@@ -85,13 +90,18 @@ class _Loaded:
         self.arena = _aligned_copy(np.zeros(max(int(req.get("arena", 0)), ALIGN), np.uint8))
         self.in_ptrs = (ctypes.c_void_p * max(len(self.inputs), 1))(*[a.ctypes.data for a in self.inputs])
         self.out_ptrs = (ctypes.c_void_p * max(len(self.outputs), 1))(*[o.ctypes.data for o in self.outputs])
-        self.args = (ctypes.addressof(self.in_ptrs), ctypes.addressof(self.out_ptrs), self.arena.ctypes.data,
-                     self.weights.ctypes.data)
+        copies = max(1, min(MAX_WEIGHT_COPIES, -(-int(req.get("rotate_bytes", 0)) // max(1, self.weights.nbytes))))
+        self.copies = [self.weights] + [_aligned_copy(self.weights) for _ in range(copies - 1)]
+        head = (ctypes.addressof(self.in_ptrs), ctypes.addressof(self.out_ptrs), self.arena.ctypes.data)
+        tail: tuple = ()
         if dynamic:       # the symbols' values and the arena buffers' offsets, kept alive with the candidate
             dims, offsets = [int(d) for d in req["dims"]], [int(o) for o in req.get("offsets") or ()]
             self.dims = (ctypes.c_int64 * max(len(dims), 1))(*dims)
             self.offsets = (ctypes.c_int64 * max(len(offsets), 1))(*offsets)
-            self.args += (ctypes.addressof(self.dims), ctypes.addressof(self.offsets))
+            tail = (ctypes.addressof(self.dims), ctypes.addressof(self.offsets))
+        self.arg_sets = [head + (w.ctypes.data,) + tail for w in self.copies]
+        self.args = self.arg_sets[0]
+        self.turn = 0
 
     def time(self, n: int) -> float:
         return self.clocks(n)[0]
@@ -103,8 +113,15 @@ class _Loaded:
         self.lib.tf_set_num_threads(self.threads)
         run, args = self.run, self.args
         c, t = time.process_time(), time.perf_counter()
-        for _ in range(n):
-            run(*args)
+        if len(self.arg_sets) == 1:
+            for _ in range(n):
+                run(*args)
+        else:               # the next weight copy each call (see the module docstring)
+            sets, k = self.arg_sets, self.turn
+            for _ in range(n):
+                k = k + 1 if k + 1 < len(sets) else 0
+                run(*sets[k])
+            self.turn = k
         wall, cpu = time.perf_counter() - t, time.process_time() - c
         return wall, cpu / max(1, self.threads or os.cpu_count() or 1)
 

@@ -13,6 +13,10 @@ A candidate is a JSON-able *config*, stored as is in the tuning database and app
   row-vector or channels-in-lanes kernel, outputs per work unit, outputs per handed-out group.
 * ``{"kind": "int8", "params": {...}}``: the ``qgemm.Tiling`` of an int8 GEMM or convolution (the
   VNNI kernel): register tile mr rows x nrv vectors, k unroll, K block, L2 block of A.
+* ``{"kind": "blocked", "params": {...}}``: the ``nchwc.BlockedParams`` of a convolution in the
+  blocked NCHW[16]c layout: the algorithm (direct, Winograd F(2x2) or F(4x4) for 3x3 stride-1
+  layers), the register tile (output blocks x positions; a depthwise conv's positions), the input
+  blocks a chunk of weights and the output rows a work unit (Winograd: tile rows a chunk).
 * ``{"kind": "fusion", "params": {"band_rows": R}}``: the band of two kernels run as one (a
   depthwise convolution and the 1x1 after it, ``dw_pw``, or a 1x1 and the depthwise after it,
   ``pw_dw``): output rows per band, among the even splits of the output's rows.
@@ -98,6 +102,8 @@ def space_for(task: Task, target) -> Space:
         return Int8Space(task, target)
     if task.kind == "fusion":
         return FusionSpace(task, target)
+    if task.kind == "blocked":
+        return BlockedSpace(task, target)
     return DepthwiseSpace(task, target) if task.kind == "depthwise" else LoopSpace(task, target)
 
 
@@ -201,6 +207,98 @@ class DepthwiseSpace(Space):
         if params is not None and params.mode == "lanes" and "lanes" not in self.modes:
             raise InvalidCandidate("mode 'lanes' does not apply: this layer's planes are too wide for channels in the lanes")
         return params
+
+
+# ---- blocked (NCHW[16]c) convolutions ------------------------------------------------------------
+BLOCKED_BANDS = (1, 2, 3, 4, 7, 8, 14, 16, 28, 56)        # output rows a work unit (the direct kernel)
+WINOGRAD_CHUNK_ROWS = (1, 2, 4, 8, 16, 32, 64)            # tile rows a Winograd chunk
+DW_TILE_ROWS = (4, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28)   # positions a depthwise register tile
+
+
+class BlockedSpace(Space):
+    """``nchwc.BlockedParams`` of a blocked convolution.  Every candidate names its algorithm
+    (among the layer's: direct, F(2x2), F(4x4); depthwise), then each knob is the untuned rule (0)
+    or a value from its choices: output blocks a tile (1-4), positions a tile (up to what the
+    registers hold for those blocks), a divisor of the input blocks as the chunk, the band.
+    Seeds: the default, each other algorithm with untuned knobs, and the tiles next to the
+    untuned one."""
+
+    def __init__(self, task: Task, target):
+        from ..codegen.c import nchwc
+        super().__init__(task, target)
+        conv = task.problem["conv"]
+        self.g = nchwc.ConvGeometry(**conv["geometry"])
+        self.groups = int(conv.get("groups", 1))
+        self.algorithms = tuple(conv["algorithms"])
+        self.untuned = conv["algorithm"]
+
+    def _choices(self, algorithm: str, blocks: int) -> dict[str, tuple[int, ...]]:
+        """Each knob's values for ``algorithm`` (0: the untuned rule), rows for a tile of ``blocks``
+        output blocks (0: the untuned count)."""
+        from ..codegen.c import nchwc
+        g = self.g
+        if algorithm == "depthwise":
+            most = nchwc.tile_rows(1, self.target)
+            return {"rows": (0,) + tuple(r for r in DW_TILE_ROWS if r <= most)}
+        most = nchwc.tile_rows(blocks or nchwc.MAX_BLOCKS, self.target)
+        out = {"blocks": (0,) + tuple(range(1, min(nchwc.MAX_BLOCKS, g.ob) + 1)),
+               "rows": (0,) + tuple(range(2, most + 1)),
+               "chunk": (0,) + tuple(d for d in range(1, g.cb + 1) if g.cb % d == 0)}
+        if algorithm.startswith("winograd"):
+            m = int(algorithm[len("winograd"):])
+            tile_rows = g.n * -(-g.oh // m)
+            out["band"] = (0,) + tuple(r for r in WINOGRAD_CHUNK_ROWS if r <= tile_rows)
+        elif not nchwc.small_map(g):
+            out["band"] = (0,) + tuple(b for b in BLOCKED_BANDS if b <= g.oh)
+        return out
+
+    @staticmethod
+    def _config(algorithm: str, **knobs: int) -> dict:
+        return {"kind": "blocked", "params": {"algorithm": algorithm, **{k: v for k, v in knobs.items() if v}}}
+
+    def seeds(self) -> list[dict]:
+        out = [DEFAULT] + [self._config(a) for a in self.algorithms if a != self.untuned]
+        if self.untuned == "depthwise":
+            out += [self._config("depthwise", rows=r) for r in (7, 21) if r in self._choices("depthwise", 0)["rows"]]
+        elif self.untuned == "direct":
+            out += [self._config("direct", blocks=b) for b in (1, 2) if b in self._choices("direct", 0)["blocks"]]
+        return out
+
+    def sample(self, rng: random.Random) -> dict:
+        algorithm = rng.choice(self.algorithms)
+        knobs: dict[str, int] = {}
+        blocks = 0
+        for name in ("blocks", "rows", "chunk", "band"):
+            values = self._choices(algorithm, blocks).get(name)
+            if values and rng.random() < 0.7:
+                knobs[name] = rng.choice(values)
+                blocks = knobs.get("blocks", 0)
+        return self._config(algorithm, **knobs)
+
+    def mutate(self, config: dict, rng: random.Random) -> dict:
+        p = dict(config.get("params") or {}) if config.get("kind") == "blocked" else {}
+        algorithm = p.pop("algorithm", "") or self.untuned
+        choices = self._choices(algorithm, p.get("blocks", 0))
+        names = list(choices) + (["algorithm"] if len(self.algorithms) > 1 else [])
+        name = rng.choice(names)
+        if name == "algorithm":
+            algorithm = rng.choice([a for a in self.algorithms if a != algorithm])
+            valid = self._choices(algorithm, p.get("blocks", 0))
+            p = {k: v for k, v in p.items() if v in valid.get(k, ())}
+        else:
+            p[name] = _neighbour(choices[name], p.get(name, 0), rng)
+            if name == "blocks" and p.get("rows", 0) not in self._choices(algorithm, p[name])["rows"]:
+                p.pop("rows", None)
+        return self._config(algorithm, **p)
+
+    def check(self, config: dict):
+        from ..codegen.c.nchwc import BlockedParams
+
+        def make(params: dict) -> BlockedParams:
+            out = BlockedParams(**params)
+            out.validate(self.g, self.groups, self.algorithms, self.target)
+            return out
+        return self._checked(config, "blocked", make)
 
 
 # ---- fused pairs of kernels ---------------------------------------------------------------------

@@ -33,7 +33,7 @@ from ..ir.structure import structural_hash
 from ..ir.symbolic import SYMBOLS_ATTR, SymbolTable, enclosing_symbols_text, hint_of, hints_from, symbol_table_of
 
 KEY_VERSION = "tf-workload-v1"
-KINDS = ("gemm", "conv", "depthwise", "int8", "loop", "fusion")
+KINDS = ("gemm", "conv", "depthwise", "int8", "blocked", "loop", "fusion")
 
 
 def constant_args(kernel: Operation) -> tuple[int, ...]:
@@ -83,7 +83,9 @@ class Task:
 
     ``kind``: "gemm"/"conv" (tensorized contractions, tuned through GemmParams), "depthwise" (a
     depthwise convolution's direct kernel, tuned through DepthwiseParams), "int8" (an int8 GEMM or
-    convolution's VNNI kernel, tuned through its ``qgemm.Tiling``), "loop" (a scheduled
+    convolution's VNNI kernel, tuned through its ``qgemm.Tiling``), "blocked" (a convolution in
+    the blocked NCHW[16]c layout, tuned through its ``nchwc.BlockedParams``: algorithm, register
+    tile, input chunk, band), "loop" (a scheduled
     loop nest, tuned through a schedule trace) or "fusion" (two kernels the code generator runs
     as one, ``dw_pw``/``pw_dw``, tuned through their band rows; ``func`` computes both and
     ``kernel`` is the first).  ``weight``: how many kernels of the model
@@ -179,6 +181,12 @@ def lowered_function(model: Any, example_inputs: Sequence | None = None, target=
     """``model`` imported, verified, optimised and lowered to kernels as ``compile`` does it;
     ``shapes`` / ``dynamic_shapes`` as ``compile`` takes them (a torch module with
     ``dynamic_shapes`` lowers to kernels over symbolic shapes)."""
+    return lowered_module(model, example_inputs, target, passes, shapes=shapes, dynamic_shapes=dynamic_shapes).main
+
+
+def lowered_module(model: Any, example_inputs: Sequence | None = None, target=None,
+                   passes: Any = None, *, shapes: Any = None, dynamic_shapes: Any = None):
+    """The module of ``lowered_function`` (what ``codegen.c.build.build_lowered`` builds)."""
     from ..api import import_model
     from ..codegen.target import Target
     from ..ir.verifier import verify
@@ -194,7 +202,7 @@ def lowered_function(model: Any, example_inputs: Sequence | None = None, target=
         verify(module)
     func = module.main
     lower_function(func, target)
-    return func
+    return module
 
 
 def is_symbolic_kernel(kernel: Operation) -> bool:
@@ -293,10 +301,12 @@ def classify(kernel: Operation, target, table: SymbolTable | None = None) -> tup
 
 
 def _classify(kernel: Operation, target, table: SymbolTable | None) -> tuple[str, dict, float | None]:
-    from ..codegen.c.library_kernels import int8_tunable
+    from ..codegen.c.library_kernels import blocked_tunable, int8_tunable
     from ..codegen.c.tensorize import DIRECT_TRANSPOSED, Tensorizer
     if int8_tunable(kernel):
         return _int8_problem(kernel)
+    if blocked_tunable(kernel):
+        return _blocked_problem(kernel, target)
     plan = Tensorizer(target).plan(kernel, set(constant_args(kernel)), table)
     if plan is None:
         return "loop", {}, None
@@ -342,6 +352,28 @@ def _int8_problem(kernel: Operation) -> tuple[str, dict, float]:
     return "int8", problem, 2.0 * problem["M"] * problem["N"] * problem["K"] * problem["batch"]
 
 
+def _blocked_problem(kernel: Operation, target) -> tuple[str, dict, float]:
+    """("blocked", problem, flops) of a blocked conv: the implicit GEMM of one image (out channels x
+    positions x reduction), batch = images, and in ``conv`` what its space needs: the geometry,
+    the groups, the algorithms it may run and the one it runs untuned."""
+    import dataclasses
+    from ..codegen.c import nchwc
+    from ..codegen.c.library_kernels import blocked_algorithms, nchwc_winograd
+    from ..passes.lower.graph_to_kernels import library_op
+    op = library_op(kernel)
+    g = nchwc.ConvGeometry.of(kernel, op)
+    groups = int(op.attributes.get("groups", 1) or 1)
+    taps = g.kh * g.kw
+    reduction = taps if groups > 1 else (g.ci or g.cb * g.bi) * taps
+    m = nchwc_winograd(kernel)
+    untuned = "depthwise" if groups > 1 else f"winograd{m}" if m else "direct"
+    problem = {"M": g.ob * g.vw, "N": g.oh * g.ow, "K": reduction, "batch": g.n,
+               "conv": {"kernel": [g.kh, g.kw], "strides": [g.sh, g.sw], "channels": g.ci or g.cb * g.bi,
+                        "algorithm": untuned, "algorithms": list(blocked_algorithms(kernel)), "groups": groups,
+                        "geometry": dataclasses.asdict(g), "vector_registers": target.vector_registers}}
+    return "blocked", problem, 2.0 * problem["M"] * problem["N"] * problem["K"] * problem["batch"]
+
+
 def extract_tasks(model: Any, example_inputs: Sequence | None = None, target=None, passes: Any = None,
                   kinds: Sequence[str] = KINDS, *, shapes: Any = None, dynamic_shapes: Any = None) -> list[Task]:
     """The distinct kernels of ``model`` (any object ``compile`` takes), heaviest total work first
@@ -355,11 +387,11 @@ def extract_tasks(model: Any, example_inputs: Sequence | None = None, target=Non
 
 def tasks_of_function(func: FuncOp, target, kinds: Sequence[str] = KINDS) -> list[Task]:
     """The distinct kernels of an already lowered function."""
-    from ..codegen.c.library_kernels import int8_tunable
+    from ..codegen.c.library_kernels import blocked_tunable, int8_tunable
     from ..passes.lower.graph_to_kernels import is_library_kernel
     tasks: dict[str, Task] = {}
     for op in func.body:
-        if op.name != "structured.kernel" or (is_library_kernel(op) and not int8_tunable(op)):
+        if op.name != "structured.kernel" or (is_library_kernel(op) and not (int8_tunable(op) or blocked_tunable(op))):
             continue                                     # hand-written C without knobs: nothing to tune
         key = workload_key(op)
         if key in tasks:
@@ -374,6 +406,8 @@ def tasks_of_function(func: FuncOp, target, kinds: Sequence[str] = KINDS) -> lis
                                    f"declare them (dynamic_shapes=..., ir.symbolic.set_symbol_table) or bind "
                                    f"the sizes (shapes=...)")
         kind, problem, flops = classify(op, target, table)
+        if kind == "blocked":       # how cold its weights are in the model (``measure.rotate_bytes``)
+            problem["model_weight_bytes"] = model_weight_bytes(func)
         tasks[key] = Task(key, name, kind, single_kernel_function(op, name), 1,
                           flops if flops is not None else kernel_flops(op, table), kernel_bytes(op, table), problem)
     if "fusion" in kinds:
@@ -385,6 +419,19 @@ def tasks_of_function(func: FuncOp, target, kinds: Sequence[str] = KINDS) -> lis
     out = [t for t in tasks.values() if t.kind in kinds]
     out.sort(key=lambda t: -(t.weight * max(t.flops, t.bytes)))
     return out
+
+
+def model_weight_bytes(func: FuncOp) -> int:
+    """Bytes of the constants of a lowered function: what one run of the model reads besides its
+    activations, so what passes through the caches between two calls of one of its kernels."""
+    total = 0
+    for op in func.body:
+        if op.name == "graph.constant":
+            t = op.results[0].type
+            shape, dtype = getattr(t, "shape", None), getattr(t, "dtype", None)
+            if shape is not None and dtype is not None and all(isinstance(d, int) for d in shape):
+                total += math.prod(shape) * dtype.itemsize
+    return int(total)
 
 
 def fusion_tasks(func: FuncOp, target, single: dict[str, Task]) -> list[Task]:

@@ -1055,7 +1055,8 @@ def _qgemm_text(name: str, signed: bool, tiling=None) -> str:
 
 
 def _conv_nchwc_kernel(k: _Kernel) -> str:
-    """A blocked convolution (``graph.conv_nchwc``) with its epilogue, on ``nchwc.py``'s register tiles."""
+    """A blocked convolution (``graph.conv_nchwc``) with its epilogue, on ``nchwc.py``'s register
+    tiles, cut as its tuned ``BlockedParams`` say (``k.tiling``) or by the untuned rules."""
     from . import nchwc
     from ..target import Target
     host = Target.host()
@@ -1066,16 +1067,19 @@ def _conv_nchwc_kernel(k: _Kernel) -> str:
         ("silu" if at.get("silu", False) else "")
     residual = len(ops) > 3
     groups = int(at.get("groups", 1) or 1)
+    params = k.tiling
     # (act is in the name: a SiLU and a plain conv of one geometry are two kernels)
-    name = nchwc.conv_name(g, residual, act, at.get("clip_max"), groups)
-    m = nchwc_winograd(k.kernel)
+    name = nchwc.conv_name(g, residual, act, at.get("clip_max"), groups, params)
+    m = nchwc_winograd(k.kernel, params)
+    threads = max(1, host.cores)
     if groups > 1:
-        helpers = nchwc.dw_source(name, g, host, residual, act, at.get("clip_max"), max(1, host.cores))
+        helpers = nchwc.dw_source(name, g, host, residual, act, at.get("clip_max"), threads,
+                                  params.rows if params else 0)
     elif m:
         from . import nchwc_winograd as wino
-        helpers = wino.source(name, g, m, host, residual, act, at.get("clip_max"), max(1, host.cores))
+        helpers = wino.source(name, g, m, host, residual, act, at.get("clip_max"), threads, params)
     else:
-        helpers = nchwc.conv_source(name, g, host, residual, act, at.get("clip_max"), max(1, host.cores))
+        helpers = nchwc.conv_source(name, g, host, residual, act, at.get("clip_max"), threads, params)
     if len(ops) > 2:
         bias = "in2"
         body = []
@@ -1086,23 +1090,47 @@ def _conv_nchwc_kernel(k: _Kernel) -> str:
     return k.function(body, helpers=helpers)
 
 
-def nchwc_winograd(kernel: Operation) -> int:
-    """m when a blocked conv kernel runs by Winograd F(m x m, 3x3) (``nchwc_winograd.tile_size``: 3x3
-    stride 1 over enough tiles, constant weights, transformed at compile time), else 0."""
-    if not is_library_kernel(kernel) or library_op(kernel).name != "graph.conv_nchwc" or not _constant_weights(kernel):
+def blocked_tunable(kernel: Operation) -> bool:
+    """Whether ``kernel`` is a blocked float32 convolution (``graph.conv_nchwc``, static shapes): its
+    ``nchwc.BlockedParams`` (algorithm, register tile, input chunk, band) are a tuning knob
+    (``tune/space.BlockedSpace``)."""
+    if not is_library_kernel(kernel) or library_op(kernel).name != "graph.conv_nchwc":
+        return False
+    return all(v.type.is_static for v in (kernel.operands[0], kernel.operands[1], kernel.results[0]))
+
+
+def blocked_algorithms(kernel: Operation) -> tuple[str, ...]:
+    """The algorithms a ``blocked_tunable`` conv may run: "depthwise" for a depthwise one; "direct",
+    and both Winograd tile sizes for a 3x3 stride-1 one with constant weights
+    (``nchwc_winograd.eligible``)."""
+    from . import nchwc, nchwc_winograd as wino
+    op = library_op(kernel)
+    if int(op.attributes.get("groups", 1) or 1) != 1:
+        return ("depthwise",)
+    if _constant_weights(kernel) and wino.eligible(nchwc.ConvGeometry.of(kernel, op)):
+        return ("direct", "winograd2", "winograd4")
+    return ("direct",)
+
+
+def nchwc_winograd(kernel: Operation, params=None) -> int:
+    """m when a blocked conv kernel runs by Winograd F(m x m, 3x3), else 0: as its tuned
+    ``BlockedParams`` name it, else by ``nchwc_winograd.tile_size`` (3x3 stride 1 over enough
+    tiles); only with constant weights (transformed at compile time)."""
+    if not blocked_tunable(kernel) or not _constant_weights(kernel):
         return 0
     if int(library_op(kernel).attributes.get("groups", 1) or 1) != 1:
         return 0
     from . import nchwc, nchwc_winograd as wino
-    if not (kernel.operands[0].type.is_static and kernel.results[0].type.is_static):
-        return 0
-    return wino.tile_size(nchwc.ConvGeometry.of(kernel, library_op(kernel)))
+    g = nchwc.ConvGeometry.of(kernel, library_op(kernel))
+    if params is not None and params.algorithm:
+        return {"winograd2": 2, "winograd4": 4}.get(params.algorithm, 0) if wino.eligible(g) else 0
+    return wino.tile_size(g)
 
 
-def nchwc_winograd_weights(kernel: Operation, w: np.ndarray) -> np.ndarray:
+def nchwc_winograd_weights(kernel: Operation, w: np.ndarray, params=None) -> np.ndarray:
     """The weight operand of an ``nchwc_winograd`` kernel: ``U [a*a][OB][CB][16][16]``."""
     from . import nchwc_winograd as wino
-    return wino.transform_weights(w, nchwc_winograd(kernel))
+    return wino.transform_weights(w, nchwc_winograd(kernel, params))
 
 
 def _layout_transform_kernel(k: _Kernel) -> str:
@@ -1162,7 +1190,8 @@ def emit_library_kernel(kernel: Operation, symbols: Sequence[str] | None, tiling
     """The C of a library kernel as ``static void KERNEL_NAME(inputs..., outputs..., tf_dims)``
     (guarded helpers before it), or None when ``kernel`` is not a library kernel.  ``symbols`` is
     the model's symbol order (the ``tf_dims`` order); it holds the op's count symbol.  ``tiling``:
-    a tuned ``qgemm.Tiling`` for an int8 GEMM or convolution (``int8_tunable``)."""
+    a tuned ``qgemm.Tiling`` for an int8 GEMM or convolution (``int8_tunable``), tuned
+    ``nchwc.BlockedParams`` for a blocked conv (``blocked_tunable``)."""
     if not is_library_kernel(kernel):
         return None
     op = library_op(kernel)
@@ -1175,7 +1204,7 @@ def emit_library_kernel(kernel: Operation, symbols: Sequence[str] | None, tiling
                                f"(lower_function); got {v.type}")
     fixed = _fixed_size(op)                                      # no count symbol (scatter, grid_sample)
     k = (_FixedKernel if fixed else _Kernel)(kernel, symbols or [])
-    k.tiling = tiling if int8_tunable(kernel) else None
+    k.tiling = tiling if int8_tunable(kernel) or blocked_tunable(kernel) else None
     return gen(k)
 
 
@@ -1185,8 +1214,8 @@ def _int8_gemm_engine() -> str:
     return "AMX-tile (tdpbusd)" if qgemm_amx.available() else "VNNI (vpdpbusd)"
 
 
-def describe(kernel: Operation) -> str:
-    """One line for ``explain``: what a library kernel runs."""
+def describe(kernel: Operation, params=None) -> str:
+    """One line for ``explain``: what a library kernel runs (``params``: its tuned ones)."""
     op = library_op(kernel)
     why = "fixed size" if _fixed_size(op) else "data-dependent size"
     text = f"library kernel: hand-written C for {op.name} ({why})"
@@ -1216,24 +1245,27 @@ def describe(kernel: Operation) -> str:
     elif op.name == "graph.bf16_matmul":
         text += f"; bf16 {_bf16_gemm_engine()} GEMM, the weights packed at compile time"
     elif op.name == "graph.conv_nchwc":
-        text += f"; {_describe_conv_nchwc(kernel, op)}"
+        text += f"; {_describe_conv_nchwc(kernel, op, params)}"
     return text
 
 
-def _describe_conv_nchwc(kernel: Operation, op: Operation) -> str:
+def _describe_conv_nchwc(kernel: Operation, op: Operation, params=None) -> str:
     """What a blocked conv runs (``nchwc.py``, ``nchwc_winograd.py``) and how it is cut."""
     from . import nchwc
     from ..target import Target
     g = nchwc.ConvGeometry.of(kernel, op)
+    tuned = " (tuned)" if params is not None else ""
     if int(op.attributes.get("groups", 1) or 1) > 1:
-        return f"NCHW{g.vw}c depthwise, channels in the lanes, {nchwc.dw_rows(Target.host())}-position tiles"
-    m = nchwc_winograd(kernel)
+        rows = params.rows if params is not None and params.rows else nchwc.dw_rows(Target.host())
+        return f"NCHW{g.vw}c depthwise, channels in the lanes, {rows}-position tiles{tuned}"
+    m = nchwc_winograd(kernel, params)
     if m:
         return (f"NCHW{g.vw}c Winograd F({m}x{m}, 3x3): vector transforms, {(m + 2) ** 2} 1x1 blocked products "
-                f"over the tiles, weights transformed at compile time")
-    p = nchwc.ConvPlan.of(g, Target.host())
+                f"over the tiles, weights transformed at compile time{tuned}")
+    p = nchwc.ConvPlan.of(g, Target.host(), params)
     return (f"NCHW{g.vw}c direct: tiles of {p.rows} positions x {p.blocks} output blocks, input blocks in chunks "
-            f"of {p.chunk}, " + ("the whole map a work unit" if nchwc.small_map(g) else f"bands of {p.band} rows"))
+            f"of {p.chunk}, " + ("the whole map a work unit" if nchwc.small_map(g) else f"bands of {p.band} rows")
+            + tuned)
 
 
 def _bf16_gemm_engine() -> str:
@@ -1242,7 +1274,8 @@ def _bf16_gemm_engine() -> str:
     return "AMX-tile (tdpbf16ps)" if bf16gemm_amx.available() else "vdpbf16ps"
 
 
-__all__ = ["INT8_TUNED_OPS", "bf16_winograd", "bf16_winograd_weights", "describe", "emit_library_kernel",
+__all__ = ["INT8_TUNED_OPS", "bf16_winograd", "bf16_winograd_weights", "blocked_algorithms", "blocked_tunable",
+           "describe", "emit_library_kernel",
            "nchwc_winograd", "nchwc_winograd_weights",
            "int8_tunable", "qconv_arranged",
            "qconv_arranged_weights", "qconv_transposed", "qconv_transposed_weights"]

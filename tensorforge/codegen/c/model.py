@@ -206,7 +206,8 @@ def generate_model_c(func: FuncOp, schedule: Schedule | None = None,
                 by_text[text] = cname
                 functions.append(text.replace(KERNEL_NAME, cname, 1))
                 sources[cname] = functions[-1]
-                schedules[cname] = (describe_library_kernel(op) if is_library_kernel(op) else
+                schedules[cname] = (describe_library_kernel(op, tz.library_params(op) if tz else None)
+                                    if is_library_kernel(op) else
                                     _schedule_text(scheduled, tz.plans.get(id(op)) if tz else None))
             by_key[key] = cname
         packed = [tz.operand_weight(op, i) if tz else None for i in range(len(op.operands))]

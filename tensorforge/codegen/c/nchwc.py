@@ -33,7 +33,7 @@ NaN, as the plain pool), and **layout_transform** copies between the plain and b
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...errors import CompileError
 from ...ir.core import Operation
@@ -139,6 +139,64 @@ class ConvGeometry:
         return (lo, hi) if hi > lo else (0, 0)
 
 
+ALGORITHMS = ("direct", "winograd2", "winograd4", "depthwise")
+
+
+@dataclass(frozen=True)
+class BlockedParams:
+    """A tuned blocked convolution (the tuner's ``{"kind": "blocked"}`` configs): which algorithm
+    runs it and how its work is cut.  0 (or "" for the algorithm) leaves a knob to the untuned
+    rule, so a config names only what it changes.
+
+    ``algorithm``: "direct", "winograd2"/"winograd4" (3x3 stride-1 layers with constant weights:
+    ``nchwc_winograd.py``) or "depthwise" (the only one a depthwise conv takes).  ``blocks`` output
+    blocks x ``rows`` positions a register tile (the depthwise tile: ``rows`` positions); ``chunk``
+    input blocks whose weights stay in L1 while a unit sweeps; ``band`` output rows a work unit
+    (the direct kernel) or tile rows a chunk (Winograd: what its transformed input and products
+    keep in L2).  Why tune: the untuned rules size these by L1/L2 budgets and register counts, and
+    the best cut also depends on the layer's edges, its map width against the tile and how the
+    units share out among the threads."""
+
+    algorithm: str = ""
+    blocks: int = 0
+    rows: int = 0
+    chunk: int = 0
+    band: int = 0
+
+    def key(self) -> str:
+        """A short text naming the params (part of the kernel's C name)."""
+        return f"{self.algorithm or 'auto'}_{self.blocks}_{self.rows}_{self.chunk}_{self.band}"
+
+    def validate(self, g: "ConvGeometry", groups: int, algorithms: tuple[str, ...], target: Target) -> None:
+        """Raises ValueError when these params do not apply to the blocked conv ``g`` with
+        ``groups`` groups whose possible algorithms are ``algorithms``."""
+        for field_name in ("blocks", "rows", "chunk", "band"):
+            v = getattr(self, field_name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"{field_name} must be a count >= 0 (0: untuned), got {v!r}")
+        if self.algorithm and self.algorithm not in algorithms:
+            raise ValueError(f"algorithm {self.algorithm!r} does not apply to this layer (it takes {list(algorithms)})")
+        if groups > 1:
+            if self.blocks or self.chunk or self.band:
+                raise ValueError("a depthwise conv takes only rows (positions a register tile)")
+            if self.rows > tile_rows(1, target):
+                raise ValueError(f"rows {self.rows}: a depthwise tile holds at most {tile_rows(1, target)} positions")
+            return
+        if self.blocks > min(MAX_BLOCKS, g.ob):
+            raise ValueError(f"blocks {self.blocks}: at most {min(MAX_BLOCKS, g.ob)} output blocks a tile")
+        if self.chunk and g.cb % self.chunk:
+            raise ValueError(f"chunk {self.chunk} does not divide the {g.cb} input blocks")
+        winograd = self.algorithm.startswith("winograd")
+        # Winograd's products are 1x1 blocked convs over the tiles: their tile is cut as such
+        plan = ConvPlan.of(replace(g, kh=1, kw=1, ph=0, pw=0) if winograd else g, target, self)
+        most = tile_rows(plan.blocks, target)
+        if plan.rows > most:
+            raise ValueError(f"rows {plan.rows}: a tile of {plan.blocks} output blocks holds at most {most} "
+                             f"positions in the registers")
+        if self.band > g.oh and not winograd:
+            raise ValueError(f"band {self.band}: the output has {g.oh} rows")
+
+
 @dataclass(frozen=True)
 class ConvPlan:
     """How a blocked convolution is cut: ``blocks`` output blocks x ``rows`` positions a register
@@ -151,16 +209,25 @@ class ConvPlan:
     band: int
 
     @staticmethod
-    def of(g: ConvGeometry, target: Target) -> "ConvPlan":
+    def of(g: ConvGeometry, target: Target, params: BlockedParams | None = None) -> "ConvPlan":
+        """The untuned cut, with what ``params`` sets (validated by the caller) instead."""
+        p = params or BlockedParams()
         per_block = g.kh * g.kw * g.bi * g.vw * 4         # bytes: one input block x one output block
         budget = WEIGHT_L1_SHARE * target.l1d
         blocks = min(MAX_BLOCKS, g.ob)
         while blocks > 1 and blocks * per_block > budget:
             blocks //= 2
-        rows = tile_rows(blocks, target)
-        chunk = max([d for d in range(1, g.cb + 1) if g.cb % d == 0 and d * blocks * per_block <= budget] or [1])
-        band = max(1, min(g.oh, BAND_POSITIONS // max(1, g.ow)))
+        blocks = p.blocks or blocks
+        rows = p.rows or tile_rows(blocks, target)
+        chunk = p.chunk or max([d for d in range(1, g.cb + 1)
+                                if g.cb % d == 0 and d * blocks * per_block <= budget] or [1])
+        band = p.band or max(1, min(g.oh, BAND_POSITIONS // max(1, g.ow)))
         return ConvPlan(blocks, rows, chunk, band)
+
+    def rows_for(self, blocks: int, target: Target) -> int:
+        """Positions a tile of ``blocks`` output blocks: the plan's rows for its own block count,
+        the untuned count for a narrower tail group."""
+        return self.rows if blocks == self.blocks else tile_rows(blocks, target)
 
 
 def epilogue(acc: str, bias: str, off: str, residual: bool, act: str, y: str = "y", res: str = "res") -> str:
@@ -313,13 +380,14 @@ def _ranges(start: int, size: int, step: int, dilation: int, extent: int) -> tup
     return (k0, k1) if k1 > k0 else (0, 0)
 
 
-def map_tiles(g: ConvGeometry, blocks: int, target: Target | None = None) -> list[tuple[int, int, int, int]]:
+def map_tiles(g: ConvGeometry, blocks: int, target: Target | None = None,
+              rows: int = 0) -> list[tuple[int, int, int, int]]:
     """The tiles (oh, ow, tr, tc) covering a whole small output map, every tile's positions sharing
     their window's clipped taps: the rows whose windows keep every kernel row, in tiles of several
     rows over the interior columns and of one column down each edge column; the other rows one by
     one.  A 7x7 map with 3x3 windows then runs 2 x 5 and 5 x 1 tiles where row by row its 14 edge
-    positions each ran alone."""
-    most = tile_rows(blocks, target)
+    positions each ran alone.  ``rows``: positions a tile (default: as many as the registers hold)."""
+    most = rows or tile_rows(blocks, target)
     lo, hi = g.interior()
     span = hi - lo
     full_rows = [oh for oh in range(g.oh) if _ranges(oh * g.sh - g.ph, g.h, g.sh, g.dh, g.kh) == (0, g.kh)]
@@ -342,11 +410,13 @@ def map_tiles(g: ConvGeometry, blocks: int, target: Target | None = None) -> lis
     return tiles
 
 
-def _map_function(name: str, g: ConvGeometry, blocks: int, target: Target) -> tuple[str, set[tuple[int, int]]]:
-    """A whole small output map of ``blocks`` output blocks, tile by tile (``map_tiles``), as
-    straight-line calls with constant offsets and taps; and the tile shapes it calls."""
+def _map_function(name: str, g: ConvGeometry, blocks: int, target: Target,
+                  rows: int = 0) -> tuple[str, set[tuple[int, int]]]:
+    """A whole small output map of ``blocks`` output blocks, tile by tile (``map_tiles``, tiles of
+    at most ``rows`` positions), as straight-line calls with constant offsets and taps; and the
+    tile shapes it calls."""
     calls, shapes = [], set()
-    for oh, ow, tr, tc in map_tiles(g, blocks, target):
+    for oh, ow, tr, tc in map_tiles(g, blocks, target, rows):
         ih, iw = oh * g.sh - g.ph, ow * g.sw - g.pw
         kh0, kh1 = _ranges(ih, g.h, g.sh, g.dh, g.kh)
         kw0, kw1 = _ranges(iw, g.w, g.sw, g.dw, g.kw)
@@ -373,24 +443,25 @@ def small_map(g: ConvGeometry) -> bool:
 
 
 def conv_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: str, clip_max: float | None,
-                threads: int) -> str:
-    """The C of ``name(x, w, bias, residual, y)`` for geometry ``g`` (guarded helpers included)."""
+                threads: int, params: BlockedParams | None = None) -> str:
+    """The C of ``name(x, w, bias, residual, y)`` for geometry ``g`` (guarded helpers included),
+    cut as ``ConvPlan.of(g, target, params)``."""
     if g.vw != target.vector_width:
         raise CompileError(f"conv_nchwc: the output block {g.vw} is not the target's vector width "
                            f"{target.vector_width}; run the layout pass with block={target.vector_width}")
-    plan = ConvPlan.of(g, target)
+    plan = ConvPlan.of(g, target, params)
     blocks = plan.blocks
     groups = -(-g.ob // blocks)
     tail = g.ob - (groups - 1) * blocks
     whole = small_map(g)
     parts = []
     for bl in sorted({blocks, tail}):
+        rows = plan.rows_for(bl, target)
         if whole:
-            map_text, shapes = _map_function(name, g, bl, target)
+            map_text, shapes = _map_function(name, g, bl, target, rows)
             parts += [_tile_function(name, g, tc, bl, residual, act, tr) for tr, tc in sorted(shapes)]
             parts.append(map_text)
             continue
-        rows = tile_rows(bl, target)
         row_text, heights = _row_function(name, g, bl, rows)
         parts += [_tile_function(name, g, r, bl, residual, act) for r in sorted(heights)]
         parts.append(row_text)
@@ -504,13 +575,13 @@ static inline __attribute__((always_inline)) void {name}_d{rows}{"f" if full els
 
 
 def dw_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: str, clip_max: float | None,
-              threads: int) -> str:
+              threads: int, rows: int = 0) -> str:
     """The C of ``name(x, w, bias, residual, y)`` for a depthwise blocked conv (channels in the lanes,
     w (CB, 1, KH, KW, 1, VW)): work units (image, block, output row); on a row, the edge positions
-    one by one with their window columns clipped, the interior in tiles of ``DW_ROWS`` (fewer where
-    the target has fewer vector registers)."""
+    one by one with their window columns clipped, the interior in tiles of ``rows`` positions
+    (default ``dw_rows``: ``DW_ROWS``, fewer where the target has fewer vector registers)."""
     lo, hi = g.interior()
-    rows = dw_rows(target)
+    rows = rows or dw_rows(target)
     full, rem = divmod(hi - lo, rows)
     parts = [_dw_tile(name, g, 1, False, residual, act)]
     heights = ({rows} if full else set()) | ({rem} if rem else set())
@@ -553,8 +624,10 @@ static void {name}(const float *restrict x, const float *restrict w, const float
     return _prelude(target) + _guard(name, "".join(parts) + entry)
 
 
-def conv_name(g: ConvGeometry, residual: bool, act: str, clip_max: float | None, groups: int = 1) -> str:
-    return "tf_nchwc_" + _digest(repr((g, residual, act, clip_max, groups)))
+def conv_name(g: ConvGeometry, residual: bool, act: str, clip_max: float | None, groups: int = 1,
+              params: BlockedParams | None = None) -> str:
+    """The C name of a blocked conv: one function per geometry, epilogue and tuned params."""
+    return "tf_nchwc_" + _digest(repr((g, residual, act, clip_max, groups) + ((params,) if params else ())))
 
 
 # ---- pools --------------------------------------------------------------------------------

@@ -38,11 +38,16 @@ MAX_SHARE = {4: 1.15, 2: 1.35}
 ENV = "TENSORFORGE_NCHWC_WINOGRAD"     # "0": every blocked 3x3 conv takes the direct kernel
 
 
+def eligible(g: nchwc.ConvGeometry) -> bool:
+    """Whether the blocked conv ``g`` may run by Winograd: 3x3, stride 1, no dilation, whole input
+    blocks, and not switched off by ``TENSORFORGE_NCHWC_WINOGRAD=0``."""
+    return ((g.kh, g.kw, g.sh, g.sw, g.dh, g.dw) == (3, 3, 1, 1, 1, 1) and g.bi == g.vw and not g.ci
+            and os.environ.get(ENV, "1") != "0")
+
+
 def tile_size(g: nchwc.ConvGeometry) -> int:
-    """m of F(m x m, 3x3) for a blocked conv, or 0 when it takes the direct kernel."""
-    if (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw) != (3, 3, 1, 1, 1, 1) or g.bi != g.vw or g.ci:
-        return 0
-    if os.environ.get("TENSORFORGE_NCHWC_WINOGRAD", "1") == "0":
+    """m of F(m x m, 3x3) for a blocked conv (untuned), or 0 when it takes the direct kernel."""
+    if not eligible(g):
         return 0
     for m in (4, 2):
         th, tw = -(-g.oh // m), -(-g.ow // m)
@@ -73,22 +78,25 @@ def _sandwich(t: np.ndarray, src: str, mid: str, dst: str, dst_decl: str = "cons
 
 
 def source(name: str, g: nchwc.ConvGeometry, m: int, target: Target, residual: bool, act: str,
-           clip_max: float | None, threads: int) -> str:
-    """The C of ``name(x, u, bias, residual, y)``: the blocked conv ``g`` by F(m x m, 3x3)."""
+           clip_max: float | None, threads: int, params: nchwc.BlockedParams | None = None) -> str:
+    """The C of ``name(x, u, bias, residual, y)``: the blocked conv ``g`` by F(m x m, 3x3).  Tuned
+    ``params``: ``band`` tile rows a chunk (else as many as fit the L2), ``blocks``/``rows``/``chunk``
+    the products' register tile and input chunk."""
     a = m + 2
     a2 = a * a
     vw, cb, ob = g.vw, g.cb, g.ob
     th, tw = -(-g.oh // m), -(-g.ow // m)
     per_row = (cb + ob) * vw * a2 * 4 * tw
-    rows = max(1, min(g.n * th, (target.l2 or CHUNK_BYTES) // per_row))
+    rows = max(1, min(g.n * th, (params.band if params and params.band else
+                                 (target.l2 or CHUNK_BYTES) // per_row)))
     tmax = rows * tw                                   # tiles of a full chunk
     # the a*a products: a 1x1 blocked conv over a 1 x tmax map of tiles
     gg = nchwc.ConvGeometry(1, cb, 1, tmax, vw, ob, 1, tmax, vw, 1, 1, 1, 1, 0, 0, 1, 1)
-    plan = nchwc.ConvPlan.of(gg, target)
+    plan = nchwc.ConvPlan.of(gg, target, params)
     blocks = plan.blocks
     groups = -(-ob // blocks)
     tail = ob - (groups - 1) * blocks
-    rt = {bl: nchwc.tile_rows(bl, target) for bl in {blocks, tail}}
+    rt = {bl: plan.rows_for(bl, target) for bl in {blocks, tail}}
     gname = f"{name}_g"
     tiles = "".join(nchwc._tile_function(gname, gg, r, bl, False, "")
                     for bl in sorted(rt) for r in range(1, rt[bl] + 1))
@@ -188,4 +196,4 @@ static void {name}(const float *restrict x, const float *restrict u, const float
     return nchwc._prelude(target) + nchwc._guard(name, body)
 
 
-__all__ = ["CHUNK_BYTES", "ENV", "MAX_SHARE", "MIN_TILES", "source", "tile_size", "transform_weights"]
+__all__ = ["CHUNK_BYTES", "ENV", "MAX_SHARE", "MIN_TILES", "eligible", "source", "tile_size", "transform_weights"]

@@ -1622,10 +1622,11 @@ class Prepared:
         from .library_kernels import (bf16_winograd, bf16_winograd_weights, nchwc_winograd, nchwc_winograd_weights,
                                       qconv_arranged, qconv_arranged_weights, qconv_transposed,
                                       qconv_transposed_weights)
-        m = nchwc_winograd(kernel)
+        params = self.library_params(kernel)
+        m = nchwc_winograd(kernel, params)
         if m:
             # keyed by the tile size too: one weight may serve F(4x4) and F(2x2) layers (shared weights)
-            kind, arrange = f"nchwc-winograd{m}", lambda w: nchwc_winograd_weights(kernel, w)
+            kind, arrange = f"nchwc-winograd{m}", lambda w: nchwc_winograd_weights(kernel, w, params)
         elif qconv_arranged(kernel):
             kind, arrange = "qconv-arranged", lambda w: qconv_arranged_weights(kernel, w)
         elif qconv_transposed(kernel):
@@ -1643,13 +1644,21 @@ class Prepared:
         packed_uses[id(v)] = packed_uses.get(id(v), 0) + 1
 
     def library_params(self, kernel: Operation):
-        """The tuned ``qgemm.Tiling`` of an int8 library kernel (the tuning hook's answer), or None."""
-        from .library_kernels import int8_tunable
+        """The tuned ``qgemm.Tiling`` of an int8 library kernel, or ``nchwc.BlockedParams`` of a
+        blocked conv (the tuning hook's answer), or None."""
+        from .library_kernels import blocked_tunable, int8_tunable
+        from .nchwc import BlockedParams
         from .qgemm import Tiling
-        if self.params_for is None or not int8_tunable(kernel):
+        if self.params_for is None:
+            return None
+        if int8_tunable(kernel):
+            wanted = Tiling
+        elif blocked_tunable(kernel):
+            wanted = BlockedParams
+        else:
             return None
         params = self.params_for(kernel)
-        return params if isinstance(params, Tiling) else None
+        return params if isinstance(params, wanted) else None
 
     def emit(self, kernel: Operation, symbols: list[str] | None = None) -> str | None:
         """The kernel's C, or None (the loop path).  ``symbols``: the model's symbol order, given
