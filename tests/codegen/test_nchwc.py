@@ -235,3 +235,23 @@ def test_the_report_says_which_blocked_kernel_a_conv_runs():
         return [c.schedule for c in rep.code if "conv_nchwc" in c.name]
     assert any("Winograd F(4x4, 3x3)" in s for s in schedules(_conv_model(1, 32, 28, 28, 32, 3, 1, 1)))
     assert any("direct: tiles of" in s and "bands of" in s for s in schedules(_conv_model(1, 32, 28, 28, 32, 3, 2, 1)))
+
+
+def test_the_tiles_share_the_work_evenly_between_threads():
+    """A small map's work units are groups of output blocks: the untuned tile takes as many blocks
+    as share evenly between the threads (``nchwc.balance``), not always the widest."""
+    import dataclasses
+    from tensorforge.codegen.c import nchwc
+    from tensorforge.codegen.target import Target
+    g = nchwc.ConvGeometry(1, 60, 7, 7, 16, 10, 7, 7, 16, 1, 1, 1, 1, 0, 0, 1, 1)     # 960 -> 160, 7x7
+    assert nchwc.balance(g, 4, 7, 2) == pytest.approx(0.625) and nchwc.balance(g, 3, 7, 2) == pytest.approx(70 / 84)
+    assert nchwc.balance(g, 4, 7, 1) == 1.0
+    two = dataclasses.replace(Target.host(), cores=2, vector_width=16, vector_registers=32)
+    assert nchwc.conv_plan(g, two).blocks == 3
+    assert nchwc.conv_plan(g, two, threads=1).blocks == 4
+    assert nchwc.conv_plan(g, two, nchwc.BlockedParams("direct", blocks=4)).blocks == 4
+    # a big map in bands of one row: 10 blocks in groups of 4 still give one thread 2.5 groups' rows
+    # of the 3 (OpenMP's static schedule deals out contiguous runs); 8 blocks share evenly
+    big = dataclasses.replace(g, h=56, w=56, oh=56, ow=56)
+    assert nchwc.balance(big, 4, 1, 2) == pytest.approx(560 / 672) and nchwc.conv_plan(big, two).blocks == 2
+    assert nchwc.conv_plan(dataclasses.replace(big, ob=8), two).blocks == 4
