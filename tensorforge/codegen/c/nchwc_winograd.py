@@ -42,7 +42,7 @@ def eligible(g: nchwc.ConvGeometry) -> bool:
     """Whether the blocked conv ``g`` may run by Winograd: 3x3, stride 1, no dilation, whole input
     blocks, and not switched off by ``TENSORFORGE_NCHWC_WINOGRAD=0``."""
     return ((g.kh, g.kw, g.sh, g.sw, g.dh, g.dw) == (3, 3, 1, 1, 1, 1) and g.bi == g.vw and not g.ci
-            and os.environ.get(ENV, "1") != "0")
+            and os.environ.get("TENSORFORGE_NCHWC_WINOGRAD", "1") != "0")
 
 
 def tile_size(g: nchwc.ConvGeometry) -> int:
