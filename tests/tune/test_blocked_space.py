@@ -61,6 +61,13 @@ def test_blocked_convs_are_tasks_with_their_algorithms(tasks):
     assert tasks["depthwise"].problem["K"] == 9 and tasks["depthwise"].flops == 2.0 * 32 * 196 * 9
     assert tasks["pointwise"].problem["conv"]["algorithms"] == ["direct"]
     assert "k3x3" in tasks["winograd2"].shape_text()
+    # timed with weights as cold as in the model: copies rotated through the model's weight bytes,
+    # at least twice all cores' L2 (the weights here: 32x32x3x3 + 32x3x3 + 32x48 floats and biases)
+    from tensorforge.tune import measure
+    assert three["model_weight_bytes"] >= 4 * (32 * 32 * 9 + 32 * 9 + 48 * 32)
+    assert measure.rotate_bytes(HOST, tasks["winograd2"]) == min(
+        measure.MAX_ROTATE_BYTES, max(2 * HOST.l2 * HOST.cores, three["model_weight_bytes"]))
+    assert "blocked" in measure.COLD_WEIGHT_KINDS
     # without the kind, no blocked task
     assert not [t for t in extract_tasks(_model(), passes=LAYOUT, kinds=("gemm", "loop")) if t.kind == "blocked"]
 

@@ -139,9 +139,6 @@ class ConvGeometry:
         return (lo, hi) if hi > lo else (0, 0)
 
 
-ALGORITHMS = ("direct", "winograd2", "winograd4", "depthwise")
-
-
 @dataclass(frozen=True)
 class BlockedParams:
     """A tuned blocked convolution (the tuner's ``{"kind": "blocked"}`` configs): which algorithm
@@ -162,10 +159,6 @@ class BlockedParams:
     rows: int = 0
     chunk: int = 0
     band: int = 0
-
-    def key(self) -> str:
-        """A short text naming the params (part of the kernel's C name)."""
-        return f"{self.algorithm or 'auto'}_{self.blocks}_{self.rows}_{self.chunk}_{self.band}"
 
     def validate(self, g: "ConvGeometry", groups: int, algorithms: tuple[str, ...], target: Target) -> None:
         """Raises ValueError when these params do not apply to the blocked conv ``g`` with
@@ -787,6 +780,7 @@ def weight_transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ..
             f"      for (long t = 0; t < {taps}; t++) out0[{dst}] = in0[{srcx}];"]
 
 
-__all__ = ["ConvGeometry", "ConvPlan", "DW_ROWS", "MAX_BLOCKS", "MAX_ROWS", "PARALLEL_MIN_MACS", "SILU_C",
-           "TILE_SPARE_REGISTERS", "clip_bound", "conv_name", "conv_source", "dw_rows", "dw_source", "epilogue", "map_tiles",
+__all__ = ["BALANCE_BLOCKS", "BlockedParams", "ConvGeometry", "ConvPlan", "DW_ROWS", "MAX_BLOCKS", "MAX_ROWS",
+           "PARALLEL_MIN_MACS", "SILU_C", "TILE_SPARE_REGISTERS", "balance", "clip_bound", "conv_name", "conv_plan",
+           "conv_source", "dw_rows", "dw_source", "epilogue", "map_tiles",
            "pool_helpers", "pool_source", "small_map", "tile_rows", "transform_source", "weight_transform_source"]
