@@ -138,13 +138,12 @@ def _validate_blocked(params, kernel: Operation, target) -> None:
     """ValueError unless ``params`` apply to the blocked conv ``kernel`` (its geometry, groups and
     algorithms)."""
     from ..codegen.c import nchwc
-    from ..codegen.c.library_kernels import blocked_algorithms, blocked_tunable
+    from ..codegen.c.library_kernels import blocked_algorithms, blocked_tunable, conv_groups
     from ..passes.lower.graph_to_kernels import library_op
     if not blocked_tunable(kernel):
         raise ValueError("the kernel is not a blocked convolution")
     op = library_op(kernel)
-    params.validate(nchwc.ConvGeometry.of(kernel, op), int(op.attributes.get("groups", 1) or 1),
-                    blocked_algorithms(kernel), target)
+    params.validate(nchwc.ConvGeometry.of(kernel, op), conv_groups(op), blocked_algorithms(kernel), target)
 
 
 def _host():

@@ -60,7 +60,8 @@ def check_in_model(lowered: ModuleOp, database, target, tasks: Sequence[Task], m
         return []
     tuned, _ = build_lowered(lowered, lowered, target, name="model_check", profile=True, tuning=tuning)
     keys = [workload_key(op) for op in func.body if op.name == "structured.kernel"]
-    applied = {k: cfg for k, cfg in tuning.applied.items() if k in set(keys)}
+    present = set(keys)
+    applied = {k: cfg for k, cfg in tuning.applied.items() if k in present}
     if not applied:
         return []
     untuned, _ = build_lowered(lowered, lowered, target, name="model_check", profile=True, tuning=None)

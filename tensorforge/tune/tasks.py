@@ -306,7 +306,7 @@ def _classify(kernel: Operation, target, table: SymbolTable | None) -> tuple[str
     if int8_tunable(kernel):
         return _int8_problem(kernel)
     if blocked_tunable(kernel):
-        return _blocked_problem(kernel, target)
+        return _blocked_problem(kernel)
     plan = Tensorizer(target).plan(kernel, set(constant_args(kernel)), table)
     if plan is None:
         return "loop", {}, None
@@ -352,17 +352,17 @@ def _int8_problem(kernel: Operation) -> tuple[str, dict, float]:
     return "int8", problem, 2.0 * problem["M"] * problem["N"] * problem["K"] * problem["batch"]
 
 
-def _blocked_problem(kernel: Operation, target) -> tuple[str, dict, float]:
+def _blocked_problem(kernel: Operation) -> tuple[str, dict, float]:
     """("blocked", problem, flops) of a blocked conv: the implicit GEMM of one image (out channels x
     positions x reduction), batch = images, and in ``conv`` what its space needs: the geometry,
     the groups, the algorithms it may run and the one it runs untuned."""
     import dataclasses
     from ..codegen.c import nchwc
-    from ..codegen.c.library_kernels import blocked_algorithms, nchwc_winograd
+    from ..codegen.c.library_kernels import blocked_algorithms, conv_groups, nchwc_winograd
     from ..passes.lower.graph_to_kernels import library_op
     op = library_op(kernel)
     g = nchwc.ConvGeometry.of(kernel, op)
-    groups = int(op.attributes.get("groups", 1) or 1)
+    groups = conv_groups(op)
     taps = g.kh * g.kw
     reduction = taps if groups > 1 else (g.ci or g.cb * g.bi) * taps
     m = nchwc_winograd(kernel)
@@ -370,7 +370,7 @@ def _blocked_problem(kernel: Operation, target) -> tuple[str, dict, float]:
     problem = {"M": g.ob * g.vw, "N": g.oh * g.ow, "K": reduction, "batch": g.n,
                "conv": {"kernel": [g.kh, g.kw], "strides": [g.sh, g.sw], "channels": g.ci or g.cb * g.bi,
                         "algorithm": untuned, "algorithms": list(blocked_algorithms(kernel)), "groups": groups,
-                        "geometry": dataclasses.asdict(g), "vector_registers": target.vector_registers}}
+                        "geometry": dataclasses.asdict(g)}}
     return "blocked", problem, 2.0 * problem["M"] * problem["N"] * problem["K"] * problem["batch"]
 
 
@@ -390,6 +390,7 @@ def tasks_of_function(func: FuncOp, target, kinds: Sequence[str] = KINDS) -> lis
     from ..codegen.c.library_kernels import blocked_tunable, int8_tunable
     from ..passes.lower.graph_to_kernels import is_library_kernel
     tasks: dict[str, Task] = {}
+    weight_bytes = None             # the model's, for its blocked tasks (``measure.rotate_bytes``)
     for op in func.body:
         if op.name != "structured.kernel" or (is_library_kernel(op) and not (int8_tunable(op) or blocked_tunable(op))):
             continue                                     # hand-written C without knobs: nothing to tune
@@ -407,7 +408,8 @@ def tasks_of_function(func: FuncOp, target, kinds: Sequence[str] = KINDS) -> lis
                                    f"the sizes (shapes=...)")
         kind, problem, flops = classify(op, target, table)
         if kind == "blocked":       # how cold its weights are in the model (``measure.rotate_bytes``)
-            problem["model_weight_bytes"] = model_weight_bytes(func)
+            weight_bytes = model_weight_bytes(func) if weight_bytes is None else weight_bytes
+            problem["model_weight_bytes"] = weight_bytes
         tasks[key] = Task(key, name, kind, single_kernel_function(op, name), 1,
                           flops if flops is not None else kernel_flops(op, table), kernel_bytes(op, table), problem)
     if "fusion" in kinds:
@@ -424,14 +426,7 @@ def tasks_of_function(func: FuncOp, target, kinds: Sequence[str] = KINDS) -> lis
 def model_weight_bytes(func: FuncOp) -> int:
     """Bytes of the constants of a lowered function: what one run of the model reads besides its
     activations, so what passes through the caches between two calls of one of its kernels."""
-    total = 0
-    for op in func.body:
-        if op.name == "graph.constant":
-            t = op.results[0].type
-            shape, dtype = getattr(t, "shape", None), getattr(t, "dtype", None)
-            if shape is not None and dtype is not None and all(isinstance(d, int) for d in shape):
-                total += math.prod(shape) * dtype.itemsize
-    return int(total)
+    return int(sum(op.attributes["value"].array.nbytes for op in func.body if op.name == "graph.constant"))
 
 
 def fusion_tasks(func: FuncOp, target, single: dict[str, Task]) -> list[Task]:

@@ -775,6 +775,11 @@ def _max_pool_kernel(k: _Kernel) -> str:
     return k.function(body)
 
 
+def conv_groups(op: Operation) -> int:
+    """A convolution op's ``groups`` attribute (1 when absent)."""
+    return int(op.attributes.get("groups", 1) or 1)
+
+
 INT8_TUNED_OPS = ("graph.qmatmul", "graph.qconv")    # library kernels with a tuning space (qgemm.Tiling)
 
 
@@ -788,7 +793,7 @@ def int8_tunable(kernel: Operation) -> bool:
     if not is_library_kernel(kernel) or qgemm_amx.available():
         return False
     op = library_op(kernel)
-    if op.name not in INT8_TUNED_OPS or int(op.attributes.get("groups", 1) or 1) != 1:
+    if op.name not in INT8_TUNED_OPS or conv_groups(op) != 1:
         return False
     return op.name != "graph.qconv" or not (_qconv_direct(kernel) or _qconv_short_k(kernel))
 
@@ -857,7 +862,7 @@ def _static_geometry(kernel: Operation, op_name: str, one_group: bool = True) ->
     if not is_library_kernel(kernel) or library_op(kernel).name != op_name:
         return None
     op = library_op(kernel)
-    if one_group and int(op.attributes.get("groups", 1) or 1) != 1:
+    if one_group and conv_groups(op) != 1:
         return None
     if any(not isinstance(d, int) for v in (kernel.operands[0], kernel.results[0]) for d in v.type.shape):
         return None
@@ -941,7 +946,7 @@ def _qconv_kernel(k: _Kernel) -> str:
     image packed at run time, the weights (uint8 ``w + 128``) read in place, NCHW int32 out, or
     float32 through the dequantizing epilogue (scale, bias, residual, relu operands); a depthwise
     one (``groups`` = channels) on the direct loop of ``qconv.depthwise_source``."""
-    from . import qconv
+    from . import nchwc, qconv
     x = k.kernel.operands[0]
     at = k.op.attributes
     n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow = _conv_geometry(k.op, k.kernel)
@@ -950,8 +955,7 @@ def _qconv_kernel(k: _Kernel) -> str:
     in_scale = float(at.get("input_scale", 0.0) or 0.0)
     ins = len(k.kernel.operands)
     out_scale = float(at.get("output_scale", 0.0) or 0.0)
-    hi = at.get("clip_max")
-    hi = "INFINITY" if hi is None else f"{float.hex(float(hi))}f"
+    hi = nchwc.clip_bound(at.get("clip_max"))
     def f(attr: str, default: float) -> str:
         v = at.get(attr)
         return f"{float.hex(float(default if v is None else v))}f"
@@ -962,7 +966,7 @@ def _qconv_kernel(k: _Kernel) -> str:
     biases = "0, (const int32_t*)in5" if int_bias else "in5, 0"
     epilogue = (f"in4, {biases}, {'in6' if ins > 6 else '0'}, {int(bool(at.get('relu', False)))}, {hi}" if ins > 4
                 else "0, 0, 0, 0, 0, INFINITY") + f", {mid}, {float.hex(out_scale)}f, {int(at.get('output_zero_point', 0) or 0)}"
-    if int(at.get("groups", 1) or 1) > 1:                # depthwise: the direct loop
+    if conv_groups(k.op) > 1:                            # depthwise: the direct loop
         name = f"tf_qdwconv_{'s8' if signed else 'u8'}"
         kp = int(k.kernel.operands[1].type.shape[1])
         body = [f"  {name}({n}, {c}, {h}, {w}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {oh}, {ow}, "
@@ -1005,12 +1009,11 @@ def _bf16_conv_kernel(k: _Kernel) -> str:
     rows, the activations packed per image at run time, bias, residual and relu after the GEMM;
     3x3 stride-1 layers by Winograd F(2x2, 3x3) (``bf16_winograd.py``)."""
     from . import bf16_winograd as wino
-    from . import bf16conv
+    from . import bf16conv, nchwc
     at = k.op.attributes
     geometry = _conv_geometry(k.op, k.kernel)
     stride = int(k.kernel.operands[1].type.shape[1]) // 2
-    hi = at.get("clip_max")
-    hi = "INFINITY" if hi is None else f"{float.hex(float(hi))}f"
+    hi = nchwc.clip_bound(at.get("clip_max"))
     residual = "in3" if len(k.kernel.operands) > 3 else "0"
     name = "tf_bf16conv"
     epilogue = f"in2, {residual}, {int(bool(at.get('relu', False)))}, {hi}, out0"
@@ -1066,7 +1069,7 @@ def _conv_nchwc_kernel(k: _Kernel) -> str:
     act = ("clip" if at.get("clip_max") is not None else "relu") if at.get("relu", False) else \
         ("silu" if at.get("silu", False) else "")
     residual = len(ops) > 3
-    groups = int(at.get("groups", 1) or 1)
+    groups = conv_groups(k.op)
     params = k.tiling
     # (act is in the name: a SiLU and a plain conv of one geometry are two kernels)
     name = nchwc.conv_name(g, residual, act, at.get("clip_max"), groups, params)
@@ -1105,7 +1108,7 @@ def blocked_algorithms(kernel: Operation) -> tuple[str, ...]:
     (``nchwc_winograd.eligible``)."""
     from . import nchwc, nchwc_winograd as wino
     op = library_op(kernel)
-    if int(op.attributes.get("groups", 1) or 1) != 1:
+    if conv_groups(op) != 1:
         return ("depthwise",)
     if _constant_weights(kernel) and wino.eligible(nchwc.ConvGeometry.of(kernel, op)):
         return ("direct", "winograd2", "winograd4")
@@ -1116,15 +1119,12 @@ def nchwc_winograd(kernel: Operation, params=None) -> int:
     """m when a blocked conv kernel runs by Winograd F(m x m, 3x3), else 0: as its tuned
     ``BlockedParams`` name it, else by ``nchwc_winograd.tile_size`` (3x3 stride 1 over enough
     tiles); only with constant weights (transformed at compile time)."""
-    if not blocked_tunable(kernel) or not _constant_weights(kernel):
+    if not blocked_tunable(kernel) or "winograd2" not in blocked_algorithms(kernel):
         return 0
-    if int(library_op(kernel).attributes.get("groups", 1) or 1) != 1:
-        return 0
-    from . import nchwc, nchwc_winograd as wino
-    g = nchwc.ConvGeometry.of(kernel, library_op(kernel))
     if params is not None and params.algorithm:
-        return {"winograd2": 2, "winograd4": 4}.get(params.algorithm, 0) if wino.eligible(g) else 0
-    return wino.tile_size(g)
+        return {"winograd2": 2, "winograd4": 4}.get(params.algorithm, 0)
+    from . import nchwc, nchwc_winograd as wino
+    return wino.tile_size(nchwc.ConvGeometry.of(kernel, library_op(kernel)))
 
 
 def nchwc_winograd_weights(kernel: Operation, w: np.ndarray, params=None) -> np.ndarray:
@@ -1221,7 +1221,7 @@ def describe(kernel: Operation, params=None) -> str:
     text = f"library kernel: hand-written C for {op.name} ({why})"
     if op.name == "graph.qconv":
         from . import qconv_direct
-        if int(op.attributes.get("groups", 1) or 1) > 1:
+        if conv_groups(op) > 1:
             how = "int8 depthwise: " + ("16 channels in the vector lanes, vpdpbusd (a small 3x3 plane)"
                                         if _depthwise_lanes(kernel) else "per-channel flat loops")
         elif _qconv_direct(kernel):
@@ -1255,7 +1255,7 @@ def _describe_conv_nchwc(kernel: Operation, op: Operation, params=None) -> str:
     from ..target import Target
     g = nchwc.ConvGeometry.of(kernel, op)
     tuned = " (tuned)" if params is not None else ""
-    if int(op.attributes.get("groups", 1) or 1) > 1:
+    if conv_groups(op) > 1:
         rows = params.rows if params is not None and params.rows else nchwc.dw_rows(Target.host())
         return f"NCHW{g.vw}c depthwise, channels in the lanes, {rows}-position tiles{tuned}"
     m = nchwc_winograd(kernel, params)
@@ -1275,7 +1275,7 @@ def _bf16_gemm_engine() -> str:
 
 
 __all__ = ["INT8_TUNED_OPS", "bf16_winograd", "bf16_winograd_weights", "blocked_algorithms", "blocked_tunable",
-           "describe", "emit_library_kernel",
+           "conv_groups", "describe", "emit_library_kernel",
            "nchwc_winograd", "nchwc_winograd_weights",
            "int8_tunable", "qconv_arranged",
            "qconv_arranged_weights", "qconv_transposed", "qconv_transposed_weights"]
