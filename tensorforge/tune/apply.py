@@ -137,13 +137,11 @@ class Tuning:
 def _validate_blocked(params, kernel: Operation, target) -> None:
     """ValueError unless ``params`` apply to the blocked conv ``kernel`` (its geometry, groups and
     algorithms)."""
-    from ..codegen.c import nchwc
-    from ..codegen.c.library_kernels import blocked_algorithms, blocked_tunable, conv_groups
-    from ..passes.lower.graph_to_kernels import library_op
+    from ..codegen.c.library_kernels import blocked_algorithms, blocked_geometry, blocked_tunable
     if not blocked_tunable(kernel):
         raise ValueError("the kernel is not a blocked convolution")
-    op = library_op(kernel)
-    params.validate(nchwc.ConvGeometry.of(kernel, op), conv_groups(op), blocked_algorithms(kernel), target)
+    g, groups = blocked_geometry(kernel)
+    params.validate(g, groups, blocked_algorithms(kernel), target)
 
 
 def _host():

@@ -2,7 +2,9 @@
 "blocked"): its algorithm (direct, Winograd F(2x2) or F(4x4) for 3x3 stride-1 layers; depthwise),
 register tile, input chunk and band are knobs; every candidate the space makes is valid and
 measures to the right output, and a database record reaches ``tensorforge.compile``, whose report
-names the tuned cut and whose outputs match the untuned build's."""
+names the tuned cut and whose outputs match the untuned build's.  The depthwise conv and the 1x1
+after it stay apart here (``TENSORFORGE_NCHWC_DW_PW=0``), so each is a task of its own;
+``tests/codegen/test_nchwc_dw_pw.py`` tunes the fused pair."""
 import random
 
 import numpy as np
@@ -44,8 +46,15 @@ def _x() -> np.ndarray:
     return np.random.default_rng(1).standard_normal(X_SHAPE).astype(np.float32)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _unfused():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TENSORFORGE_NCHWC_DW_PW", "0")
+        yield
+
+
 @pytest.fixture(scope="module")
-def tasks():
+def tasks(_unfused):
     found = [t for t in extract_tasks(_model(), passes=LAYOUT) if t.kind == "blocked"]
     assert len(found) == 3, [str(t) for t in found]
     return {t.problem["conv"]["algorithm"] if t.problem["conv"]["groups"] == 1 and t.problem["conv"]["kernel"] == [3, 3]

@@ -146,7 +146,9 @@ class BlockedParams:
     rule, so a config names only what it changes.
 
     ``algorithm``: "direct", "winograd2"/"winograd4" (3x3 stride-1 layers with constant weights:
-    ``nchwc_winograd.py``) or "depthwise" (the only one a depthwise conv takes).  ``blocks`` output
+    ``nchwc_winograd.py``), "depthwise" (the only one a depthwise conv takes) or "dw_pw" (a depthwise
+    conv fused with the 1x1 after it, ``nchwc_dw_pw.py``: the knobs cut its 1x1 conv, ``band`` is
+    the fused unit's output rows).  ``blocks`` output
     blocks x ``rows`` positions a register tile (the depthwise tile: ``rows`` positions); ``chunk``
     input blocks whose weights stay in L1 while a unit sweeps; ``band`` output rows a work unit
     (the direct kernel) or tile rows a chunk (Winograd: what its transformed input and products
@@ -606,12 +608,13 @@ static inline __attribute__((always_inline)) void {name}_d{rows}{"f" if full els
 """
 
 
-def dw_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: str, clip_max: float | None,
-              threads: int, rows: int = 0) -> str:
-    """The C of ``name(x, w, bias, residual, y)`` for a depthwise blocked conv (channels in the lanes,
-    w (CB, 1, KH, KW, 1, VW)): work units (image, block, output row); on a row, the edge positions
-    one by one with their window columns clipped, the interior in tiles of ``rows`` positions
-    (default ``dw_rows``: ``DW_ROWS``, fewer where the target has fewer vector registers)."""
+def dw_row_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: str, rows: int = 0) -> str:
+    """The C of ``{name}_dwrow(xr, wb, yr, bv, resr, lo, hi, kh0, kh1)``: one output row of one
+    block of a depthwise blocked conv (``xr`` at the input row of its window's first kernel row,
+    kernel rows ``kh0 <= kh < kh1`` inside the input): the edge positions one by one with their
+    window columns clipped, the interior in tiles of ``rows`` positions (default ``dw_rows``:
+    ``DW_ROWS``, fewer where the target has fewer vector registers).  ``dw_source`` sweeps it over
+    the rows, ``nchwc_dw_pw.py`` over a band's rows into its buffer."""
     lo, hi = g.interior()
     rows = rows or dw_rows(target)
     full, rem = divmod(hi - lo, rows)
@@ -625,12 +628,25 @@ def dw_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: s
                 f"resr ? resr + {ow} * {g.vw} : 0, lo, hi, kh0, kh1, 0, {g.kw});")
     edge = (f"{{ const long iw = ow * {g.sw} - {g.pw}; {_taps_c('kw0', 'kw1', 'iw', g.w, g.dw, g.kw)} "
             f"{name}_d1e(xr + iw * {g.vw}, wb, yr + ow * {g.vw}, bv, {tail}, lo, hi, kh0, kw0 < kw1 ? kh1 : kh0, kw0, kw1); }}")
-    row = [f"      for (long ow = 0; ow < {lo}; ow++) {edge}"]
+    row = [f"  for (long ow = 0; ow < {lo}; ow++) {edge}"]
     if full:
-        row.append(f"      for (long ow = {lo}; ow < {lo + full * rows}; ow += {rows}) {interior(rows, 'ow')}")
+        row.append(f"  for (long ow = {lo}; ow < {lo + full * rows}; ow += {rows}) {interior(rows, 'ow')}")
     if rem:
-        row.append(f"      {interior(rem, str(lo + full * rows))}")
-    row.append(f"      for (long ow = {max(lo, hi)}; ow < {g.ow}; ow++) {edge}")
+        row.append(f"  {interior(rem, str(lo + full * rows))}")
+    row.append(f"  for (long ow = {max(lo, hi)}; ow < {g.ow}; ow++) {edge}")
+    return "".join(parts) + f"""
+static inline __attribute__((always_inline)) void {name}_dwrow(const float *restrict xr, const float *restrict wb,
+    float *yr, tf_vf bv, const float *resr, tf_vf lo, tf_vf hi, long kh0, long kh1) {{
+  (void)resr;
+{chr(10).join(row)}
+}}
+"""
+
+
+def dw_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: str, clip_max: float | None,
+              threads: int, rows: int = 0) -> str:
+    """The C of ``name(x, w, bias, residual, y)`` for a depthwise blocked conv (channels in the lanes,
+    w (CB, 1, KH, KW, 1, VW)): work units (image, block, output row), each a ``dw_row_source`` row."""
     hi_v = clip_bound(clip_max)
     work = g.n * g.ob * g.oh * g.ow * g.kh * g.kw * g.vw
     par = (f"#pragma omp parallel for schedule(static) if ({work}L >= {PARALLEL_MIN_MACS // 4}L)"
@@ -648,12 +664,11 @@ static void {name}(const float *restrict x, const float *restrict w, const float
     const float *wb = w + b * {g.kh * g.kw * g.vw};
     float *yr = y + ((n * {g.ob} + b) * {g.oh} + oh) * {g.ow * g.vw};
     const float *resr = res ? res + ((n * {g.ob} + b) * {g.oh} + oh) * {g.ow * g.vw} : 0;
-    const tf_vf bv = tf_ld(bias + b * {g.vw});
-{chr(10).join(row)}
+    {name}_dwrow(xr, wb, yr, tf_ld(bias + b * {g.vw}), resr, lo, hi, kh0, kh1);
   }}
 }}
 """
-    return _prelude(target) + _guard(name, "".join(parts) + entry)
+    return _prelude(target) + _guard(name, dw_row_source(name, g, target, residual, act, rows) + entry)
 
 
 def conv_name(g: ConvGeometry, residual: bool, act: str, clip_max: float | None, groups: int = 1,
@@ -782,5 +797,5 @@ def weight_transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ..
 
 __all__ = ["BALANCE_BLOCKS", "BlockedParams", "ConvGeometry", "ConvPlan", "DW_ROWS", "MAX_BLOCKS", "MAX_ROWS",
            "PARALLEL_MIN_MACS", "SILU_C", "TILE_SPARE_REGISTERS", "balance", "clip_bound", "conv_name", "conv_plan",
-           "conv_source", "dw_rows", "dw_source", "epilogue", "map_tiles",
+           "conv_source", "dw_row_source", "dw_rows", "dw_source", "epilogue", "map_tiles",
            "pool_helpers", "pool_source", "small_map", "tile_rows", "transform_source", "weight_transform_source"]

@@ -279,6 +279,72 @@ class ConvNCHWc(OpDef):
         return Cost(base.flops, io_bytes(operand_types, result_types))
 
 
+DW_ATTRS = ("strides", "pads", "dilations", "relu", "clip_max", "silu")
+"""The depthwise conv's attributes a ``dw_pw_nchwc`` carries, ``dw_``-prefixed."""
+
+
+@register
+class DwPwNCHWc(OpDef):
+    """A depthwise ``conv_nchwc`` and the 1x1 ``conv_nchwc`` that is its output's only user, as one op
+    (``passes/graph/layout.py``'s ``FuseDepthwisePointwise``): its kernel computes a band of
+    depthwise output rows into a buffer that stays in L2 and runs the 1x1 conv on it at once, so
+    the depthwise output never goes to memory (``codegen/c/nchwc_dw_pw.py``).  The depthwise
+    conv's attributes are ``dw_``-prefixed (``dw_strides``, ``dw_pads``, ``dw_dilations``, its
+    epilogue ``dw_relu``, ``dw_clip_max``, ``dw_silu``; its channels are whole blocks, as the layout
+    pass blocks only those depthwise convs, and its groups are its channels); the 1x1 conv's keep
+    their names.  The result is exactly the two convs' (the reference runs them in turn)."""
+
+    name = "graph.dw_pw_nchwc"
+    operands = ("x", "w_dw", "b_dw", "w_pw", "b_pw", "residual?")
+    # the depthwise conv's window and epilogue, prefixed; the 1x1 conv's padding and epilogue
+    attrs = ({f"dw_{k}": ConvNCHWc.attrs[k] for k in DW_ATTRS}
+             | {k: ConvNCHWc.attrs[k] for k in ("in_channels", "out_channels", "relu", "clip_max", "silu")})
+    traits = frozenset({PURE})
+    fusion = FusionKind.OPAQUE
+    library_kernel = True
+
+    @staticmethod
+    def parts(attrs) -> tuple[dict, dict]:
+        """(the depthwise conv's ``conv_nchwc`` attributes, the 1x1 conv's)."""
+        dw = {k[3:]: v for k, v in attrs.items() if k.startswith("dw_")}
+        dw["relu"], dw["silu"] = dw.get("relu", False), dw.get("silu", False)
+        pw = {k: v for k, v in attrs.items() if not k.startswith("dw_")}
+        return dw, pw
+
+    def _dw_attrs(self, types, attrs) -> dict:
+        dw, _ = self.parts(attrs)
+        w = types[1]
+        return dw | {"groups": w.shape[0] * w.shape[-1]}
+
+    def infer(self, types, attrs):
+        tt = tensor_types(types, self.name)
+        expect(len(tt) >= 5, f"{self.name}: takes x, w_dw, b_dw, w_pw, b_pw and an optional residual")
+        conv = lookup("graph.conv_nchwc")
+        dw_attrs = self._dw_attrs(tt, attrs)
+        (d,) = conv.infer(tt[:3], dw_attrs)
+        _, pw = self.parts(attrs)
+        expect(all(k == 1 for k in tt[3].shape[2:-2]), f"{self.name}: the second conv must be 1x1, got w_pw "
+                                                        f"shape {tt[3].shape}")
+        return conv.infer([d, tt[3], tt[4]] + tt[5:], pw | {"groups": 1})
+
+    def compute(self, x, w_dw, b_dw, w_pw, b_pw, residual=None, **attrs):
+        conv = lookup("graph.conv_nchwc")
+        dw, pw = self.parts(attrs)
+        dw["groups"] = w_dw.shape[0] * w_dw.shape[-1]
+        d = conv.compute(x, w_dw, b_dw, **dw)
+        return conv.compute(d, w_pw, b_pw, residual, **pw)
+
+    def cost(self, operand_types, result_types, attrs):
+        conv = lookup("graph.conv_nchwc")
+        tt = list(operand_types)
+        dw_attrs = self._dw_attrs(tt, attrs)
+        (d,) = conv.infer(tt[:3], dw_attrs)
+        _, pw = self.parts(attrs)
+        flops = (conv.cost(tt[:3], [d], dw_attrs).flops
+                 + conv.cost([d] + tt[3:], result_types, pw | {"groups": 1}).flops)
+        return Cost(flops, io_bytes(operand_types, result_types))
+
+
 class BlockedPool(OpDef):
     """A pool of ``pool.py`` on NCHW[x]c: same attributes, result in the same layout."""
 
@@ -316,6 +382,6 @@ BLOCKED_POOLS = {base: _blocked_pool(base).name for base in
                  ("graph.max_pool", "graph.avg_pool", "graph.global_avg_pool", "graph.global_max_pool")}
 """Plain pool op name -> its NCHW[x]c variant."""
 
-__all__ = ["BLOCKED_POOLS", "ConvNCHWc", "LayoutTransform", "nchwc", "oihwio", "pack_act", "pack_weight",
+__all__ = ["BLOCKED_POOLS", "ConvNCHWc", "DW_ATTRS", "DwPwNCHWc", "LayoutTransform", "nchwc", "oihwio", "pack_act", "pack_weight",
            "packed_act_shape", "packed_weight_shape", "parse_layout", "unpack_act", "unpack_weight",
            "unpacked_act_shape", "unpacked_weight_shape"]

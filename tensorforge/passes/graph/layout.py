@@ -34,7 +34,7 @@ from typing import ClassVar
 import numpy as np
 
 from ...dialects.graph.elementwise import relu_epilogue
-from ...dialects.graph.layout import (BLOCKED_POOLS, PLAIN_ACT, PLAIN_WEIGHT, nchwc, oihwio, pack_act,
+from ...dialects.graph.layout import (BLOCKED_POOLS, DW_ATTRS, PLAIN_ACT, PLAIN_WEIGHT, nchwc, oihwio, pack_act,
                                       packed_act_shape, parse_layout)
 from ...errors import TensorforgeError
 from ...ir.attributes import Dense
@@ -365,6 +365,79 @@ class FuseConvEpilogue(Pattern):
         return True
 
 
+def dw_pw_enabled() -> bool:
+    """False when ``TENSORFORGE_NCHWC_DW_PW`` is 0: depthwise and 1x1 blocked convs stay apart
+    (for comparisons)."""
+    import os
+    return os.environ.get("TENSORFORGE_NCHWC_DW_PW", "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def _ones(attrs, key: str, value: int) -> bool:
+    return all(int(v) == value for v in (attrs.get(key) or ()))
+
+
+def dw_pw_pays(dw: Operation, pw: Operation, threads: int) -> bool:
+    """Whether running ``dw`` and ``pw`` as one kernel (``graph.dw_pw_nchwc``) is expected to win:
+    its units are bands of output rows of an image, so at a batch smaller than the threads each
+    thread reads all the 1x1 conv's weights where the unfused kernel splits them by output
+    blocks; that costs more than keeping the depthwise output out of memory saves when the weights
+    are large beside the depthwise output (MobileNetV2's 7x7 layers) or the rows few."""
+    n, _, oh, ow, _ = dw.results[0].type.shape
+    if n * oh < 2 * threads:
+        return False
+    if n >= threads:
+        return True
+    saved = dw.results[0].type.nbytes                  # written and read back, unfused
+    extra = (threads - 1) * pw.operands[1].type.nbytes  # the weights every thread reads, fused
+    return saved >= DW_PW_TRAFFIC_RATIO * extra
+
+
+# Fuse at a batch below the threads when the depthwise output is at least this many times the
+# weight bytes the fused kernel's threads read again.
+DW_PW_TRAFFIC_RATIO = 1.0
+
+
+class FuseDepthwisePointwise(Pattern):
+    """A depthwise ``conv_nchwc`` whose only user is a 1x1 stride-1 ``conv_nchwc`` reading it as its
+    input becomes one ``dw_pw_nchwc`` (``codegen/c/nchwc_dw_pw.py``: the depthwise outputs of a
+    band of rows stay in L2 for the 1x1 conv), where ``dw_pw_pays``.  Runs after the epilogues are
+    taken in (``FuseConvEpilogue``), so each conv brings its own."""
+
+    name = "fuse-dw-pw"
+    root = ("graph.conv_nchwc",)
+
+    def __init__(self, threads: int):
+        super().__init__()
+        self.threads = threads
+
+    def match_and_rewrite(self, op, rewriter):
+        at = op.attributes
+        if at.get("groups", 1) == 1 or len(op.operands) > 3:
+            return False
+        pw = _only_user(op)
+        if pw is None or pw.name != "graph.conv_nchwc" or pw.operands[0] is not op.results[0]:
+            return False
+        pat = pw.attributes
+        w = pw.operands[1].type
+        if pat.get("groups", 1) != 1 or any(k != 1 for k in w.shape[2:-2]) or any(v is op.results[0] for v in pw.operands[1:]):
+            return False
+        if not (_ones(pat, "strides", 1) and _ones(pat, "pads", 0) and op.results[0].type.is_static):
+            return False
+        if not dw_pw_pays(op, pw, self.threads):
+            return False
+        rewriter.set_insertion_point_before(pw)
+        dw_bias = list(op.operands[2:]) or [rewriter.constant(np.zeros(op.results[0].type.shape[1] * w.shape[-1],
+                                                                         np.float32))]
+        pw_bias = list(pw.operands[2:3]) or [rewriter.constant(np.zeros(w.shape[0] * w.shape[-1], np.float32))]
+        attrs = {f"dw_{k}": v for k, v in at.items() if k in DW_ATTRS}
+        attrs |= {k: v for k, v in pat.items() if k in ("in_channels", "out_channels", "relu", "clip_max", "silu")}
+        operands = [op.operands[0], op.operands[1]] + dw_bias + [pw.operands[1]] + pw_bias + list(pw.operands[3:])
+        new = rewriter.create("graph.dw_pw_nchwc", operands, attrs).results[0]
+        rewriter.replace_op(pw, [new])
+        rewriter.erase_op(op)
+        return True
+
+
 def layout_patterns(block: int) -> list[Pattern]:
     return [ConvToNCHWc(block), CancelLayout(), SinkElementwise(), SinkPool(), SinkReduceMean(), SinkConcat(),
             FuseConvEpilogue()]
@@ -372,10 +445,19 @@ def layout_patterns(block: int) -> list[Pattern]:
 
 def optimize_layout(root: Operation, *, block: int | None = None, fold_limit: int = DEFAULT_FOLD_LIMIT,
                     max_iterations: int = 10) -> RewriteStats:
-    """Blocked convs with the conversions between them cancelled, weights packed by folding."""
-    block = block or host_block()
-    return apply_patterns_greedily(root, with_folding(layout_patterns(block), fold_limit), fold=False,
-                                   max_iterations=max_iterations)
+    """Blocked convs with the conversions between them cancelled, weights packed by folding; then
+    the depthwise + 1x1 pairs fused where it pays (``FuseDepthwisePointwise``; not for a forced
+    ``block`` other than the host's, whose kernels the host does not run)."""
+    from ...codegen.target import Target
+    host = host_block()
+    block = block or host
+    stats = apply_patterns_greedily(root, with_folding(layout_patterns(block), fold_limit), fold=False,
+                                    max_iterations=max_iterations)
+    if block == host and dw_pw_enabled():
+        fused = apply_patterns_greedily(root, [FuseDepthwisePointwise(max(1, Target.host().cores or 1))],
+                                        fold=False, max_iterations=max_iterations)
+        stats = stats.merge(fused)
+    return stats
 
 
 # A blocked function is kept (``layout{auto=1}``) when its remaining conversions of activations move
@@ -396,6 +478,10 @@ def conversion_bytes_per_mac(func: Operation) -> float:
         elif op.name == "graph.conv_nchwc":
             w = op.operands[1].type.shape
             macs += math.prod(op.results[0].type.shape) * math.prod(w[1:-1])
+        elif op.name == "graph.dw_pw_nchwc":
+            wd, wp = op.operands[1].type.shape, op.operands[3].type.shape
+            n, _, oh, ow, _ = op.results[0].type.shape
+            macs += n * oh * ow * (wd[0] * math.prod(wd[1:]) + wp[0] * math.prod(wp[1:]))
     return moved / macs if macs else math.inf
 
 
@@ -436,7 +522,7 @@ class LayoutPass(_GreedyPass):
                                 max_iterations=self.max_iterations))
 
 
-__all__ = ["CancelLayout", "ConvToNCHWc", "FuseConvEpilogue", "LayoutPass", "SinkConcat", "SinkElementwise", "SinkPool",
+__all__ = ["CancelLayout", "ConvToNCHWc", "FuseConvEpilogue", "FuseDepthwisePointwise", "dw_pw_pays", "LayoutPass", "SinkConcat", "SinkElementwise", "SinkPool",
            "SinkReduceMean",
            "MAX_CONVERSION_BYTES_PER_MAC", "blocked_source", "conversion_bytes_per_mac", "host_block", "input_block",
            "layout_patterns", "optimize_layout", "optimize_layout_where_it_pays",
