@@ -255,3 +255,64 @@ def test_the_tiles_share_the_work_evenly_between_threads():
     big = dataclasses.replace(g, h=56, w=56, oh=56, ow=56)
     assert nchwc.balance(big, 4, 1, 2) == pytest.approx(560 / 672) and nchwc.conv_plan(big, two).blocks == 2
     assert nchwc.conv_plan(dataclasses.replace(big, ob=8), two).blocks == 4
+
+
+def _se_model(n, c, hw, o, residual=False, seed=11) -> ModuleOp:
+    """A squeeze-excitation block: depthwise 3x3 (SiLU), global mean, 1x1 c -> 8 (SiLU), 1x1 8 -> c,
+    sigmoid, the gate times the depthwise output, then a 1x1 c -> o (+ x)."""
+    rng = _rng(seed)
+    m = ModuleOp.create()
+    f = m.add_function("main", [tensor((n, c, hw, hw))], arg_names=["x"])
+    g = f.builder().graph
+
+    def const(*shape, fan_in):
+        return g.constant((rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32))
+    d = g.conv(f.args[0], const(c, 1, 3, 3, fan_in=9), const(c, fan_in=1), pads=(1,) * 4, groups=c)
+    d = g.mul(d, g.sigmoid(d))
+    s = g.conv(g.global_avg_pool(d), const(8, c, 1, 1, fan_in=c), const(8, fan_in=1))
+    s = g.conv(g.mul(s, g.sigmoid(s)), const(c, 8, 1, 1, fan_in=8), const(c, fan_in=1))
+    y = g.conv(g.mul(d, g.sigmoid(s)), const(o, c, 1, 1, fan_in=c), const(o, fan_in=1))
+    f.set_return([g.add(y, f.args[0]) if residual else y])
+    return m
+
+
+SE = [(2, 32, 7, 48, False), (1, 32, 20, 32, True), (1, 320, 7, 64, False)]
+
+
+@pytest.mark.parametrize("case", SE, ids=[f"n{c[0]}_{c[1]}to{c[3]}_{c[2]}x{c[2]}" for c in SE])
+def test_a_squeeze_excitation_gate_runs_in_the_1x1_conv(case, monkeypatch):
+    """The gate ``d * sigmoid(s)`` is not a kernel of its own: the 1x1 conv that reads it scales its
+    weights by the sigmoids (``conv_nchwc {gate}``); values as the plain graph's, NaN and Inf too."""
+    n, c, hw, o, residual = case
+    x = _rng(12).standard_normal((n, c, hw, hw)).astype(np.float32)
+    native = _compare(lambda: _se_model(n, c, hw, o, residual), x)
+    assert "_g(in0, in1, in2" in native.source                 # the gated conv's call
+    monkeypatch.setenv("TENSORFORGE_NCHWC_GATE", "0")
+    apart = tensorforge.compile(_se_model(n, c, hw, o, residual), target="cpu", passes=LAYOUT)
+    assert "_g(in0, in1, in2" not in apart.source
+    np.testing.assert_allclose(native(x), apart(x), rtol=0, atol=2e-6 * float(np.abs(apart(x)).max()))
+    x[0, 1, 2, 3] = np.inf                 # the mean of an Inf plane: its gate is 1, its outputs Inf or NaN
+    x[-1, 2, 0, 0] = np.nan
+    _compare(lambda: _se_model(n, c, hw, o, residual), x)
+
+
+def test_a_gated_conv_cuts_a_tuned_chunk_to_its_scaled_weights_buffer(tmp_path):
+    """The scaled weights of a unit's chunk live on the stack (``GATE_WEIGHT_FLOATS``): a tuned
+    whole-K chunk of 20 input blocks x 4 output blocks is cut to 10, with the same bits."""
+    from tensorforge.codegen.c.nchwc import GATE_WEIGHT_FLOATS
+    from tensorforge.tune.database import TuningDatabase
+    from tensorforge.tune.measure import Result
+    from tensorforge.tune.space import DEFAULT
+    from tensorforge.tune.tasks import extract_tasks
+    host = tensorforge.codegen.target.Target.host()
+    task = next(t for t in extract_tasks(_se_model(1, 320, 7, 64), passes=LAYOUT)
+                if t.kind == "blocked" and t.problem["conv"]["geometry"]["cb"] == 20
+                and t.problem["conv"]["geometry"]["ob"] == 4)
+    db = TuningDatabase(tmp_path / "g.sqlite")
+    db.add_records([Result({"kind": "blocked", "params": {"algorithm": "direct", "blocks": 4, "chunk": 20}},
+                           [1e-6] * 3).record(task, host.key()), Result(DEFAULT, [2e-6] * 3).record(task, host.key())])
+    db.close()
+    tuned = tensorforge.compile(_se_model(1, 320, 7, 64), passes=LAYOUT, db=str(tmp_path / "g.sqlite"))
+    assert 4 * 20 * 256 > GATE_WEIGHT_FLOATS and f"wsb[{4 * 10 * 256}]" in tuned.source
+    x = _rng(13).standard_normal((1, 320, 7, 7)).astype(np.float32)
+    assert np.array_equal(tuned(x), tensorforge.compile(_se_model(1, 320, 7, 64), passes=LAYOUT, db=None)(x))

@@ -1090,11 +1090,12 @@ def _conv_nchwc_kernel(k: _Kernel) -> str:
     g = nchwc.ConvGeometry.of(k.kernel, k.op)
     ops = k.kernel.operands
     act = _epilogue_of(at)
-    residual = len(ops) > 3
+    gated = bool(at.get("gate", False))
+    residual = len(ops) - gated > 3
     groups = conv_groups(k.op)
     params = k.tiling
     # (act is in the name: a SiLU and a plain conv of one geometry are two kernels)
-    name = nchwc.conv_name(g, residual, act, at.get("clip_max"), groups, params)
+    name = nchwc.conv_name(g, residual, act, at.get("clip_max"), groups, params) + ("_g" if gated else "")
     m = nchwc_winograd(k.kernel, params)
     threads = max(1, host.cores)
     if groups > 1:
@@ -1104,14 +1105,14 @@ def _conv_nchwc_kernel(k: _Kernel) -> str:
         from . import nchwc_winograd as wino
         helpers = wino.source(name, g, m, host, residual, act, at.get("clip_max"), threads, params)
     else:
-        helpers = nchwc.conv_source(name, g, host, residual, act, at.get("clip_max"), threads, params)
-    if len(ops) > 2:
+        helpers = nchwc.conv_source(name, g, host, residual, act, at.get("clip_max"), threads, params, gated)
+    if len(ops) - gated > 2:
         bias = "in2"
         body = []
     else:
         bias = "tf_zero_bias"
         body = [f"  static const float tf_zero_bias[{g.ob * g.vw}] = {{0}};"]
-    body.append(f"  {name}(in0, in1, {bias}, {'in3' if residual else '0'}, out0);")
+    body.append(f"  {name}(in0, in1, {bias}, {'in3' if residual else '0'}, out0{f', in{len(ops) - 1}' if gated else ''});")
     return k.function(body, helpers=helpers)
 
 

@@ -477,45 +477,55 @@ def small_map(g: ConvGeometry) -> bool:
 
 
 def conv_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: str, clip_max: float | None,
-                threads: int, params: BlockedParams | None = None) -> str:
-    """The C of ``name(x, w, bias, residual, y)`` for geometry ``g`` (guarded helpers included),
-    cut as ``ConvPlan.of(g, target, params)``."""
+                threads: int, params: BlockedParams | None = None, gated: bool = False) -> str:
+    """The C of ``name(x, w, bias, residual, y, gate)`` for geometry ``g`` (guarded helpers
+    included), cut as ``ConvPlan.of(g, target, params)``.  ``gated``: x is read as x *
+    sigmoid(gate) per image and input channel (``gate_scaling``)."""
     if g.vw != target.vector_width:
         raise CompileError(f"conv_nchwc: the output block {g.vw} is not the target's vector width "
                            f"{target.vector_width}; run the layout pass with block={target.vector_width}")
     plan = conv_plan(g, target, params, threads)
+    if gated:
+        # the scaled weights live on the stack: a tuned whole-K chunk is cut down (same sums, same bits)
+        per_chunk = plan.blocks * g.kh * g.kw * g.bi * g.vw
+        plan = replace(plan, chunk=max(d for d in range(1, plan.chunk + 1)
+                                       if g.cb % d == 0 and (d == 1 or d * per_chunk <= GATE_WEIGHT_FLOATS)))
     blocks = plan.blocks
     groups = -(-g.ob // blocks)
     tail = g.ob - (groups - 1) * blocks
     whole = small_map(g)
+    # a gated conv's tiles read the chunk's scaled weights: output blocks ``chunk`` input blocks apart
+    gt = replace(g, cb=plan.chunk) if gated else g
     parts = []
     for bl in sorted({blocks, tail}):
         rows = plan.rows_for(bl, target)
         if whole:
-            map_text, shapes = _map_function(name, g, bl, target, rows)
-            parts += [_tile_function(name, g, tc, bl, residual, act, tr) for tr, tc in sorted(shapes)]
+            map_text, shapes = _map_function(name, gt, bl, target, rows)
+            parts += [_tile_function(name, gt, tc, bl, residual, act, tr) for tr, tc in sorted(shapes)]
             parts.append(map_text)
             continue
-        row_text, heights = _row_function(name, g, bl, rows)
-        parts += [_tile_function(name, g, r, bl, residual, act) for r in sorted(heights)]
+        row_text, heights = _row_function(name, gt, bl, rows)
+        parts += [_tile_function(name, gt, r, bl, residual, act) for r in sorted(heights)]
         parts.append(row_text)
     hi = clip_bound(clip_max)
     par = (f"#pragma omp parallel for schedule(static) if ({g.macs}L >= {PARALLEL_MIN_MACS}L)"
            if threads > 1 else "")
     if whole:
-        return _prelude(target) + _guard(name, "".join(parts) + _map_entry(name, g, plan, groups, tail, hi, par))
+        return _prelude(target) + _guard(name, "".join(parts) + _map_entry(name, g, plan, groups, tail, hi, par, gated))
     bands = -(-g.oh // plan.band)
     units = g.n * groups * bands
-    args = (f"xr + c0 * {g.h * g.w * g.bi}, wg + c0 * {g.kh * g.kw * g.bi * g.vw}, yr, bias + ob0 * {g.vw}, "
+    weights = "wsb" if gated else f"wg + c0 * {g.kh * g.kw * g.bi * g.vw}"
+    args = (f"xr + c0 * {g.h * g.w * g.bi}, {weights}, yr, bias + ob0 * {g.vw}, "
             f"res ? res + ((n * {g.ob} + ob0) * {g.oh} + oh) * {g.ow * g.vw} : 0, lo, hi, kh0, kh1, "
             f"{plan.chunk}, c0 == 0, c0 + {plan.chunk} == {g.cb}")
     dispatch = (f"{name}_row{blocks}({args});" if tail == blocks else
                 f"if (og < {groups - 1}) {name}_row{blocks}({args});\n"
                 f"        else {name}_row{tail}({args});")
+    gate, gate_begin, scale, gate_end = gate_scaling(g, plan, groups, tail) if gated else ("", "", "", "")
     entry = f"""
 static void {name}(const float *restrict x, const float *restrict w, const float *restrict bias, const float *res,
-    float *y) {{
-  const tf_vf lo = tf_bcast(0.0f), hi = tf_bcast({hi});
+    float *y{gate}) {{
+  const tf_vf lo = tf_bcast(0.0f), hi = tf_bcast({hi});{gate_begin}
   {par}
   for (long u = 0; u < {units}; u++) {{
     const long band = u % {bands}, og = u / {bands} % {groups}, n = u / {bands * groups};
@@ -523,7 +533,7 @@ static void {name}(const float *restrict x, const float *restrict w, const float
     const long oh1 = oh0 + {plan.band} < {g.oh} ? oh0 + {plan.band} : {g.oh};
     const float *wg = w + ob0 * {g.cb * g.kh * g.kw * g.bi * g.vw};
     (void)og;
-    for (long c0 = 0; c0 < {g.cb}; c0 += {plan.chunk})
+    for (long c0 = 0; c0 < {g.cb}; c0 += {plan.chunk}) {{{scale}
       for (long oh = oh0; oh < oh1; oh++) {{
         const long ih = oh * {g.sh} - {g.ph};
         {_taps_c("kh0", "kh1", "ih", g.h, g.dh, g.kh)}
@@ -531,38 +541,74 @@ static void {name}(const float *restrict x, const float *restrict w, const float
         float *yr = y + ((n * {g.ob} + ob0) * {g.oh} + oh) * {g.ow * g.vw};
         {dispatch}
       }}
-  }}
+    }}
+  }}{gate_end}
 }}
 """
     return _prelude(target) + _guard(name, "".join(parts) + entry)
+
+
+# Floats of a gated conv's scaled weights per work unit and chunk (on the stack: 64 KB).
+GATE_WEIGHT_FLOATS = 16384
+
+
+def gate_scaling(g: ConvGeometry, plan: ConvPlan, groups: int, tail: int) -> tuple[str, str, str, str]:
+    """C pieces of a gated conv (a squeeze-excitation's ``x * sigmoid(gate)`` read by a 1x1 conv):
+    the entry's extra parameter; the gate's sigmoids computed once a call (``tf_sigmoidf``, as the
+    plain graph's sigmoid); per work unit and chunk of input blocks, the weights of the unit's
+    output blocks scaled by them into ``wsb`` (output blocks ``chunk`` input blocks apart, at
+    most the chunk's L1 share), which the tiles then read; freeing the sigmoids.  Scaling the
+    weights instead of x costs a multiply per weight and unit where scaling x costs one per
+    input value: the gated tensor is never written.  ``(x * s) * w`` becomes ``x * (s * w)``:
+    the same products rounded differently; NaN and Inf propagate as in the plain graph."""
+    per_block = g.kh * g.kw * g.bi * g.vw
+    size = g.n * g.cb * g.bi
+    begin = (f"\n  float *sg = tf_alloc({size});\n"
+             f"  for (long i = 0; i < {size}; i++) sg[i] = tf_sigmoidf(gate[i]);")
+    scale = f"""
+      float wsb[{plan.blocks * plan.chunk * per_block}] __attribute__((aligned(64)));
+      const long nbl = og < {groups - 1} ? {plan.blocks} : {tail};
+      for (long b = 0; b < nbl; b++)
+        for (long c = 0; c < {plan.chunk}; c++)
+          for (long t = 0; t < {g.kh * g.kw}; t++)
+            for (long ci = 0; ci < {g.bi}; ci++) {{
+              const tf_vf s = tf_bcast(sg[(n * {g.cb} + c0 + c) * {g.bi} + ci]);
+              const long at = ((c0 + c) * {g.kh * g.kw} + t) * {g.bi * g.vw} + ci * {g.vw};
+              tf_st(wsb + b * {plan.chunk * per_block} + (at - c0 * {per_block}), tf_ld(wg + b * {g.cb * per_block} + at) * s);
+            }}"""
+    return ", const float *restrict gate", begin, scale, "\n  free(sg);"
 
 
 def _guard(name: str, body: str) -> str:
     return f"#ifndef {name.upper()}_DEFINED\n#define {name.upper()}_DEFINED\n{body}#endif\n"
 
 
-def _map_entry(name: str, g: ConvGeometry, plan: ConvPlan, groups: int, tail: int, hi: str, par: str) -> str:
+def _map_entry(name: str, g: ConvGeometry, plan: ConvPlan, groups: int, tail: int, hi: str, par: str,
+               gated: bool = False) -> str:
     """The conv's entry for small maps: work units (image, group of output blocks), each a whole map
     per chunk of input blocks (``_map_function``)."""
     blocks = plan.blocks
-    args = (f"xn + c0 * {g.h * g.w * g.bi}, wg + c0 * {g.kh * g.kw * g.bi * g.vw}, yn, bias + ob0 * {g.vw}, "
+    weights = "wsb" if gated else f"wg + c0 * {g.kh * g.kw * g.bi * g.vw}"
+    gate, gate_begin, scale, gate_end = gate_scaling(g, plan, groups, tail) if gated else ("", "", "", "")
+    args = (f"xn + c0 * {g.h * g.w * g.bi}, {weights}, yn, bias + ob0 * {g.vw}, "
             f"res ? res + (n * {g.ob} + ob0) * {g.oh * g.ow * g.vw} : 0, lo, hi, {plan.chunk}, c0 == 0, "
             f"c0 + {plan.chunk} == {g.cb}")
     dispatch = (f"{name}_map{blocks}({args});" if tail == blocks else
                 f"if (og < {groups - 1}) {name}_map{blocks}({args});\n      else {name}_map{tail}({args});")
     return f"""
 static void {name}(const float *restrict x, const float *restrict w, const float *restrict bias, const float *res,
-    float *y) {{
-  const tf_vf lo = tf_bcast(0.0f), hi = tf_bcast({hi});
+    float *y{gate}) {{
+  const tf_vf lo = tf_bcast(0.0f), hi = tf_bcast({hi});{gate_begin}
   {par}
   for (long u = 0; u < {g.n * groups}; u++) {{
     const long og = u % {groups}, n = u / {groups}, ob0 = og * {blocks};
     const float *xn = x + n * {g.cb * g.h * g.w * g.bi};
     const float *wg = w + ob0 * {g.cb * g.kh * g.kw * g.bi * g.vw};
     float *yn = y + (n * {g.ob} + ob0) * {g.oh * g.ow * g.vw};
-    for (long c0 = 0; c0 < {g.cb}; c0 += {plan.chunk})
+    for (long c0 = 0; c0 < {g.cb}; c0 += {plan.chunk}) {{{scale}
       {dispatch}
-  }}
+    }}
+  }}{gate_end}
 }}
 """
 
@@ -797,5 +843,5 @@ def weight_transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ..
 
 __all__ = ["BALANCE_BLOCKS", "BlockedParams", "ConvGeometry", "ConvPlan", "DW_ROWS", "MAX_BLOCKS", "MAX_ROWS",
            "PARALLEL_MIN_MACS", "SILU_C", "TILE_SPARE_REGISTERS", "balance", "clip_bound", "conv_name", "conv_plan",
-           "conv_source", "dw_row_source", "dw_rows", "dw_source", "epilogue", "map_tiles",
+           "conv_source", "dw_row_source", "gate_scaling", "dw_rows", "dw_source", "epilogue", "map_tiles",
            "pool_helpers", "pool_source", "small_map", "tile_rows", "transform_source", "weight_transform_source"]

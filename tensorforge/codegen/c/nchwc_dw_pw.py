@@ -36,7 +36,7 @@ from .dw_pw import even_bands
 
 # Depthwise outputs of one band, every channel block (per thread): the 1x1 conv reads them from L2
 # right after they are written, next to its weights and the band's output.
-BAND_BYTES = 384 << 10
+BAND_BYTES = 256 << 10
 
 
 def geometries(kernel: Operation, op: Operation) -> tuple[nchwc.ConvGeometry, nchwc.ConvGeometry]:

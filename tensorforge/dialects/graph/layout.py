@@ -205,7 +205,7 @@ class ConvNCHWc(OpDef):
     """Conv (groups 1, or depthwise) on blocked tensors: x NCHW[i]c, w OIHW[i]i[o]o, b (O,) -> NCHW[o]c."""
 
     name = "graph.conv_nchwc"
-    operands = ("x", "w", "b?", "residual?")
+    operands = ("x", "w", "b?", "residual?", "gate?")     # the gate comes last, after the residual if any
     attrs = {"strides": Attr("ints", (), "per spatial axis; () = all 1"),
              "pads": Attr("ints", (), "(begin..., end...); () = all 0"),
              "dilations": Attr("ints", (), "per spatial axis; () = all 1"),
@@ -214,10 +214,22 @@ class ConvNCHWc(OpDef):
              "out_channels": Attr("int", 0, "the result's channels when its last block is padded (0: whole blocks)"),
              "relu": Attr("bool", False, "max(y, 0) after the bias and residual (NaN passes)"),
              "clip_max": Attr("float", None, "with relu: min(y, clip_max) after it (ReLU6: clip(y, 0, 6))"),
-             "silu": Attr("bool", False, "y * sigmoid(y) after the bias and residual (not with relu)")}
+             "silu": Attr("bool", False, "y * sigmoid(y) after the bias and residual (not with relu)"),
+             "gate": Attr("bool", False, "the last operand g (N, C/x, 1, 1, x) gates the input: the conv reads "
+                                         "x * sigmoid(g) per image and input channel (a squeeze-excitation; 1x1 "
+                                         "stride-1 convs on whole blocks, with a bias)")}
     traits = frozenset({PURE})
     fusion = FusionKind.OPAQUE
     library_kernel = True
+
+    @staticmethod
+    def split_operands(operands: Sequence, attrs) -> tuple[Sequence, object, object]:
+        """(x, w and the bias if any; the residual or None; the gate or None) of a conv_nchwc's
+        operands (or their types): the gate is the last one when ``attrs["gate"]``."""
+        ops = list(operands)
+        gate = ops.pop() if attrs.get("gate", False) else None
+        residual = ops.pop() if len(ops) > 3 else None
+        return ops, residual, gate
 
     def plain_types(self, types, attrs) -> tuple[list[TensorType], int]:
         tt = tensor_types(types, self.name)[:3]
@@ -242,23 +254,33 @@ class ConvNCHWc(OpDef):
     @staticmethod
     def conv_attrs(attrs) -> dict:
         """The plain conv's attributes (the epilogue's and the padding's are this op's own)."""
-        own = ("relu", "clip_max", "silu", "in_channels", "out_channels")
+        own = ("relu", "clip_max", "silu", "in_channels", "out_channels", "gate")
         return {k: v for k, v in attrs.items() if k not in own} | {"groups": attrs.get("groups", 1)}
 
     def infer(self, types, attrs):
-        plain, bo = self.plain_types(types, attrs)
+        main, residual, gate = self.split_operands(types, attrs)
+        plain, bo = self.plain_types(main, attrs)
         (out,) = lookup("graph.conv").infer(plain, self.conv_attrs(attrs))
         y = out.with_shape(packed_act_shape(out.shape, bo))
-        if len(types) > 3:
+        if residual is not None:
             expect(len(plain) == 3, f"{self.name}: a residual needs the bias operand before it")
-            expect(types[3] == y, f"{self.name}: the residual must have the result's type {y}, got {types[3]}")
+            expect(residual == y, f"{self.name}: the residual must have the result's type {y}, got {residual}")
+        if gate is not None:
+            x = types[0]
+            want = (x.shape[0], x.shape[1]) + (1,) * (x.rank - 3) + (x.shape[-1],)
+            expect(len(plain) == 3 and attrs.get("groups", 1) == 1 and not attrs.get("in_channels", 0),
+                   f"{self.name}: a gate takes a conv with groups 1, whole input blocks and a bias")
+            expect(tuple(gate.shape) == want, f"{self.name}: the gate must have shape {want}, got {gate.shape}")
         expect(attrs.get("clip_max") is None or attrs.get("relu", False), f"{self.name}: clip_max needs relu")
         expect(not (attrs.get("silu", False) and attrs.get("relu", False)), f"{self.name}: silu or relu, not both")
         return [y]
 
-    @staticmethod
-    def compute(x, w, b=None, residual=None, strides=(), pads=(), dilations=(), groups=1, in_channels=0,
-                out_channels=0, relu=False, clip_max=None, silu=False):
+    def compute(self, x, w, *rest, strides=(), pads=(), dilations=(), groups=1, in_channels=0,
+                out_channels=0, relu=False, clip_max=None, silu=False, gate=False):
+        (_, _, *bias), residual, g = self.split_operands([x, w, *rest], {"gate": gate})
+        b = bias[0] if bias else None
+        if g is not None:
+            x = x * lookup("graph.sigmoid").compute(g)
         xp = unpack_act(x, in_channels)
         o = out_channels or w.shape[0] * w.shape[-1]
         wp = unpack_weight(w)[:o, :xp.shape[1] if groups == 1 else 1]

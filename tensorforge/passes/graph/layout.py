@@ -365,11 +365,22 @@ class FuseConvEpilogue(Pattern):
         return True
 
 
+def _on(setting: str) -> bool:
+    return setting.strip().lower() not in ("0", "off", "false", "no")
+
+
 def dw_pw_enabled() -> bool:
     """False when ``TENSORFORGE_NCHWC_DW_PW`` is 0: depthwise and 1x1 blocked convs stay apart
     (for comparisons)."""
     import os
-    return os.environ.get("TENSORFORGE_NCHWC_DW_PW", "1").strip().lower() not in ("0", "off", "false", "no")
+    return _on(os.environ.get("TENSORFORGE_NCHWC_DW_PW", "1"))
+
+
+def gate_enabled() -> bool:
+    """False when ``TENSORFORGE_NCHWC_GATE`` is 0: a squeeze-excitation's gating multiply stays a
+    kernel of its own (for comparisons)."""
+    import os
+    return _on(os.environ.get("TENSORFORGE_NCHWC_GATE", "1"))
 
 
 def _ones(attrs, key: str, value: int) -> bool:
@@ -419,7 +430,7 @@ class FuseDepthwisePointwise(Pattern):
             return False
         pat = pw.attributes
         w = pw.operands[1].type
-        if pat.get("groups", 1) != 1 or any(k != 1 for k in w.shape[2:-2]) or any(v is op.results[0] for v in pw.operands[1:]):
+        if pat.get("gate", False) or pat.get("groups", 1) != 1 or any(k != 1 for k in w.shape[2:-2]) or any(v is op.results[0] for v in pw.operands[1:]):
             return False
         if not (_ones(pat, "strides", 1) and _ones(pat, "pads", 0) and op.results[0].type.is_static):
             return False
@@ -438,6 +449,48 @@ class FuseDepthwisePointwise(Pattern):
         return True
 
 
+def _gate_of(x: Value) -> tuple[Value, Value] | None:
+    """(a, g) when ``x = a * sigmoid(g)`` (either order) with g one value per image and channel
+    block lane, (N, C/x, 1, 1, x), and ``x`` read by nothing else than its one user."""
+    mul = x.op
+    if mul is None or mul.name != "graph.mul" or len(list(x.uses)) != 1:
+        return None
+    for gate, a in (mul.operands, mul.operands[::-1]):
+        sig = gate.op
+        t = a.type
+        want = (t.shape[0], t.shape[1]) + (1,) * (t.rank - 3) + (t.shape[-1],)
+        if sig is not None and sig.name == "graph.sigmoid" and tuple(gate.type.shape) == want and t == x.type:
+            return a, sig.operands[0]
+    return None
+
+
+class GateIntoConv(Pattern):
+    """A squeeze-excitation's ``a * sigmoid(g)`` read only by a 1x1 stride-1 ``conv_nchwc`` becomes
+    that conv's gate (``conv_nchwc {gate}``): the kernel scales its weights by the sigmoids per
+    image and chunk instead of a kernel writing the gated tensor (``nchwc.gate_scaling``)."""
+
+    name = "gate-into-conv"
+    root = ("graph.conv_nchwc",)
+
+    def match_and_rewrite(self, op, rewriter):
+        at = op.attributes
+        w = op.operands[1].type
+        if at.get("gate", False) or at.get("groups", 1) != 1 or at.get("in_channels", 0) or len(op.operands) < 3:
+            return False
+        if any(k != 1 for k in w.shape[2:-2]) or not (_ones(at, "strides", 1) and _ones(at, "pads", 0)):
+            return False
+        found = _gate_of(op.operands[0])
+        if found is None:
+            return False
+        a, g = found
+        rewriter.set_insertion_point_before(op)
+        new = rewriter.create("graph.conv_nchwc", [a] + list(op.operands[1:]) + [g], dict(at, gate=True)).results[0]
+        mul = op.operands[0].op
+        rewriter.replace_op(op, [new])
+        rewriter.erase_op(mul)
+        return True
+
+
 def layout_patterns(block: int) -> list[Pattern]:
     return [ConvToNCHWc(block), CancelLayout(), SinkElementwise(), SinkPool(), SinkReduceMean(), SinkConcat(),
             FuseConvEpilogue()]
@@ -446,17 +499,18 @@ def layout_patterns(block: int) -> list[Pattern]:
 def optimize_layout(root: Operation, *, block: int | None = None, fold_limit: int = DEFAULT_FOLD_LIMIT,
                     max_iterations: int = 10) -> RewriteStats:
     """Blocked convs with the conversions between them cancelled, weights packed by folding; then
-    the depthwise + 1x1 pairs fused where it pays (``FuseDepthwisePointwise``; not for a forced
-    ``block`` other than the host's, whose kernels the host does not run)."""
+    the depthwise + 1x1 pairs fused where it pays (``FuseDepthwisePointwise``) and the
+    squeeze-excitation gates taken into the 1x1 convs that read them (``GateIntoConv``); not for a
+    forced ``block`` other than the host's, whose kernels the host does not run."""
     from ...codegen.target import Target
     host = host_block()
     block = block or host
     stats = apply_patterns_greedily(root, with_folding(layout_patterns(block), fold_limit), fold=False,
                                     max_iterations=max_iterations)
-    if block == host and dw_pw_enabled():
-        fused = apply_patterns_greedily(root, [FuseDepthwisePointwise(max(1, Target.host().cores or 1))],
-                                        fold=False, max_iterations=max_iterations)
-        stats = stats.merge(fused)
+    joins = ([FuseDepthwisePointwise(max(1, Target.host().cores or 1))] if dw_pw_enabled() else []) + \
+        ([GateIntoConv()] if gate_enabled() else [])
+    if block == host and joins:
+        stats = stats.merge(apply_patterns_greedily(root, joins, fold=False, max_iterations=max_iterations))
     return stats
 
 
@@ -522,7 +576,7 @@ class LayoutPass(_GreedyPass):
                                 max_iterations=self.max_iterations))
 
 
-__all__ = ["CancelLayout", "ConvToNCHWc", "FuseConvEpilogue", "FuseDepthwisePointwise", "dw_pw_pays", "LayoutPass", "SinkConcat", "SinkElementwise", "SinkPool",
+__all__ = ["CancelLayout", "ConvToNCHWc", "FuseConvEpilogue", "FuseDepthwisePointwise", "GateIntoConv", "dw_pw_pays", "LayoutPass", "SinkConcat", "SinkElementwise", "SinkPool",
            "SinkReduceMean",
            "MAX_CONVERSION_BYTES_PER_MAC", "blocked_source", "conversion_bytes_per_mac", "host_block", "input_block",
            "layout_patterns", "optimize_layout", "optimize_layout_where_it_pays",
