@@ -17,8 +17,9 @@ A candidate is a JSON-able *config*, stored as is in the tuning database and app
   blocked NCHW[16]c layout: the algorithm (direct, Winograd F(2x2) or F(4x4) for 3x3 stride-1
   layers), the register tile (output blocks x positions; a depthwise conv's positions), the input
   blocks a chunk of weights and the output rows a work unit (Winograd: tile rows a chunk).  A
-  depthwise conv fused with the 1x1 after it (``graph.dw_pw_nchwc``, algorithm ``dw_pw``) takes
-  the 1x1 conv's tile and chunk, and its band is the fused unit's output rows.
+  depthwise conv fused with the 1x1 convs around it (``graph.mbconv_nchwc``, algorithm ``mbconv``)
+  takes its project conv's tile and chunk (its expand conv's without one), and its band is the
+  fused unit's output rows.
 * ``{"kind": "fusion", "params": {"band_rows": R}}``: the band of two kernels run as one (a
   depthwise convolution and the 1x1 after it, ``dw_pw``, or a 1x1 and the depthwise after it,
   ``pw_dw``): output rows per band, among the even splits of the output's rows.
@@ -219,7 +220,7 @@ DW_TILE_ROWS = (4, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28)   # positions a depthwis
 
 class BlockedSpace(Space):
     """``nchwc.BlockedParams`` of a blocked convolution.  Every candidate names its algorithm
-    (among the layer's: direct, F(2x2), F(4x4); depthwise; dw_pw for a fused pair), then each knob is the untuned rule (0)
+    (among the layer's: direct, F(2x2), F(4x4); depthwise; mbconv for a fused chain), then each knob is the untuned rule (0)
     or a value from its choices: output blocks a tile (1-4), positions a tile (up to what the
     registers hold for those blocks), a divisor of the input blocks as the chunk, the band.
     Seeds: the default, each other algorithm with untuned knobs, and the tiles next to the
@@ -250,7 +251,7 @@ class BlockedSpace(Space):
             m = int(algorithm[len("winograd"):])
             tile_rows = g.n * -(-g.oh // m)
             out["band"] = (0,) + tuple(r for r in WINOGRAD_CHUNK_ROWS if r <= tile_rows)
-        elif algorithm == "dw_pw":
+        elif algorithm == "mbconv":
             from ..codegen.c.dw_pw import band_choices
             out["band"] = (0,) + tuple(band_choices(g.oh))
         elif not nchwc.small_map(g):
@@ -265,7 +266,7 @@ class BlockedSpace(Space):
         out = [DEFAULT] + [self._config(a) for a in self.algorithms if a != self.untuned]
         if self.untuned == "depthwise":
             out += [self._config("depthwise", rows=r) for r in (7, 21) if r in self._choices("depthwise", 0)["rows"]]
-        elif self.untuned in ("direct", "dw_pw"):
+        elif self.untuned in ("direct", "mbconv"):
             out += [self._config(self.untuned, blocks=b) for b in (1, 2) if b in self._choices("direct", 0)["blocks"]]
         return out
 

@@ -355,8 +355,8 @@ def _int8_problem(kernel: Operation) -> tuple[str, dict, float]:
 def _blocked_problem(kernel: Operation) -> tuple[str, dict, float]:
     """("blocked", problem, flops) of a blocked conv: the implicit GEMM of one image (out channels x
     positions x reduction), batch = images, and in ``conv`` what its space needs: the geometry,
-    the groups, the algorithms it may run and the one it runs untuned.  A fused depthwise + 1x1
-    pair is its 1x1 conv's GEMM (``blocked_geometry``) with the depthwise flops added."""
+    the groups, the algorithms it may run and the one it runs untuned.  A fused chain is its tuned
+    1x1 conv's GEMM (``blocked_geometry``) with the other convs' flops added."""
     import dataclasses
     from ..codegen.c.library_kernels import blocked_algorithms, blocked_geometry, nchwc_winograd
     g, groups = blocked_geometry(kernel)
@@ -364,17 +364,18 @@ def _blocked_problem(kernel: Operation) -> tuple[str, dict, float]:
     taps = g.kh * g.kw
     reduction = taps if groups > 1 else (g.ci or g.cb * g.bi) * taps
     m = nchwc_winograd(kernel)
-    untuned = algorithms[0] if algorithms in (("depthwise",), ("dw_pw",)) else f"winograd{m}" if m else "direct"
+    untuned = algorithms[0] if algorithms in (("depthwise",), ("mbconv",)) else f"winograd{m}" if m else "direct"
     problem = {"M": g.ob * g.vw, "N": g.oh * g.ow, "K": reduction, "batch": g.n,
                "conv": {"kernel": [g.kh, g.kw], "strides": [g.sh, g.sw], "channels": g.ci or g.cb * g.bi,
                         "algorithm": untuned, "algorithms": list(algorithms), "groups": groups,
                         "geometry": dataclasses.asdict(g)}}
     flops = 2.0 * problem["M"] * problem["N"] * problem["K"] * problem["batch"]
-    if untuned == "dw_pw":
-        from ..codegen.c import nchwc_dw_pw
+    if untuned == "mbconv":                 # the chain's other convs
+        from ..codegen.c import nchwc_mbconv
         from ..passes.lower.graph_to_kernels import library_op
-        gd = nchwc_dw_pw.geometries(kernel, library_op(kernel))[0]
-        flops += 2.0 * gd.n * gd.ob * gd.vw * gd.oh * gd.ow * gd.kh * gd.kw
+        chain = nchwc_mbconv.chain_of(kernel, library_op(kernel))
+        gd, other = chain.dw, chain.expand if chain.project is not None else None
+        flops += 2.0 * gd.n * gd.ob * gd.vw * gd.oh * gd.ow * gd.kh * gd.kw + (2.0 * other.macs if other else 0.0)
     return "blocked", problem, flops
 
 

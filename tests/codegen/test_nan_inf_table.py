@@ -188,8 +188,8 @@ NOT_IN_TABLE = {
                    "checked in tests/frontends/test_onnx_sampling_ops.py",
     "layout_transform": "blocked-layout op made by the layout pass: test_blocked_layout_ops_on_special_values",
     "conv_nchwc": "blocked-layout op made by the layout pass: test_blocked_layout_ops_on_special_values",
-    "dw_pw_nchwc": "blocked-layout op made by the layout pass: NaN and Inf checked in "
-                   "tests/codegen/test_nchwc_dw_pw.py",
+    "mbconv_nchwc": "blocked-layout op made by the layout pass: NaN and Inf checked in "
+                    "tests/codegen/test_nchwc_mbconv.py",
     "max_pool_nchwc": "blocked-layout op made by the layout pass: test_blocked_layout_ops_on_special_values",
     "avg_pool_nchwc": "blocked-layout op made by the layout pass: test_blocked_layout_ops_on_special_values",
     "global_avg_pool_nchwc": "blocked-layout op made by the layout pass: test_blocked_layout_ops_on_special_values",

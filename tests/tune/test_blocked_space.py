@@ -4,7 +4,7 @@ register tile, input chunk and band are knobs; every candidate the space makes i
 measures to the right output, and a database record reaches ``tensorforge.compile``, whose report
 names the tuned cut and whose outputs match the untuned build's.  The depthwise conv and the 1x1
 after it stay apart here (``TENSORFORGE_NCHWC_DW_PW=0``), so each is a task of its own;
-``tests/codegen/test_nchwc_dw_pw.py`` tunes the fused pair."""
+``tests/codegen/test_nchwc_mbconv.py`` tunes the fused chain."""
 import random
 
 import numpy as np

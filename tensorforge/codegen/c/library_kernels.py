@@ -1057,27 +1057,24 @@ def _qgemm_text(name: str, signed: bool, tiling=None) -> str:
     return _host_kernel(name, lambda host, threads: qgemm.source(name, host, signed, threads=threads, tiling=tiling))
 
 
-def _epilogue_of(at, prefix: str = "") -> str:
-    """The activation of a blocked conv's epilogue (``nchwc.epilogue``'s ``act``) from its attributes."""
-    if at.get(prefix + "relu", False):
-        return "clip" if at.get(prefix + "clip_max") is not None else "relu"
-    return "silu" if at.get(prefix + "silu", False) else ""
-
-
-def _dw_pw_nchwc_kernel(k: _Kernel) -> str:
-    """A depthwise blocked conv fused with the 1x1 after it (``graph.dw_pw_nchwc``,
-    ``nchwc_dw_pw.py``), cut as its tuned ``BlockedParams`` say or by the untuned rules."""
-    from . import nchwc_dw_pw
+def _mbconv_kernel(k: _Kernel) -> str:
+    """A depthwise blocked conv fused with the 1x1 convs around it (``graph.mbconv_nchwc``,
+    ``nchwc_mbconv.py``), cut as its tuned ``BlockedParams`` say or by the untuned rules."""
+    from . import nchwc_mbconv
     from ..target import Target
     host = Target.host()
-    at = k.op.attributes
-    gd, gp = nchwc_dw_pw.geometries(k.kernel, k.op)
-    residual = len(k.kernel.operands) > 5
-    epilogues = (_epilogue_of(at, "dw_"), at.get("dw_clip_max"), residual, _epilogue_of(at), at.get("clip_max"))
-    name = nchwc_dw_pw.kernel_name(gd, gp, epilogues, k.tiling)
-    helpers = nchwc_dw_pw.source(name, gd, gp, host, epilogues[0], epilogues[1], residual, epilogues[3],
-                                 epilogues[4], max(1, host.cores), k.tiling)
-    return k.function([f"  {name}(in0, in1, in2, in3, in4, {'in5' if residual else '0'}, out0);"], helpers=helpers)
+    chain = nchwc_mbconv.chain_of(k.kernel, k.op)
+    n_ops = len(k.kernel.operands)
+    residual = n_ops > 3 + 2 * (chain.expand is not None) + 2 * (chain.project is not None)
+    name = nchwc_mbconv.kernel_name(chain, residual, k.tiling)
+    helpers = nchwc_mbconv.source(name, chain, host, residual, max(1, host.cores), k.tiling)
+    it = iter(f"in{i}" for i in range(n_ops))
+    x = next(it)
+    we, be = (next(it), next(it)) if chain.expand is not None else ("0", "0")
+    wd, bd = next(it), next(it)
+    wp, bp = (next(it), next(it)) if chain.project is not None else ("0", "0")
+    res = next(it, "0")
+    return k.function([f"  {name}({x}, {we}, {be}, {wd}, {bd}, {wp}, {bp}, {res}, out0);"], helpers=helpers)
 
 
 def _conv_nchwc_kernel(k: _Kernel) -> str:
@@ -1089,7 +1086,7 @@ def _conv_nchwc_kernel(k: _Kernel) -> str:
     at = k.op.attributes
     g = nchwc.ConvGeometry.of(k.kernel, k.op)
     ops = k.kernel.operands
-    act = _epilogue_of(at)
+    act = nchwc.epilogue_act(at)
     gated = bool(at.get("gate", False))
     residual = len(ops) - gated > 3
     groups = conv_groups(k.op)
@@ -1117,12 +1114,12 @@ def _conv_nchwc_kernel(k: _Kernel) -> str:
 
 
 # The blocked convolutions the tuner cuts by ``nchwc.BlockedParams``.
-BLOCKED_CONVS = ("graph.conv_nchwc", "graph.dw_pw_nchwc")
+BLOCKED_CONVS = ("graph.conv_nchwc", "graph.mbconv_nchwc")
 
 
 def blocked_tunable(kernel: Operation) -> bool:
     """Whether ``kernel`` is a blocked float32 convolution (``graph.conv_nchwc``, static shapes) or a
-    fused depthwise + 1x1 pair of them (``graph.dw_pw_nchwc``): its ``nchwc.BlockedParams``
+    fused chain of them (``graph.mbconv_nchwc``): its ``nchwc.BlockedParams``
     (algorithm, register tile, input chunk, band) are a tuning knob (``tune/space.BlockedSpace``)."""
     if not is_library_kernel(kernel) or library_op(kernel).name not in BLOCKED_CONVS:
         return False
@@ -1131,22 +1128,23 @@ def blocked_tunable(kernel: Operation) -> bool:
 
 def blocked_geometry(kernel: Operation):
     """(``nchwc.ConvGeometry``, groups) of the conv a ``blocked_tunable`` kernel's params cut: its
-    own, or a fused pair's 1x1 conv (the band its ``BlockedParams`` set counts that conv's rows)."""
-    from . import nchwc, nchwc_dw_pw
+    own, or a fused chain's 1x1 conv (``nchwc_mbconv.Chain.tuned``; the band its ``BlockedParams``
+    set counts the chain's output rows)."""
+    from . import nchwc, nchwc_mbconv
     op = library_op(kernel)
-    if op.name == "graph.dw_pw_nchwc":
-        return nchwc_dw_pw.geometries(kernel, op)[1], 1
+    if op.name == "graph.mbconv_nchwc":
+        return nchwc_mbconv.chain_of(kernel, op).tuned, 1
     return nchwc.ConvGeometry.of(kernel, op), conv_groups(op)
 
 
 def blocked_algorithms(kernel: Operation) -> tuple[str, ...]:
-    """The algorithms a ``blocked_tunable`` conv may run: "depthwise" for a depthwise one, "dw_pw"
-    for a fused pair; "direct", and both Winograd tile sizes for a 3x3 stride-1 one with constant
+    """The algorithms a ``blocked_tunable`` conv may run: "depthwise" for a depthwise one, "mbconv"
+    for a fused chain; "direct", and both Winograd tile sizes for a 3x3 stride-1 one with constant
     weights (``nchwc_winograd.eligible``)."""
     from . import nchwc, nchwc_winograd as wino
     op = library_op(kernel)
-    if op.name == "graph.dw_pw_nchwc":
-        return ("dw_pw",)
+    if op.name == "graph.mbconv_nchwc":
+        return ("mbconv",)
     if conv_groups(op) != 1:
         return ("depthwise",)
     if _constant_weights(kernel) and wino.eligible(nchwc.ConvGeometry.of(kernel, op)):
@@ -1213,7 +1211,7 @@ _GENERATORS: dict[str, Callable[[_Kernel], str]] = {
     "graph.roi_align": _roi_align_kernel,
     "graph.deform_conv": _deform_conv_kernel,
     "graph.conv_nchwc": _conv_nchwc_kernel,
-    "graph.dw_pw_nchwc": _dw_pw_nchwc_kernel,
+    "graph.mbconv_nchwc": _mbconv_kernel,
     "graph.layout_transform": _layout_transform_kernel,
     "graph.max_pool_nchwc": _blocked_pool_kernel,
     "graph.avg_pool_nchwc": _blocked_pool_kernel,
@@ -1286,11 +1284,10 @@ def describe(kernel: Operation, params=None) -> str:
         text += f"; bf16 {_bf16_gemm_engine()} GEMM, the weights packed at compile time"
     elif op.name == "graph.conv_nchwc":
         text += f"; {_describe_conv_nchwc(kernel, op, params)}"
-    elif op.name == "graph.dw_pw_nchwc":
-        from . import nchwc_dw_pw
+    elif op.name == "graph.mbconv_nchwc":
+        from . import nchwc_mbconv
         from ..target import Target
-        gd, gp = nchwc_dw_pw.geometries(kernel, op)
-        text += f"; {nchwc_dw_pw.describe(gd, gp, Target.host(), params)}"
+        text += f"; {nchwc_mbconv.describe(nchwc_mbconv.chain_of(kernel, op), Target.host(), params)}"
     return text
 
 

@@ -146,9 +146,9 @@ class BlockedParams:
     rule, so a config names only what it changes.
 
     ``algorithm``: "direct", "winograd2"/"winograd4" (3x3 stride-1 layers with constant weights:
-    ``nchwc_winograd.py``), "depthwise" (the only one a depthwise conv takes) or "dw_pw" (a depthwise
-    conv fused with the 1x1 after it, ``nchwc_dw_pw.py``: the knobs cut its 1x1 conv, ``band`` is
-    the fused unit's output rows).  ``blocks`` output
+    ``nchwc_winograd.py``), "depthwise" (the only one a depthwise conv takes) or "mbconv" (a depthwise
+    conv fused with the 1x1 convs around it, ``nchwc_mbconv.py``: the knobs cut its project conv,
+    else its expand conv; ``band`` is the fused unit's output rows).  ``blocks`` output
     blocks x ``rows`` positions a register tile (the depthwise tile: ``rows`` positions); ``chunk``
     input blocks whose weights stay in L1 while a unit sweeps; ``band`` output rows a work unit
     (the direct kernel) or tile rows a chunk (Winograd: what its transformed input and products
@@ -279,6 +279,14 @@ def epilogue(acc: str, bias: str, off: str, residual: bool, act: str, y: str = "
     if act == "silu":
         line += f" tf_silu_at({y} + {off});"
     return line
+
+
+def epilogue_act(attrs, prefix: str = "") -> str:
+    """The activation ``epilogue`` applies ("relu", "clip", "silu" or "") from a blocked conv's
+    attributes (``prefix``: a fused op's conv, ``dw_`` or ``expand_``)."""
+    if attrs.get(prefix + "relu", False):
+        return "clip" if attrs.get(prefix + "clip_max") is not None else "relu"
+    return "silu" if attrs.get(prefix + "silu", False) else ""
 
 
 def clip_bound(clip_max: float | None) -> str:
@@ -660,7 +668,7 @@ def dw_row_source(name: str, g: ConvGeometry, target: Target, residual: bool, ac
     kernel rows ``kh0 <= kh < kh1`` inside the input): the edge positions one by one with their
     window columns clipped, the interior in tiles of ``rows`` positions (default ``dw_rows``:
     ``DW_ROWS``, fewer where the target has fewer vector registers).  ``dw_source`` sweeps it over
-    the rows, ``nchwc_dw_pw.py`` over a band's rows into its buffer."""
+    the rows, ``nchwc_mbconv.py`` over a band's rows into its buffer or the result."""
     lo, hi = g.interior()
     rows = rows or dw_rows(target)
     full, rem = divmod(hi - lo, rows)
@@ -843,5 +851,5 @@ def weight_transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ..
 
 __all__ = ["BALANCE_BLOCKS", "BlockedParams", "ConvGeometry", "ConvPlan", "DW_ROWS", "MAX_BLOCKS", "MAX_ROWS",
            "PARALLEL_MIN_MACS", "SILU_C", "TILE_SPARE_REGISTERS", "balance", "clip_bound", "conv_name", "conv_plan",
-           "conv_source", "dw_row_source", "gate_scaling", "dw_rows", "dw_source", "epilogue", "map_tiles",
+           "conv_source", "dw_row_source", "epilogue_act", "gate_scaling", "dw_rows", "dw_source", "epilogue", "map_tiles",
            "pool_helpers", "pool_source", "small_map", "tile_rows", "transform_source", "weight_transform_source"]

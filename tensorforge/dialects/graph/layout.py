@@ -302,69 +302,88 @@ class ConvNCHWc(OpDef):
 
 
 DW_ATTRS = ("strides", "pads", "dilations", "relu", "clip_max", "silu")
-"""The depthwise conv's attributes a ``dw_pw_nchwc`` carries, ``dw_``-prefixed."""
+"""The depthwise conv's attributes an ``mbconv_nchwc`` carries, ``dw_``-prefixed."""
+EXPAND_ATTRS = ("in_channels", "relu", "clip_max", "silu")
+"""The expanding 1x1 conv's attributes an ``mbconv_nchwc`` carries, ``expand_``-prefixed."""
+PROJECT_ATTRS = ("out_channels", "relu", "clip_max", "silu")
+"""The projecting 1x1 conv's attributes an ``mbconv_nchwc`` carries, unprefixed (the result's)."""
 
 
 @register
-class DwPwNCHWc(OpDef):
-    """A depthwise ``conv_nchwc`` and the 1x1 ``conv_nchwc`` that is its output's only user, as one op
-    (``passes/graph/layout.py``'s ``FuseDepthwisePointwise``): its kernel computes a band of
-    depthwise output rows into a buffer that stays in L2 and runs the 1x1 conv on it at once, so
-    the depthwise output never goes to memory (``codegen/c/nchwc_dw_pw.py``).  The depthwise
-    conv's attributes are ``dw_``-prefixed (``dw_strides``, ``dw_pads``, ``dw_dilations``, its
-    epilogue ``dw_relu``, ``dw_clip_max``, ``dw_silu``; its channels are whole blocks, as the layout
-    pass blocks only those depthwise convs, and its groups are its channels); the 1x1 conv's keep
-    their names.  The result is exactly the two convs' (the reference runs them in turn)."""
+class MBConvNCHWc(OpDef):
+    """A depthwise ``conv_nchwc`` with the 1x1 ``conv_nchwc`` whose output only it reads (``expand``)
+    and/or the 1x1 ``conv_nchwc`` that alone reads its output (``project``), as one op: a mobile
+    inverted bottleneck (MobileNetV2, EfficientNet) or part of one.  Made by the layout pass
+    (``passes/graph/layout.py``, ``FuseDepthwiseChain``): its kernel (``codegen/c/nchwc_mbconv.py``)
+    works in bands of output rows whose expanded input rows and depthwise outputs stay in L2, so
+    neither goes to memory.  Operands: x, the expand conv's weight and bias (``expand``), the
+    depthwise conv's, the project conv's (``project``), a residual of the result's type (with
+    ``project``).  Attributes: the depthwise conv's window and epilogue ``dw_``-prefixed (its
+    channels are whole blocks, its groups its channels), the expand conv's padded input and
+    epilogue ``expand_``-prefixed, the project conv's unprefixed.  The result is exactly the convs'
+    in turn (the reference runs them so)."""
 
-    name = "graph.dw_pw_nchwc"
-    operands = ("x", "w_dw", "b_dw", "w_pw", "b_pw", "residual?")
-    # the depthwise conv's window and epilogue, prefixed; the 1x1 conv's padding and epilogue
-    attrs = ({f"dw_{k}": ConvNCHWc.attrs[k] for k in DW_ATTRS}
-             | {k: ConvNCHWc.attrs[k] for k in ("in_channels", "out_channels", "relu", "clip_max", "silu")})
+    name = "graph.mbconv_nchwc"
+    operands = ("x", "weights*")
+    attrs = ({"expand": Attr("bool", False, "a 1x1 conv before the depthwise one"),
+              "project": Attr("bool", False, "a 1x1 conv after the depthwise one")}
+             | {f"expand_{k}": ConvNCHWc.attrs[k] for k in EXPAND_ATTRS}
+             | {f"dw_{k}": ConvNCHWc.attrs[k] for k in DW_ATTRS}
+             | {k: ConvNCHWc.attrs[k] for k in PROJECT_ATTRS})
     traits = frozenset({PURE})
     fusion = FusionKind.OPAQUE
     library_kernel = True
 
     @staticmethod
-    def parts(attrs) -> tuple[dict, dict]:
-        """(the depthwise conv's ``conv_nchwc`` attributes, the 1x1 conv's)."""
-        dw = {k[3:]: v for k, v in attrs.items() if k.startswith("dw_")}
-        dw["relu"], dw["silu"] = dw.get("relu", False), dw.get("silu", False)
-        pw = {k: v for k, v in attrs.items() if not k.startswith("dw_")}
-        return dw, pw
+    def stages(operands: Sequence, attrs) -> list[tuple[str, list, dict]]:
+        """(stage, its operands after x: weight, bias and for the last stage the residual if any,
+        its ``conv_nchwc`` attributes) of each conv in turn: "expand", "dw", "project"."""
+        ops = list(operands[1:])
+        names = (["expand"] if attrs.get("expand", False) else []) + ["dw"] + \
+            (["project"] if attrs.get("project", False) else [])
+        out = []
+        for i, stage in enumerate(names):
+            keys, prefix = {"expand": (EXPAND_ATTRS, "expand_"), "dw": (DW_ATTRS, "dw_"),
+                            "project": (PROJECT_ATTRS, "")}[stage]
+            conv = {k: attrs[prefix + k] for k in keys if prefix + k in attrs}
+            take = ops[2 * i:2 * i + 2] + (ops[2 * i + 2:] if i == len(names) - 1 else [])
+            out.append((stage, take, conv))
+        return out
 
-    def _dw_attrs(self, types, attrs) -> dict:
-        dw, _ = self.parts(attrs)
-        w = types[1]
-        return dw | {"groups": w.shape[0] * w.shape[-1]}
+    def _chain(self, x, operands, attrs, run):
+        """Folds ``run(stage, x, its operands, its conv attributes)`` over the stages."""
+        for stage, ops, conv in self.stages([x] + list(operands), attrs):
+            w = ops[0]
+            conv["groups"] = w.shape[0] * w.shape[-1] if stage == "dw" else 1
+            x = run(x, ops, conv)
+        return x
 
     def infer(self, types, attrs):
         tt = tensor_types(types, self.name)
-        expect(len(tt) >= 5, f"{self.name}: takes x, w_dw, b_dw, w_pw, b_pw and an optional residual")
+        want = 3 + 2 * attrs.get("expand", False) + 2 * attrs.get("project", False)
+        expect(len(tt) in (want, want + attrs.get("project", False)),
+               f"{self.name}: takes x, a weight and a bias per conv and, with project, an optional residual; "
+               f"got {len(tt)} operands")
+        for stage, ops, _ in self.stages(tt, attrs):
+            expect(stage == "dw" or all(k == 1 for k in ops[0].shape[2:-2]),
+                   f"{self.name}: the {stage} conv must be 1x1, got its weight of shape {ops[0].shape}")
         conv = lookup("graph.conv_nchwc")
-        dw_attrs = self._dw_attrs(tt, attrs)
-        (d,) = conv.infer(tt[:3], dw_attrs)
-        _, pw = self.parts(attrs)
-        expect(all(k == 1 for k in tt[3].shape[2:-2]), f"{self.name}: the second conv must be 1x1, got w_pw "
-                                                        f"shape {tt[3].shape}")
-        return conv.infer([d, tt[3], tt[4]] + tt[5:], pw | {"groups": 1})
+        return [self._chain(tt[0], tt[1:], attrs, lambda x, ops, a: conv.infer([x] + ops, a)[0])]
 
-    def compute(self, x, w_dw, b_dw, w_pw, b_pw, residual=None, **attrs):
+    def compute(self, x, *operands, **attrs):
         conv = lookup("graph.conv_nchwc")
-        dw, pw = self.parts(attrs)
-        dw["groups"] = w_dw.shape[0] * w_dw.shape[-1]
-        d = conv.compute(x, w_dw, b_dw, **dw)
-        return conv.compute(d, w_pw, b_pw, residual, **pw)
+        return self._chain(x, operands, attrs, lambda x, ops, a: conv.compute(x, *ops, **a))
 
     def cost(self, operand_types, result_types, attrs):
         conv = lookup("graph.conv_nchwc")
-        tt = list(operand_types)
-        dw_attrs = self._dw_attrs(tt, attrs)
-        (d,) = conv.infer(tt[:3], dw_attrs)
-        _, pw = self.parts(attrs)
-        flops = (conv.cost(tt[:3], [d], dw_attrs).flops
-                 + conv.cost([d] + tt[3:], result_types, pw | {"groups": 1}).flops)
-        return Cost(flops, io_bytes(operand_types, result_types))
+        flops = []
+
+        def run(x, ops, a):
+            (y,) = conv.infer([x] + ops, a)
+            flops.append(conv.cost([x] + ops, [y], a).flops)
+            return y
+        self._chain(operand_types[0], operand_types[1:], attrs, run)
+        return Cost(sum(flops), io_bytes(operand_types, result_types))
 
 
 class BlockedPool(OpDef):
@@ -404,6 +423,6 @@ BLOCKED_POOLS = {base: _blocked_pool(base).name for base in
                  ("graph.max_pool", "graph.avg_pool", "graph.global_avg_pool", "graph.global_max_pool")}
 """Plain pool op name -> its NCHW[x]c variant."""
 
-__all__ = ["BLOCKED_POOLS", "ConvNCHWc", "DW_ATTRS", "DwPwNCHWc", "LayoutTransform", "nchwc", "oihwio", "pack_act", "pack_weight",
+__all__ = ["BLOCKED_POOLS", "ConvNCHWc", "DW_ATTRS", "EXPAND_ATTRS", "MBConvNCHWc", "PROJECT_ATTRS", "LayoutTransform", "nchwc", "oihwio", "pack_act", "pack_weight",
            "packed_act_shape", "packed_weight_shape", "parse_layout", "unpack_act", "unpack_weight",
            "unpacked_act_shape", "unpacked_weight_shape"]

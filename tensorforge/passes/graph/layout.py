@@ -34,8 +34,8 @@ from typing import ClassVar
 import numpy as np
 
 from ...dialects.graph.elementwise import relu_epilogue
-from ...dialects.graph.layout import (BLOCKED_POOLS, DW_ATTRS, PLAIN_ACT, PLAIN_WEIGHT, nchwc, oihwio, pack_act,
-                                      packed_act_shape, parse_layout)
+from ...dialects.graph.layout import (BLOCKED_POOLS, DW_ATTRS, EXPAND_ATTRS, PLAIN_ACT, PLAIN_WEIGHT, PROJECT_ATTRS,
+                                      nchwc, oihwio, pack_act, packed_act_shape, parse_layout)
 from ...errors import TensorforgeError
 from ...ir.attributes import Dense
 from ...ir.core import Operation, Value
@@ -388,8 +388,8 @@ def _ones(attrs, key: str, value: int) -> bool:
 
 
 def dw_pw_pays(dw: Operation, pw: Operation, threads: int) -> bool:
-    """Whether running ``dw`` and ``pw`` as one kernel (``graph.dw_pw_nchwc``) is expected to win:
-    its units are bands of output rows of an image, so at a batch smaller than the threads each
+    """Whether running ``dw`` and the 1x1 ``pw`` after it as one kernel is expected to win: its
+    units are bands of output rows of an image, so at a batch smaller than the threads each
     thread reads all the 1x1 conv's weights where the unfused kernel splits them by output
     blocks; that costs more than keeping the depthwise output out of memory saves when the weights
     are large beside the depthwise output (MobileNetV2's 7x7 layers) or the rows few."""
@@ -406,15 +406,45 @@ def dw_pw_pays(dw: Operation, pw: Operation, threads: int) -> bool:
 # Fuse at a batch below the threads when the depthwise output is at least this many times the
 # weight bytes the fused kernel's threads read again.
 DW_PW_TRAFFIC_RATIO = 1.0
+# An expand conv whose bands recompute some of its rows (the halo rows two bands' windows share:
+# bands split the images at a batch below the threads) joins the chain when they recompute at
+# most this share of its work ...
+MAX_RECOMPUTE = 0.15
+# ... and its output, which the chain then never writes, is at least this big (bytes): a smaller
+# one stays in L2 between the two kernels anyway (MobileNetV2's and EfficientNet-B0's 14x14 blocks
+# at batch 1 ran 0.87-0.95x fused, kernel timers in one process; the 112x112 ones 1.08-1.15x).
+MIN_EXPANDED_BYTES = 1 << 20
 
 
-class FuseDepthwisePointwise(Pattern):
-    """A depthwise ``conv_nchwc`` whose only user is a 1x1 stride-1 ``conv_nchwc`` reading it as its
-    input becomes one ``dw_pw_nchwc`` (``codegen/c/nchwc_dw_pw.py``: the depthwise outputs of a
-    band of rows stay in L2 for the 1x1 conv), where ``dw_pw_pays``.  Runs after the epilogues are
-    taken in (``FuseConvEpilogue``), so each conv brings its own."""
+def expand_pays(chain, threads: int) -> bool:
+    """Whether the 1x1 conv before a depthwise one joins the fused chain (``chain``, an
+    ``nchwc_mbconv.Chain`` with it): always where the bands are whole images (nothing recomputed;
+    EfficientNet-B0's chains at batch 8 1.03x in the kernel timers, MobileNetV2's with their
+    project conv 1.16x end to end), else where its output is big and little of it is recomputed."""
+    from ...codegen.c import nchwc_mbconv
+    e = chain.expand
+    again = nchwc_mbconv.recompute(chain, threads)
+    return again == 0 or (again <= MAX_RECOMPUTE and e.n * e.ob * e.h * e.w * e.vw * 4 >= MIN_EXPANDED_BYTES)
 
-    name = "fuse-dw-pw"
+
+def _is_pointwise(op: Operation | None) -> bool:
+    """A plain 1x1 stride-1 unpadded ``conv_nchwc`` with groups 1 and no gate."""
+    if op is None or op.name != "graph.conv_nchwc":
+        return False
+    at = op.attributes
+    return (not at.get("gate", False) and at.get("groups", 1) == 1 and all(k == 1 for k in op.operands[1].type.shape[2:-2])
+            and _ones(at, "strides", 1) and _ones(at, "pads", 0))
+
+
+class FuseDepthwiseChain(Pattern):
+    """A depthwise ``conv_nchwc`` becomes one ``mbconv_nchwc`` with the 1x1 convs around it
+    (``codegen/c/nchwc_mbconv.py``: bands whose expanded rows and depthwise outputs stay in L2):
+    the 1x1 stride-1 conv that is its output's only reader (``project``, where ``dw_pw_pays``)
+    and the 1x1 stride-1 conv whose output only it reads (``expand``, without a residual, where
+    ``expand_pays``).  Runs after the epilogues are taken in (``FuseConvEpilogue``), so each conv
+    brings its own."""
+
+    name = "fuse-depthwise-chain"
     root = ("graph.conv_nchwc",)
 
     def __init__(self, threads: int):
@@ -422,30 +452,57 @@ class FuseDepthwisePointwise(Pattern):
         self.threads = threads
 
     def match_and_rewrite(self, op, rewriter):
+        from ...codegen.c.nchwc import ConvGeometry
+        from ...codegen.c.nchwc_mbconv import Chain
         at = op.attributes
-        if at.get("groups", 1) == 1 or len(op.operands) > 3:
+        if at.get("groups", 1) == 1 or len(op.operands) > 3 or not op.results[0].type.is_static:
             return False
+        y = op.results[0]
         pw = _only_user(op)
-        if pw is None or pw.name != "graph.conv_nchwc" or pw.operands[0] is not op.results[0]:
+        if not (_is_pointwise(pw) and pw.operands[0] is y and all(v is not y for v in pw.operands[1:])
+                and dw_pw_pays(op, pw, self.threads)):
+            pw = None
+        ex = op.operands[0].op
+        if not (_is_pointwise(ex) and len(ex.operands) <= 3 and _only_user(ex) is op):
+            ex = None
+        if ex is not None:
+            n, cb, h, w, vw = op.operands[0].type.shape
+            _, _, oh, ow, _ = y.type.shape
+            wd = op.operands[1].type.shape
+            pads = list(at.get("pads") or (0,) * 4)
+            strides = list(at.get("strides") or (1, 1))
+            dil = list(at.get("dilations") or (1, 1))
+            g = ConvGeometry(n, cb, h, w, vw, cb, oh, ow, vw, wd[2], wd[3], strides[0], strides[1],
+                                   pads[0], pads[1], dil[0], dil[1])
+            unit = ConvGeometry(n, 1, h, w, vw, cb, h, w, vw, 1, 1, 1, 1, 0, 0, 1, 1)
+            chain = Chain(unit, g, g if pw is not None else None, ())
+            if not expand_pays(chain, self.threads):
+                ex = None
+        if ex is None and pw is None:
             return False
-        pat = pw.attributes
-        w = pw.operands[1].type
-        if pat.get("gate", False) or pat.get("groups", 1) != 1 or any(k != 1 for k in w.shape[2:-2]) or any(v is op.results[0] for v in pw.operands[1:]):
-            return False
-        if not (_ones(pat, "strides", 1) and _ones(pat, "pads", 0) and op.results[0].type.is_static):
-            return False
-        if not dw_pw_pays(op, pw, self.threads):
-            return False
-        rewriter.set_insertion_point_before(pw)
-        dw_bias = list(op.operands[2:]) or [rewriter.constant(np.zeros(op.results[0].type.shape[1] * w.shape[-1],
-                                                                         np.float32))]
-        pw_bias = list(pw.operands[2:3]) or [rewriter.constant(np.zeros(w.shape[0] * w.shape[-1], np.float32))]
-        attrs = {f"dw_{k}": v for k, v in at.items() if k in DW_ATTRS}
-        attrs |= {k: v for k, v in pat.items() if k in ("in_channels", "out_channels", "relu", "clip_max", "silu")}
-        operands = [op.operands[0], op.operands[1]] + dw_bias + [pw.operands[1]] + pw_bias + list(pw.operands[3:])
-        new = rewriter.create("graph.dw_pw_nchwc", operands, attrs).results[0]
-        rewriter.replace_op(pw, [new])
-        rewriter.erase_op(op)
+        rewriter.set_insertion_point_before(pw if pw is not None else op)
+
+        def bias(conv: Operation, channels: int) -> list:
+            return list(conv.operands[2:3]) or [rewriter.constant(np.zeros(channels, np.float32))]
+        operands = [ex.operands[0] if ex is not None else op.operands[0]]
+        attrs = {"expand": ex is not None, "project": pw is not None}
+        attrs |= {f"dw_{k}": v for k, v in at.items() if k in DW_ATTRS}
+        if ex is not None:
+            w = ex.operands[1].type.shape
+            operands += [ex.operands[1]] + bias(ex, w[0] * w[-1])
+            attrs |= {f"expand_{k}": v for k, v in ex.attributes.items() if k in EXPAND_ATTRS}
+        operands += [op.operands[1]] + bias(op, y.type.shape[1] * y.type.shape[-1])
+        last = op
+        if pw is not None:
+            w = pw.operands[1].type.shape
+            operands += [pw.operands[1]] + bias(pw, w[0] * w[-1]) + list(pw.operands[3:])
+            attrs |= {k: v for k, v in pw.attributes.items() if k in PROJECT_ATTRS}
+            last = pw
+        new = rewriter.create("graph.mbconv_nchwc", operands, attrs).results[0]
+        rewriter.replace_op(last, [new])
+        for dead in (op, ex):
+            if dead is not None and dead is not last:
+                rewriter.erase_op(dead)
         return True
 
 
@@ -499,7 +556,7 @@ def layout_patterns(block: int) -> list[Pattern]:
 def optimize_layout(root: Operation, *, block: int | None = None, fold_limit: int = DEFAULT_FOLD_LIMIT,
                     max_iterations: int = 10) -> RewriteStats:
     """Blocked convs with the conversions between them cancelled, weights packed by folding; then
-    the depthwise + 1x1 pairs fused where it pays (``FuseDepthwisePointwise``) and the
+    the depthwise convs fused with the 1x1 convs around them where it pays (``FuseDepthwiseChain``) and the
     squeeze-excitation gates taken into the 1x1 convs that read them (``GateIntoConv``); not for a
     forced ``block`` other than the host's, whose kernels the host does not run."""
     from ...codegen.target import Target
@@ -507,7 +564,7 @@ def optimize_layout(root: Operation, *, block: int | None = None, fold_limit: in
     block = block or host
     stats = apply_patterns_greedily(root, with_folding(layout_patterns(block), fold_limit), fold=False,
                                     max_iterations=max_iterations)
-    joins = ([FuseDepthwisePointwise(max(1, Target.host().cores or 1))] if dw_pw_enabled() else []) + \
+    joins = ([FuseDepthwiseChain(max(1, Target.host().cores or 1))] if dw_pw_enabled() else []) + \
         ([GateIntoConv()] if gate_enabled() else [])
     if block == host and joins:
         stats = stats.merge(apply_patterns_greedily(root, joins, fold=False, max_iterations=max_iterations))
@@ -532,10 +589,8 @@ def conversion_bytes_per_mac(func: Operation) -> float:
         elif op.name == "graph.conv_nchwc":
             w = op.operands[1].type.shape
             macs += math.prod(op.results[0].type.shape) * math.prod(w[1:-1])
-        elif op.name == "graph.dw_pw_nchwc":
-            wd, wp = op.operands[1].type.shape, op.operands[3].type.shape
-            n, _, oh, ow, _ = op.results[0].type.shape
-            macs += n * oh * ow * (wd[0] * math.prod(wd[1:]) + wp[0] * math.prod(wp[1:]))
+        elif op.name == "graph.mbconv_nchwc":
+            macs += op.opdef.cost([v.type for v in op.operands], [op.results[0].type], op.attributes).flops / 2
     return moved / macs if macs else math.inf
 
 
@@ -576,7 +631,7 @@ class LayoutPass(_GreedyPass):
                                 max_iterations=self.max_iterations))
 
 
-__all__ = ["CancelLayout", "ConvToNCHWc", "FuseConvEpilogue", "FuseDepthwisePointwise", "GateIntoConv", "dw_pw_pays", "LayoutPass", "SinkConcat", "SinkElementwise", "SinkPool",
+__all__ = ["CancelLayout", "ConvToNCHWc", "FuseConvEpilogue", "FuseDepthwiseChain", "GateIntoConv", "dw_pw_pays", "expand_pays", "LayoutPass", "SinkConcat", "SinkElementwise", "SinkPool",
            "SinkReduceMean",
            "MAX_CONVERSION_BYTES_PER_MAC", "blocked_source", "conversion_bytes_per_mac", "host_block", "input_block",
            "layout_patterns", "optimize_layout", "optimize_layout_where_it_pays",
