@@ -23,6 +23,13 @@ leaves the blocked region (the input, a reshape or GEMM at the end).  A conv the
 residual add and ReLU/ReLU6 into its epilogue (``FuseConvEpilogue``): its kernel is a library
 kernel, opaque to the fusion engine, so the pass joins them here as ``int8-contractions`` does.
 
+Last, two joins whose kernels exist only for the host's block: a depthwise conv takes the 1x1
+convs around it into one ``mbconv_nchwc`` (``FuseDepthwiseChain``: the project conv that alone reads
+its output and the expand conv whose output only it reads, where the traffic they save pays for
+what the bands cost, ``dw_pw_pays``, ``expand_pays``), and a 1x1 conv reading a squeeze-excitation's
+``a * sigmoid(g)`` takes the gate as an operand (``GateIntoConv``).  ``TENSORFORGE_NCHWC_DW_PW=0``
+and ``TENSORFORGE_NCHWC_GATE=0`` leave them out.
+
 Numerics are unchanged (the blocked ops' references unpack, compute and pack).  In the default
 pipeline the pass runs in its ``auto`` form (``optimize_layout_where_it_pays``).
 """
@@ -472,10 +479,11 @@ class FuseDepthwiseChain(Pattern):
             pads = list(at.get("pads") or (0,) * 4)
             strides = list(at.get("strides") or (1, 1))
             dil = list(at.get("dilations") or (1, 1))
-            g = ConvGeometry(n, cb, h, w, vw, cb, oh, ow, vw, wd[2], wd[3], strides[0], strides[1],
-                                   pads[0], pads[1], dil[0], dil[1])
-            unit = ConvGeometry(n, 1, h, w, vw, cb, h, w, vw, 1, 1, 1, 1, 0, 0, 1, 1)
-            chain = Chain(unit, g, g if pw is not None else None, ())
+            dw = ConvGeometry(n, cb, h, w, vw, cb, oh, ow, vw, wd[2], wd[3], strides[0], strides[1],
+                              pads[0], pads[1], dil[0], dil[1])
+            expand = ConvGeometry(n, 1, h, w, vw, cb, h, w, vw, 1, 1, 1, 1, 0, 0, 1, 1)   # its output's shape
+            project = ConvGeometry(n, cb, oh, ow, vw, 1, oh, ow, vw, 1, 1, 1, 1, 0, 0, 1, 1) if pw is not None else None
+            chain = Chain(expand, dw, project, ())
             if not expand_pays(chain, self.threads):
                 ex = None
         if ex is None and pw is None:
@@ -556,9 +564,10 @@ def layout_patterns(block: int) -> list[Pattern]:
 def optimize_layout(root: Operation, *, block: int | None = None, fold_limit: int = DEFAULT_FOLD_LIMIT,
                     max_iterations: int = 10) -> RewriteStats:
     """Blocked convs with the conversions between them cancelled, weights packed by folding; then
-    the depthwise convs fused with the 1x1 convs around them where it pays (``FuseDepthwiseChain``) and the
-    squeeze-excitation gates taken into the 1x1 convs that read them (``GateIntoConv``); not for a
-    forced ``block`` other than the host's, whose kernels the host does not run."""
+    the depthwise convs fused with the 1x1 convs around them where it pays
+    (``FuseDepthwiseChain``) and the squeeze-excitation gates taken into the 1x1 convs that read
+    them (``GateIntoConv``); not for a forced ``block`` other than the host's, whose kernels the
+    host does not run."""
     from ...codegen.target import Target
     host = host_block()
     block = block or host
@@ -631,8 +640,8 @@ class LayoutPass(_GreedyPass):
                                 max_iterations=self.max_iterations))
 
 
-__all__ = ["CancelLayout", "ConvToNCHWc", "FuseConvEpilogue", "FuseDepthwiseChain", "GateIntoConv", "dw_pw_pays", "expand_pays", "LayoutPass", "SinkConcat", "SinkElementwise", "SinkPool",
-           "SinkReduceMean",
+__all__ = ["CancelLayout", "ConvToNCHWc", "FuseConvEpilogue", "FuseDepthwiseChain", "GateIntoConv", "LayoutPass",
+           "SinkConcat", "SinkElementwise", "SinkPool", "SinkReduceMean", "dw_pw_pays", "expand_pays",
            "MAX_CONVERSION_BYTES_PER_MAC", "blocked_source", "conversion_bytes_per_mac", "host_block", "input_block",
            "layout_patterns", "optimize_layout", "optimize_layout_where_it_pays",
            "packed_constant"]
