@@ -300,11 +300,12 @@ def test_a_gated_conv_cuts_a_tuned_chunk_to_its_scaled_weights_buffer(tmp_path):
     """The scaled weights of a unit's chunk live on the stack (``GATE_WEIGHT_FLOATS``): a tuned
     whole-K chunk of 20 input blocks x 4 output blocks is cut to 10, with the same bits."""
     from tensorforge.codegen.c.nchwc import GATE_WEIGHT_FLOATS
+    from tensorforge.codegen.target import Target
     from tensorforge.tune.database import TuningDatabase
     from tensorforge.tune.measure import Result
     from tensorforge.tune.space import DEFAULT
     from tensorforge.tune.tasks import extract_tasks
-    host = tensorforge.codegen.target.Target.host()
+    host = Target.host()
     task = next(t for t in extract_tasks(_se_model(1, 320, 7, 64), passes=LAYOUT)
                 if t.kind == "blocked" and t.problem["conv"]["geometry"]["cb"] == 20
                 and t.problem["conv"]["geometry"]["ob"] == 4)

@@ -1064,17 +1064,16 @@ def _mbconv_kernel(k: _Kernel) -> str:
     from ..target import Target
     host = Target.host()
     chain = nchwc_mbconv.chain_of(k.kernel, k.op)
-    n_ops = len(k.kernel.operands)
-    residual = n_ops > 3 + 2 * (chain.expand is not None) + 2 * (chain.project is not None)
+    # each conv's weight and bias, the last one's residual after them (the op's own split)
+    args = {stage: ops for stage, ops, _ in k.op.opdef.stages([f"in{i}" for i in range(len(k.kernel.operands))],
+                                                              k.op.attributes)}
+    last = args["project" if chain.project is not None else "dw"]
+    residual = len(last) > 2
     name = nchwc_mbconv.kernel_name(chain, residual, k.tiling)
     helpers = nchwc_mbconv.source(name, chain, host, residual, max(1, host.cores), k.tiling)
-    it = iter(f"in{i}" for i in range(n_ops))
-    x = next(it)
-    we, be = (next(it), next(it)) if chain.expand is not None else ("0", "0")
-    wd, bd = next(it), next(it)
-    wp, bp = (next(it), next(it)) if chain.project is not None else ("0", "0")
-    res = next(it, "0")
-    return k.function([f"  {name}({x}, {we}, {be}, {wd}, {bd}, {wp}, {bp}, {res}, out0);"], helpers=helpers)
+    (we, be), (wd, bd), (wp, bp) = (args.get(s, ["0", "0"])[:2] for s in ("expand", "dw", "project"))
+    call = f"  {name}(in0, {we}, {be}, {wd}, {bd}, {wp}, {bp}, {last[2] if residual else '0'}, out0);"
+    return k.function([call], helpers=helpers)
 
 
 def _conv_nchwc_kernel(k: _Kernel) -> str:
@@ -1085,10 +1084,10 @@ def _conv_nchwc_kernel(k: _Kernel) -> str:
     host = Target.host()
     at = k.op.attributes
     g = nchwc.ConvGeometry.of(k.kernel, k.op)
-    ops = k.kernel.operands
+    # x, w and the bias if any; the residual; the gate (the op's own split of its operands)
+    main, res, gate = k.op.opdef.split_operands([f"in{i}" for i in range(len(k.kernel.operands))], at)
     act = nchwc.epilogue_act(at)
-    gated = bool(at.get("gate", False))
-    residual = len(ops) - gated > 3
+    gated, residual = gate is not None, res is not None
     groups = conv_groups(k.op)
     params = k.tiling
     # (act is in the name: a SiLU and a plain conv of one geometry are two kernels)
@@ -1103,13 +1102,13 @@ def _conv_nchwc_kernel(k: _Kernel) -> str:
         helpers = wino.source(name, g, m, host, residual, act, at.get("clip_max"), threads, params)
     else:
         helpers = nchwc.conv_source(name, g, host, residual, act, at.get("clip_max"), threads, params, gated)
-    if len(ops) - gated > 2:
-        bias = "in2"
+    if len(main) > 2:
+        bias = main[2]
         body = []
     else:
         bias = "tf_zero_bias"
         body = [f"  static const float tf_zero_bias[{g.ob * g.vw}] = {{0}};"]
-    body.append(f"  {name}(in0, in1, {bias}, {'in3' if residual else '0'}, out0{f', in{len(ops) - 1}' if gated else ''});")
+    body.append(f"  {name}(in0, in1, {bias}, {res or '0'}, out0{f', {gate}' if gated else ''});")
     return k.function(body, helpers=helpers)
 
 

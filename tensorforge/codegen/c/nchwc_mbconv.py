@@ -74,7 +74,7 @@ def chain_of(kernel: Operation, op: Operation) -> Chain:
         raise CompileError(f"mbconv_nchwc{op.location_str()}: the native kernel takes static 2-D convolutions "
                            f"(x {types[0].shape}); run the layout pass only on such models")
     x, y = types[0], types[-1]
-    wd = types[3 if expand else 1]
+    wd = next(ops[0] for stage, ops, _ in op.opdef.stages(types[:-1], at) if stage == "dw")
     n, _, h, w, _ = x.shape
     _, _, kh, kw, _, vw = wd.shape
     cb = wd.shape[0]

@@ -194,6 +194,12 @@ class LayoutTransform(OpDef):
         return Cost(0.0, io_bytes(operand_types, result_types))
 
 
+def gate_shape(shape: Sequence[Dim]) -> tuple[Dim, ...]:
+    """The shape of a ``conv_nchwc`` gate for blocked input ``shape``: one value per image and
+    channel, (N, C/x, 1, ..., 1, x)."""
+    return (shape[0], shape[1]) + (1,) * (len(shape) - 3) + (shape[-1],)
+
+
 def _act_block(t: TensorType, what: str) -> int:
     expect(t.rank >= 4 and isinstance(t.shape[-1], int), f"{what} must be NCHW<x>c (N, C/x, *spatial, x), "
                                                          f"got shape {t.shape}")
@@ -266,8 +272,7 @@ class ConvNCHWc(OpDef):
             expect(len(plain) == 3, f"{self.name}: a residual needs the bias operand before it")
             expect(residual == y, f"{self.name}: the residual must have the result's type {y}, got {residual}")
         if gate is not None:
-            x = types[0]
-            want = (x.shape[0], x.shape[1]) + (1,) * (x.rank - 3) + (x.shape[-1],)
+            want = gate_shape(types[0].shape)
             expect(len(plain) == 3 and attrs.get("groups", 1) == 1 and not attrs.get("in_channels", 0),
                    f"{self.name}: a gate takes a conv with groups 1, whole input blocks and a bias")
             expect(tuple(gate.shape) == want, f"{self.name}: the gate must have shape {want}, got {gate.shape}")
@@ -423,6 +428,6 @@ BLOCKED_POOLS = {base: _blocked_pool(base).name for base in
                  ("graph.max_pool", "graph.avg_pool", "graph.global_avg_pool", "graph.global_max_pool")}
 """Plain pool op name -> its NCHW[x]c variant."""
 
-__all__ = ["BLOCKED_POOLS", "ConvNCHWc", "DW_ATTRS", "EXPAND_ATTRS", "MBConvNCHWc", "PROJECT_ATTRS", "LayoutTransform", "nchwc", "oihwio", "pack_act", "pack_weight",
+__all__ = ["BLOCKED_POOLS", "ConvNCHWc", "DW_ATTRS", "EXPAND_ATTRS", "MBConvNCHWc", "PROJECT_ATTRS", "gate_shape", "LayoutTransform", "nchwc", "oihwio", "pack_act", "pack_weight",
            "packed_act_shape", "packed_weight_shape", "parse_layout", "unpack_act", "unpack_weight",
            "unpacked_act_shape", "unpacked_weight_shape"]

@@ -42,7 +42,7 @@ import numpy as np
 
 from ...dialects.graph.elementwise import relu_epilogue
 from ...dialects.graph.layout import (BLOCKED_POOLS, DW_ATTRS, EXPAND_ATTRS, PLAIN_ACT, PLAIN_WEIGHT, PROJECT_ATTRS,
-                                      nchwc, oihwio, pack_act, packed_act_shape, parse_layout)
+                                      gate_shape, nchwc, oihwio, pack_act, packed_act_shape, parse_layout)
 from ...errors import TensorforgeError
 from ...ir.attributes import Dense
 from ...ir.core import Operation, Value
@@ -473,16 +473,11 @@ class FuseDepthwiseChain(Pattern):
         if not (_is_pointwise(ex) and len(ex.operands) <= 3 and _only_user(ex) is op):
             ex = None
         if ex is not None:
+            dw = ConvGeometry.of(op, op)
             n, cb, h, w, vw = op.operands[0].type.shape
-            _, _, oh, ow, _ = y.type.shape
-            wd = op.operands[1].type.shape
-            pads = list(at.get("pads") or (0,) * 4)
-            strides = list(at.get("strides") or (1, 1))
-            dil = list(at.get("dilations") or (1, 1))
-            dw = ConvGeometry(n, cb, h, w, vw, cb, oh, ow, vw, wd[2], wd[3], strides[0], strides[1],
-                              pads[0], pads[1], dil[0], dil[1])
             expand = ConvGeometry(n, 1, h, w, vw, cb, h, w, vw, 1, 1, 1, 1, 0, 0, 1, 1)   # its output's shape
-            project = ConvGeometry(n, cb, oh, ow, vw, 1, oh, ow, vw, 1, 1, 1, 1, 0, 0, 1, 1) if pw is not None else None
+            project = (ConvGeometry(n, cb, dw.oh, dw.ow, vw, 1, dw.oh, dw.ow, vw, 1, 1, 1, 1, 0, 0, 1, 1)
+                       if pw is not None else None)
             chain = Chain(expand, dw, project, ())
             if not expand_pays(chain, self.threads):
                 ex = None
@@ -522,9 +517,8 @@ def _gate_of(x: Value) -> tuple[Value, Value] | None:
         return None
     for gate, a in (mul.operands, mul.operands[::-1]):
         sig = gate.op
-        t = a.type
-        want = (t.shape[0], t.shape[1]) + (1,) * (t.rank - 3) + (t.shape[-1],)
-        if sig is not None and sig.name == "graph.sigmoid" and tuple(gate.type.shape) == want and t == x.type:
+        if (sig is not None and sig.name == "graph.sigmoid" and tuple(gate.type.shape) == gate_shape(a.type.shape)
+                and a.type == x.type):
             return a, sig.operands[0]
     return None
 
@@ -539,10 +533,7 @@ class GateIntoConv(Pattern):
 
     def match_and_rewrite(self, op, rewriter):
         at = op.attributes
-        w = op.operands[1].type
-        if at.get("gate", False) or at.get("groups", 1) != 1 or at.get("in_channels", 0) or len(op.operands) < 3:
-            return False
-        if any(k != 1 for k in w.shape[2:-2]) or not (_ones(at, "strides", 1) and _ones(at, "pads", 0)):
+        if not _is_pointwise(op) or at.get("in_channels", 0) or len(op.operands) < 3:
             return False
         found = _gate_of(op.operands[0])
         if found is None:
