@@ -247,7 +247,9 @@ def test_the_tiles_share_the_work_evenly_between_threads():
     assert nchwc.balance(g, 4, 7, 2) == pytest.approx(0.625) and nchwc.balance(g, 3, 7, 2) == pytest.approx(70 / 84)
     assert nchwc.balance(g, 4, 7, 1) == 1.0
     two = dataclasses.replace(Target.host(), cores=2, vector_width=16, vector_registers=32)
-    assert nchwc.conv_plan(g, two).blocks == 3
+    # tiles of 3 and 2 blocks give each thread 5: every thread works the whole time
+    assert nchwc.conv_plan(g, two).blocks == 3 and nchwc.conv_plan(g, two).groups == (3, 2, 3, 2)
+    assert nchwc.balance(g, 3, 7, 2, (3, 2, 3, 2)) == 1.0
     assert nchwc.conv_plan(g, two, threads=1).blocks == 4
     assert nchwc.conv_plan(g, two, nchwc.BlockedParams("direct", blocks=4)).blocks == 4
     # a big map in bands of one row: 10 blocks in groups of 4 still give one thread 2.5 groups' rows
@@ -255,6 +257,62 @@ def test_the_tiles_share_the_work_evenly_between_threads():
     big = dataclasses.replace(g, h=56, w=56, oh=56, ow=56)
     assert nchwc.balance(big, 4, 1, 2) == pytest.approx(560 / 672) and nchwc.conv_plan(big, two).blocks == 2
     assert nchwc.conv_plan(dataclasses.replace(big, ob=8), two).blocks == 4
+    assert nchwc.conv_plan(dataclasses.replace(big, ob=8), two).groups == ()
+
+
+def test_uneven_groups_give_every_thread_an_even_share():
+    from tensorforge.codegen.c import nchwc
+    assert nchwc.even_groups(10, 4, 2) == (3, 2, 3, 2)
+    assert nchwc.even_groups(20, 4, 2) == (4, 3, 3, 4, 3, 3)
+    assert nchwc.even_groups(9, 3, 2) == (3, 2, 2, 2)          # shares 5 and 4
+    assert nchwc.even_groups(8, 4, 3) == (3, 3, 2)                # shares 2, 3 and 3, one group each
+    assert nchwc.even_groups(1, 4, 2) is None                  # a thread would get nothing
+    for ob, blocks, threads in [(10, 4, 2), (20, 4, 2), (9, 3, 2), (13, 4, 4), (7, 2, 3)]:
+        sizes = nchwc.even_groups(ob, blocks, threads)
+        assert sum(sizes) == ob and max(sizes) <= blocks and len(sizes) % threads == 0
+
+
+def test_flat_maps_tile_across_rows():
+    """A 1x1 stride-1 conv's positions are one run: its tiles cross rows, as even as they go."""
+    from tensorforge.codegen.c import nchwc
+    g = nchwc.ConvGeometry(1, 60, 7, 7, 16, 10, 7, 7, 16, 1, 1, 1, 1, 0, 0, 1, 1)
+    assert nchwc.flat_map(g)
+    assert [t[3] for t in nchwc.map_tiles(g, 3, rows=9)] == [8, 8, 8, 8, 8, 9]
+    assert nchwc.map_tiles(g, 3, rows=9)[1] == (1, 1, 1, 8)      # position 8: row 1, column 1
+    padded = nchwc.ConvGeometry(1, 2, 7, 7, 16, 2, 7, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1)
+    assert not nchwc.flat_map(padded) and all(t[2] * t[3] <= 9 for t in nchwc.map_tiles(padded, 3, rows=9))
+
+
+UNEVEN = [
+    # c, hw, o, residual: 10 output blocks of 16 lanes (20 of 8), on two threads
+    (192, 7, 160, True),      # a small map: the whole map a unit, flat tiles across its rows
+    (96, 14, 160, False),     # bands of rows
+]
+
+
+@pytest.mark.parametrize("case", UNEVEN, ids=[f"{c[0]}to{c[2]}_{c[1]}x{c[1]}" for c in UNEVEN])
+def test_uneven_groups_of_output_blocks_match_the_plain_graph(case, monkeypatch):
+    from tensorforge.codegen.c import nchwc
+    from tensorforge.codegen.target import Target
+    two = Target.host().replace(cores=2)
+    monkeypatch.setattr(Target, "host", classmethod(lambda cls: two))
+    c, hw, o, residual = case
+    x = _rng(4).standard_normal((1, c, hw, hw)).astype(np.float32)
+    x[0, 5, 2, 3], x[0, 17, 6, 1], x[0, 0, 0, 0] = np.nan, np.inf, -np.inf
+    native = _compare(lambda: _conv_model(1, c, hw, hw, o, 1, residual=residual, act="relu6"), x)
+    vw = two.vector_width
+    g = nchwc.ConvGeometry(1, c // vw, hw, hw, vw, o // vw, hw, hw, vw, 1, 1, 1, 1, 0, 0, 1, 1)
+    assert nchwc.conv_plan(g, two).groups and "group_width[" in native.source
+
+
+def test_a_gate_runs_in_uneven_groups(monkeypatch):
+    from tensorforge.codegen.target import Target
+    two = Target.host().replace(cores=2)
+    monkeypatch.setattr(Target, "host", classmethod(lambda cls: two))
+    x = _rng(5).standard_normal((1, 192, 7, 7)).astype(np.float32)
+    x[0, 3, 1, 1] = np.nan
+    native = _compare(lambda: _se_model(1, 192, 7, 160), x)
+    assert "_g(in0, in1, in2" in native.source and "group_width[" in native.source
 
 
 def _se_model(n, c, hw, o, residual=False, seed=11) -> ModuleOp:

@@ -1304,9 +1304,11 @@ def _describe_conv_nchwc(kernel: Operation, op: Operation, params=None) -> str:
         return (f"NCHW{g.vw}c Winograd F({m}x{m}, 3x3): vector transforms, {(m + 2) ** 2} 1x1 blocked products "
                 f"over the tiles, weights transformed at compile time{tuned}")
     p = nchwc.conv_plan(g, Target.host(), params)
-    return (f"NCHW{g.vw}c direct: tiles of {p.rows} positions x {p.blocks} output blocks, input blocks in chunks "
-            f"of {p.chunk}, " + ("the whole map a work unit" if nchwc.small_map(g) else f"bands of {p.band} rows")
-            + tuned)
+    groups = (f" (groups of {', '.join(map(str, p.groups))} output blocks: an even share a thread)"
+              if p.groups else "")
+    return (f"NCHW{g.vw}c direct: tiles of {p.rows} positions x {p.blocks} output blocks{groups}, input blocks "
+            f"in chunks of {p.chunk}, "
+            + ("the whole map a work unit" if nchwc.small_map(g) else f"bands of {p.band} rows") + tuned)
 
 
 def _bf16_gemm_engine() -> str:

@@ -24,7 +24,11 @@ block (a 1x1 conv on 24 channels) reads only its real lanes.
 Work units are (image, group of output blocks, band of output rows of about ``BAND_POSITIONS``
 positions); a thread takes consecutive units, so one group's weights stay in its L2 while it sweeps
 the bands.  A map of at most ``BAND_POSITIONS`` positions is one unit tiled as a whole
-(``map_tiles``: several rows a tile over the interior, one column a tile down the edges).  3x3
+(``map_tiles``: several rows a tile over the interior, one column a tile down the edges; a 1x1
+stride-1 map, whose positions are one run, in even tiles across its rows).  Where few units are
+to share (batch 1, a small map), the groups' widths are chosen so that the threads' shares are
+even (``balance``, ``even_groups``: MobileNetV2's 960 -> 160 on 7x7 runs groups of 3, 2, 3, 2
+output blocks, 5 a thread, where tiles of 3 gave one thread 6 and the other 4).  3x3
 stride-1 layers go to ``nchwc_winograd.py``; depthwise ones (``dw_source``) keep a channel per lane.
 
 **Pools** (``graph.*_pool_nchwc``) reduce 16-lane vectors of one position over the window (max keeps
@@ -203,6 +207,15 @@ class ConvPlan:
     rows: int
     chunk: int
     band: int
+    groups: tuple[int, ...] = ()   # output blocks of each group, where they are uneven (``even_groups``)
+
+    def group_sizes(self, ob: int) -> tuple[int, ...]:
+        """Output blocks of each group of a conv with ``ob`` output blocks: ``groups``, or tiles of
+        ``blocks`` and a narrower tail group."""
+        if self.groups:
+            return self.groups
+        n = -(-ob // self.blocks)
+        return (self.blocks,) * (n - 1) + (ob - (n - 1) * self.blocks,)
 
     @staticmethod
     def of(g: ConvGeometry, target: Target, params: BlockedParams | None = None, threads: int = 1) -> "ConvPlan":
@@ -215,15 +228,22 @@ class ConvPlan:
         blocks = min(MAX_BLOCKS, g.ob)
         while blocks > 1 and blocks * per_block > budget:
             blocks //= 2
+        groups: tuple[int, ...] = ()
         if threads > 1 and not p.blocks and BALANCE_BLOCKS:
-            # the most even share among the tiles of a block or two fewer (ties: the wider tile)
+            # the most even share among the tiles of a block or two fewer, or groups of uneven
+            # widths that give every thread the same output blocks
+            # (ties: the wider tile; uneven groups only where they share more evenly)
+            widest = blocks
             blocks = max(range(blocks, max(1, blocks - 2) - 1, -1),
                          key=lambda b: (round(balance(g, b, band, threads), 2), b))
+            even = even_groups(g.ob, widest, threads)
+            if even and balance(g, max(even), band, threads, even) > balance(g, blocks, band, threads) + 0.02:
+                groups, blocks = even, max(even)
         blocks = p.blocks or blocks
         rows = p.rows or tile_rows(blocks, target)
         chunk = p.chunk or max([d for d in range(1, g.cb + 1)
                                 if g.cb % d == 0 and d * blocks * per_block <= budget] or [1])
-        return ConvPlan(blocks, rows, chunk, band)
+        return ConvPlan(blocks, rows, chunk, band, groups)
 
     def rows_for(self, blocks: int, target: Target) -> int:
         """Positions a tile of ``blocks`` output blocks: the plan's rows for its own block count,
@@ -243,18 +263,31 @@ def conv_plan(g: ConvGeometry, target: Target, params: BlockedParams | None = No
     return ConvPlan.of(g, target, params, threads if threads > 1 and g.macs >= PARALLEL_MIN_MACS else 1)
 
 
-def balance(g: ConvGeometry, blocks: int, band: int, threads: int) -> float:
+def even_groups(ob: int, blocks: int, threads: int) -> tuple[int, ...] | None:
+    """Groups of at most ``blocks`` output blocks, ``k`` for each thread's even share of the ``ob``
+    blocks (the same ``k`` for every thread, so that a static schedule deals each its own share),
+    widths within a share as even as they go: 10 blocks for 2 threads, tiles of 4 at most, give
+    3, 2, 3, 2.  None where a share would be empty."""
+    shares = [ob * (t + 1) // threads - ob * t // threads for t in range(threads)]
+    k = -(-max(shares) // blocks)
+    if min(shares) < k:
+        return None
+    return tuple(share * (i + 1) // k - share * i // k for share in shares for i in range(k))[::-1]
+
+
+def balance(g: ConvGeometry, blocks: int, band: int, threads: int, sizes: tuple[int, ...] = ()) -> float:
     """The share of ``threads``' time spent working when OpenMP's static schedule deals out the
     work units (image, group of ``blocks`` output blocks, band of ``band`` rows; a small map is one
     band) in contiguous runs: a unit's work is its blocks times its rows.  MobileNetV2's 960 -> 160
     1x1 on a 7x7 map has 10 output blocks: tiles of 4 make 3 units, 8 blocks for one thread and 2
     for the other (0.62); tiles of 3 make 4 units, 6 and 4 (0.83).  Choosing by it made
     MobileNetV2 and EfficientNet-B0 at batch 1 1.10x faster (one process, interleaved), ResNet-50
-    and batch 8 unchanged (their units are many)."""
-    groups = -(-g.ob // blocks)
-    tail = g.ob - (groups - 1) * blocks
+    and batch 8 unchanged (their units are many).  Groups of 3, 2, 3, 2 (``sizes``, from
+    ``even_groups``) give 5 and 5 (1.0): that layer's kernel 1.11-1.15x faster in the model's kernel
+    timers, 1.17x alone (45 against 53 us, hot caches)."""
+    sizes = sizes or ConvPlan(blocks, 0, 0, band).group_sizes(g.ob)
     heights = [g.oh] if small_map(g) else [min(band, g.oh - b0) for b0 in range(0, g.oh, band)]
-    work = [(blocks if og < groups - 1 else tail) * h for _ in range(g.n) for og in range(groups) for h in heights]
+    work = [size * h for _ in range(g.n) for size in sizes for h in heights]
     q, r = divmod(len(work), threads)
     loads, at = [], 0
     for t in range(threads):
@@ -430,6 +463,12 @@ def map_tiles(g: ConvGeometry, blocks: int, target: Target | None = None,
     one.  A 7x7 map with 3x3 windows then runs 2 x 5 and 5 x 1 tiles where row by row its 14 edge
     positions each ran alone.  ``rows``: positions a tile (default: as many as the registers hold)."""
     most = rows or tile_rows(blocks, target)
+    if flat_map(g):
+        # positions are one run in x and in y: tiles as even as they go, across rows
+        positions = g.oh * g.ow
+        count = -(-positions // most)
+        starts = [positions * i // count for i in range(count + 1)]
+        return [(a // g.ow, a % g.ow, 1, b - a) for a, b in zip(starts, starts[1:])]
     lo, hi = g.interior()
     span = hi - lo
     full_rows = [oh for oh in range(g.oh) if _ranges(oh * g.sh - g.ph, g.h, g.sh, g.dh, g.kh) == (0, g.kh)]
@@ -450,6 +489,12 @@ def map_tiles(g: ConvGeometry, blocks: int, target: Target | None = None,
     if fb > fa:
         tiles += [(oh, ow, min(most, fb - oh), 1) for ow in edges for oh in range(fa, fb, most)]
     return tiles
+
+
+def flat_map(g: ConvGeometry) -> bool:
+    """Whether a map's positions are one run of vectors in x as in y (a 1x1 stride-1 unpadded conv),
+    so that a register tile may cross output rows."""
+    return (g.kh, g.kw, g.sh, g.sw, g.ph, g.pw) == (1, 1, 1, 1, 0, 0) and (g.h, g.w) == (g.oh, g.ow)
 
 
 def _map_function(name: str, g: ConvGeometry, blocks: int, target: Target,
@@ -498,14 +543,13 @@ def conv_source(name: str, g: ConvGeometry, target: Target, residual: bool, act:
         per_chunk = plan.blocks * g.kh * g.kw * g.bi * g.vw
         plan = replace(plan, chunk=max(d for d in range(1, plan.chunk + 1)
                                        if g.cb % d == 0 and (d == 1 or d * per_chunk <= GATE_WEIGHT_FLOATS)))
-    blocks = plan.blocks
-    groups = -(-g.ob // blocks)
-    tail = g.ob - (groups - 1) * blocks
+    sizes = plan.group_sizes(g.ob)
+    groups = len(sizes)
     whole = small_map(g)
     # a gated conv's tiles read the chunk's scaled weights: output blocks ``chunk`` input blocks apart
     gt = replace(g, cb=plan.chunk) if gated else g
     parts = []
-    for bl in sorted({blocks, tail}):
+    for bl in sorted(set(sizes)):
         rows = plan.rows_for(bl, target)
         if whole:
             map_text, shapes = _map_function(name, gt, bl, target, rows)
@@ -519,25 +563,24 @@ def conv_source(name: str, g: ConvGeometry, target: Target, residual: bool, act:
     par = (f"#pragma omp parallel for schedule(static) if ({g.macs}L >= {PARALLEL_MIN_MACS}L)"
            if threads > 1 else "")
     if whole:
-        return _prelude(target) + _guard(name, "".join(parts) + _map_entry(name, g, plan, groups, tail, hi, par, gated))
+        return _prelude(target) + _guard(name, "".join(parts) + _map_entry(name, g, plan, hi, par, gated))
     bands = -(-g.oh // plan.band)
     units = g.n * groups * bands
     weights = "wsb" if gated else f"wg + c0 * {g.kh * g.kw * g.bi * g.vw}"
     args = (f"xr + c0 * {g.h * g.w * g.bi}, {weights}, yr, bias + ob0 * {g.vw}, "
             f"res ? res + ((n * {g.ob} + ob0) * {g.oh} + oh) * {g.ow * g.vw} : 0, lo, hi, kh0, kh1, "
             f"{plan.chunk}, c0 == 0, c0 + {plan.chunk} == {g.cb}")
-    dispatch = (f"{name}_row{blocks}({args});" if tail == blocks else
-                f"if (og < {groups - 1}) {name}_row{blocks}({args});\n"
-                f"        else {name}_row{tail}({args});")
-    gate, gate_begin, scale, gate_end = gate_scaling(g, plan, groups, tail) if gated else ("", "", "", "")
+    tables, first, width = _group_c(sizes)
+    dispatch = _group_dispatch(sizes, lambda bl: f"{name}_row{bl}({args});", "        ")
+    gate, gate_begin, scale, gate_end = gate_scaling(g, plan, width) if gated else ("", "", "", "")
     entry = f"""
 static void {name}(const float *restrict x, const float *restrict w, const float *restrict bias, const float *res,
     float *y{gate}) {{
-  const tf_vf lo = tf_bcast(0.0f), hi = tf_bcast({hi});{gate_begin}
+  const tf_vf lo = tf_bcast(0.0f), hi = tf_bcast({hi});{tables}{gate_begin}
   {par}
   for (long u = 0; u < {units}; u++) {{
     const long band = u % {bands}, og = u / {bands} % {groups}, n = u / {bands * groups};
-    const long ob0 = og * {blocks}, oh0 = band * {plan.band};
+    const long ob0 = {first}, oh0 = band * {plan.band};
     const long oh1 = oh0 + {plan.band} < {g.oh} ? oh0 + {plan.band} : {g.oh};
     const float *wg = w + ob0 * {g.cb * g.kh * g.kw * g.bi * g.vw};
     (void)og;
@@ -560,7 +603,31 @@ static void {name}(const float *restrict x, const float *restrict w, const float
 GATE_WEIGHT_FLOATS = 16384
 
 
-def gate_scaling(g: ConvGeometry, plan: ConvPlan, groups: int, tail: int) -> tuple[str, str, str, str]:
+def _group_c(sizes: tuple[int, ...]) -> tuple[str, str, str]:
+    """C for the groups of output blocks of ``sizes``: tables (uneven groups only), the group
+    ``og``'s first output block and its width, as expressions."""
+    blocks, groups = sizes[0], len(sizes)
+    if all(size == blocks for size in sizes[:-1]) and sizes[-1] <= blocks:
+        width = str(blocks) if sizes[-1] == blocks else f"(og < {groups - 1} ? {blocks} : {sizes[-1]})"
+        return "", f"og * {blocks}", width
+    starts = [sum(sizes[:i]) for i in range(groups)]
+    tables = (f"\n  static const long group_first[{groups}] = {{{', '.join(map(str, starts))}}}, "
+              f"group_width[{groups}] = {{{', '.join(map(str, sizes))}}};")
+    return tables, "group_first[og]", "group_width[og]"
+
+
+def _group_dispatch(sizes: tuple[int, ...], call, indent: str) -> str:
+    """The call ``call(width)`` of the group ``og``'s width among those of ``sizes``."""
+    widths = sorted(set(sizes), key=sizes.index)
+    if len(widths) == 1:
+        return call(widths[0])
+    if widths == [sizes[0], sizes[-1]] and sizes.count(sizes[-1]) == 1:
+        return f"if (og < {len(sizes) - 1}) {call(sizes[0])}\n{indent}else {call(sizes[-1])}"
+    branches = [f"if (group_width[og] == {bl}) {call(bl)}" for bl in widths[:-1]] + [call(widths[-1])]
+    return f"\n{indent}else ".join(branches)
+
+
+def gate_scaling(g: ConvGeometry, plan: ConvPlan, width: str) -> tuple[str, str, str, str]:
     """C pieces of a gated conv (a squeeze-excitation's ``x * sigmoid(gate)`` read by a 1x1 conv):
     the entry's extra parameter; the gate's sigmoids computed once a call (``tf_sigmoidf``, as the
     plain graph's sigmoid); per work unit and chunk of input blocks, the weights of the unit's
@@ -575,7 +642,7 @@ def gate_scaling(g: ConvGeometry, plan: ConvPlan, groups: int, tail: int) -> tup
              f"  for (long i = 0; i < {size}; i++) sg[i] = tf_sigmoidf(gate[i]);")
     scale = f"""
       float wsb[{plan.blocks * plan.chunk * per_block}] __attribute__((aligned(64)));
-      const long nbl = og < {groups - 1} ? {plan.blocks} : {tail};
+      const long nbl = {width};
       for (long b = 0; b < nbl; b++)
         for (long c = 0; c < {plan.chunk}; c++)
           for (long t = 0; t < {g.kh * g.kw}; t++)
@@ -591,25 +658,25 @@ def _guard(name: str, body: str) -> str:
     return f"#ifndef {name.upper()}_DEFINED\n#define {name.upper()}_DEFINED\n{body}#endif\n"
 
 
-def _map_entry(name: str, g: ConvGeometry, plan: ConvPlan, groups: int, tail: int, hi: str, par: str,
-               gated: bool = False) -> str:
+def _map_entry(name: str, g: ConvGeometry, plan: ConvPlan, hi: str, par: str, gated: bool = False) -> str:
     """The conv's entry for small maps: work units (image, group of output blocks), each a whole map
     per chunk of input blocks (``_map_function``)."""
-    blocks = plan.blocks
+    sizes = plan.group_sizes(g.ob)
+    groups = len(sizes)
+    tables, first, width = _group_c(sizes)
     weights = "wsb" if gated else f"wg + c0 * {g.kh * g.kw * g.bi * g.vw}"
-    gate, gate_begin, scale, gate_end = gate_scaling(g, plan, groups, tail) if gated else ("", "", "", "")
+    gate, gate_begin, scale, gate_end = gate_scaling(g, plan, width) if gated else ("", "", "", "")
     args = (f"xn + c0 * {g.h * g.w * g.bi}, {weights}, yn, bias + ob0 * {g.vw}, "
             f"res ? res + (n * {g.ob} + ob0) * {g.oh * g.ow * g.vw} : 0, lo, hi, {plan.chunk}, c0 == 0, "
             f"c0 + {plan.chunk} == {g.cb}")
-    dispatch = (f"{name}_map{blocks}({args});" if tail == blocks else
-                f"if (og < {groups - 1}) {name}_map{blocks}({args});\n      else {name}_map{tail}({args});")
+    dispatch = _group_dispatch(sizes, lambda bl: f"{name}_map{bl}({args});", "      ")
     return f"""
 static void {name}(const float *restrict x, const float *restrict w, const float *restrict bias, const float *res,
     float *y{gate}) {{
-  const tf_vf lo = tf_bcast(0.0f), hi = tf_bcast({hi});{gate_begin}
+  const tf_vf lo = tf_bcast(0.0f), hi = tf_bcast({hi});{tables}{gate_begin}
   {par}
   for (long u = 0; u < {g.n * groups}; u++) {{
-    const long og = u % {groups}, n = u / {groups}, ob0 = og * {blocks};
+    const long og = u % {groups}, n = u / {groups}, ob0 = {first};
     const float *xn = x + n * {g.cb * g.h * g.w * g.bi};
     const float *wg = w + ob0 * {g.cb * g.kh * g.kw * g.bi * g.vw};
     float *yn = y + (n * {g.ob} + ob0) * {g.oh * g.ow * g.vw};
