@@ -66,7 +66,7 @@ def register(sub) -> None:
     p.add_argument("--shape", action="append", metavar="NAME=VALUE|NAME=MIN..MAX",
                    help="a symbolic dimension's value, or its range: the kernels are tuned once for the "
                         "whole range (measured at the example size)")
-    p.add_argument("--time-budget", type=float, metavar="S", help="stop starting new batches after S seconds")
+    p.add_argument("--time-budget", type=float, metavar="S", help="the whole run's budget: the search stops early enough to leave the confirmation and the model check their estimated time (docs/tuning.md)")
     p.add_argument("--measure-batch", type=int, default=8, metavar="K",
                    help="candidates measured per batch, one database transaction each (default 8)")
     p.add_argument("--per-task", type=int, metavar="N", help="at most N records per task")

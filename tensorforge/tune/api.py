@@ -26,7 +26,9 @@ import numpy as np
 
 from ..errors import TensorforgeError
 from ..ir.builtin import FuncOp
+from .budget import TuneBudget
 from .database import CONFIRM_MARGIN, Confirmation, canonical_config
+from .in_model import ProfiledBaseline, check_in_model, checkable
 from .scheduler import TaskScheduler
 from .search import SearchOptions, TaskSearch
 from .space import DEFAULT, space_for
@@ -99,6 +101,7 @@ class TuneReport:
     measurements: list[dict] = field(default_factory=list)  # a Ray tune: node, task, start, end per batch
     run_trials: list[int] = field(default_factory=list)     # per task, filled by the cluster loop
     model_checks: list = field(default_factory=list)        # in_model.ModelCheck per tuned workload checked
+    phases: dict = field(default_factory=dict)              # seconds of each step: "setup", "search", ...
 
     def model_estimate(self, which: str = "best_s") -> float:
         """Sum of weight x latency over the tasks (what the kernels cost per model run);
@@ -107,7 +110,7 @@ class TuneReport:
 
     def to_dict(self) -> dict:
         return {"target": self.target_key, "db": self.db_path, "trials": self.trials, "seconds": self.seconds,
-                "stopped": self.stopped, "models": self.models, "cluster": self.cluster,
+                "stopped": self.stopped, "phases": self.phases, "models": self.models, "cluster": self.cluster,
                 "measurements": self.measurements,
                 "model_checks": [c.__dict__ for c in self.model_checks],
                 "tasks": [dict(t.__dict__, speedup=t.speedup, gflops=t.gflops, decision=t.decision,
@@ -166,8 +169,9 @@ class TuneReport:
         else:
             missing = sum(1 for t in self.tasks if not (math.isfinite(t.default_s) and math.isfinite(t.best_s)))
             estimate = f"{missing} of {len(self.tasks)} tasks not measured yet (more --trials): no model estimate"
+        phases = ", ".join(f"{name} {sec:.1f} s" for name, sec in self.phases.items())
         lines.append(f"{self.trials} trials in {self.seconds:.1f} s{' (' + self.stopped + ')' if self.stopped else ''}"
-                     f"; {estimate}; db {self.db_path}")
+                     f"{' (' + phases + ')' if phases else ''}; {estimate}; db {self.db_path}")
         if self.model_checks:
             kept = [c for c in self.model_checks if c.kept]
             lines.append(f"checked in the model: {len(self.model_checks)} tuned workloads, {len(kept)} kept "
@@ -285,8 +289,9 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
     kernel once, weighed by its share of all the models' latency, ``multi.py``).
 
     ``trials``: measured candidates for the whole model, records already in ``db`` included;
-    ``db``: a path or ``TuningDatabase`` (None: the default database); ``timeout_s``: stop
-    starting batches after this long (the confirmation still runs); ``batch_size``: candidates
+    ``db``: a path or ``TuningDatabase`` (None: the default database); ``timeout_s``: the whole
+    call's budget in seconds: the search stops early enough to leave the confirmation and the
+    model check the time they are estimated to take (``budget.py``); ``batch_size``: candidates
     per measured batch (one database transaction each); ``per_task``: at most this many records
     per task; ``kinds``: which tasks ("gemm", "conv", "depthwise", "int8", "blocked", "loop", "fusion"); ``measurer``: a
     ``measure.Measurer`` to use (else one is made); ``confirm``: the confirmation step
@@ -316,7 +321,9 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
     if cluster is not None:          # fail on a missing ray or a bad address before any work
         from .distributed import open_cluster
         session = open_cluster(cluster)
-    start = time.perf_counter()
+    confirm = confirm or ConfirmOptions()
+    budget = TuneBudget.of(timeout_s, confirm)
+    start = budget.start
     target = target or Target.host()
     target_key = target.key()
     database = None
@@ -340,6 +347,12 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
                               [s.best_s for s in searches])
         run_trials = [0] * len(tasks)
         cost = None
+        baselines = {}
+        if model_check and session is None and timeout_s is not None and sched.remaining > 0:
+            # the model check's untuned build, now: its build time sizes the budget's reserve
+            baselines = {id(m): ProfiledBaseline(m, target) for m in lowered if checkable(m)}
+            budget.model_check_s = sum(b.check_s() for b in baselines.values())
+        report.phases["setup"] = budget.elapsed()
         if sched.remaining > 0:          # nothing to tune: no model to train, no runner to start
             cost = _cost_model(database, target, target_key, spaces, warm)
             known = database.workloads() if warm else []
@@ -353,12 +366,13 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
             own_measurer = True
             if sched.remaining > 0:
                 run_trials_on_cluster(session, tasks, searches, sched, shares, database, target_key, cost,
-                                      batch_size, timeout_s, start, report, progress)
+                                      batch_size, budget, report, progress)
             run_trials = list(report.run_trials) or run_trials
         else:
             with Progress(f"tuning {len(tasks)} tasks", total=sched.remaining, enabled=progress) as bar:
                 while True:
-                    if timeout_s is not None and time.perf_counter() - start > timeout_s:
+                    # at least one task's confirmation and the model check are kept in reserve
+                    if budget.search_over(max(1, sum(1 for n in run_trials if n > 0))):
                         report.stopped = "time budget"
                         break
                     i = sched.next_task()
@@ -371,14 +385,16 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
                         continue
                     if measurer is None:
                         measurer = Measurer(target)
+                    batch_start = time.perf_counter()
                     results = measurer.measure(t, configs)
+                    budget.observe_batch(time.perf_counter() - batch_start)
                     s.commit(results, database, target_key)
                     learn(cost, s, t, results)
                     sched.observe(i, len(results), s.best_s, exhausted=s.exhausted)
                     sched.set_weights(shares.weights(tasks, [x.best_s for x in searches], cores))
                     run_trials[i] += len(results)
-                    bar.advance(len(results), note=_note(t, s, timeout_s, start))
-        confirm = confirm or ConfirmOptions()
+                    bar.advance(len(results), note=_note(t, s, budget))
+        report.phases["search"] = budget.elapsed() - report.phases["setup"]
         # A measurer without ``confirm`` (a test's stand-in that only measures) skips the step.
         can_confirm = confirm.top > 0 and (measurer is None or hasattr(measurer, "confirm"))
         due = [i for i, (t, s) in enumerate(zip(tasks, searches))
@@ -393,13 +409,15 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
                 conf = confirm_task(measurer, database, tasks[i], searches[i], target_key, confirm)
                 confirmed_now.add(i)
                 bar.advance(1, note=f"{tasks[i].name}: {_decision(conf, confirm.margin)}")
+        report.phases["confirmation"] = budget.elapsed() - sum(report.phases.values())
         if model_check and due and session is None:
-            from .in_model import check_in_model
             with Progress(f"checking tuned kernels in {len(lowered)} model(s)", total=len(lowered),
                           enabled=progress and bool(lowered), log_every_s=0.0) as bar:
                 for module in lowered:
-                    report.model_checks += check_in_model(module, database, target, tasks, confirm.margin)
+                    report.model_checks += check_in_model(module, database, target, tasks, confirm.margin,
+                                                          baseline=baselines.get(id(module)))
                     bar.advance(1)
+        report.phases["model check"] = budget.elapsed() - sum(report.phases.values())
         task_shares = shares.shares(tasks, [s.best_s for s in searches], cores)
         for i, (t, s, n) in enumerate(zip(tasks, searches, run_trials)):
             rec = database.best(t.key, target_key, margin=confirm.margin)
@@ -501,9 +519,10 @@ def _decision(conf: Confirmation, margin: float) -> str:
         f"default kept (best candidate {max(conf.speedups[1:]):.3f}x)"
 
 
-def _note(t: Task, s: TaskSearch, timeout_s: float | None, start: float) -> str:
+def _note(t: Task, s: TaskSearch, budget: TuneBudget) -> str:
     gf = t.flops / s.best_s / 1e9 if math.isfinite(s.best_s) else 0.0
-    left = "" if timeout_s is None else f", {max(0.0, timeout_s - (time.perf_counter() - start)):.0f} s left"
+    left_s = budget.left_s(1)
+    left = "" if left_s is None else f", {left_s:.0f} s of search left"
     return f"{t.name}: {len(s.measured)} trials, best {gf:.1f} GFLOP/s{left}"
 
 

@@ -44,16 +44,48 @@ class ModelCheck:
     kept: bool
 
 
+def checkable(lowered: ModuleOp) -> bool:
+    """Whether the model check can time ``lowered`` (static shapes only)."""
+    return not symbol_table_of(lowered.main).ranges
+
+
+class ProfiledBaseline:
+    """The untuned build of ``lowered`` with kernel timers, made before the search so that a tune's
+    budget knows what the model check will cost (``budget.py``): ``build_s`` to build it (the
+    tuned build, never in the compile cache, costs about as much again: a cached build says
+    what its compiler took, ``CompiledLibrary.build_s``) and ``latency_s``, one run."""
+
+    def __init__(self, lowered: ModuleOp, target) -> None:
+        from ..codegen.c.build import build_lowered
+        from ..report.collect import example_inputs
+        t0 = time.perf_counter()
+        self.model, _ = build_lowered(lowered, lowered, target, name="model_check", profile=True, tuning=None)
+        self.build_s = time.perf_counter() - t0
+        compiler_s = self.model.library.build_s
+        if self.model.library.cache_hit and compiler_s == compiler_s:        # not nan
+            self.build_s += compiler_s
+        self.inputs = example_inputs(self.model)
+        self.model.run(self.inputs)
+        t0 = time.perf_counter()
+        self.model.run(self.inputs)
+        self.latency_s = time.perf_counter() - t0
+
+    def check_s(self, rounds: int = ROUNDS, runs: int = RUNS) -> float:
+        """The model check's estimated seconds: the tuned build, then both builds' rounds."""
+        return self.build_s + rounds * 2 * (PAUSE_S + (runs + 1) * self.latency_s)
+
+
 def check_in_model(lowered: ModuleOp, database, target, tasks: Sequence[Task], margin: float,
-                   rounds: int = ROUNDS, runs: int = RUNS) -> list[ModelCheck]:
+                   rounds: int = ROUNDS, runs: int = RUNS,
+                   baseline: ProfiledBaseline | None = None) -> list[ModelCheck]:
     """Times the tuned kernels of ``lowered`` (a model lowered to kernels, as ``tasks`` were found
     in it) against the default in the model, stores a "model" confirmation for each and returns
-    the verdicts (empty when nothing is tuned, or the model has symbolic shapes)."""
+    the verdicts (empty when nothing is tuned, or the model has symbolic shapes).  ``baseline``:
+    the untuned build made earlier (else it is built here)."""
     from ..codegen.c.build import build_lowered
-    from ..report.collect import example_inputs
     from .apply import tuning_from_db
     func = lowered.main
-    if symbol_table_of(func).ranges:
+    if not checkable(lowered):
         return []
     tuning = tuning_from_db(database, target, margin=margin)
     if tuning is None:
@@ -64,8 +96,8 @@ def check_in_model(lowered: ModuleOp, database, target, tasks: Sequence[Task], m
     applied = {k: cfg for k, cfg in tuning.applied.items() if k in present}
     if not applied:
         return []
-    untuned, _ = build_lowered(lowered, lowered, target, name="model_check", profile=True, tuning=None)
-    xs = example_inputs(untuned)
+    baseline = baseline or ProfiledBaseline(lowered, target)
+    untuned, xs = baseline.model, baseline.inputs
     seconds = {0: [], 1: []}            # per round: seconds of each kernel, untuned and tuned
     for _ in range(rounds):
         for b, model in ((0, untuned), (1, tuned)):
@@ -89,4 +121,4 @@ def check_in_model(lowered: ModuleOp, database, target, tasks: Sequence[Task], m
     return out
 
 
-__all__ = ["ModelCheck", "check_in_model"]
+__all__ = ["ModelCheck", "ProfiledBaseline", "check_in_model", "checkable"]

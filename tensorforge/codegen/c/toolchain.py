@@ -41,6 +41,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -92,6 +93,7 @@ class CompiledLibrary:
     source_path: Path    # the .c beside it, kept for debugging and error messages
     digest: str
     cache_hit: bool      # True when no compiler ran for this call
+    build_s: float = float("nan")   # seconds the compiler took, now or when it was cached (nan: unknown)
 
     def function(self, name: str, argtypes: list | None = None, restype=None):
         """A ctypes function from the library with its signature set."""
@@ -422,6 +424,7 @@ def compile_c(source: str, target: Target | None = None, name: str = "kernel",
     _count(hit)
     if so_path is None:
         so_path = _build(source, relative, target, extra_flags, name)
+    build_s = _build_seconds(so_path)
     try:
         lib = _load(so_path, so_path.with_suffix(".c"), name)
     except CompileError:
@@ -432,8 +435,18 @@ def compile_c(source: str, target: Target | None = None, name: str = "kernel",
         _count(False)
         so_path = _build(source, relative, target, extra_flags, name)
         lib, hit = _load(so_path, so_path.with_suffix(".c"), name), False
+        build_s = _build_seconds(so_path)
     return CompiledLibrary(lib=lib, path=so_path, source_path=so_path.with_suffix(".c"), digest=digest,
-                           cache_hit=hit)
+                           cache_hit=hit, build_s=build_s)
+
+
+def _build_seconds(so_path: Path) -> float:
+    """How long the compiler took for the library at ``so_path`` (its ``.build_s`` file beside it,
+    written by ``_build``), so that a cache hit still says what a rebuild would cost; nan if unknown."""
+    try:
+        return float(so_path.with_suffix(".build_s").read_text())
+    except (OSError, ValueError):
+        return float("nan")
 
 
 def with_openmp_runtime(source: str, target: Target, version: str) -> str:
@@ -465,7 +478,9 @@ def _build(source: str, relative: Path, target: Target, extra_flags: tuple[str, 
         atomic_write(c_path, source)
         if units:
             atomic_write(main_path, main)
+        t0 = time.perf_counter()
         _run_compiler(main_path, so_path, target, extra_flags, name, units)
+        atomic_write(so_path.with_suffix(".build_s"), f"{time.perf_counter() - t0:.3f}\n")
         return so_path
 
     return in_writable_cache(build, f"the library of kernel {name!r}")

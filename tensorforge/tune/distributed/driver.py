@@ -50,9 +50,9 @@ class _Rates:
 
 
 def run_trials_on_cluster(session, tasks, searches, sched, shares, database, target_key: str, cost,
-                          batch_size: int, timeout_s: float | None, start: float, report, progress: bool) -> None:
-    """Spends ``sched``'s budget on the cluster; fills ``report.run_trials``, ``.measurements``
-    and ``.cluster``."""
+                          batch_size: int, budget, report, progress: bool) -> None:
+    """Spends ``sched``'s budget on the cluster, stopping as ``budget`` (``tune.budget.TuneBudget``)
+    says; fills ``report.run_trials``, ``.measurements`` and ``.cluster``."""
     from ...progress import Progress
     from ..api import _note, learn
     ray = session.ray
@@ -68,7 +68,7 @@ def run_trials_on_cluster(session, tasks, searches, sched, shares, database, tar
     stopped = False
     with Progress(f"tuning {len(tasks)} tasks on Ray", total=sched.remaining, enabled=progress) as bar:
         while True:
-            if not stopped and timeout_s is not None and time.perf_counter() - start > timeout_s:
+            if not stopped and budget.search_over(max(1, sum(1 for n in run_trials if n > 0))):
                 report.stopped, stopped = "time budget", True
             if time.monotonic() - last_refresh > REFRESH_S:
                 pool.refresh()
@@ -118,7 +118,7 @@ def run_trials_on_cluster(session, tasks, searches, sched, shares, database, tar
                                             "builds": out["builds"]})
                 bar.advance(len(results), note=f"{len(pool.actors)} nodes, {rates.per_s(rates.builds):.2f} builds/s, "
                                                f"{rates.per_s(rates.measured):.2f} measurements/s; "
-                                               + _note(t, s, timeout_s, start))
+                                               + _note(t, s, budget))
     report.run_trials = run_trials
     report.cluster = {"address": session.address, "nodes": len(session.nodes()), "measure_nodes": len(pool.actors),
                       "lost_nodes": len(pool.lost_nodes), "lost": lost,
