@@ -70,6 +70,7 @@ def every_expand(monkeypatch):
     from tensorforge.passes.graph import layout
     monkeypatch.setattr(layout, "MIN_EXPANDED_BYTES", 0)
     monkeypatch.setattr(layout, "MAX_RECOMPUTE", 1.0)
+    monkeypatch.setattr(layout, "EXPAND_ONLY_MIN_IMAGES", 0)
 
 
 def _fused_ops(model) -> list[tuple[str, bool, bool]]:
@@ -170,6 +171,8 @@ def test_bands_fit_the_buffers_share_evenly_and_say_what_they_recompute():
     (_chain(1, 24, 14, 3, 1), False),          # 0.3 MB: stays in L2 between two kernels anyway
     (_chain(8, 24, 14, 3, 1), True),           # whole images: nothing recomputed
     (_chain(1, 30, 28, 5, 1), False),          # 5x5 windows over 28 rows: too many halo rows
+    (_chain(1, 6, 112, 3, 2, project=False), False),   # no project conv: the dw output is written anyway
+    (_chain(8, 6, 112, 3, 2, project=False), True),    # ... but each thread takes whole images
 ])
 def test_the_expand_conv_joins_where_its_output_is_big_and_little_is_recomputed(chain, pays):
     from tensorforge.passes.graph.layout import expand_pays

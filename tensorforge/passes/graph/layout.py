@@ -427,11 +427,26 @@ def expand_pays(chain, threads: int) -> bool:
     """Whether the 1x1 conv before a depthwise one joins the fused chain (``chain``, an
     ``nchwc_mbconv.Chain`` with it): always where the bands are whole images (nothing recomputed;
     EfficientNet-B0's chains at batch 8 1.03x in the kernel timers, MobileNetV2's with their
-    project conv 1.16x end to end), else where its output is big and little of it is recomputed."""
+    project conv 1.16x end to end), else where its output is big and little of it is recomputed,
+    and, for a chain without its project conv, the batch gives every thread whole images
+    (``EXPAND_ONLY_MIN_IMAGES``)."""
     from ...codegen.c import nchwc_mbconv
     e = chain.expand
     again = nchwc_mbconv.recompute(chain, threads)
-    return again == 0 or (again <= MAX_RECOMPUTE and e.n * e.ob * e.h * e.w * e.vw * 4 >= MIN_EXPANDED_BYTES)
+    if again == 0:
+        return True
+    if chain.project is None and e.n < EXPAND_ONLY_MIN_IMAGES * threads:
+        return False
+    return again <= MAX_RECOMPUTE and e.n * e.ob * e.h * e.w * e.vw * 4 >= MIN_EXPANDED_BYTES
+
+
+# A chain without its project conv (a squeeze-excitation reads the depthwise output, which the
+# chain then writes anyway: it saves only the expanded tensor's round trip) takes an expand conv
+# whose rows its bands recompute only at a batch of at least this many images a thread.
+# EfficientNet-B0's two such chains at batch 1 (16 -> 96 at 112x112 before a stride-2 depthwise
+# conv, 24 -> 144 at 56x56, 11% recomputed) ran 0.99x and 0.84x fused; at batch 8 1.15x and 0.95x
+# (``benchmarks/nchwc_joins.py --kernels``, one process each).
+EXPAND_ONLY_MIN_IMAGES = 1
 
 
 def _is_pointwise(op: Operation | None) -> bool:
