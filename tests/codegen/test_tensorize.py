@@ -510,7 +510,8 @@ def test_transposed_pointwise_convs_deep_k_and_partial_tiles(rng, x_shape, O, ma
 def test_gemms_with_a_large_output_take_k_in_one_block(rng):
     """An output past L2 (GPT-2's head: 128 x 50257 floats; BERT's FFN: 128 x 3072) gets all of a
     moderate K in one block (each further block would read and write the whole output again), the
-    6 x 64 tile, A in place and blocks on demand; other GEMMs keep the usual blocks.  End to end on
+    6 x 64 tile, A in place and blocks on demand; other GEMMs deeper than the usual block take K in
+    as few blocks as fit L1's share, A in place.  End to end on
     a target whose small L2 makes a small GEMM large: the packed weights agree with that tile."""
     from tensorforge.codegen import Target
     from tensorforge.codegen.c.build import build_native
@@ -520,8 +521,15 @@ def test_gemms_with_a_large_output_take_k_in_one_block(rng):
     assert (head.kc, head.pack_a, head.schedule, head.mr, head.nr) == (768, False, "dynamic", 6, 64)
     assert head.kc * head.nc * 4 <= zen.l2
     assert _gemm_params(zen, 3072, 2, 128, 768).kc == 768       # BERT's FFN: 1.5 MB of output
-    assert _gemm_params(zen, 768, 2, 128, 768).kc == 256        # its projections: 384 KB
-    assert _gemm_params(zen, 50257, 2, 128, 4096).kc == 256     # a 6 x K micro-panel past half of L1
+    # its projections (384 KB of output): K deeper than the usual block in one block too, A in
+    # place, and the 8 x 48 tile whose rows split 128 evenly (``_deep_kc``)
+    proj = _gemm_params(zen, 768, 2, 128, 768)
+    assert (proj.kc, proj.pack_a, proj.schedule, proj.mr, proj.nr) == (768, False, "static", 8, 48)
+    # a K whose micro-panel would pass half of L1: even blocks that keep it there
+    deep = _gemm_params(zen, 50257, 2, 128, 4096)
+    assert deep.kc * deep.mr * 4 <= zen.l1d // 2 and -(-4096 // deep.kc) * deep.kc - 4096 < 8 * 6
+    shallow = _gemm_params(zen, 768, 2, 128, 256)                # K within the usual block
+    assert (shallow.kc, shallow.pack_a) == (256, True)
     x, w = _rand(rng, 20, 300), _rand(rng, 300, 3000)
     m = _module([x], lambda bd, x_: [bd.create("graph.matmul", [x_, bd.graph.constant(w)]).results[0]])
     model, src = build_native(m, target=Target.host().replace(l2=128 * 1024))

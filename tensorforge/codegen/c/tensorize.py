@@ -189,19 +189,40 @@ def _transposed_tile(target: Target, rows: int, columns: int, gemm: bool = False
     return min(tiles, key=lambda t: (padded(t) * full / min(t[0] * t[1], full), padded(t), -t[1]))
 
 
-def _gemm_params(target: Target, n: int, threads: int, m: int = 0, k: int = 0) -> GemmParams:
+def _gemm_params(target: Target, n: int, threads: int, m: int = 0, k: int = 0, by_rows: bool = True) -> GemmParams:
     """Default params: the even static split (``microkernels._SPLIT_N``), each thread one
     contiguous share of the M tiles or N panels.  Consecutive layers then hand the same columns
     (a convolution's positions) to the same thread, which reads on its own core what it wrote:
     blocks handed out on demand, which the GEMMs with many blocks took before, put a residual
     block's 1x1 convolutions at 1.6x their time alone (ResNet-50's 64 -> 256 at 56x56 in the model:
-    1.08 -> 0.69 ms).  A GEMM whose output does not fit L2 takes ``_large_output_params``."""
+    1.08 -> 0.69 ms).  A GEMM whose output does not fit L2 takes ``_large_output_params``, one
+    deeper than the usual K block ``_deep_kc``'s.  ``by_rows``: the tile is chosen for ``m`` rows
+    too (False for a symbolic M, whose packed B takes the tile of its columns alone, ``_tile``)."""
     if m and k and m * n * 4 >= target.l2:
         params = _large_output_params(target, k, threads)
         if params is not None:
             return params
-    mr, nr = _tile(target, n)
+    mr, nr = _tile(target, n, m if by_rows else 0)
+    kc = _deep_kc(target, k, mr)
+    if kc:
+        return GemmParams.for_target(target, threads=threads, mr=mr, nr=nr, kc=kc, pack_a=False)
     return GemmParams.for_target(target, threads=threads, mr=mr, nr=nr)
+
+
+def _deep_kc(target: Target, k: int, mr: int) -> int:
+    """The K block of a GEMM deeper than the usual block (0 where K fits it): K in as few even
+    blocks as keep an A micro-panel (mr x kc) in half of L1, A read in place.  Every further K
+    block reloads and stores the C tiles again, and packing A copies it once per B block: BERT's
+    GEMMs at batch 1 (M = 128, K = 768 or 3072, outputs within L2) ran 1.08-1.16x faster with one
+    block of K (or 1024-deep ones) and A in place than with 256-deep blocks and packed A, and
+    1.12-1.18x with the 8 x 48 tile that splits 128 rows evenly (``_tile`` with the rows; measured
+    one task at a time by the tuner's runner, 2 threads; the tuner had found these configs)."""
+    base = GemmParams.for_target(target).kc
+    if not k or k <= base:
+        return 0
+    cap = max(base, _round_down(target.l1d // 2 // (mr * 4), 8))
+    blocks = -(-k // cap)
+    return min(cap, -(-(-(-k // blocks)) // 8) * 8)
 
 
 def _large_output_params(target: Target, k: int, threads: int) -> GemmParams | None:
@@ -524,7 +545,8 @@ class KernelPlan:
         r = self.roles
         M, N, K = r.M, r.N, r.K
         if params is None:
-            params = self.tuned(_gemm_params(self.target, self.hint(N), threads, self.hint(M), self.hint(K)))
+            params = self.tuned(_gemm_params(self.target, self.hint(N), threads, self.hint(M), self.hint(K),
+                                             by_rows=not r.symbolic))
         prepacked = p.b.arg in self.packed_args
         a_packed = self.a_packed
         a_trans, lda = (False, K) if a_packed else matrix_layout(p.a, M, K)
