@@ -32,8 +32,10 @@ def _model_header(m: dict) -> str:
             parts.append("memory-bound" if m["memory_bound"] else "compute-bound")
     tuning = m.get("tuning")
     if tuning:
-        parts.append(f"tuning took {tuning['seconds']:.0f} s (budget {tuning['budget_s']:g} s: no batch started "
-                     f"after it), {tuning['trials']} trial(s) over {tuning['tasks']} task(s)")
+        phases = ", ".join(f"{name} {sec:.0f} s" for name, sec in tuning.get("phases", {}).items())
+        parts.append(f"tuning took {tuning['seconds']:.0f} s (budget {tuning['budget_s']:g} s for the whole tune"
+                     + (f": {phases}" if phases else "")
+                     + f"), {tuning['trials']} trial(s) over {tuning['tasks']} task(s)")
     check = m["check"]
     if check["reference"] is None:
         verdict = "outputs not checked: " + check.get("note", "no reference")

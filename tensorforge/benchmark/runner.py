@@ -174,7 +174,8 @@ def _tuned_contender(lm: LoadedModel, cfg: BenchConfig, samples: list | None, ro
         report = tune(lm.import_module(), trials=cfg.tune_trials, db=cfg.tuned_db, timeout_s=cfg.tune_budget_s,
                       progress=False)
         row["tuning"] = {"db": str(cfg.tuned_db), "budget_s": cfg.tune_budget_s, "seconds": report.seconds,
-                         "trials": report.trials, "tasks": len(report.tasks), "stopped": report.stopped}
+                         "trials": report.trials, "tasks": len(report.tasks), "stopped": report.stopped,
+                         "phases": dict(report.phases)}
     t0 = time.perf_counter()
     cm = tensorforge.compile(lm.import_module(), threads=cfg.threads, db=cfg.tuned_db, fast_math=cfg.fast_math,
                              precision=cfg.precision, calibration=samples)

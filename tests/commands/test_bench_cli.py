@@ -117,7 +117,8 @@ def test_tuned_build_is_tuned_within_the_budget_and_timed_with_the_rest(cache, c
     assert untuned["tuned_speedup"] == pytest.approx(untuned["median_ms"] / tuned["median_ms"], rel=1e-9)
     assert tuned["tf_speedup"] == pytest.approx(tuned["median_ms"] / untuned["median_ms"], rel=1e-9)
     assert "tuned x" in out and f"{untuned['tuned_speedup']:.2f}x" in out
-    assert re.search(r"tuning took \d+ s \(budget 30 s", out)
+    assert re.search(r"tuning took \d+ s \(budget 30 s for the whole tune: setup \d+ s, search \d+ s", out)
+    assert set(tuning["phases"]) >= {"setup", "search", "confirmation", "model check"}
 
 
 def test_tune_budget_without_a_database_is_an_error(capsys):
