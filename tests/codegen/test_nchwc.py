@@ -286,7 +286,7 @@ def test_flat_maps_tile_across_rows():
 UNEVEN = [
     # c, hw, o, residual: 10 output blocks of 16 lanes (20 of 8), on two threads
     (192, 7, 160, True),      # a small map: the whole map a unit, flat tiles across its rows
-    (96, 14, 160, False),     # bands of rows
+    (192, 14, 160, False),    # bands of rows (weights past ROW_MAJOR_MAX_WEIGHT_BYTES: group by group)
 ]
 
 
@@ -303,6 +303,30 @@ def test_uneven_groups_of_output_blocks_match_the_plain_graph(case, monkeypatch)
     vw = two.vector_width
     g = nchwc.ConvGeometry(1, c // vw, hw, hw, vw, o // vw, hw, hw, vw, 1, 1, 1, 1, 0, 0, 1, 1)
     assert nchwc.conv_plan(g, two).groups and "group_width[" in native.source
+
+
+def test_small_weight_pointwise_convs_deal_out_rows(monkeypatch):
+    """A 1x1 conv with small weights hands each thread a run of output rows (all its output
+    blocks), not its output blocks over all rows (``nchwc.rows_first``); same values, NaN and Inf
+    included, with a residual and with a squeeze-excitation gate."""
+    from tensorforge.codegen.c import nchwc
+    from tensorforge.codegen.target import Target
+    two = Target.host().replace(cores=2)
+    monkeypatch.setattr(Target, "host", classmethod(lambda cls: two))
+    vw = two.vector_width
+    g = nchwc.ConvGeometry(1, 32 // vw, 28, 28, vw, 96 // vw, 28, 28, vw, 1, 1, 1, 1, 0, 0, 1, 1)
+    assert nchwc.rows_first(g) and nchwc.conv_plan(g, two).row_major
+    assert not nchwc.rows_first(nchwc.ConvGeometry(1, 6, 28, 28, 16, 36, 28, 28, 16, 1, 1, 1, 1, 0, 0, 1, 1))
+    assert not nchwc.rows_first(nchwc.ConvGeometry(1, 2, 28, 28, 16, 2, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 1))
+    assert not nchwc.conv_plan(g, two, threads=1).row_major
+    x = _rng(6).standard_normal((1, 32, 28, 28)).astype(np.float32)
+    x[0, 5, 2, 3], x[0, 17, 27, 1], x[0, 0, 14, 0] = np.nan, np.inf, -np.inf
+    native = _compare(lambda: _conv_model(1, 32, 28, 28, 96, 1, residual=True, act="relu6"), x)
+    assert "const long og = u % " in native.source and ", band = u / " in native.source
+    xg = _rng(7).standard_normal((1, 64, 28, 28)).astype(np.float32)
+    xg[0, 3, 5, 7], xg[0, 40, 27, 27] = np.nan, np.inf
+    gated = _compare(lambda: _se_model(1, 64, 28, 64, residual=True), xg)
+    assert "_g(in0, in1, in2" in gated.source and "band = u / " in gated.source
 
 
 def test_a_gate_runs_in_uneven_groups(monkeypatch):

@@ -23,7 +23,8 @@ block (a 1x1 conv on 24 channels) reads only its real lanes.
 
 Work units are (image, group of output blocks, band of output rows of about ``BAND_POSITIONS``
 positions); a thread takes consecutive units, so one group's weights stay in its L2 while it sweeps
-the bands.  A map of at most ``BAND_POSITIONS`` positions is one unit tiled as a whole
+the bands, except for a 1x1 conv with small weights, whose units go band by band (``rows_first``:
+each thread then reads the rows it wrote in the layer before).  A map of at most ``BAND_POSITIONS`` positions is one unit tiled as a whole
 (``map_tiles``: several rows a tile over the interior, one column a tile down the edges; a 1x1
 stride-1 map, whose positions are one run, in even tiles across its rows).  Where few units are
 to share (batch 1, a small map), the groups' widths are chosen so that the threads' shares are
@@ -208,6 +209,7 @@ class ConvPlan:
     chunk: int
     band: int
     groups: tuple[int, ...] = ()   # output blocks of each group, where they are uneven (``even_groups``)
+    row_major: bool = False        # work units band by band (``rows_first``), else group by group
 
     def group_sizes(self, ob: int) -> tuple[int, ...]:
         """Output blocks of each group of a conv with ``ob`` output blocks: ``groups``, or tiles of
@@ -225,6 +227,7 @@ class ConvPlan:
         per_block = g.kh * g.kw * g.bi * g.vw * 4         # bytes: one input block x one output block
         budget = WEIGHT_L1_SHARE * target.l1d
         band = p.band or max(1, min(g.oh, BAND_POSITIONS // max(1, g.ow)))
+        row_major = threads > 1 and rows_first(g)
         blocks = min(MAX_BLOCKS, g.ob)
         while blocks > 1 and blocks * per_block > budget:
             blocks //= 2
@@ -235,15 +238,16 @@ class ConvPlan:
             # (ties: the wider tile; uneven groups only where they share more evenly)
             widest = blocks
             blocks = max(range(blocks, max(1, blocks - 2) - 1, -1),
-                         key=lambda b: (round(balance(g, b, band, threads), 2), b))
+                         key=lambda b: (round(balance(g, b, band, threads, row_major=row_major), 2), b))
             even = even_groups(g.ob, widest, threads)
-            if even and balance(g, max(even), band, threads, even) > balance(g, blocks, band, threads) + 0.02:
+            if even and (balance(g, max(even), band, threads, even, row_major)
+                         > balance(g, blocks, band, threads, row_major=row_major) + 0.02):
                 groups, blocks = even, max(even)
         blocks = p.blocks or blocks
         rows = p.rows or tile_rows(blocks, target)
         chunk = p.chunk or max([d for d in range(1, g.cb + 1)
                                 if g.cb % d == 0 and d * blocks * per_block <= budget] or [1])
-        return ConvPlan(blocks, rows, chunk, band, groups)
+        return ConvPlan(blocks, rows, chunk, band, groups, row_major)
 
     def rows_for(self, blocks: int, target: Target) -> int:
         """Positions a tile of ``blocks`` output blocks: the plan's rows for its own block count,
@@ -275,7 +279,27 @@ def even_groups(ob: int, blocks: int, threads: int) -> tuple[int, ...] | None:
     return tuple(share * (i + 1) // k - share * i // k for share in shares for i in range(k))[::-1]
 
 
-def balance(g: ConvGeometry, blocks: int, band: int, threads: int, sizes: tuple[int, ...] = ()) -> float:
+# A 1x1 conv with at most this many bytes of weights deals out its work units band by band
+# (``rows_first``).
+ROW_MAJOR_MAX_WEIGHT_BYTES = 64 << 10
+
+
+def rows_first(g: ConvGeometry) -> bool:
+    """Whether the work units of ``g`` go band by band (each thread a run of output rows, all their
+    output blocks) rather than group by group (each thread its output blocks, all rows).  Group by
+    group keeps a group's weights in one thread's L2 while it sweeps the rows; but a thread then
+    reads every row of x, half of which the other core just wrote.  Where the weights are small
+    (MobileNetV2's 24 -> 144 at 56x56: 18 KB) the rows matter more: band by band, each thread reads
+    the rows it wrote in the layer before, and the next layer reads what it writes.  Measured on
+    MobileNetV2 at batch 1 (kernel timers, one process, 24 rounds, every banded conv switched):
+    24 -> 144 1.05x, 32 -> 192 at 28x28 1.06-1.07x, the fused chains reading their outputs
+    1.07-1.15x; but 96 -> 576 at 14x14 (221 KB of weights) 0.90-0.93x.  Small maps are one band."""
+    weights = g.ob * g.cb * g.kh * g.kw * g.bi * g.vw * 4
+    return (g.kh, g.kw) == (1, 1) and not small_map(g) and weights <= ROW_MAJOR_MAX_WEIGHT_BYTES
+
+
+def balance(g: ConvGeometry, blocks: int, band: int, threads: int, sizes: tuple[int, ...] = (),
+            row_major: bool = False) -> float:
     """The share of ``threads``' time spent working when OpenMP's static schedule deals out the
     work units (image, group of ``blocks`` output blocks, band of ``band`` rows; a small map is one
     band) in contiguous runs: a unit's work is its blocks times its rows.  MobileNetV2's 960 -> 160
@@ -287,7 +311,8 @@ def balance(g: ConvGeometry, blocks: int, band: int, threads: int, sizes: tuple[
     timers, 1.17x alone (45 against 53 us, hot caches)."""
     sizes = sizes or ConvPlan(blocks, 0, 0, band).group_sizes(g.ob)
     heights = [g.oh] if small_map(g) else [min(band, g.oh - b0) for b0 in range(0, g.oh, band)]
-    work = [size * h for _ in range(g.n) for size in sizes for h in heights]
+    work = ([size * h for _ in range(g.n) for h in heights for size in sizes] if row_major
+            else [size * h for _ in range(g.n) for size in sizes for h in heights])
     q, r = divmod(len(work), threads)
     loads, at = [], 0
     for t in range(threads):
@@ -572,6 +597,9 @@ def conv_source(name: str, g: ConvGeometry, target: Target, residual: bool, act:
             f"{plan.chunk}, c0 == 0, c0 + {plan.chunk} == {g.cb}")
     tables, first, width = _group_c(sizes)
     dispatch = _group_dispatch(sizes, lambda bl: f"{name}_row{bl}({args});", "        ")
+    unit = (f"const long og = u % {groups}, band = u / {groups} % {bands}, n = u / {bands * groups};"
+            if plan.row_major else
+            f"const long band = u % {bands}, og = u / {bands} % {groups}, n = u / {bands * groups};")
     gate, gate_begin, scale, gate_end = gate_scaling(g, plan, width) if gated else ("", "", "", "")
     entry = f"""
 static void {name}(const float *restrict x, const float *restrict w, const float *restrict bias, const float *res,
@@ -579,7 +607,7 @@ static void {name}(const float *restrict x, const float *restrict w, const float
   const tf_vf lo = tf_bcast(0.0f), hi = tf_bcast({hi});{tables}{gate_begin}
   {par}
   for (long u = 0; u < {units}; u++) {{
-    const long band = u % {bands}, og = u / {bands} % {groups}, n = u / {bands * groups};
+    {unit}
     const long ob0 = {first}, oh0 = band * {plan.band};
     const long oh1 = oh0 + {plan.band} < {g.oh} ? oh0 + {plan.band} : {g.oh};
     const float *wg = w + ob0 * {g.cb * g.kh * g.kw * g.bi * g.vw};
@@ -916,7 +944,7 @@ def weight_transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ..
             f"      for (long t = 0; t < {taps}; t++) out0[{dst}] = in0[{srcx}];"]
 
 
-__all__ = ["BALANCE_BLOCKS", "BlockedParams", "ConvGeometry", "ConvPlan", "DW_ROWS", "MAX_BLOCKS", "MAX_ROWS",
+__all__ = ["BALANCE_BLOCKS", "ROW_MAJOR_MAX_WEIGHT_BYTES", "BlockedParams", "ConvGeometry", "ConvPlan", "DW_ROWS", "MAX_BLOCKS", "MAX_ROWS",
            "PARALLEL_MIN_MACS", "SILU_C", "TILE_SPARE_REGISTERS", "balance", "clip_bound", "conv_name", "conv_plan",
-           "conv_source", "dw_row_source", "epilogue_act", "gate_scaling", "dw_rows", "dw_source", "epilogue", "map_tiles",
+           "conv_source", "dw_row_source", "epilogue_act", "gate_scaling", "rows_first", "dw_rows", "dw_source", "epilogue", "map_tiles",
            "pool_helpers", "pool_source", "small_map", "tile_rows", "transform_source", "weight_transform_source"]
