@@ -323,7 +323,6 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
         session = open_cluster(cluster)
     confirm = confirm or ConfirmOptions()
     budget = TuneBudget.of(timeout_s, confirm)
-    start = budget.start
     target = target or Target.host()
     target_key = target.key()
     database = None
@@ -371,8 +370,7 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
         else:
             with Progress(f"tuning {len(tasks)} tasks", total=sched.remaining, enabled=progress) as bar:
                 while True:
-                    # at least one task's confirmation and the model check are kept in reserve
-                    if budget.search_over(max(1, sum(1 for n in run_trials if n > 0))):
+                    if budget.search_over(run_trials):
                         report.stopped = "time budget"
                         break
                     i = sched.next_task()
@@ -440,7 +438,7 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
             database.close()
         if session is not None:
             session.close()
-    report.seconds = time.perf_counter() - start
+    report.seconds = budget.elapsed()
     return report
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Sequence
 
 
 @dataclass
@@ -54,11 +55,14 @@ class TuneBudget:
         """Seconds to keep for the confirmation of ``tasks_to_confirm`` tasks and the model check."""
         return tasks_to_confirm * self.confirm_task_s + (self.model_check_s if tasks_to_confirm else 0.0)
 
-    def search_over(self, tasks_to_confirm: int) -> bool:
-        """Whether the search must stop now: the next batch would not end before the reserve."""
+    def search_over(self, run_trials: Sequence[int]) -> bool:
+        """Whether the search must stop now: the next batch would not end before the reserve for
+        the tasks measured so far (``run_trials``: this run's trials per task), at least one task's
+        confirmation and the model check kept in reserve."""
         if self.timeout_s is None:
             return False
-        return self.elapsed() + self.batch_s + self.reserve_s(tasks_to_confirm) > self.timeout_s
+        to_confirm = max(1, sum(1 for n in run_trials if n > 0))
+        return self.elapsed() + self.batch_s + self.reserve_s(to_confirm) > self.timeout_s
 
     def left_s(self, tasks_to_confirm: int = 0) -> float | None:
         """Seconds the search has left (None: no budget)."""

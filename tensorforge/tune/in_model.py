@@ -16,6 +16,7 @@ timed as one kernel) and models over symbolic shapes are left to the confirmatio
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -53,7 +54,7 @@ class ProfiledBaseline:
     """The untuned build of ``lowered`` with kernel timers, made before the search so that a tune's
     budget knows what the model check will cost (``budget.py``): ``build_s`` to build it (the
     tuned build, never in the compile cache, costs about as much again: a cached build says
-    what its compiler took, ``CompiledLibrary.build_s``) and ``latency_s``, one run."""
+    what its compiler took, ``CompiledLibrary.build_seconds``) and ``latency_s``, one run."""
 
     def __init__(self, lowered: ModuleOp, target) -> None:
         from ..codegen.c.build import build_lowered
@@ -61,8 +62,8 @@ class ProfiledBaseline:
         t0 = time.perf_counter()
         self.model, _ = build_lowered(lowered, lowered, target, name="model_check", profile=True, tuning=None)
         self.build_s = time.perf_counter() - t0
-        compiler_s = self.model.library.build_s
-        if self.model.library.cache_hit and compiler_s == compiler_s:        # not nan
+        compiler_s = self.model.library.build_seconds()
+        if self.model.library.cache_hit and math.isfinite(compiler_s):
             self.build_s += compiler_s
         self.inputs = example_inputs(self.model)
         self.model.run(self.inputs)

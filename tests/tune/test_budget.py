@@ -15,14 +15,15 @@ from tensorforge.tune.budget import TuneBudget
 def test_the_reserve_holds_the_confirmations_and_the_model_check():
     budget = TuneBudget(10.0, time.perf_counter() - 5.0, confirm_task_s=1.0, model_check_s=2.0)
     assert budget.reserve_s(3) == 5.0 and budget.reserve_s(0) == 0.0      # no confirmation: no model check
-    assert not budget.search_over(2)                                      # 5 + 4 of 10 s
-    assert budget.search_over(4)                                          # 5 + 6
+    assert not budget.search_over([3, 0, 5])                              # 5 + 4 of 10 s: two tasks to confirm
+    assert budget.search_over([1, 2, 1, 1])                               # 5 + 6
+    assert budget.search_over([0, 0]) == budget.search_over([1])          # one task kept in reserve at least
     assert budget.left_s(2) == pytest.approx(1.0, abs=0.05)
     budget.observe_batch(2.0)                                             # the next batch would end late
-    assert budget.search_over(2)
+    assert budget.search_over([3, 0, 5])
     budget.observe_batch(0.0)
     assert budget.batch_s == 1.0                                          # a running mean
-    assert not TuneBudget(None, 0.0).search_over(100) and TuneBudget(None, 0.0).left_s() is None
+    assert not TuneBudget(None, 0.0).search_over([1] * 100) and TuneBudget(None, 0.0).left_s() is None
 
 
 def test_a_confirmation_is_estimated_from_its_options():
@@ -69,4 +70,4 @@ def test_a_cached_library_says_what_its_build_took(tmp_path, monkeypatch):
     built = compile_c(src, name="probe")
     again = compile_c(src, name="probe")
     assert not built.cache_hit and again.cache_hit
-    assert built.build_s > 0 and again.build_s == pytest.approx(built.build_s, abs=1e-3)
+    assert built.build_seconds() > 0 and again.build_seconds() == pytest.approx(built.build_seconds(), abs=1e-3)

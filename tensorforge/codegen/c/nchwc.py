@@ -212,12 +212,9 @@ class ConvPlan:
     row_major: bool = False        # work units band by band (``rows_first``), else group by group
 
     def group_sizes(self, ob: int) -> tuple[int, ...]:
-        """Output blocks of each group of a conv with ``ob`` output blocks: ``groups``, or tiles of
-        ``blocks`` and a narrower tail group."""
-        if self.groups:
-            return self.groups
-        n = -(-ob // self.blocks)
-        return (self.blocks,) * (n - 1) + (ob - (n - 1) * self.blocks,)
+        """Output blocks of each group of a conv with ``ob`` output blocks: ``groups``, or
+        ``uniform_groups``."""
+        return self.groups or uniform_groups(ob, self.blocks)
 
     @staticmethod
     def of(g: ConvGeometry, target: Target, params: BlockedParams | None = None, threads: int = 1) -> "ConvPlan":
@@ -267,6 +264,12 @@ def conv_plan(g: ConvGeometry, target: Target, params: BlockedParams | None = No
     return ConvPlan.of(g, target, params, threads if threads > 1 and g.macs >= PARALLEL_MIN_MACS else 1)
 
 
+def uniform_groups(ob: int, blocks: int) -> tuple[int, ...]:
+    """Groups of ``blocks`` of the ``ob`` output blocks and a narrower tail group."""
+    n = -(-ob // blocks)
+    return (blocks,) * (n - 1) + (ob - (n - 1) * blocks,)
+
+
 def even_groups(ob: int, blocks: int, threads: int) -> tuple[int, ...] | None:
     """Groups of at most ``blocks`` output blocks, ``k`` for each thread's even share of the ``ob``
     blocks (the same ``k`` for every thread, so that a static schedule deals each its own share),
@@ -309,7 +312,7 @@ def balance(g: ConvGeometry, blocks: int, band: int, threads: int, sizes: tuple[
     and batch 8 unchanged (their units are many).  Groups of 3, 2, 3, 2 (``sizes``, from
     ``even_groups``) give 5 and 5 (1.0): that layer's kernel 1.11-1.15x faster in the model's kernel
     timers, 1.17x alone (45 against 53 us, hot caches)."""
-    sizes = sizes or ConvPlan(blocks, 0, 0, band).group_sizes(g.ob)
+    sizes = sizes or uniform_groups(g.ob, blocks)
     heights = [g.oh] if small_map(g) else [min(band, g.oh - b0) for b0 in range(0, g.oh, band)]
     work = ([size * h for _ in range(g.n) for h in heights for size in sizes] if row_major
             else [size * h for _ in range(g.n) for size in sizes for h in heights])
@@ -596,7 +599,7 @@ def conv_source(name: str, g: ConvGeometry, target: Target, residual: bool, act:
             f"res ? res + ((n * {g.ob} + ob0) * {g.oh} + oh) * {g.ow * g.vw} : 0, lo, hi, kh0, kh1, "
             f"{plan.chunk}, c0 == 0, c0 + {plan.chunk} == {g.cb}")
     tables, first, width = _group_c(sizes)
-    dispatch = _group_dispatch(sizes, lambda bl: f"{name}_row{bl}({args});", "        ")
+    dispatch = _group_dispatch(sizes, width, lambda bl: f"{name}_row{bl}({args});", "        ")
     unit = (f"const long og = u % {groups}, band = u / {groups} % {bands}, n = u / {bands * groups};"
             if plan.row_major else
             f"const long band = u % {bands}, og = u / {bands} % {groups}, n = u / {bands * groups};")
@@ -644,14 +647,11 @@ def _group_c(sizes: tuple[int, ...]) -> tuple[str, str, str]:
     return tables, "group_first[og]", "group_width[og]"
 
 
-def _group_dispatch(sizes: tuple[int, ...], call, indent: str) -> str:
-    """The call ``call(width)`` of the group ``og``'s width among those of ``sizes``."""
+def _group_dispatch(sizes: tuple[int, ...], width: str, call, indent: str) -> str:
+    """The call ``call(w)`` for the group ``og``'s width ``w`` among those of ``sizes`` (``width``:
+    that width as a C expression, ``_group_c``'s)."""
     widths = sorted(set(sizes), key=sizes.index)
-    if len(widths) == 1:
-        return call(widths[0])
-    if widths == [sizes[0], sizes[-1]] and sizes.count(sizes[-1]) == 1:
-        return f"if (og < {len(sizes) - 1}) {call(sizes[0])}\n{indent}else {call(sizes[-1])}"
-    branches = [f"if (group_width[og] == {bl}) {call(bl)}" for bl in widths[:-1]] + [call(widths[-1])]
+    branches = [f"if ({width} == {bl}) {call(bl)}" for bl in widths[:-1]] + [call(widths[-1])]
     return f"\n{indent}else ".join(branches)
 
 
@@ -697,7 +697,7 @@ def _map_entry(name: str, g: ConvGeometry, plan: ConvPlan, hi: str, par: str, ga
     args = (f"xn + c0 * {g.h * g.w * g.bi}, {weights}, yn, bias + ob0 * {g.vw}, "
             f"res ? res + (n * {g.ob} + ob0) * {g.oh * g.ow * g.vw} : 0, lo, hi, {plan.chunk}, c0 == 0, "
             f"c0 + {plan.chunk} == {g.cb}")
-    dispatch = _group_dispatch(sizes, lambda bl: f"{name}_map{bl}({args});", "      ")
+    dispatch = _group_dispatch(sizes, width, lambda bl: f"{name}_map{bl}({args});", "      ")
     return f"""
 static void {name}(const float *restrict x, const float *restrict w, const float *restrict bias, const float *res,
     float *y{gate}) {{
@@ -946,5 +946,5 @@ def weight_transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ..
 
 __all__ = ["BALANCE_BLOCKS", "ROW_MAJOR_MAX_WEIGHT_BYTES", "BlockedParams", "ConvGeometry", "ConvPlan", "DW_ROWS", "MAX_BLOCKS", "MAX_ROWS",
            "PARALLEL_MIN_MACS", "SILU_C", "TILE_SPARE_REGISTERS", "balance", "clip_bound", "conv_name", "conv_plan",
-           "conv_source", "dw_row_source", "epilogue_act", "gate_scaling", "rows_first", "dw_rows", "dw_source", "epilogue", "map_tiles",
+           "conv_source", "dw_row_source", "epilogue_act", "gate_scaling", "rows_first", "uniform_groups", "dw_rows", "dw_source", "epilogue", "map_tiles",
            "pool_helpers", "pool_source", "small_map", "tile_rows", "transform_source", "weight_transform_source"]

@@ -222,7 +222,8 @@ def _deep_kc(target: Target, k: int, mr: int) -> int:
         return 0
     cap = max(base, _round_down(target.l1d // 2 // (mr * 4), 8))
     blocks = -(-k // cap)
-    return min(cap, -(-(-(-k // blocks)) // 8) * 8)
+    per_block = -(-k // blocks)
+    return min(cap, -(-per_block // 8) * 8)
 
 
 def _large_output_params(target: Target, k: int, threads: int) -> GemmParams | None:

@@ -93,7 +93,16 @@ class CompiledLibrary:
     source_path: Path    # the .c beside it, kept for debugging and error messages
     digest: str
     cache_hit: bool      # True when no compiler ran for this call
-    build_s: float = float("nan")   # seconds the compiler took, now or when it was cached (nan: unknown)
+
+    def build_seconds(self) -> float:
+        """How long the compiler took for this library, now or when it was cached (the ``.build_s``
+        file ``_build`` writes beside it), so that a cache hit still says what a rebuild would cost;
+        nan if unknown (a library cached before the file existed).  Read when asked: compiling a
+        model reads no extra file."""
+        try:
+            return float(self.path.with_suffix(".build_s").read_text())
+        except (OSError, ValueError):
+            return float("nan")
 
     def function(self, name: str, argtypes: list | None = None, restype=None):
         """A ctypes function from the library with its signature set."""
@@ -424,7 +433,6 @@ def compile_c(source: str, target: Target | None = None, name: str = "kernel",
     _count(hit)
     if so_path is None:
         so_path = _build(source, relative, target, extra_flags, name)
-    build_s = _build_seconds(so_path)
     try:
         lib = _load(so_path, so_path.with_suffix(".c"), name)
     except CompileError:
@@ -435,18 +443,8 @@ def compile_c(source: str, target: Target | None = None, name: str = "kernel",
         _count(False)
         so_path = _build(source, relative, target, extra_flags, name)
         lib, hit = _load(so_path, so_path.with_suffix(".c"), name), False
-        build_s = _build_seconds(so_path)
     return CompiledLibrary(lib=lib, path=so_path, source_path=so_path.with_suffix(".c"), digest=digest,
-                           cache_hit=hit, build_s=build_s)
-
-
-def _build_seconds(so_path: Path) -> float:
-    """How long the compiler took for the library at ``so_path`` (its ``.build_s`` file beside it,
-    written by ``_build``), so that a cache hit still says what a rebuild would cost; nan if unknown."""
-    try:
-        return float(so_path.with_suffix(".build_s").read_text())
-    except (OSError, ValueError):
-        return float("nan")
+                           cache_hit=hit)
 
 
 def with_openmp_runtime(source: str, target: Target, version: str) -> str:

@@ -68,7 +68,7 @@ def run_trials_on_cluster(session, tasks, searches, sched, shares, database, tar
     stopped = False
     with Progress(f"tuning {len(tasks)} tasks on Ray", total=sched.remaining, enabled=progress) as bar:
         while True:
-            if not stopped and budget.search_over(max(1, sum(1 for n in run_trials if n > 0))):
+            if not stopped and budget.search_over(run_trials):
                 report.stopped, stopped = "time budget", True
             if time.monotonic() - last_refresh > REFRESH_S:
                 pool.refresh()
