@@ -12,13 +12,21 @@ import pytest
 os.environ["TENSORFORGE_TUNE_DB"] = os.path.join(os.path.dirname(__file__), ".no-such-tuning-db", "tuning.sqlite")
 
 
-def _without_amx():
+AMX = "amx_tile,amx_int8,amx_bf16"
+
+
+def _without(features: str):
+    """This host as a target without ``features`` (``TENSORFORGE_CPU_FEATURES_OFF``) while it yields."""
     from tensorforge.codegen import target
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TENSORFORGE_CPU_FEATURES_OFF", "amx_tile,amx_int8,amx_bf16")
+        mp.setenv("TENSORFORGE_CPU_FEATURES_OFF", features)
         target._host.cache_clear()
         yield
     target._host.cache_clear()
+
+
+def _without_amx():
+    yield from _without(AMX)
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +42,13 @@ def one_test_without_amx():
     """``host_without_amx`` for one test: the bf16 vector kernels (whose bits are their contract)
     and the bf16 Winograd path, which an AMX host would not pick."""
     yield from _without_amx()
+
+
+@pytest.fixture
+def host_without_vnni():
+    """This host as a target without VNNI or AMX for one test: what a CPU with AVX2 only (AMD Zen 3)
+    builds, the int8 kernels' portable loop, on any host."""
+    yield from _without(AMX + ",avx512_vnni,avx_vnni")
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """int8 GEMMs and convolutions are tuning tasks (``Int8Space``): the VNNI kernel's register tile,
 k unroll, K block and L2 block of A (``qgemm.Tiling``).  Every candidate is measured to the exact
 int32 result, and a database record reaches ``tensorforge.compile``: a kernel built with its tiling
-(its name says which), the outputs unchanged bit for bit."""
+(its name says which), the outputs unchanged bit for bit.  On a host without VNNI the int8 kernels
+run a portable loop without that knob, and there are no int8 tasks."""
 import random
 
 import numpy as np
@@ -39,6 +40,9 @@ def _int8_model():
 
 @pytest.fixture(scope="module")
 def int8_tasks(host_without_amx):
+    if qgemm.isa(Target.host()) == qgemm.SCALAR:
+        pytest.skip("no VNNI on this host: its int8 kernels have no Tiling and are no tuning tasks "
+                    "(test_no_int8_tasks_without_vnni)")
     quantized, x = _int8_model()
     return quantized, x, [t for t in extract_tasks(quantized) if t.kind == "int8"]
 
@@ -107,6 +111,15 @@ def test_an_int8_record_reaches_compile(tmp_path, int8_tasks):
     assert name not in untuned.source and f"tf_qconv_u8_{name}" in tuned.source and f"_{name}(" in tuned.source
     assert tuned.native.build["tuned_kernels"] == len(tasks)
     np.testing.assert_array_equal(tuned(x).numpy(), untuned(x).numpy())
+
+
+def test_no_int8_tasks_without_vnni(host_without_vnni):
+    """Without VNNI (here: turned off) the int8 kernels run the portable C loop, which has no
+    ``qgemm.Tiling``: no int8 GEMM or convolution is a tuning task (every candidate would build
+    the same code)."""
+    assert qgemm.isa(Target.host()) == qgemm.SCALAR
+    quantized, _ = _int8_model()
+    assert not [t for t in extract_tasks(quantized) if t.kind == "int8"]
 
 
 def test_the_command_line_tunes_every_kind_by_default():

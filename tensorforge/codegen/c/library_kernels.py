@@ -788,9 +788,12 @@ def int8_tunable(kernel: Operation) -> bool:
     ``qgemm.Tiling`` is a tuning knob (``tune/space.Int8Space``).  A convolution on the direct
     kernel (``qconv_direct.py``) or the short-K one (``qconv.short_k``) has no such knob, so it is
     no tuning task; nor is any int8 GEMM on a host where it runs on AMX tiles (``qgemm_amx``:
-    fixed 2 x 2 tiles of 16 x 16, the Tiling only shapes its fallback)."""
-    from . import qgemm_amx
-    if not is_library_kernel(kernel) or qgemm_amx.available():
+    fixed 2 x 2 tiles of 16 x 16, the Tiling only shapes its fallback), or on one without VNNI
+    (``qgemm.SCALAR``: the portable C loop has no Tiling, so every candidate would build the same
+    code; the tuner measured them, and the seeds too wide for 16 registers failed as unused)."""
+    from ..target import Target
+    from . import qgemm, qgemm_amx
+    if not is_library_kernel(kernel) or qgemm_amx.available() or qgemm.isa(Target.host()) == qgemm.SCALAR:
         return False
     op = library_op(kernel)
     if op.name not in INT8_TUNED_OPS or conv_groups(op) != 1:
