@@ -22,6 +22,13 @@ from tests.codegen.test_tensorize import _epilogue_kernel_module
 
 torch = pytest.importorskip("torch")
 
+# The default choices below were measured on AVX-512 (16 lanes, 32 vector registers) and are
+# checked for its register shape on any host (without AVX-512 the generated C's vectors are generic
+# and run all the same); with AVX2's 16 registers no transposed direct tile holds two vectors of
+# channels, so the usual direct kernel stays (``Tensorizer._direct_transposed_ok``).
+AVX512 = Target.host().replace(vector_width=16, vector_registers=32)
+AVX2 = Target.host().replace(vector_width=8, vector_registers=16)
+
 MARKERS = {"im2col": ", 1, 0);", "fold": "tf_fold_scatter, &fctx", "direct": "_unit(&shape",
            "direct_t": "_rows(&shape",
            "winograd": "the 16 products M_e", "winograd4": "the 36 products M_e", "transposed": "trans_c=True"}
@@ -152,36 +159,48 @@ def _plain_conv(n, c, hw, o, stride, k=3):
     (1, 56, 2, 3, "direct"),
 ])
 def test_default_choice(n, hw, stride, k, expected):
-    _, src = build_native(_plain_conv(n, 16, hw, 32, stride, k))
+    _, src = build_native(_plain_conv(n, 16, hw, 32, stride, k), target=AVX512)
     chosen = expected.split("+")
     assert all(MARKERS[a] in src for a in chosen)
     assert not any(MARKERS[a] in src for a in MARKERS if a not in chosen)
 
 
+def test_sixteen_registers_keep_a_strided_window_over_few_outputs_on_im2col():
+    """One image's 3x3/2 layer with 7x7 outputs: with 16 registers the transposed direct kernel's
+    only tile (14 x 8) is one vector of channels, so im2col into the transposed GEMM runs it."""
+    _, src = build_native(_plain_conv(1, 16, 14, 32, 2), target=AVX2)
+    assert MARKERS["im2col"] in src and MARKERS["transposed"] in src and MARKERS["direct_t"] not in src
+
+
 def test_transposed_direct_for_one_image_of_a_small_map():
     """64 output channels of a 7x7 map: the padded grid (9 wide) wastes 23% of a 64-wide tile, 7 x 64
-    transposed tiles none (``DIRECT_TRANSPOSED_MARGIN``); a batch of 8 takes Winograd instead."""
-    _, one = build_native(_plain_conv(1, 64, 7, 64, 1))
+    transposed tiles none (``DIRECT_TRANSPOSED_MARGIN``); a batch of 8 takes Winograd instead.  With
+    16 registers the one image keeps the usual direct kernel."""
+    _, one = build_native(_plain_conv(1, 64, 7, 64, 1), target=AVX512)
     assert MARKERS["direct_t"] in one and MARKERS["direct"] not in one
-    _, batch = build_native(_plain_conv(8, 64, 7, 64, 1))
+    _, batch = build_native(_plain_conv(8, 64, 7, 64, 1), target=AVX512)
     assert MARKERS["direct_t"] not in batch and MARKERS["winograd"] in batch
+    _, sixteen = build_native(_plain_conv(1, 64, 7, 64, 1), target=AVX2)
+    assert MARKERS["direct"] in sixteen and MARKERS["direct_t"] not in sixteen
 
 
 def test_transposed_direct_for_one_image_of_a_deep_strided_window():
     """A 3x3/2 layer over 64 channels at 56x56 (K 576, 28x28 outputs, too many for the transposed
     im2col GEMM) takes the transposed direct kernel for one image (``STRIDED_TRANSPOSED_MIN_DEPTH``),
-    the usual one with 32 channels (K 288) and for a batch; the output matches torch."""
+    the usual one with 32 channels (K 288), for a batch and with 16 registers; the outputs match
+    torch."""
     m = _plain_conv(1, 64, 56, 64, 2)
     w = next(op for op in m.main.body if op.name == "graph.constant").attributes["value"].array
-    model, one = build_native(m)
-    assert MARKERS["direct_t"] in one and MARKERS["direct"] not in one
     x = np.random.default_rng(2).standard_normal((1, 64, 56, 56), dtype=np.float32)
     want = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64),
                                       stride=2, padding=1).numpy()
-    np.testing.assert_allclose(model.run([x])[0], want, rtol=1e-4, atol=1e-3)
-    _, shallow = build_native(_plain_conv(1, 32, 56, 64, 2))
+    for target, algorithm in ((AVX512, "direct_t"), (AVX2, "direct")):
+        model, one = build_native(m, target=target)
+        assert MARKERS[algorithm] in one and all(MARKERS[a] not in one for a in ("direct", "direct_t") if a != algorithm)
+        np.testing.assert_allclose(model.run([x])[0], want, rtol=1e-4, atol=1e-3)
+    _, shallow = build_native(_plain_conv(1, 32, 56, 64, 2), target=AVX512)
     assert MARKERS["direct"] in shallow and MARKERS["direct_t"] not in shallow
-    _, batch = build_native(_plain_conv(2, 64, 56, 64, 2))
+    _, batch = build_native(_plain_conv(2, 64, 56, 64, 2), target=AVX512)
     assert MARKERS["direct_t"] not in batch
 
 

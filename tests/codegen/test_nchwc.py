@@ -283,26 +283,34 @@ def test_flat_maps_tile_across_rows():
     assert not nchwc.flat_map(padded) and all(t[2] * t[3] <= 9 for t in nchwc.map_tiles(padded, 3, rows=9))
 
 
+def _ten_output_blocks(vw: int) -> tuple[int, int]:
+    """(input, output) channels of a 1x1 conv with 10 output blocks of ``vw`` lanes, which two
+    threads share in uneven groups (``nchwc.even_groups``: 3, 2, 3, 2), with the same weights and
+    multiply-adds whatever the lanes: 192 -> 160 with 16 lanes, 384 -> 80 with 8."""
+    return 3072 // vw, 10 * vw
+
+
 UNEVEN = [
-    # c, hw, o, residual: 10 output blocks of 16 lanes (20 of 8), on two threads
-    (192, 7, 160, True),      # a small map: the whole map a unit, flat tiles across its rows
-    (192, 14, 160, False),    # bands of rows (weights past ROW_MAJOR_MAX_WEIGHT_BYTES: group by group)
+    # hw, residual: 10 output blocks (``_ten_output_blocks``) on two threads
+    (7, True),      # a small map: the whole map a unit, flat tiles across its rows
+    (14, False),    # bands of rows (weights past ROW_MAJOR_MAX_WEIGHT_BYTES: group by group)
 ]
 
 
-@pytest.mark.parametrize("case", UNEVEN, ids=[f"{c[0]}to{c[2]}_{c[1]}x{c[1]}" for c in UNEVEN])
+@pytest.mark.parametrize("case", UNEVEN, ids=[f"{c[0]}x{c[0]}" for c in UNEVEN])
 def test_uneven_groups_of_output_blocks_match_the_plain_graph(case, monkeypatch):
     from tensorforge.codegen.c import nchwc
     from tensorforge.codegen.target import Target
     two = Target.host().replace(cores=2)
     monkeypatch.setattr(Target, "host", classmethod(lambda cls: two))
-    c, hw, o, residual = case
+    hw, residual = case
+    c, o = _ten_output_blocks(two.vector_width)
     x = _rng(4).standard_normal((1, c, hw, hw)).astype(np.float32)
     x[0, 5, 2, 3], x[0, 17, 6, 1], x[0, 0, 0, 0] = np.nan, np.inf, -np.inf
     native = _compare(lambda: _conv_model(1, c, hw, hw, o, 1, residual=residual, act="relu6"), x)
     vw = two.vector_width
     g = nchwc.ConvGeometry(1, c // vw, hw, hw, vw, o // vw, hw, hw, vw, 1, 1, 1, 1, 0, 0, 1, 1)
-    assert nchwc.conv_plan(g, two).groups and "group_width[" in native.source
+    assert nchwc.conv_plan(g, two).groups == (3, 2, 3, 2) and "group_width[" in native.source
 
 
 def test_small_weight_pointwise_convs_deal_out_rows(monkeypatch):
@@ -333,9 +341,10 @@ def test_a_gate_runs_in_uneven_groups(monkeypatch):
     from tensorforge.codegen.target import Target
     two = Target.host().replace(cores=2)
     monkeypatch.setattr(Target, "host", classmethod(lambda cls: two))
-    x = _rng(5).standard_normal((1, 192, 7, 7)).astype(np.float32)
+    c, o = _ten_output_blocks(two.vector_width)
+    x = _rng(5).standard_normal((1, c, 7, 7)).astype(np.float32)
     x[0, 3, 1, 1] = np.nan
-    native = _compare(lambda: _se_model(1, 192, 7, 160), x)
+    native = _compare(lambda: _se_model(1, c, 7, o), x)
     assert "_g(in0, in1, in2" in native.source and "group_width[" in native.source
 
 
@@ -380,7 +389,8 @@ def test_a_squeeze_excitation_gate_runs_in_the_1x1_conv(case, monkeypatch):
 
 def test_a_gated_conv_cuts_a_tuned_chunk_to_its_scaled_weights_buffer(tmp_path):
     """The scaled weights of a unit's chunk live on the stack (``GATE_WEIGHT_FLOATS``): a tuned
-    whole-K chunk of 20 input blocks x 4 output blocks is cut to 10, with the same bits."""
+    whole-K chunk of 4 output blocks (20480 floats: 320 input channels in 20 blocks of 16 lanes,
+    640 in 80 of 8) is cut to half its input blocks, with the same bits."""
     from tensorforge.codegen.c.nchwc import GATE_WEIGHT_FLOATS
     from tensorforge.codegen.target import Target
     from tensorforge.tune.database import TuningDatabase
@@ -388,14 +398,16 @@ def test_a_gated_conv_cuts_a_tuned_chunk_to_its_scaled_weights_buffer(tmp_path):
     from tensorforge.tune.space import DEFAULT
     from tensorforge.tune.tasks import extract_tasks
     host = Target.host()
-    task = next(t for t in extract_tasks(_se_model(1, 320, 7, 64), passes=LAYOUT)
-                if t.kind == "blocked" and t.problem["conv"]["geometry"]["cb"] == 20
+    vw = host.vector_width
+    c, o, cb = 5120 // vw, 4 * vw, 5120 // vw ** 2
+    task = next(t for t in extract_tasks(_se_model(1, c, 7, o), passes=LAYOUT)
+                if t.kind == "blocked" and t.problem["conv"]["geometry"]["cb"] == cb
                 and t.problem["conv"]["geometry"]["ob"] == 4)
     db = TuningDatabase(tmp_path / "g.sqlite")
-    db.add_records([Result({"kind": "blocked", "params": {"algorithm": "direct", "blocks": 4, "chunk": 20}},
+    db.add_records([Result({"kind": "blocked", "params": {"algorithm": "direct", "blocks": 4, "chunk": cb}},
                            [1e-6] * 3).record(task, host.key()), Result(DEFAULT, [2e-6] * 3).record(task, host.key())])
     db.close()
-    tuned = tensorforge.compile(_se_model(1, 320, 7, 64), passes=LAYOUT, db=str(tmp_path / "g.sqlite"))
-    assert 4 * 20 * 256 > GATE_WEIGHT_FLOATS and f"wsb[{4 * 10 * 256}]" in tuned.source
-    x = _rng(13).standard_normal((1, 320, 7, 7)).astype(np.float32)
-    assert np.array_equal(tuned(x), tensorforge.compile(_se_model(1, 320, 7, 64), passes=LAYOUT, db=None)(x))
+    tuned = tensorforge.compile(_se_model(1, c, 7, o), passes=LAYOUT, db=str(tmp_path / "g.sqlite"))
+    assert 4 * cb * vw * vw > GATE_WEIGHT_FLOATS and f"wsb[{4 * cb // 2 * vw * vw}]" in tuned.source
+    x = _rng(13).standard_normal((1, c, 7, 7)).astype(np.float32)
+    assert np.array_equal(tuned(x), tensorforge.compile(_se_model(1, c, 7, o), passes=LAYOUT, db=None)(x))

@@ -450,8 +450,12 @@ def test_pointwise_convs_with_few_positions_run_transposed(rng):
     (``KernelPlan.transposed``), bias + ReLU + residual fused, for one image and for a batch; at
     56x56 with 24 output channels (which would pad the transposed tile instead) it stays as it was,
     and so it does with 64 (padded by 3% in 6-row tiles: less than ``TRANSPOSED_MARGIN``).  160
-    channels at 7x7 run transposed in 7 x 32 tiles, which they fill (7 x 64 tiles padded them to
-    192), where the usual tile pads 23%."""
+    channels at 7x7 run transposed in tiles of 7 x 2 vectors, which they fill (7 x 64 tiles padded
+    them to 192 on AVX-512), where the usual tile pads 23% (AVX-512) or 12.5% (AVX2's 8 lanes)."""
+    from tensorforge.codegen import Target
+    from tensorforge.codegen.c.tensorize import _transposed_tile
+    nr = _transposed_tile(Target.host(), 49, 160, gemm=True)[1]
+    assert nr == 2 * Target.host().vector_width and 160 % nr == 0
     cases = [((1, 96, 7, 7), 128), ((3, 40, 7, 7), 64), ((2, 64, 7, 7), 160), ((1, 16, 56, 56), 24),
              ((1, 32, 56, 56), 64)]
     for x_shape, O in cases:
@@ -468,7 +472,7 @@ def test_pointwise_convs_with_few_positions_run_transposed(rng):
         transposed = "trans_c=True" in cm.source
         assert transposed == (x_shape[2] == 7), x_shape
         if O == 160:
-            assert "(N + 31) / 32" in cm.source
+            assert f"(N + {nr - 1}) / {nr}" in cm.source
         conv = np.einsum("nchw,oc->nohw", x.astype(np.float64), w.reshape(O, C).astype(np.float64))
         want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 3.0) + res
         np.testing.assert_allclose(cm.run(x, res)[0], want, rtol=RTOL, atol=1e-3)
@@ -485,26 +489,33 @@ def test_pointwise_convs_with_few_positions_run_transposed(rng):
 ])
 def test_transposed_pointwise_convs_deep_k_and_partial_tiles(rng, x_shape, O, marker):
     """Transposed 1x1 convolutions with bias + ReLU + residual fused, against float64 einsum.  A
-    deep K block narrows the column block, so the B block (kc x nc) stays in half of L2."""
+    deep K block narrows the column block, so the B block (kc x nc) stays in half of L2.  Built for
+    AVX-512's register shape (16 lanes, 32 registers), whose 64-wide panels these cases are about,
+    on any host: without AVX-512 the C's vectors are generic and run all the same (AVX2's 8-lane
+    transposed tiles: ``test_pointwise_convs_with_few_positions_run_transposed``)."""
     from tensorforge.codegen import Target
+    from tensorforge.codegen.c.build import build_native
     from tensorforge.codegen.c.microkernels import _round_down
+    from tensorforge.codegen.c.tensorize import _transposed_tile
+    target = Target.host().replace(vector_width=16, vector_registers=32)
     C, out = x_shape[1], (1, O) + x_shape[2:]
-    l2 = Target.host().l2
-    if marker and C * 64 * 4 > l2 // 2:        # a host whose L2 is too small for all of K in one block
+    nr = _transposed_tile(target, x_shape[2] * x_shape[3], O, gemm=True)[1]
+    if marker and C * nr * 4 > target.l2 // 2:        # an L2 too small for all of K in one block
         marker = ()
     elif marker:
-        marker = (marker, f"jc += {_round_down(l2 // 2 // (C * 4), 64)})")
+        marker = (marker, f"jc += {_round_down(target.l2 // 2 // (C * 4), nr)})")
 
     def body(x, w, n, o, h, w_, c):
         return x[n, c, h, w_] * w[o, c, 0, 0]
 
     m, w, bias = _epilogue_kernel_module(x_shape, (O, C, 1, 1), (out, out + (C,), "ppppr", body), 1, 3.0)
     x, res = _rand(rng, *x_shape), _rand(rng, *out)
-    cm = _compile(m)
-    assert "trans_c=True" in cm.source and all(m in cm.source for m in marker)
+    with fusion_default(None):
+        model, src = build_native(m, target=target)
+    assert "trans_c=True" in src and all(m in src for m in marker)
     conv = np.einsum("nchw,oc->nohw", x.astype(np.float64), w.reshape(O, C).astype(np.float64))
     want = np.minimum(np.maximum(conv + bias[None, :, None, None], 0), 3.0) + res
-    np.testing.assert_allclose(cm.run(x, res)[0], want, rtol=RTOL, atol=1e-3)
+    np.testing.assert_allclose(model.run([x, res])[0], want, rtol=RTOL, atol=1e-3)
 
 
 def test_gemms_with_a_large_output_take_k_in_one_block(rng):

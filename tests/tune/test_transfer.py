@@ -123,5 +123,6 @@ def test_tune_hands_the_database_neighbours_to_a_new_task(tmp_path):
     m3, x3 = stack_model(rows=20, width=40)                  # cold: the space's own seeds, in its order
     tensorforge.tune(tensorforge.import_model(m3, x3), trials=6, db=db, progress=False, batch_size=6,
                      measurer=Spy(), kinds=("gemm",), warm=False)
-    seeds = space_for(task_of(m3, x3, "gemm"), Target.host()).seeds()
-    assert [canonical(c) for c in first] == [canonical(c) for c in seeds[:6]]
+    seeds = space_for(task_of(m3, x3, "gemm"), Target.host()).seeds()[:6]
+    # the batch opens with the seeds (16 registers' space, AVX2's, has fewer than 6: samples follow)
+    assert len(first) == 6 and [canonical(c) for c in first[:len(seeds)]] == [canonical(c) for c in seeds]

@@ -55,6 +55,7 @@ from .fused_epilogue import EpilogueChain, match_chain
 from .im2col import FOLD_SCATTER_C, GUARDED_SHAPE_TYPEDEF, IM2COL_C, Im2colShape
 from .microkernels import (GemmParams, GemmSpec, _round_down, gemm_prelude, generate_gemm, pack_a, pack_b,
                            pack_b_into, packed_b_size, signatures)
+from .nchwc import TILE_SPARE_REGISTERS
 from .toolchain import unit
 
 KERNEL_NAME = "KERNEL_NAME"      # the placeholder model.py replaces (same as model.KERNEL_NAME)
@@ -90,6 +91,15 @@ DIRECT_TRANSPOSED = "direct_t"
 DIRECT_TRANSPOSED_MARGIN = 0.10
 # Register tiles (mr, nr in vectors) tried for narrow outputs: the one wasting fewest columns wins.
 _TILES = ((6, 4), (8, 3), (12, 2), (14, 1))
+# ... with 16 vector registers (AVX2), where the 24 accumulators of those spill: the usual 6 x 2
+# vectors (``GemmParams.for_target``) and one-vector tiles for narrow outputs.  The 12 x 16 that
+# AVX2 took from the list above stored and reloaded 12 accumulators every k; with these (Zen 3, one
+# process, interleaved): GEMMs and 1x1 convolutions 1.5-1.6x faster, 3x3 layers (direct and
+# Winograd) 1.3-1.6x, ResNet's 7x7/2 stem 1.7x.
+_TILES_16 = ((6, 2), (12, 1), (14, 1))
+# Vector registers a register tile leaves besides its accumulators: one broadcast and one B vector
+# (further B vectors are FMA memory operands: AVX2's 7 x 2 vectors keeps its 14 in registers).
+TILE_OPERAND_REGISTERS = 2
 # A GEMM with a constant A computed transposed (``KernelPlan.transposed``) tiles the output's columns
 # (a convolution's positions) as rows: 7 rows fit every ImageNet map (7 * 2^k positions a side).
 _TRANSPOSED_TILES = ((7, 3), (7, 4), (14, 1), (12, 2), (6, 4), (8, 3))
@@ -133,17 +143,28 @@ STRIDED_TRANSPOSED_MIN_DEPTH = 512
 # transposed GEMM was as fast.
 
 
+def _fitting_tiles(target: Target, tiles: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
+    """(mr, nr in lanes) of the tiles (mr, nr in vectors) whose accumulators fit the target's
+    vector registers beside ``TILE_OPERAND_REGISTERS``."""
+    most = target.vector_registers - TILE_OPERAND_REGISTERS
+    return [(mr, nv * target.vector_width) for mr, nv in tiles if mr * nv <= most]
+
+
 def _tile(target: Target, n: int, m: int = 0) -> tuple[int, int]:
-    """(mr, nr) for an output with n columns: the fewest padded columns per accumulator register
-    (a tile with fewer accumulators hides less of the FMA latency), ties to the widest tile.  With
-    ``m`` (convolutions) the padded rows of an m-row output count as well."""
+    """(mr, nr) for an output with n columns: the least padded work per accumulator register (a
+    tile with fewer accumulators hides less of the FMA latency; past all registers but
+    ``nchwc.TILE_SPARE_REGISTERS``, 12 of AVX2's, more count as no faster), and per FMA issued where
+    a k step loads more operands than it has FMAs (a one-vector tile: a broadcast per FMA; AVX2's
+    14 x 8 ran the direct kernel 1.1-1.2x slower than its 6 x 16 on Zen 3, one thread); ties to the
+    widest tile.  With ``m`` (convolutions) the padded rows of an m-row output count as well."""
     vw = target.vector_width
-    tiles = [(mr, nv * vw) for mr, nv in _TILES if target.vector_registers >= 32 or nv <= 2]
-    most = max(mr * nr for mr, nr in tiles)
+    tiles = _fitting_tiles(target, _TILES if target.vector_registers >= 32 else _TILES_16)
+    full = min(max(mr * nr for mr, nr in tiles) // vw, target.vector_registers - TILE_SPARE_REGISTERS)
 
     def padded_work(t: tuple[int, int]) -> float:
         rows = -(-m // t[0]) * t[0] if m else 1
-        return rows * -(-n // t[1]) * t[1] * most / (t[0] * t[1])
+        accumulators, loads = t[0] * t[1] // vw, t[0] + t[1] // vw
+        return rows * -(-n // t[1]) * t[1] * full / min(accumulators, full) * max(1.0, loads / accumulators)
 
     return min(tiles, key=lambda t: (padded_work(t), -t[1]))
 
@@ -176,12 +197,10 @@ def _transposed_tile(target: Target, rows: int, columns: int, gemm: bool = False
     to the widest tile.  ``gemm``: for the GEMM path, whose tiles of ``TRANSPOSED_FULL_ACCUMULATORS``
     registers or more count as equally fast (the transposed direct kernel keeps its measured
     choice: per register of the widest tile)."""
-    vw = target.vector_width
-    tiles = [(mr, nv * vw) for mr, nv in (_TRANSPOSED_GEMM_TILES if gemm else _TRANSPOSED_TILES)
-             if target.vector_registers >= 32 or nv <= 2]
+    tiles = _fitting_tiles(target, _TRANSPOSED_GEMM_TILES if gemm else _TRANSPOSED_TILES)
     full = max(mr * nr for mr, nr in tiles)
     if gemm:
-        full = min(full, TRANSPOSED_FULL_ACCUMULATORS * vw)
+        full = min(full, TRANSPOSED_FULL_ACCUMULATORS * target.vector_width)
 
     def padded(t: tuple[int, int]) -> int:
         return -(-rows // t[0]) * t[0] * -(-columns // t[1]) * t[1]
@@ -1416,7 +1435,8 @@ class Tensorizer:
         per_image = _column_waste(self.target, r.M, r.N)
         folded = _column_waste(self.target, r.M, r.N * count) if fold else per_image
         if direct and not self._strided_direct_ok(p, hint):
-            if count == 1 and any(k > 1 for k in p.kernel) and self._strided_transposed(p, hint):
+            if (count == 1 and any(k > 1 for k in p.kernel) and self._strided_transposed(p, hint)
+                    and self._direct_transposed_ok(p)):
                 return DIRECT_TRANSPOSED     # a strided window over few outputs (see STRIDED_DIRECT_MIN_DEPTH)
             direct = False
         if direct:
@@ -1430,14 +1450,26 @@ class Tensorizer:
                 return "direct"
         return "fold" if folded < per_image else ("direct" if direct else "conv")
 
+    def _direct_transposed_tile(self, p: ConvPlan) -> tuple[int, int]:
+        """(mr, nr) of the transposed direct kernel of ``p`` untuned."""
+        return _transposed_tile(self.target, p.out_spatial[-1], p.roles.M)
+
+    def _direct_transposed_ok(self, p: ConvPlan) -> bool:
+        """Whether the transposed direct kernel may be chosen untuned: as for the transposed GEMM
+        (``_transposable``), its tile must hold more than one vector of output channels (with one,
+        each k's FMAs wait on mr broadcasts: 14 x 8, the only transposed tile 16 registers hold,
+        ran 3x3 and 3x3/2 layers with 7x7 to 28x28 outputs 1.1-2x slower than the direct kernel's
+        6 x 16 on Zen 3, one thread, a 5x5 layer at 14x14 level)."""
+        return self._direct_transposed_tile(p)[1] > self.target.vector_width
+
     def _direct_transposed_waste(self, p: ConvPlan) -> float:
         """Share of the transposed direct kernel's tile work that is padding (positions of an
-        output row past a multiple of mr, channels past a multiple of nr); 1 when it is off
-        (``TENSORFORGE_DIRECT_T=0``, comparisons)."""
-        if not _direct_t_on():
+        output row past a multiple of mr, channels past a multiple of nr); 1 where it is not used
+        by default (``_direct_transposed_ok``) or off (``TENSORFORGE_DIRECT_T=0``, comparisons)."""
+        if not (_direct_t_on() and self._direct_transposed_ok(p)):
             return 1.0
         ow, rows = p.out_spatial[-1], p.roles.M
-        mr, nr = _transposed_tile(self.target, ow, rows)
+        mr, nr = self._direct_transposed_tile(p)
         return 1.0 - ow * rows / (-(-ow // mr) * mr * -(-rows // nr) * nr)
 
     @staticmethod
