@@ -358,7 +358,7 @@ def clip_bound(clip_max: float | None) -> str:
 SILU_C = """#ifndef TF_SILU_DEFINED
 #define TF_SILU_DEFINED
 /* x * sigmoid(x) on one stored vector, as the plain graph computes it (vmath.py's tf_sigmoidf) */
-static inline void tf_silu_at(float *p) {
+TF_MATH_INLINE void tf_silu_at(float *p) {
   for (int l = 0; l < TF_VW; l++) { const float x = p[l]; p[l] = x * tf_sigmoidf(x); }
 }
 #endif

@@ -93,7 +93,14 @@ _EXP_REDUCE = f"""  float x = TF_EXP_CLAMP_HIGH(tf_maxf(x0, {_lit(EXP_LOW)}));
 
 def c_source() -> str:
     """The C definitions (``static inline``), included once at the top of every generated file."""
-    return f"""#ifdef __FAST_MATH__
+    return f"""#ifndef TF_MATH_INLINE
+/* Forced: gcc's inliner gives up on these once a file has grown past its unit-growth budget (a
+   whole model's kernels inlined into tf_run), and a helper called out of line runs one lane at a
+   time inside the vector loops that call it (EfficientNet-B0 on Zen 3: tf_sigmoidf called per
+   lane from the SiLU epilogues, 11% of the run, the model 1.4x slower than with it inlined). */
+#define TF_MATH_INLINE static inline __attribute__((always_inline))
+#endif
+#ifdef __FAST_MATH__
 #define TF_NAN_PASS(x, r) (r)
 #define TF_EXP_OVERFLOW(x, r) (r)
 #define TF_EXP_CLAMP_HIGH(x) tf_minf(x, {_lit(EXP_HIGH)})
@@ -108,8 +115,8 @@ def c_source() -> str:
 #endif
 /* Clamps as compare-and-select (one minps/maxps): libm's fminf/fmaxf treat NaN specially, which
    keeps gcc from vectorizing them outside fast-math; NaN is dealt with by TF_NAN_PASS instead. */
-static inline float tf_minf(float a, float b) {{ return a < b ? a : b; }}
-static inline float tf_maxf(float a, float b) {{ return a > b ? a : b; }}
+TF_MATH_INLINE float tf_minf(float a, float b) {{ return a < b ? a : b; }}
+TF_MATH_INLINE float tf_maxf(float a, float b) {{ return a > b ? a : b; }}
 /* e * 2^k rounded once, for e in [0.5, 2) and an integer-valued k in [-150, 127], without any
    arithmetic that produces or reads a denormal: Intel cores run such an instruction through a
    microcode assist (~100+ cycles a vector), and a softmax row of masked scores (-1e4, every exp
@@ -120,7 +127,7 @@ static inline float tf_maxf(float a, float b) {{ return a > b ? a : b; }}
    as the product rounding into the denormals) in the low mantissa bits, and 2^23's bits are
    subtracted.  Each path runs on every lane with its exponent clamped into its own range, and a
    select picks. */
-static inline float tf_exp2_scale(float e, float k) {{
+TF_MATH_INLINE float tf_exp2_scale(float e, float k) {{
   const int32_t ki = (int32_t)k;
   union {{ int32_t i; float f; }} sn = {{ .i = ((ki < -126 ? -125 : ki) + 127) << 23 }};
   union {{ int32_t i; float f; }} sd = {{ .i = ((ki < -126 ? ki : -127) + 149 + 127) << 23 }};
@@ -128,7 +135,7 @@ static inline float tf_exp2_scale(float e, float k) {{
   union {{ int32_t i; float f; }} den = {{ .i = t.i - 0x4B000000 }};
   return ki < -126 ? den.f : e * sn.f;
 }}
-static inline float tf_erff(float x) {{
+TF_MATH_INLINE float tf_erff(float x) {{
   const float a = tf_minf(fabsf(x), {_lit(ERF_CLAMP)});
   const float t = a * a;
 {_horner("p", ERF_P, "t")}
@@ -136,19 +143,19 @@ static inline float tf_erff(float x) {{
   /* exactly 1 from the clamp on, whatever the rounding of the rational there */
   return TF_NAN_PASS(x, copysignf(a >= {_lit(ERF_CLAMP)} ? 1.0f : tf_minf(a * p / q, 1.0f), x));
 }}
-static inline float tf_geluf(float x) {{
+TF_MATH_INLINE float tf_geluf(float x) {{
   const float a = tf_minf(fabsf(x), {_lit(ERF_CLAMP * math.sqrt(2))});
   const float t = a * a;
 {_horner("p", _GELU_P, "t")}
 {_horner("q", _GELU_Q, "t")}
   return x * (0.5f + copysignf(a >= {_lit(ERF_CLAMP * math.sqrt(2))} ? 0.5f : tf_minf(a * p / q, 0.5f), x));
 }}
-static inline float tf_expf(float x0) {{
+TF_MATH_INLINE float tf_expf(float x0) {{
 {_EXP_REDUCE}
   e = fmaf(e, r * r, r) + 1.0f;
   return TF_NAN_PASS(x0, TF_EXP_OVERFLOW(x0, tf_exp2_scale(e, k)));
 }}
-static inline float tf_expm1f(float x0) {{
+TF_MATH_INLINE float tf_expm1f(float x0) {{
   /* exp(x) - 1 without the cancellation near 0: where k = 0, r = x and the result is
      x + x^2 E(x), written x * (x E) + x so that -0.0 stays -0.0; elsewhere |x| > ln2 / 2
      and exp(x) - 1 loses at most a few ulps */
@@ -157,7 +164,7 @@ static inline float tf_expm1f(float x0) {{
   e = fmaf(e, r * r, r) + 1.0f;
   return TF_NAN_PASS(x0, k == 0.0f ? small : TF_EXP_OVERFLOW(x0, tf_exp2_scale(e, k) - 1.0f));
 }}
-static inline float tf_sigmoidf(float x) {{
+TF_MATH_INLINE float tf_sigmoidf(float x) {{
   /* e = exp(-|x|) in (0, 1], then 1 / (1 + e) for x >= 0 and e / (1 + e) below: the exponent is
      never positive, so nothing overflows and no NaN or overflow select is needed (a NaN x goes
      through every step: the clamp keeps it, as -|NaN| fails the compare).  2^k for k in
