@@ -181,19 +181,28 @@ def test_gelu_and_sigmoid_through_the_compiler():
     np.testing.assert_allclose(sig.ravel(), 1 / (1 + np.exp(-xd)), rtol=1e-6, atol=1e-7)
 
 
+# gcc's inliner declining every optional inlining, as it does once a file has used up its growth
+# budget (a whole model's kernels inlined into tf_run): a helper not forced inline is then called
+# out of line, one lane at a time (``-fno-inline`` keeps only the always_inline ones)
+INLINER_DECLINES = ("-fno-inline",)
+
+
 @pytest.mark.skipif(shutil.which("gcc") is None or platform.machine() not in ("x86_64", "AMD64")
                     or "avx2" not in Target.host().features, reason="checks gcc's x86 vectorizer report")
-def test_loops_calling_them_vectorize_without_calls(tmp_path):
+@pytest.mark.parametrize("inliner", [(), INLINER_DECLINES], ids=["default", "inliner_declines"])
+def test_loops_calling_them_vectorize_without_calls(tmp_path, inliner):
     src = tmp_path / "v.c"
     src.write_text(PRELUDE + "".join(_APPLY.format(fn=f) for f in FUNCTIONS))
     flags = [f for f in Target.host().cflags if f != "-shared"]
-    out = subprocess.run(["gcc", *flags, "-march=native", "-fopt-info-vec-optimized", "-c", str(src),
+    out = subprocess.run(["gcc", *flags, *inliner, "-march=native", "-fopt-info-vec-optimized", "-c", str(src),
                           "-o", str(tmp_path / "v.o")], capture_output=True, text=True, check=True)
     loops = [i + 1 for i, line in enumerate(src.read_text().splitlines()) if line.startswith("  for (long i")]
     for line in loops:
         assert f"v.c:{line}:" in out.stderr and "loop vectorized" in out.stderr, out.stderr
     syms = subprocess.run(["nm", "-u", str(tmp_path / "v.o")], capture_output=True, text=True).stdout
     assert "erff" not in syms and "expf" not in syms, syms
+    defined = subprocess.run(["nm", str(tmp_path / "v.o")], capture_output=True, text=True).stdout
+    assert not any(line.split()[-1] in FUNCTIONS for line in defined.splitlines()), defined
 
 
 def test_libm_math_switches_the_emitter_back_to_the_c_library():
