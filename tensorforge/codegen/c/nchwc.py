@@ -70,6 +70,8 @@ def untuned_blocks(target: Target) -> int:
     broadcast = 0 if target.vector_width >= 16 else 1
     return max([b for b in range(1, MAX_BLOCKS + 1)
                 if b * tile_rows(b, target) + b + broadcast <= (target.vector_registers or 32)] or [1])
+
+
 # The weights of one chunk of input blocks for a tile's output blocks take at most this share of L1
 # (the rest: the unit's output rows and the input rows being read).
 WEIGHT_L1_SHARE = 0.4
