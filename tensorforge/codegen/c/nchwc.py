@@ -84,7 +84,7 @@ PARALLEL_MIN_MACS = 1 << 20
 def _prelude(target: Target) -> str:
     return ("#ifndef TF_GEMM_PRELUDE_DEFINED\n#define TF_GEMM_PRELUDE_DEFINED\n"
             '#define TF_API __attribute__((visibility("hidden")))\n'
-            + gemm_prelude(target, threads=2) + "\n#endif\n" + SILU_C)
+            + gemm_prelude(target, threads=2) + "\n#endif\n" + SILU_C + EPILOGUE_C)
 
 
 def _digest(text: str) -> str:
@@ -340,19 +340,35 @@ def balance(g: ConvGeometry, blocks: int, band: int, threads: int, sizes: tuple[
 
 def epilogue(acc: str, bias: str, off: str, residual: bool, act: str, y: str = "y", res: str = "res") -> str:
     """C finishing accumulator ``acc`` for its place ``y + off``: the bias vector, the residual read
-    at ``res + off``, the activation (``relu``, ``clip`` to [lo, hi], ``silu`` = x * sigmoid(x) lane
-    by lane with the inline ``tf_sigmoidf`` the plain graph's sigmoid runs), the store."""
+    at ``res + off``, the activation (``relu`` against ``lo``, ``clip`` to [lo, hi], ``silu`` = x *
+    sigmoid(x) lane by lane with the inline ``tf_sigmoidf`` the plain graph's sigmoid runs), the
+    store.  ``lo`` and ``hi`` are the caller's (``epilogue_bounds``)."""
     line = f"{acc} += {bias};"
     if residual:
         line += f" {acc} += tf_ld({res} + {off});"
     if act == "relu":
-        line += f" {acc} = tf_relu({acc});"
+        line += f" {acc} = tf_relu_lo({acc}, lo);"
     elif act == "clip":
         line += f" {acc} = tf_clamp({acc}, lo, hi);"
     line += f" tf_st({y} + {off}, {acc});"
     if act == "silu":
         line += f" tf_silu_at({y} + {off});"
     return line
+
+
+def epilogue_bounds(act: str, bounds: str = "bounds") -> str:
+    """C declaring the ``lo`` and ``hi`` vectors an ``epilogue`` of ``act`` reads, loaded from the
+    two floats at ``bounds`` through ``TF_OPAQUE`` where the epilogue runs (none for other
+    activations)."""
+    if act not in ("relu", "clip"):
+        return ""
+    return (f"const float *eb_ = {bounds}; TF_OPAQUE(eb_); "
+            "const tf_vf lo = tf_bcast(eb_[0]), hi = tf_bcast(eb_[1]); (void)hi;")
+
+
+def bounds_c(name: str, clip_max: float | None) -> str:
+    """C defining ``name``, the two floats an epilogue clamps to: 0 and ``clip_bound``."""
+    return f"static const float {name}[2] = {{0.0f, {clip_bound(clip_max)}}};"
 
 
 def epilogue_act(attrs, prefix: str = "") -> str:
@@ -373,6 +389,23 @@ SILU_C = """#ifndef TF_SILU_DEFINED
 /* x * sigmoid(x) on one stored vector, as the plain graph computes it (vmath.py's tf_sigmoidf) */
 TF_MATH_INLINE void tf_silu_at(float *p) {
   for (int l = 0; l < TF_VW; l++) { const float x = p[l]; p[l] = x * tf_sigmoidf(x); }
+}
+#endif
+"""
+
+EPILOGUE_C = """#ifndef TF_OPAQUE_DEFINED
+#define TF_OPAQUE_DEFINED
+/* p unchanged, as a value the compiler cannot see through (an empty asm): what an epilogue loads
+   through it (bias, clamp bounds) is loaded where the epilogue runs, neither hoisted above the loop
+   around the register tile nor kept from the previous tile's epilogue.  A tile of 12 accumulators,
+   3 weight vectors and the broadcast input fills AVX2's 16 vector registers: a bias vector or a
+   zero kept live across its loop spilled an accumulator, whose stack round trip then ran every
+   step (ResNet-50's conv+ReLU layers 1.5-2x slower on Zen 3). */
+#define TF_OPAQUE(p) __asm__ volatile("" : "+r"(p))
+/* tf_relu against a zero the caller holds: NaN passes through, as torch's relu */
+static inline tf_vf tf_relu_lo(tf_vf x, tf_vf zero) {
+  tf_vi keep = ~(x < zero);
+  return (tf_vf)((tf_vi)x & keep);
 }
 #endif
 """
@@ -402,7 +435,8 @@ def _tile_function(name: str, g: ConvGeometry, tc: int, blocks: int, residual: b
     fmas = "\n".join(f"          {{ const tf_vf a = tf_bcast(xs[{xoff[r]}]); "
                      + " ".join(f"c{r}_{b} += w{b} * a;" for b in range(blocks)) + " }" for r in range(rows))
     epi = [epilogue(f"c{r}_{b}", f"bias{b}", str(b * yob + yoff[r]), residual, act) for r, b in acc]
-    biases = " ".join(f"const tf_vf bias{b} = tf_ld(bias + {b * vw});" for b in range(blocks))
+    biases = ("const float *bb_ = bias; TF_OPAQUE(bb_); "
+              + " ".join(f"const tf_vf bias{b} = tf_ld(bb_ + {b * vw});" for b in range(blocks)))
     stores = " ".join(f"tf_st(y + {b * yob + yoff[r]}, c{r}_{b});" for r, b in acc)
     step = f"""          {loads}
 {fmas}"""
@@ -428,9 +462,9 @@ def _tile_function(name: str, g: ConvGeometry, tc: int, blocks: int, residual: b
       }}"""
     return f"""
 static inline __attribute__((always_inline)) void {_tile_name(name, tr, tc, blocks)}(const float *restrict x,
-    const float *restrict w, float *y, const float *restrict bias, const float *res, tf_vf lo, tf_vf hi,
+    const float *restrict w, float *y, const float *restrict bias, const float *res, const float *bounds,
     long kh0, long kh1, long kw0, long kw1, long ncb, int first, int last) {{
-  (void)res; (void)lo; (void)hi;
+  (void)res; (void)bounds;
   tf_vf {decl};
   if (!first) {{ {reload} }}
   for (long cb = 0; cb < ncb; cb++)
@@ -438,7 +472,7 @@ static inline __attribute__((always_inline)) void {_tile_name(name, tr, tc, bloc
 {inner}
     }}
   if (last) {{
-    {biases}
+    {biases} {epilogue_bounds(act)}
     {chr(10).join("    " + e for e in epi)}
   }} else {{
     {stores}
@@ -454,7 +488,7 @@ def _row_function(name: str, g: ConvGeometry, blocks: int, rows: int) -> tuple[s
     span = hi - lo
     full, rem = divmod(span, rows)
     heights = {1} | ({rows} if full else set()) | ({rem} if rem else set())
-    tail = "res ? res + ow * {vw} : 0, lo, hi".format(vw=g.vw)
+    tail = "res ? res + ow * {vw} : 0, bounds".format(vw=g.vw)
     edge = f"""    {{
       const long iw = ow * {g.sw} - {g.pw};
       {_taps_c("kw0", "kw1", "iw", g.w, g.dw, g.kw)}
@@ -473,7 +507,7 @@ def _row_function(name: str, g: ConvGeometry, blocks: int, rows: int) -> tuple[s
     body += [f"  for (long ow = {max(hi, lo)}; ow < {g.ow}; ow++)", edge]
     text = f"""
 static void {name}_row{blocks}(const float *restrict x, const float *restrict w, float *y, const float *restrict bias,
-    const float *res, tf_vf lo, tf_vf hi, long kh0, long kh1, long ncb, int first, int last) {{
+    const float *res, const float *bounds, long kh0, long kh1, long ncb, int first, int last) {{
   (void)res;
 {chr(10).join(body)}
 }}
@@ -553,11 +587,11 @@ def _map_function(name: str, g: ConvGeometry, blocks: int, target: Target,
         ncb = "ncb" if kw1 > kw0 and kh1 > kh0 else "0"
         at = (oh * g.ow + ow) * g.vw
         calls.append(f"  {_tile_name(name, tr, tc, blocks)}(x + {(ih * g.w + iw) * g.bi}, w, y + {at}, bias, "
-                     f"res ? res + {at} : 0, lo, hi, {kh0}, {kh1}, {kw0}, {kw1}, {ncb}, first, last);")
+                     f"res ? res + {at} : 0, bounds, {kh0}, {kh1}, {kw0}, {kw1}, {ncb}, first, last);")
         shapes.add((tr, tc))
     text = f"""
 static void {name}_map{blocks}(const float *restrict x, const float *restrict w, float *y, const float *restrict bias,
-    const float *res, tf_vf lo, tf_vf hi, long ncb, int first, int last) {{
+    const float *res, const float *bounds, long ncb, int first, int last) {{
   (void)res;
 {chr(10).join(calls)}
 }}
@@ -600,16 +634,16 @@ def conv_source(name: str, g: ConvGeometry, target: Target, residual: bool, act:
         row_text, heights = _row_function(name, gt, bl, rows)
         parts += [_tile_function(name, gt, r, bl, residual, act) for r in sorted(heights)]
         parts.append(row_text)
-    hi = clip_bound(clip_max)
+    bounds = bounds_c("bounds", clip_max)
     par = (f"#pragma omp parallel for schedule(static) if ({g.macs}L >= {PARALLEL_MIN_MACS}L)"
            if threads > 1 else "")
     if whole:
-        return _prelude(target) + _guard(name, "".join(parts) + _map_entry(name, g, plan, hi, par, gated))
+        return _prelude(target) + _guard(name, "".join(parts) + _map_entry(name, g, plan, bounds, par, gated))
     bands = -(-g.oh // plan.band)
     units = g.n * groups * bands
     weights = "wsb" if gated else f"wg + c0 * {g.kh * g.kw * g.bi * g.vw}"
     args = (f"xr + c0 * {g.h * g.w * g.bi}, {weights}, yr, bias + ob0 * {g.vw}, "
-            f"res ? res + ((n * {g.ob} + ob0) * {g.oh} + oh) * {g.ow * g.vw} : 0, lo, hi, kh0, kh1, "
+            f"res ? res + ((n * {g.ob} + ob0) * {g.oh} + oh) * {g.ow * g.vw} : 0, bounds, kh0, kh1, "
             f"{plan.chunk}, c0 == 0, c0 + {plan.chunk} == {g.cb}")
     tables, first, width = _group_c(sizes)
     dispatch = _group_dispatch(sizes, width, lambda bl: f"{name}_row{bl}({args});", "        ")
@@ -620,7 +654,7 @@ def conv_source(name: str, g: ConvGeometry, target: Target, residual: bool, act:
     entry = f"""
 static void {name}(const float *restrict x, const float *restrict w, const float *restrict bias, const float *res,
     float *y{gate}) {{
-  const tf_vf lo = tf_bcast(0.0f), hi = tf_bcast({hi});{tables}{gate_begin}
+  {bounds}{tables}{gate_begin}
   {par}
   for (long u = 0; u < {units}; u++) {{
     {unit}
@@ -699,7 +733,7 @@ def _guard(name: str, body: str) -> str:
     return f"#ifndef {name.upper()}_DEFINED\n#define {name.upper()}_DEFINED\n{body}#endif\n"
 
 
-def _map_entry(name: str, g: ConvGeometry, plan: ConvPlan, hi: str, par: str, gated: bool = False) -> str:
+def _map_entry(name: str, g: ConvGeometry, plan: ConvPlan, bounds: str, par: str, gated: bool = False) -> str:
     """The conv's entry for small maps: work units (image, group of output blocks), each a whole map
     per chunk of input blocks (``_map_function``)."""
     sizes = plan.group_sizes(g.ob)
@@ -708,13 +742,13 @@ def _map_entry(name: str, g: ConvGeometry, plan: ConvPlan, hi: str, par: str, ga
     weights = "wsb" if gated else f"wg + c0 * {g.kh * g.kw * g.bi * g.vw}"
     gate, gate_begin, scale, gate_end = gate_scaling(g, plan, width) if gated else ("", "", "", "")
     args = (f"xn + c0 * {g.h * g.w * g.bi}, {weights}, yn, bias + ob0 * {g.vw}, "
-            f"res ? res + (n * {g.ob} + ob0) * {g.oh * g.ow * g.vw} : 0, lo, hi, {plan.chunk}, c0 == 0, "
+            f"res ? res + (n * {g.ob} + ob0) * {g.oh * g.ow * g.vw} : 0, bounds, {plan.chunk}, c0 == 0, "
             f"c0 + {plan.chunk} == {g.cb}")
     dispatch = _group_dispatch(sizes, width, lambda bl: f"{name}_map{bl}({args});", "      ")
     return f"""
 static void {name}(const float *restrict x, const float *restrict w, const float *restrict bias, const float *res,
     float *y{gate}) {{
-  const tf_vf lo = tf_bcast(0.0f), hi = tf_bcast({hi});{tables}{gate_begin}
+  {bounds}{tables}{gate_begin}
   {par}
   for (long u = 0; u < {g.n * groups}; u++) {{
     const long og = u % {groups}, n = u / {groups}, ob0 = {first};
@@ -756,23 +790,24 @@ def _dw_tile(name: str, g: ConvGeometry, rows: int, full: bool, residual: bool, 
     epi = [epilogue(a, "bv", str(r * vw), residual, act) for r, a in enumerate(accs)]
     return f"""
 static inline __attribute__((always_inline)) void {name}_d{rows}{"f" if full else "e"}(const float *restrict x,
-    const float *restrict w, float *y, tf_vf bv, const float *res, tf_vf lo, tf_vf hi, long kh0, long kh1,
+    const float *restrict w, float *y, const float *bias, const float *res, const float *bounds, long kh0, long kh1,
     long kw0, long kw1) {{
-  (void)res; (void)lo; (void)hi; (void)kw0; (void)kw1;
+  (void)res; (void)bounds; (void)kw0; (void)kw1;
   tf_vf {", ".join(f"{a} = {{0}}" for a in accs)};
   for (long kh = kh0; kh < kh1; kh++) {{
     const float *restrict xs = x + kh * {g.dh * g.w * vw};
     const float *restrict ws = w + kh * {g.kw * vw};
 {inner}
   }}
+  const float *bb_ = bias; TF_OPAQUE(bb_); const tf_vf bv = tf_ld(bb_); {epilogue_bounds(act)}
   {" ".join(epi)}
 }}
 """
 
 
 def dw_row_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: str, rows: int = 0) -> str:
-    """The C of ``{name}_dwrow(xr, wb, yr, bv, resr, lo, hi, kh0, kh1)``: one output row of one
-    block of a depthwise blocked conv (``xr`` at the input row of its window's first kernel row,
+    """The C of ``{name}_dwrow(xr, wb, yr, bias, resr, bounds, kh0, kh1)``: one output row of one
+    block of a depthwise blocked conv (``bias``: the block's bias, ``bounds``: its clamp's) (``xr`` at the input row of its window's first kernel row,
     kernel rows ``kh0 <= kh < kh1`` inside the input): the edge positions one by one with their
     window columns clipped, the interior in tiles of ``rows`` positions (default ``dw_rows``:
     ``DW_ROWS``, fewer where the target has fewer vector registers).  ``dw_source`` sweeps it over
@@ -786,10 +821,10 @@ def dw_row_source(name: str, g: ConvGeometry, target: Target, residual: bool, ac
     tail = f"resr ? resr + ow * {g.vw} : 0"
 
     def interior(r: int, ow: str) -> str:
-        return (f"{name}_d{r}f(xr + ({ow} * {g.sw} - {g.pw}) * {g.vw}, wb, yr + {ow} * {g.vw}, bv, "
-                f"resr ? resr + {ow} * {g.vw} : 0, lo, hi, kh0, kh1, 0, {g.kw});")
+        return (f"{name}_d{r}f(xr + ({ow} * {g.sw} - {g.pw}) * {g.vw}, wb, yr + {ow} * {g.vw}, bias, "
+                f"resr ? resr + {ow} * {g.vw} : 0, bounds, kh0, kh1, 0, {g.kw});")
     edge = (f"{{ const long iw = ow * {g.sw} - {g.pw}; {_taps_c('kw0', 'kw1', 'iw', g.w, g.dw, g.kw)} "
-            f"{name}_d1e(xr + iw * {g.vw}, wb, yr + ow * {g.vw}, bv, {tail}, lo, hi, kh0, kw0 < kw1 ? kh1 : kh0, kw0, kw1); }}")
+            f"{name}_d1e(xr + iw * {g.vw}, wb, yr + ow * {g.vw}, bias, {tail}, bounds, kh0, kw0 < kw1 ? kh1 : kh0, kw0, kw1); }}")
     row = [f"  for (long ow = 0; ow < {lo}; ow++) {edge}"]
     if full:
         row.append(f"  for (long ow = {lo}; ow < {lo + full * rows}; ow += {rows}) {interior(rows, 'ow')}")
@@ -798,7 +833,7 @@ def dw_row_source(name: str, g: ConvGeometry, target: Target, residual: bool, ac
     row.append(f"  for (long ow = {max(lo, hi)}; ow < {g.ow}; ow++) {edge}")
     return "".join(parts) + f"""
 static inline __attribute__((always_inline)) void {name}_dwrow(const float *restrict xr, const float *restrict wb,
-    float *yr, tf_vf bv, const float *resr, tf_vf lo, tf_vf hi, long kh0, long kh1) {{
+    float *yr, const float *bias, const float *resr, const float *bounds, long kh0, long kh1) {{
   (void)resr;
 {chr(10).join(row)}
 }}
@@ -809,14 +844,13 @@ def dw_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: s
               threads: int, rows: int = 0) -> str:
     """The C of ``name(x, w, bias, residual, y)`` for a depthwise blocked conv (channels in the lanes,
     w (CB, 1, KH, KW, 1, VW)): work units (image, block, output row), each a ``dw_row_source`` row."""
-    hi_v = clip_bound(clip_max)
     work = g.n * g.ob * g.oh * g.ow * g.kh * g.kw * g.vw
     par = (f"#pragma omp parallel for schedule(static) if ({work}L >= {PARALLEL_MIN_MACS // 4}L)"
            if threads > 1 else "")
     entry = f"""
 static void {name}(const float *restrict x, const float *restrict w, const float *restrict bias, const float *res,
     float *y) {{
-  const tf_vf lo = tf_bcast(0.0f), hi = tf_bcast({hi_v});
+  {bounds_c("bounds", clip_max)}
   {par}
   for (long u = 0; u < {g.n * g.ob * g.oh}; u++) {{
     const long oh = u % {g.oh}, b = u / {g.oh} % {g.ob}, n = u / {g.oh * g.ob};
@@ -826,7 +860,7 @@ static void {name}(const float *restrict x, const float *restrict w, const float
     const float *wb = w + b * {g.kh * g.kw * g.vw};
     float *yr = y + ((n * {g.ob} + b) * {g.oh} + oh) * {g.ow * g.vw};
     const float *resr = res ? res + ((n * {g.ob} + b) * {g.oh} + oh) * {g.ow * g.vw} : 0;
-    {name}_dwrow(xr, wb, yr, tf_ld(bias + b * {g.vw}), resr, lo, hi, kh0, kh1);
+    {name}_dwrow(xr, wb, yr, bias + b * {g.vw}, resr, bounds, kh0, kh1);
   }}
 }}
 """
@@ -958,6 +992,6 @@ def weight_transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ..
 
 
 __all__ = ["BALANCE_BLOCKS", "ROW_MAJOR_MAX_WEIGHT_BYTES", "BlockedParams", "ConvGeometry", "ConvPlan", "DW_ROWS", "MAX_BLOCKS", "MAX_ROWS",
-           "PARALLEL_MIN_MACS", "SILU_C", "TILE_SPARE_REGISTERS", "balance", "clip_bound", "conv_name", "conv_plan",
+           "PARALLEL_MIN_MACS", "SILU_C", "EPILOGUE_C", "bounds_c", "epilogue_bounds", "TILE_SPARE_REGISTERS", "balance", "clip_bound", "conv_name", "conv_plan",
            "conv_source", "dw_row_source", "epilogue_act", "gate_scaling", "rows_first", "uniform_groups", "dw_rows", "dw_source", "epilogue", "map_tiles",
            "pool_helpers", "pool_source", "small_map", "tile_rows", "transform_source", "weight_transform_source"]

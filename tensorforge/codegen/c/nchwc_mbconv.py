@@ -146,7 +146,7 @@ def _in_span(gd: nchwc.ConvGeometry, oh0: int, oh1: int) -> int:
 
 def _band_function(name: str, gb: nchwc.ConvGeometry, plan: nchwc.ConvPlan, positions: int, target: Target
                    ) -> tuple[str, set[tuple[int, int]]]:
-    """``{name}_band{positions}(d, w, y, bias, res, lo, hi)``: a 1x1 conv on ``positions``
+    """``{name}_band{positions}(d, w, y, bias, res, bounds)``: a 1x1 conv on ``positions``
     consecutive positions of ``d`` (block planes ``gb.h * gb.w`` positions apart) into ``y`` at
     the band's first position (block planes ``gb.oh * gb.ow`` apart), group of output blocks by
     group, in runs of about ``BAND_POSITIONS`` positions per chunk of input blocks; and the
@@ -156,7 +156,7 @@ def _band_function(name: str, gb: nchwc.ConvGeometry, plan: nchwc.ConvPlan, posi
     fmt = {"xcb": gb.h * gb.w * gb.bi, "bi": gb.bi, "wcb": gb.bi * gb.vw, "vw": gb.vw, "chunk": plan.chunk,
            "cb": gb.cb}
     args = ("d + c0 * {xcb} + {p} * {bi}, wg + c0 * {wcb}, yg + {p} * {vw}, bg, rg ? rg + {p} * {vw} : 0, "
-            "lo, hi, 0, 1, 0, 1, {chunk}, c0 == 0, c0 + {chunk} == {cb}")
+            "bounds, 0, 1, 0, 1, {chunk}, c0 == 0, c0 + {chunk} == {cb}")
     tiles: set[tuple[int, int]] = set()
 
     def sweep(bl: int) -> str:
@@ -181,7 +181,7 @@ def _band_function(name: str, gb: nchwc.ConvGeometry, plan: nchwc.ConvPlan, posi
     yob = gb.oh * gb.ow * gb.vw
     text = f"""
 static void {name}_band{positions}(const float *restrict d, const float *restrict w, float *y,
-    const float *restrict bias, const float *res, tf_vf lo, tf_vf hi) {{
+    const float *restrict bias, const float *res, const float *bounds) {{
   for (long og = 0; og < {groups}; og++) {{
     const long ob0 = og * {plan.blocks};
     const float *wg = w + ob0 * {gb.cb * gb.bi * gb.vw};
@@ -230,7 +230,6 @@ def source(name: str, chain: Chain, target: Target, residual: bool, threads: int
     plain = replace(params, band=0) if params else None
     (e_act, e_clip), (d_act, d_clip), (p_act, p_clip) = (chain.epilogues[0] or ("", None), chain.epilogues[1],
                                                          chain.epilogues[2] or ("", None))
-    bounds = [nchwc.clip_bound(c) for c in (e_clip, d_clip, p_clip)]
     spans = {(min(gd.oh, b * rows + rows) - b * rows, _in_span(gd, b * rows, min(gd.oh, b * rows + rows)))
              for b in range(bands)}
     parts = [nchwc.dw_row_source(name + "_d", gd, target, False, d_act)]
@@ -243,18 +242,17 @@ def source(name: str, chain: Chain, target: Target, residual: bool, threads: int
                                {span * ge.w for _, span in spans}, target, False, e_act)
         parts.append(text)
         work.append(_dispatch(fns, "(ih_b - ih_a) * " + str(ge.w),
-                              f"x + (n * {ge.cb * ge.h} + ih_a) * {ge.w * ge.bi}, we, e, be, 0, lo, hie", "      "))
+                              f"x + (n * {ge.cb * ge.h} + ih_a) * {ge.w * ge.bi}, we, e, be, 0, bounds_e", "      "))
     dst = (f"d + (b * {rows} + oh - oh0) * {gd.ow * gd.vw}" if gp is not None
            else f"y + ((n * {gd.ob} + b) * {gd.oh} + oh) * {gd.ow * gd.vw}")
     src = (f"e + (b * {rin} + ih - ih_a) * {gd.w * gd.vw}" if ge is not None
            else f"x + ((n * {gd.cb} + b) * {gd.h} + ih) * {gd.w * gd.vw}")
     work.append(f"""      for (long b = 0; b < {gd.ob}; b++) {{
         const float *wb = wd + b * {gd.kh * gd.kw * gd.vw};
-        const tf_vf bv = tf_ld(bd + b * {gd.vw});
         for (long oh = oh0; oh < oh1; oh++) {{
           const long ih = oh * {gd.sh} - {gd.ph};
           {nchwc._taps_c("kh0", "kh1", "ih", gd.h, gd.dh, gd.kh)}
-          {name}_d_dwrow({src}, wb, {dst}, bv, 0, lo, hid, kh0, kh1);
+          {name}_d_dwrow({src}, wb, {dst}, bd + b * {gd.vw}, 0, bounds_d, kh0, kh1);
         }}
       }}""")
     if gp is not None:
@@ -264,7 +262,7 @@ def source(name: str, chain: Chain, target: Target, residual: bool, threads: int
         parts.append(text)
         work.append(f"      float *yb = y + (n * {gp.ob * gp.oh} + oh0) * {gp.ow * gp.vw};\n"
                     f"      const float *rb = res ? res + (n * {gp.ob * gp.oh} + oh0) * {gp.ow * gp.vw} : 0;\n"
-                    + _dispatch(fns, f"(oh1 - oh0) * {gd.ow}", "d, wp, yb, bp, rb, lo, hip", "      "))
+                    + _dispatch(fns, f"(oh1 - oh0) * {gd.ow}", "d, wp, yb, bp, rb, bounds_p", "      "))
     units = gd.n * bands
     par = "#pragma omp parallel" + ("" if threads > 1 and units > 1 else " num_threads(1)")
     buffers = ([f"float *e = tf_alloc({ge.ob * rin * ge.w * ge.vw});"] if ge is not None else []) + \
@@ -276,8 +274,8 @@ static void {name}(const float *restrict x, const float *restrict we, const floa
     const float *restrict wd, const float *restrict bd, const float *restrict wp, const float *restrict bp,
     const float *res, float *y) {{
   /* {convs} in bands of {rows} output rows (nchwc_mbconv.py) */
-  const tf_vf lo = tf_bcast(0.0f), hie = tf_bcast({bounds[0]}), hid = tf_bcast({bounds[1]}), hip = tf_bcast({bounds[2]});
-  (void)we; (void)be; (void)wp; (void)bp; (void)res; (void)hie; (void)hip;
+  {nchwc.bounds_c("bounds_e", e_clip)} {nchwc.bounds_c("bounds_d", d_clip)} {nchwc.bounds_c("bounds_p", p_clip)}
+  (void)we; (void)be; (void)wp; (void)bp; (void)res; (void)bounds_e; (void)bounds_p;
   {par}
   {{
     {' '.join(buffers)}

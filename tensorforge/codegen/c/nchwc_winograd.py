@@ -104,13 +104,12 @@ def source(name: str, g: nchwc.ConvGeometry, m: int, target: Target, residual: b
 
     def tile_call(r: int, bl: int) -> str:
         """r tiles (positions) x bl output blocks from tile t, the chunk's input blocks, no epilogue."""
-        return (f"{nchwc._tile_name(gname, 1, r, bl)}(vp + t * {vw}, up, mp + t * {vw}, 0, 0, lo, hi, 0, 1, 0, 1, "
+        return (f"{nchwc._tile_name(gname, 1, r, bl)}(vp + t * {vw}, up, mp + t * {vw}, 0, 0, 0, 0, 1, 0, 1, "
                 f"{plan.chunk}, c0 == 0, 0);")
     for bl in sorted(rt):
         cases = "\n".join(f"      case {r}: {tile_call(r, bl)} break;" for r in range(1, rt[bl]))
         sweeps.append(f"""
 static void {gname}_sweep{bl}(const float *restrict v, const float *restrict u, float *m, long tc) {{
-  const tf_vf lo = tf_bcast(0.0f), hi = lo;
   for (long c0 = 0; c0 < {cb}; c0 += {plan.chunk}) {{
     const float *vp = v + c0 * {tmax * vw}, *up = u + c0 * {vw * vw};
     float *mp = m;
