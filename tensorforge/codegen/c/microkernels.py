@@ -154,6 +154,9 @@ class GemmParams:
 # interleaved: 4 KiB ahead 1.04x, 8 KiB 1.05x, 16 KiB 1.07x, 32 KiB 1.05x, 64 KiB 1.02x over none).
 # B read in place from an activation (``b_direct``, rows far apart) is not prefetched: 0.99-1.02x.
 PREFETCH_B_BYTES = 16384
+# A k step prefetches each 64-byte line of its B row once: AVX2's 16-wide row is one line, which two
+# prefetches (one per vector) fetched twice.
+CACHE_LINE_FLOATS = 16
 
 
 @dataclass(frozen=True)
@@ -526,7 +529,7 @@ class _GemmWriter:
         lines = [f"    const tf_vf b{v} = tf_ld(b + {v * self.vw});" for v in range(self.nv)]
         if (not self.spec.b_direct if prefetch_b is None else prefetch_b) and PREFETCH_B_BYTES:
             ahead = PREFETCH_B_BYTES // 4 // self.p.nr * self.p.nr      # whole panel rows, in floats
-            lines += [f"    __builtin_prefetch(b + {ahead + v * self.vw});" for v in range(self.nv)]
+            lines += [f"    __builtin_prefetch(b + {ahead + f});" for f in range(0, self.p.nr, CACHE_LINE_FLOATS)]
         for r in range(rows):
             lines.append(f"    {{ const float ar = {self.a_elem(r)};")
             lines.append("      " + " ".join(f"c{r}_{v} += b{v} * ar;" for v in range(self.nv)) + " }")
