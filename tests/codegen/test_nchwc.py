@@ -74,7 +74,8 @@ CONVS = [
     (1, 16, 9, 9, 32, 3, 1, 1, 1),         # small map: edge columns and rows clipped
     (2, 32, 15, 17, 48, 3, 2, 1, 1),       # batch, odd sizes, stride 2, 3 output blocks (tail group)
     (1, 64, 14, 14, 80, 1, 1, 0, 1),       # 1x1: 5 output blocks, a group of 4 and a tail of 1
-    (1, 48, 13, 13, 32, 1, 2, 0, 1),       # 1x1 stride 2
+    (1, 48, 13, 13, 32, 1, 2, 0, 1),       # 1x1 stride 2 (on a subsampled copy of x)
+    (2, 40, 14, 14, 24, 1, 2, 0, 1),       # 1x1 stride 2, batch 2, an even map: the copy's image offsets
     (1, 16, 11, 12, 16, 3, 1, 2, 2),       # dilation 2 (the nested tap loop)
     (1, 32, 5, 5, 16, 5, 1, 4, 1),         # pads wider than a window's reach: some outputs see no input
     (1, 256, 7, 7, 64, 3, 1, 1, 1),        # deep K: weights in chunks of input blocks, sums kept in y
@@ -104,6 +105,22 @@ def test_nan_and_inf_propagate_through_blocked_convs(k, stride):
     x = _rng(3).standard_normal((1, 16, 8, 8)).astype(np.float32)
     x[0, 3, 2, 5], x[0, 7, 6, 1], x[0, 0, 0, 0] = np.nan, np.inf, -np.inf
     _compare(lambda: _conv_model(1, 16, 8, 8, 32, k, stride, k // 2, act=""), x)
+
+
+def test_a_strided_1x1_conv_runs_on_a_subsampled_copy_of_its_input(monkeypatch):
+    """ResNet's downsampling conv (1x1 stride 2, residual, ReLU) copies the positions it reads into
+    a compact buffer and runs the stride-1 kernel on it: the same sums bit for bit as reading them
+    in place, NaN and Inf included."""
+    from tensorforge.codegen.c import nchwc
+    x = _rng(4).standard_normal((2, 24, 9, 10)).astype(np.float32)
+    x[0, 3, 2, 4], x[1, 7, 6, 8], x[0, 0, 1, 1] = np.nan, np.inf, -np.inf      # read; [0, 0, 1, 1] is skipped
+    model = lambda: _conv_model(2, 24, 9, 10, 40, 1, 2, residual=True)        # noqa: E731
+    native = _compare(model, x)
+    assert "_s(xs, w, bias, res, y);" in native.source
+    monkeypatch.setattr(nchwc, "SUBSAMPLE_STRIDED", False)
+    in_place = tensorforge.compile(model(), target="cpu", passes=LAYOUT)
+    assert "_s(xs, w, bias, res, y);" not in in_place.source
+    assert np.array_equal(native(x), in_place(x), equal_nan=True)
 
 
 def _pool_model(kind: str, shape, **attrs) -> ModuleOp:

@@ -1306,12 +1306,15 @@ def _describe_conv_nchwc(kernel: Operation, op: Operation, params=None) -> str:
     if m:
         return (f"NCHW{g.vw}c Winograd F({m}x{m}, 3x3): vector transforms, {(m + 2) ** 2} 1x1 blocked products "
                 f"over the tiles, weights transformed at compile time{tuned}")
-    p = nchwc.conv_plan(g, Target.host(), params)
+    gate = op.opdef.split_operands(list(range(len(kernel.operands))), op.attributes)[2]
+    sub = nchwc.subsampled(g) if nchwc.SUBSAMPLE_STRIDED and gate is None else None
+    run = sub or g
+    p = nchwc.conv_plan(run, Target.host(), params)
     groups = (f" (groups of {', '.join(map(str, p.groups))} output blocks: an even share a thread)"
               if p.groups else "")
-    return (f"NCHW{g.vw}c direct: tiles of {p.rows} positions x {p.blocks} output blocks{groups}, input blocks "
-            f"in chunks of {p.chunk}, "
-            + ("the whole map a work unit" if nchwc.small_map(g) else f"bands of {p.band} rows") + tuned)
+    return (f"NCHW{g.vw}c direct{' on a subsampled copy of x' if sub else ''}: tiles of {p.rows} positions x "
+            f"{p.blocks} output blocks{groups}, input blocks in chunks of {p.chunk}, "
+            + ("the whole map a work unit" if nchwc.small_map(run) else f"bands of {p.band} rows") + tuned)
 
 
 def _bf16_gemm_engine() -> str:
