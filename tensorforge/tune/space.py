@@ -221,8 +221,8 @@ DW_TILE_ROWS = (4, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28)   # positions a depthwis
 class BlockedSpace(Space):
     """``nchwc.BlockedParams`` of a blocked convolution.  Every candidate names its algorithm
     (among the layer's: direct, F(2x2), F(4x4); depthwise; mbconv for a fused chain), then each knob is the untuned rule (0)
-    or a value from its choices: output blocks a tile (1-4), positions a tile (up to what the
-    registers hold for those blocks), a divisor of the input blocks as the chunk, the band.
+    or a value from its choices: output blocks a tile (1-4, as many as the registers hold with
+    their positions: 1-3 on AVX2), positions a tile (up to what the registers hold for those blocks), a divisor of the input blocks as the chunk, the band.
     Seeds: the default, each other algorithm with untuned knobs, and the tiles next to the
     untuned one."""
 
@@ -244,7 +244,9 @@ class BlockedSpace(Space):
             most = nchwc.tile_rows(1, self.target)
             return {"rows": (0,) + tuple(r for r in DW_TILE_ROWS if r <= most)}
         most = nchwc.tile_rows(blocks or nchwc.MAX_BLOCKS, self.target)
-        out = {"blocks": (0,) + tuple(range(1, min(nchwc.MAX_BLOCKS, g.ob) + 1)),
+        # tiles whose accumulators, weight vectors and broadcast fit the registers: AVX2's 4-block
+        # tile needs 17 of its 16 and spills (``nchwc.untuned_blocks``)
+        out = {"blocks": (0,) + tuple(range(1, min(nchwc.untuned_blocks(self.target), g.ob) + 1)),
                "rows": (0,) + tuple(range(2, most + 1)),
                "chunk": (0,) + tuple(d for d in range(1, g.cb + 1) if g.cb % d == 0)}
         if algorithm.startswith("winograd"):

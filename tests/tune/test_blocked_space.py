@@ -98,6 +98,19 @@ def test_every_candidate_of_the_space_is_valid(tasks):
     assert {s["params"]["algorithm"] for s in space_for(tasks["winograd2"], HOST).seeds()[1:]} >= {"direct", "winograd4"}
 
 
+def test_the_space_offers_only_tiles_that_fit_the_registers(tasks):
+    """AVX2's 16 registers hold 3 output blocks x 4 positions (12 accumulators, 3 weight vectors,
+    the broadcast), not 4 x 3 (17: spills); AVX-512's 32 hold 4 x 7."""
+    from tensorforge.codegen.c import nchwc
+    task = tasks["winograd2"]           # 32 -> 32 channels: 4 output blocks of 8 lanes on AVX2
+    for march, most in (("haswell", 3), ("skylake-avx512", 4)):
+        target = Target(march=march, arch="x86_64", cores=2)
+        space = BlockedSpace(task, target)
+        ob = task.problem["conv"]["geometry"]["ob"]
+        assert space._choices("direct", 0)["blocks"] == (0,) + tuple(range(1, min(most, ob) + 1))
+        assert nchwc.untuned_blocks(target) == most
+
+
 @pytest.mark.parametrize("which,params,why", [
     ("pointwise", {"algorithm": "winograd2"}, "does not apply"),
     ("pointwise", {"algorithm": "direct", "chunk": 3}, "does not divide"),
