@@ -123,6 +123,21 @@ def test_a_strided_1x1_conv_runs_on_a_subsampled_copy_of_its_input(monkeypatch):
     assert np.array_equal(native(x), in_place(x), equal_nan=True)
 
 
+def test_only_unpadded_strided_1x1_convs_are_subsampled():
+    """A bottom or right pad gives output positions that read no input (bias only): the copy would
+    read past the input there, so such a conv reads in place; so do padded and 3x3 convs."""
+    from tensorforge.codegen.c.nchwc import ConvGeometry, subsampled
+
+    def geometry(h, oh, k=1, stride=2, pad=0):
+        return ConvGeometry(1, 2, h, h, 8, 2, oh, oh, 8, k, k, stride, stride, pad, pad, 1, 1)
+    assert subsampled(geometry(14, 7)) == geometry(7, 7, stride=1)
+    assert subsampled(geometry(13, 7)) is not None          # a bottom pad of 1: row 12 is still inside
+    assert subsampled(geometry(14, 8)) is None               # a bottom pad of 2: row 14 is past the input
+    assert subsampled(geometry(14, 8, pad=1)) is None
+    assert subsampled(geometry(14, 7, k=3, pad=1)) is None
+    assert subsampled(geometry(14, 14, stride=1)) is None
+
+
 def _pool_model(kind: str, shape, **attrs) -> ModuleOp:
     """x -> 1x1 conv (so the pool's input is blocked) -> pool."""
     n, c, h, w = shape

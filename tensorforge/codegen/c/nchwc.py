@@ -606,8 +606,11 @@ def small_map(g: ConvGeometry) -> bool:
 
 def subsampled(g: ConvGeometry) -> ConvGeometry | None:
     """The stride-1 geometry that a strided, unpadded 1x1 conv runs as on a compact copy of the
-    input positions it reads (``subsample_entry``), else None."""
+    input positions it reads (``subsample_entry``), else None (also where a bottom or right pad
+    puts output positions past the input)."""
     if (g.kh, g.kw) != (1, 1) or (g.sh, g.sw) == (1, 1) or g.ph or g.pw:
+        return None
+    if (g.oh - 1) * g.sh >= g.h or (g.ow - 1) * g.sw >= g.w:
         return None
     return replace(g, h=g.oh, w=g.ow, sh=1, sw=1)
 
