@@ -1307,7 +1307,7 @@ def _describe_conv_nchwc(kernel: Operation, op: Operation, params=None) -> str:
         return (f"NCHW{g.vw}c Winograd F({m}x{m}, 3x3): vector transforms, {(m + 2) ** 2} 1x1 blocked products "
                 f"over the tiles, weights transformed at compile time{tuned}")
     gate = op.opdef.split_operands(list(range(len(kernel.operands))), op.attributes)[2]
-    sub = nchwc.subsampled(g) if nchwc.SUBSAMPLE_STRIDED and gate is None else None
+    sub = nchwc.subsampled(g, gated=gate is not None)
     run = sub or g
     p = nchwc.conv_plan(run, Target.host(), params)
     groups = (f" (groups of {', '.join(map(str, p.groups))} output blocks: an even share a thread)"

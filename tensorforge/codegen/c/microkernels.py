@@ -395,10 +395,13 @@ static inline const tf_epi_regs *tf_epi_regs_of(tf_epi_fn epi, const void *ctx) 
   return epi == TF_EPI_REGS ? (const tf_epi_regs *)ctx : 0;
 }}
 static inline tf_epi_fn tf_epi_callable(tf_epi_fn epi) {{ return epi == TF_EPI_REGS ? tf_epi_regs_tile : epi; }}
-static inline tf_vf tf_relu(tf_vf x) {{  /* NaN passes through, as torch's relu */
-  tf_vi keep = ~(x < (tf_vf){{0}});
+/* relu against a zero the caller holds (a blocked conv's epilogue loads it where it runs, so that
+   no constant stays live across its register tile's loop): NaN passes through, as torch's relu */
+static inline tf_vf tf_relu_lo(tf_vf x, tf_vf zero) {{
+  tf_vi keep = ~(x < zero);
   return (tf_vf)((tf_vi)x & keep);
 }}
+static inline tf_vf tf_relu(tf_vf x) {{ return tf_relu_lo(x, (tf_vf){{0}}); }}
 /* Writes the tile ct (rows x cols, row stride ts) transposed: column v's rows values to dst + v*ldc
    (a transposed GEMM's or direct kernel's tile into the layer's layout).  With AVX-512 and at most
    8 rows, 16 columns at a time: an 8 x 16 -> 16 x 8 transpose in 24 two-source permutes and one

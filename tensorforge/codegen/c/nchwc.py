@@ -342,7 +342,7 @@ def epilogue(acc: str, bias: str, off: str, residual: bool, act: str, y: str = "
     """C finishing accumulator ``acc`` for its place ``y + off``: the bias vector, the residual read
     at ``res + off``, the activation (``relu`` against ``lo``, ``clip`` to [lo, hi], ``silu`` = x *
     sigmoid(x) lane by lane with the inline ``tf_sigmoidf`` the plain graph's sigmoid runs), the
-    store.  ``lo`` and ``hi`` are the caller's (``epilogue_bounds``)."""
+    store.  ``lo`` and ``hi`` are the caller's (``epilogue_inputs``)."""
     line = f"{acc} += {bias};"
     if residual:
         line += f" {acc} += tf_ld({res} + {off});"
@@ -356,14 +356,16 @@ def epilogue(acc: str, bias: str, off: str, residual: bool, act: str, y: str = "
     return line
 
 
-def epilogue_bounds(act: str, bounds: str = "bounds") -> str:
-    """C declaring the ``lo`` and ``hi`` vectors an ``epilogue`` of ``act`` reads, loaded from the
-    two floats at ``bounds`` through ``TF_OPAQUE`` where the epilogue runs (none for other
-    activations)."""
-    if act not in ("relu", "clip"):
-        return ""
-    return (f"const float *eb_ = {bounds}; TF_OPAQUE(eb_); "
-            "const tf_vf lo = tf_bcast(eb_[0]), hi = tf_bcast(eb_[1]); (void)hi;")
+def epilogue_inputs(act: str, biases: dict[str, int]) -> str:
+    """C declaring what the ``epilogue`` lines of ``act`` read, loaded where they run through
+    ``TF_OPAQUE`` pointers: each bias vector ``name`` at ``bias + offset`` (``biases``), and the
+    ``lo`` and ``hi`` vectors from the two floats at ``bounds`` (relu and clip only)."""
+    text = "const float *bb_ = bias; TF_OPAQUE(bb_); " + " ".join(
+        f"const tf_vf {name} = tf_ld(bb_ + {off});" for name, off in biases.items())
+    if act in ("relu", "clip"):
+        text += (" const float *eb_ = bounds; TF_OPAQUE(eb_); "
+                 "const tf_vf lo = tf_bcast(eb_[0]), hi = tf_bcast(eb_[1]); (void)hi;")
+    return text
 
 
 def bounds_c(name: str, clip_max: float | None) -> str:
@@ -402,11 +404,6 @@ EPILOGUE_C = """#ifndef TF_OPAQUE_DEFINED
    zero kept live across its loop spilled an accumulator, whose stack round trip then ran every
    step (ResNet-50's conv+ReLU layers 1.5-2x slower on Zen 3). */
 #define TF_OPAQUE(p) __asm__ volatile("" : "+r"(p))
-/* tf_relu against a zero the caller holds: NaN passes through, as torch's relu */
-static inline tf_vf tf_relu_lo(tf_vf x, tf_vf zero) {
-  tf_vi keep = ~(x < zero);
-  return (tf_vf)((tf_vi)x & keep);
-}
 #endif
 """
 
@@ -435,8 +432,6 @@ def _tile_function(name: str, g: ConvGeometry, tc: int, blocks: int, residual: b
     fmas = "\n".join(f"          {{ const tf_vf a = tf_bcast(xs[{xoff[r]}]); "
                      + " ".join(f"c{r}_{b} += w{b} * a;" for b in range(blocks)) + " }" for r in range(rows))
     epi = [epilogue(f"c{r}_{b}", f"bias{b}", str(b * yob + yoff[r]), residual, act) for r, b in acc]
-    biases = ("const float *bb_ = bias; TF_OPAQUE(bb_); "
-              + " ".join(f"const tf_vf bias{b} = tf_ld(bb_ + {b * vw});" for b in range(blocks)))
     stores = " ".join(f"tf_st(y + {b * yob + yoff[r]}, c{r}_{b});" for r, b in acc)
     step = f"""          {loads}
 {fmas}"""
@@ -472,7 +467,7 @@ static inline __attribute__((always_inline)) void {_tile_name(name, tr, tc, bloc
 {inner}
     }}
   if (last) {{
-    {biases} {epilogue_bounds(act)}
+    {epilogue_inputs(act, {f"bias{b}": b * vw for b in range(blocks)})}
     {chr(10).join("    " + e for e in epi)}
   }} else {{
     {stores}
@@ -604,19 +599,19 @@ def small_map(g: ConvGeometry) -> bool:
     return g.oh * g.ow <= BAND_POSITIONS
 
 
-def subsampled(g: ConvGeometry) -> ConvGeometry | None:
+# Whether strided 1x1 convs run on a subsampled copy of their input (``subsample_entry``).
+SUBSAMPLE_STRIDED = True
+
+
+def subsampled(g: ConvGeometry, gated: bool = False) -> ConvGeometry | None:
     """The stride-1 geometry that a strided, unpadded 1x1 conv runs as on a compact copy of the
     input positions it reads (``subsample_entry``), else None (also where a bottom or right pad
-    puts output positions past the input)."""
-    if (g.kh, g.kw) != (1, 1) or (g.sh, g.sw) == (1, 1) or g.ph or g.pw:
+    puts output positions past the input, for a gated conv, and with ``SUBSAMPLE_STRIDED`` off)."""
+    if not SUBSAMPLE_STRIDED or gated or (g.kh, g.kw) != (1, 1) or (g.sh, g.sw) == (1, 1) or g.ph or g.pw:
         return None
     if (g.oh - 1) * g.sh >= g.h or (g.ow - 1) * g.sw >= g.w:
         return None
     return replace(g, h=g.oh, w=g.ow, sh=1, sw=1)
-
-
-# Whether strided 1x1 convs run on a subsampled copy of their input (``subsample_entry``).
-SUBSAMPLE_STRIDED = True
 
 
 def subsample_entry(name: str, g: ConvGeometry, threads: int) -> str:
@@ -656,7 +651,7 @@ def conv_source(name: str, g: ConvGeometry, target: Target, residual: bool, act:
     if g.vw != target.vector_width:
         raise CompileError(f"conv_nchwc: the output block {g.vw} is not the target's vector width "
                            f"{target.vector_width}; run the layout pass with block={target.vector_width}")
-    sub = subsampled(g) if SUBSAMPLE_STRIDED and not gated else None
+    sub = subsampled(g, gated)
     if sub is not None:
         return (conv_source(name + "_s", sub, target, residual, act, clip_max, threads, params)
                 + _guard(name, subsample_entry(name, g, threads)))
@@ -847,7 +842,7 @@ static inline __attribute__((always_inline)) void {name}_d{rows}{"f" if full els
     const float *restrict ws = w + kh * {g.kw * vw};
 {inner}
   }}
-  const float *bb_ = bias; TF_OPAQUE(bb_); const tf_vf bv = tf_ld(bb_); {epilogue_bounds(act)}
+  {epilogue_inputs(act, {"bv": 0})}
   {" ".join(epi)}
 }}
 """
@@ -855,8 +850,8 @@ static inline __attribute__((always_inline)) void {name}_d{rows}{"f" if full els
 
 def dw_row_source(name: str, g: ConvGeometry, target: Target, residual: bool, act: str, rows: int = 0) -> str:
     """The C of ``{name}_dwrow(xr, wb, yr, bias, resr, bounds, kh0, kh1)``: one output row of one
-    block of a depthwise blocked conv (``bias``: the block's bias, ``bounds``: its clamp's) (``xr`` at the input row of its window's first kernel row,
-    kernel rows ``kh0 <= kh < kh1`` inside the input): the edge positions one by one with their
+    block of a depthwise blocked conv (``xr`` at the input row of its window's first kernel row,
+    ``bias`` at the block's bias, ``bounds`` its clamp's two floats, kernel rows ``kh0 <= kh < kh1`` inside the input): the edge positions one by one with their
     window columns clipped, the interior in tiles of ``rows`` positions (default ``dw_rows``:
     ``DW_ROWS``, fewer where the target has fewer vector registers).  ``dw_source`` sweeps it over
     the rows, ``nchwc_mbconv.py`` over a band's rows into its buffer or the result."""
@@ -1040,6 +1035,6 @@ def weight_transform_source(src_shape: tuple[int, ...], dst_shape: tuple[int, ..
 
 
 __all__ = ["BALANCE_BLOCKS", "ROW_MAJOR_MAX_WEIGHT_BYTES", "BlockedParams", "ConvGeometry", "ConvPlan", "DW_ROWS", "MAX_BLOCKS", "MAX_ROWS",
-           "PARALLEL_MIN_MACS", "SILU_C", "EPILOGUE_C", "bounds_c", "epilogue_bounds", "TILE_SPARE_REGISTERS", "balance", "clip_bound", "conv_name", "conv_plan",
+           "PARALLEL_MIN_MACS", "SILU_C", "EPILOGUE_C", "bounds_c", "epilogue_inputs", "TILE_SPARE_REGISTERS", "balance", "clip_bound", "conv_name", "conv_plan",
            "conv_source", "dw_row_source", "subsampled", "subsample_entry", "SUBSAMPLE_STRIDED", "epilogue_act", "gate_scaling", "rows_first", "uniform_groups", "dw_rows", "dw_source", "epilogue", "map_tiles",
            "pool_helpers", "pool_source", "small_map", "tile_rows", "transform_source", "weight_transform_source"]
