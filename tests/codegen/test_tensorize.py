@@ -526,7 +526,7 @@ def test_gemms_with_a_large_output_take_k_in_one_block(rng):
     a target whose small L2 makes a small GEMM large: the packed weights agree with that tile."""
     from tensorforge.codegen import Target
     from tensorforge.codegen.c.build import build_native
-    from tensorforge.codegen.c.tensorize import _gemm_params
+    from tensorforge.codegen.c.tensorize import DEEP_KC_L1_SHARE, _gemm_params
     zen = Target.host().replace(l1d=48 * 1024, l2=1 << 20, l3=32 << 20, vector_width=16, vector_registers=32)
     head = _gemm_params(zen, 50257, 2, 128, 768)
     assert (head.kc, head.pack_a, head.schedule, head.mr, head.nr) == (768, False, "dynamic", 6, 64)
@@ -536,9 +536,18 @@ def test_gemms_with_a_large_output_take_k_in_one_block(rng):
     # place, and the 8 x 48 tile whose rows split 128 evenly (``_deep_kc``)
     proj = _gemm_params(zen, 768, 2, 128, 768)
     assert (proj.kc, proj.pack_a, proj.schedule, proj.mr, proj.nr) == (768, False, "static", 8, 48)
-    # a K whose micro-panel would pass half of L1: even blocks that keep it there
+    # a K whose micro-panel would pass L1's share: even blocks that keep it there
     deep = _gemm_params(zen, 50257, 2, 128, 4096)
-    assert deep.kc * deep.mr * 4 <= zen.l1d // 2 and -(-4096 // deep.kc) * deep.kc - 4096 < 8 * 6
+    assert deep.kc * deep.mr * 4 <= zen.l1d * DEEP_KC_L1_SHARE and -(-4096 // deep.kc) * deep.kc - 4096 < 8 * 6
+    # AVX2 with a 32 KB L1 and 512 KB L2 (Zen 3): BERT's and GPT-2's K = 768 in one block (a 6 x 768
+    # micro-panel is 18 KB; two 384-deep blocks measured 1.08-1.16x slower), K = 3072 in four; an A
+    # past L2 packed per block, row tiles inner (GotoBLAS's order), one within L2 read in place
+    avx2 = Target.host().replace(l1d=32 * 1024, l2=512 * 1024, l3=32 << 20, vector_width=8, vector_registers=16)
+    for m, n, k, packed in [(128, 3072, 768, False), (128, 768, 768, False), (128, 768, 3072, True),
+                            (1024, 3072, 768, True), (1024, 768, 3072, True)]:
+        p = _gemm_params(avx2, n, 2, m, k)
+        order = "jr_ir" if packed else "ir_jr"
+        assert (p.kc, p.pack_a, p.loop_order, p.mr, p.nr) == (768, packed, order, 6, 16), (m, n, k, p)
     shallow = _gemm_params(zen, 768, 2, 128, 256)                # K within the usual block
     assert (shallow.kc, shallow.pack_a) == (256, True)
     x, w = _rand(rng, 20, 300), _rand(rng, 300, 3000)

@@ -216,16 +216,37 @@ def _gemm_params(target: Target, n: int, threads: int, m: int = 0, k: int = 0, b
     block's 1x1 convolutions at 1.6x their time alone (ResNet-50's 64 -> 256 at 56x56 in the model:
     1.08 -> 0.69 ms).  A GEMM whose output does not fit L2 takes ``_large_output_params``, one
     deeper than the usual K block ``_deep_kc``'s.  ``by_rows``: the tile is chosen for ``m`` rows
-    too (False for a symbolic M, whose packed B takes the tile of its columns alone, ``_tile``)."""
+    too (False for a symbolic M, whose packed B takes the tile of its columns alone, ``_tile``).
+
+    A deep GEMM whose A (m x k) does not fit L2 packs A per block and runs the micro-tiles rows
+    inner (GotoBLAS's order: the packed A block in L2, a B micro-panel reused by every row tile of
+    it).  Read in place with columns inner, A went back to L3 for every block of nc columns,
+    through mr strided streams: on Zen 3 (512 KB L2, one GEMM in ``tensorforge.compile`` against
+    onnxruntime, 2 threads, medians of interleaved blocks) 128 x 3072 -> 768 ran 5.02 against 5.55
+    ms (onnxruntime 5.29), 1024 x 3072 -> 768 39.9 against 47.7 (39.8), 1024 x 768 -> 3072 37.4
+    against 40.0 (40.1); with A within L2 (128 x 768 -> 3072) both orders ran alike."""
     if m and k and m * n * 4 >= target.l2:
         params = _large_output_params(target, k, threads)
         if params is not None:
             return params
     mr, nr = _tile(target, n, m if by_rows else 0)
     kc = _deep_kc(target, k, mr)
+    if kc and m * k * 4 > target.l2:
+        return GemmParams.for_target(target, threads=threads, mr=mr, nr=nr, kc=kc, pack_a=True, loop_order="jr_ir")
     if kc:
         return GemmParams.for_target(target, threads=threads, mr=mr, nr=nr, kc=kc, pack_a=False)
     return GemmParams.for_target(target, threads=threads, mr=mr, nr=nr)
+
+
+# The share of L1 a deep K block's A micro-panel (mr x kc, read in place) may take.  Half of L1 cut
+# K = 768 into two 384-deep blocks on a 32 KB L1 (Zen 3: a 6 x 768 panel is 18 KB), so every C
+# tile was loaded and stored twice, from L3 where C outgrows L2.  One 768-deep block measured
+# (Zen 3, one GEMM in tensorforge.compile, interleaved with onnxruntime, 2 threads, medians):
+# 1024 x 768 -> 3072 40.1 against 46.6 ms (onnxruntime 40.6), 128 x 768 -> 3072 5.44 against
+# 5.87 ms (onnxruntime 5.33), 1024 x 3072 -> 768 in four 768-deep blocks 44.6 against 45.4 ms in
+# five 616-deep ones (1024-deep ones: 45.7); one thread, 128 x 768 -> 768 1.83 against 2.36 ms
+# (minima).  A 48 KB L1 (Sapphire Rapids) keeps the blocks it had for K = 768 to 4096.
+DEEP_KC_L1_SHARE = 5 / 8
 
 
 def _deep_kc(target: Target, k: int, mr: int) -> int:
@@ -235,11 +256,12 @@ def _deep_kc(target: Target, k: int, mr: int) -> int:
     GEMMs at batch 1 (M = 128, K = 768 or 3072, outputs within L2) ran 1.08-1.16x faster with one
     block of K (or 1024-deep ones) and A in place than with 256-deep blocks and packed A, and
     1.12-1.18x with the 8 x 48 tile that splits 128 rows evenly (``_tile`` with the rows; measured
-    one task at a time by the tuner's runner, 2 threads; the tuner had found these configs)."""
+    one task at a time by the tuner's runner, 2 threads; the tuner had found these configs).
+    The micro-panel may take ``DEEP_KC_L1_SHARE`` of L1 (see there)."""
     base = GemmParams.for_target(target).kc
     if not k or k <= base:
         return 0
-    cap = max(base, _round_down(target.l1d // 2 // (mr * 4), 8))
+    cap = max(base, _round_down(int(target.l1d * DEEP_KC_L1_SHARE) // (mr * 4), 8))
     blocks = -(-k // cap)
     per_block = -(-k // blocks)
     return min(cap, -(-per_block // 8) * 8)
