@@ -204,3 +204,22 @@ def test_output_errors_see_a_nan_the_reference_lacks():
     assert max_rel_err(np.array([1.0, nan, -inf, 3.0]), np.array([1.0, nan, -inf, 4.0])) == 0.25
     assert max_rel_err(np.array([1.0, inf]), np.array([1.0, -inf])) == inf
     assert max_abs_diff_all([np.array([nan, 2.5])], [np.array([nan, 2.0])]) == 0.5
+
+
+def test_tensorforge_rows_time_the_users_call_with_torch_tensors(cache, capsys, monkeypatch):
+    """The timed tensorforge call is ``cm(x)`` with the torch tensors a zoo model's user holds
+    (argument checks, outputs back to torch included), not ``cm.run`` on arrays."""
+    torch = pytest.importorskip("torch")
+    from tensorforge.api import CompiledModel
+    seen = []
+    call = CompiledModel.__call__
+
+    def recording_call(self, *inputs):
+        seen.append(tuple(type(x) for x in inputs))
+        return call(self, *inputs)
+
+    monkeypatch.setattr(CompiledModel, "__call__", recording_call)
+    code, _, err = run_cli(["bench", "mlp_small", "--peers", "eager", *FAST], capsys)
+    assert code == 0, err
+    assert len(seen) >= 2 + 2                  # warm-up and timed rounds at least
+    assert all(types == (torch.Tensor,) for types in seen)
