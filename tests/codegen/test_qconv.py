@@ -21,7 +21,7 @@ import pytest
 from tensorforge.codegen.c import compile_c, qconv, qgemm
 from tensorforge.dialects.graph.quant import QConv, qconv_weights
 
-from .test_qgemm import TARGETS, runnable
+from .test_qgemm import HOST, TARGETS, runnable
 
 EPILOGUE_ARGTYPES = ([ctypes.c_void_p] * 4 + [ctypes.c_int, ctypes.c_float] + [ctypes.c_float, ctypes.c_int32]
                      + [ctypes.c_float] * 4 + [ctypes.c_float, ctypes.c_int32, ctypes.c_void_p])
@@ -292,6 +292,8 @@ def depthwise_kernel(signed: bool, threads: int, vbmi: bool = True):
     """``vbmi`` False compiles without AVX512-VBMI: the wide 3x3 layers take the float loops instead
     of the byte-permute vpdpbusd form (``qconv.DW_VNNI_MIN_WIDTH``; it needs VBMI and VNNI, hosts
     without them get the float loops)."""
+    if vbmi and "avx512vbmi" not in HOST.features:   # -march=native: the host's ISA
+        return depthwise_kernel(signed, threads, False)     # the same code on a host without VBMI: build once
     name = f"t_qdwconv_{'s8' if signed else 'u8'}_{threads}t{'' if vbmi else '_novbmi'}"
     text = qconv.depthwise_source(name, signed, threads)
     flags = () if vbmi else ("-mno-avx512vbmi",)
