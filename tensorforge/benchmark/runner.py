@@ -162,7 +162,7 @@ def _user_call(cm: Any, lm: LoadedModel) -> Callable[[], Any]:
     inputs a user of that model holds (torch tensors for a zoo model, arrays otherwise), so that
     the table includes the call path (argument checks, output allocation, conversions back to
     torch) and not only the kernels that ``cm.run`` reaches."""
-    inputs = lm.torch_inputs if lm.kind == "zoo" and lm.torch_inputs is not None else lm.inputs
+    inputs = lm.torch_inputs if lm.torch_inputs is not None else lm.inputs
     return lambda: cm(*inputs)
 
 

@@ -231,14 +231,14 @@ def _gemm_params(target: Target, n: int, threads: int, m: int = 0, k: int = 0, b
             return params
     mr, nr = _tile(target, n, m if by_rows else 0)
     kc = _deep_kc(target, k, mr)
-    if kc and m * k * 4 > target.l2:
-        return GemmParams.for_target(target, threads=threads, mr=mr, nr=nr, kc=kc, pack_a=True, loop_order="jr_ir")
     if kc:
-        return GemmParams.for_target(target, threads=threads, mr=mr, nr=nr, kc=kc, pack_a=False)
+        packed = m * k * 4 > target.l2
+        return GemmParams.for_target(target, threads=threads, mr=mr, nr=nr, kc=kc, pack_a=packed,
+                                     loop_order="jr_ir" if packed else "ir_jr")
     return GemmParams.for_target(target, threads=threads, mr=mr, nr=nr)
 
 
-# The share of L1 a deep K block's A micro-panel (mr x kc, read in place) may take.  Half of L1 cut
+# The share of L1 a deep K block's A micro-panel (mr x kc, read in place or packed) may take.  Half of L1 cut
 # K = 768 into two 384-deep blocks on a 32 KB L1 (Zen 3: a 6 x 768 panel is 18 KB), so every C
 # tile was loaded and stored twice, from L3 where C outgrows L2.  One 768-deep block measured
 # (Zen 3, one GEMM in tensorforge.compile, interleaved with onnxruntime, 2 threads, medians):
@@ -251,13 +251,13 @@ DEEP_KC_L1_SHARE = 5 / 8
 
 def _deep_kc(target: Target, k: int, mr: int) -> int:
     """The K block of a GEMM deeper than the usual block (0 where K fits it): K in as few even
-    blocks as keep an A micro-panel (mr x kc) in half of L1, A read in place.  Every further K
+    blocks as keep an A micro-panel (mr x kc) within ``DEEP_KC_L1_SHARE`` of L1.  Every further K
     block reloads and stores the C tiles again, and packing A copies it once per B block: BERT's
     GEMMs at batch 1 (M = 128, K = 768 or 3072, outputs within L2) ran 1.08-1.16x faster with one
     block of K (or 1024-deep ones) and A in place than with 256-deep blocks and packed A, and
     1.12-1.18x with the 8 x 48 tile that splits 128 rows evenly (``_tile`` with the rows; measured
     one task at a time by the tuner's runner, 2 threads; the tuner had found these configs).
-    The micro-panel may take ``DEEP_KC_L1_SHARE`` of L1 (see there)."""
+    Whether A is read in place or packed is ``_gemm_params``'s choice."""
     base = GemmParams.for_target(target).kc
     if not k or k <= base:
         return 0
