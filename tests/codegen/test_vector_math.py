@@ -181,6 +181,30 @@ def test_gelu_and_sigmoid_through_the_compiler():
     np.testing.assert_allclose(sig.ravel(), 1 / (1 + np.exp(-xd)), rtol=1e-6, atol=1e-7)
 
 
+
+def test_tanh_gelu_is_x_times_the_inline_sigmoid_of_2u():
+    """GPT-2's GELU, 0.5 x (1 + tanh(u)), emitted as x * sigmoid(2u): within 3e-7 of float64 scaled by
+    max(1, |x|) (no cancellation in the negative tail), and the same special values as torch's float32
+    formula (+inf, NaN for -inf and NaN, -0.0 for large negative x)."""
+    import tensorforge
+    from tensorforge.ir import Module, tensor
+    x = np.concatenate([np.linspace(-30, 30, 60001), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e20, -1e20, -3e38, 1e-40]])
+    x = x.astype(np.float32).reshape(1, -1)
+    m = Module()
+    f = m.add_function("main", [tensor(x.shape)])
+    f.set_return([f.builder().graph.gelu(f.args[0], approximate="tanh")])
+    got = tensorforge.compile(m, passes=False)(x).ravel()
+    assert "tf_sigmoidf" in tensorforge.compile(m, passes=False).native.source
+    xd = x.astype(np.float64).ravel()
+    with np.errstate(all="ignore"):
+        want = 0.5 * xd * (1 + np.tanh(0.7978845608028654 * (xd + 0.044715 * xd ** 3)))
+    fin = np.isfinite(xd)
+    assert (np.abs(got[fin] - want[fin]) / np.maximum(1, np.abs(xd[fin]))).max() < 3e-7
+    np.testing.assert_array_equal(got[~fin], [np.inf, np.nan, np.nan])
+    assert got[-3] == 0 and np.signbit(got[-3]) and got[-2] == 0 and np.signbit(got[-2])
+    assert 4e-41 < got[-1] < 6e-41 and got[-4] == np.float32(1e20)
+
+
 # gcc's inliner declining every optional inlining, as it does once a file has used up its growth
 # budget (a whole model's kernels inlined into tf_run): a helper not forced inline is then called
 # out of line, one lane at a time (``-fno-inline`` keeps only the always_inline ones)

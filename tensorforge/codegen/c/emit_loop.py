@@ -242,6 +242,11 @@ def _gelu(a, dt, attrs):
     s = _fsuffix(dt)
     x = a[0]
     if attrs.get("approximate") == "tanh":
+        if dt is not DType.f64 and "sigmoid" in vmath.INLINE_FLOAT32:
+            # 0.5 x (1 + tanh(u)) = x sigmoid(2u): the inline sigmoid instead of a libmvec tanhf
+            # call per vector (GPT-2's FFN epilogue), and no cancellation in 1 + tanh(u) for
+            # negative x; inf, -inf (NaN, as 0.5 * -inf * 0) and NaN come out as torch's formula.
+            return f"({x} * {_sigmoid(f'({x} * (1.5957691216057308f + 0.07135481627260025f * {x} * {x}))', dt)})"
         return f"(0.5{s} * {x} * (1.0{s} + tanh{s}(0.7978845608028654{s} * ({x} + 0.044715{s} * {x} * {x} * {x}))))"
     inline = vmath.INLINE_FLOAT32.get("gelu")
     if inline is not None and dt is not DType.f64:
