@@ -29,6 +29,12 @@ HEALTH_ENV = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms
               "RAY_health_check_failure_threshold": "3", "RAY_health_check_initial_delay_ms": "1000"}
 
 
+# How long close() lets the nodes end on SIGTERM before it KILLs their process groups.  ``ray start
+# --block`` (Ray 2.60) took 30-34 s to exit on TERM, worker and head alike, so a longer grace only
+# delayed the KILL that ends them anyway; the cluster is a throwaway and its folder is removed after.
+TERM_GRACE_S = 2.0
+
+
 @dataclass
 class _Proc:
     name: str
@@ -148,11 +154,12 @@ class LocalCluster:
         proc.signal(sig)
 
     def close(self) -> None:
-        """Ends every process this cluster started (TERM, then KILL after 10 s) and removes its folder."""
+        """Ends every process this cluster started (TERM, then KILL after ``TERM_GRACE_S``) and
+        removes its folder."""
         order = [p for p in self.procs if p.name != "head"] + [p for p in self.procs if p.name == "head"]
         for p in order:
             p.signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10.0
+        deadline = time.monotonic() + TERM_GRACE_S
         for p in order:
             try:
                 p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
