@@ -1,6 +1,6 @@
 """Interleaved timing of several callables on a shared, noisy machine.
 
-Runs A B C A B C ... so that a slow spell of the machine hits every contender alike, and
+Runs A B C, B C A, C A B ... so that a slow spell of the machine hits every contender alike, and
 reports medians after warm-up; absolute times are not comparable between runs, ratios are.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ class Timing:
 def time_interleaved(contenders: dict[str, Callable[[], object]], repeats: int = 10, warmup: int = 2,
                      budget_s: float | None = None,
                      on_round: Callable[[], None] | None = None,
-                     block: int = 1, pause_s: float = 0.0) -> dict[str, Timing]:
+                     block: int = 1, pause_s: float = 0.0, rotate: bool = True) -> dict[str, Timing]:
     """Times each callable ``repeats`` times, interleaved, after ``warmup`` untimed rounds.
 
     With ``budget_s``, stops early (after at least 3 rounds) once the budget is spent.
@@ -39,6 +39,12 @@ def time_interleaved(contenders: dict[str, Callable[[], object]], repeats: int =
     (torch's OpenMP, OpenBLAS, onnxruntime, our libgomp) keep their threads spinning for a while
     after a call; on a 2-core machine single alternating calls then measure the previous
     contender's spinning as much as the contender itself.
+
+    ``rotate`` starts each timed round one contender further along, so that no contender always
+    runs right after the same one: on the 2-vCPU Zen 3 VM the contender after onnxruntime ran a
+    1x1 convolution (672 -> 112 at 14x14, 0.5 ms) 1.2-1.5x slower than an identical build timed
+    after it, with pauses of 0.05, 0.2 and 1 s alike (onnxruntime's threads had stopped spinning
+    45 ms after its last call), and in a fixed order tensorforge's build always followed it.
     """
     results = {name: Timing(name) for name in contenders}
     blocked = block > 1 or pause_s > 0
@@ -48,8 +54,11 @@ def time_interleaved(contenders: dict[str, Callable[[], object]], repeats: int =
         if on_round is not None:
             on_round()
     start = time.perf_counter()
+    names = list(contenders)
     for r in range(repeats):
-        for name, fn in contenders.items():
+        shift = r % len(names) if rotate and names else 0
+        for name in names[shift:] + names[:shift]:
+            fn = contenders[name]
             if blocked:
                 time.sleep(pause_s)
                 fn()
