@@ -376,6 +376,9 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
                     i = sched.next_task()
                     if i is None:
                         break
+                    if budget.search_over(run_trials, task=i):     # this task's batches run longer
+                        report.stopped = "time budget"
+                        break
                     s, t = searches[i], tasks[i]
                     configs = s.next_batch(sched.allowance(i, batch_size))
                     if not configs:
@@ -385,7 +388,7 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
                         measurer = Measurer(target)
                     batch_start = time.perf_counter()
                     results = measurer.measure(t, configs)
-                    budget.observe_batch(time.perf_counter() - batch_start)
+                    budget.observe_batch(time.perf_counter() - batch_start, task=i)
                     s.commit(results, database, target_key)
                     learn(cost, s, t, results)
                     sched.observe(i, len(results), s.best_s, exhausted=s.exhausted)

@@ -26,6 +26,22 @@ def test_the_reserve_holds_the_confirmations_and_the_model_check():
     assert not TuneBudget(None, 0.0).search_over([1] * 100) and TuneBudget(None, 0.0).left_s() is None
 
 
+def test_a_task_whose_batches_run_long_is_not_started_late():
+    """The search's mean pace hides one slow task (EfficientNet-B0's 112x112 layers at batch 8:
+    batches of 22-36 s among batches of a few); the check for a chosen task uses the slower pace."""
+    budget = TuneBudget(20.0, time.perf_counter() - 10.0, confirm_task_s=1.0, model_check_s=2.0)
+    for seconds in (1.0, 1.0, 1.0):
+        budget.observe_batch(seconds, task=0)
+    budget.observe_batch(6.0, task=1)
+    budget.observe_batch(6.0, task=1)
+    assert budget.task_batch_s == {0: 1.0, 1: 6.0}
+    assert budget.batch_s == pytest.approx(4.75)                          # running mean of the five
+    assert not budget.search_over([1, 1])                                 # 10 + 4.75 + 4 of 20 s
+    assert not budget.search_over([1, 1], task=0)                         # its own 1 s: the mean decides
+    assert budget.search_over([1, 1], task=1)                             # 10 + 6 + 4
+    assert not budget.search_over([1, 1], task=2)                         # not run yet: the mean
+
+
 def test_a_confirmation_is_estimated_from_its_options():
     assert TuneBudget.of(60, ConfirmOptions(top=3, rounds=9, min_repeat_s=0.05)).confirm_task_s == pytest.approx(1.8)
     assert TuneBudget.of(60, ConfirmOptions(top=0)).confirm_task_s == 0.0
