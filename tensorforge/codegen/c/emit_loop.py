@@ -554,8 +554,9 @@ class FunctionEmitter:
         ``#pragma omp simd reduction`` gives gcc one vector accumulator, so a row sum runs at one
         add per add latency (3 cycles on Zen 3) however wide the machine.  LayerNorm's three
         statistics loops over 768-wide rows (64 x 512 x 768, 2 threads, Zen 3) took 17.6 ms with
-        it and 14.9 ms split; with a GELU and a residual after the norm, 26.2 -> 23.7 ms (medians of
-        interleaved runs of the two builds' C).  Here each sum gets an array of
+        it and 14.9 ms split by hand; with a GELU and a residual after the norm, 26.2 -> 23.7 ms
+        by hand and 28.4 -> 25.7 ms as emitted here (medians of interleaved calls of the builds, one
+        process, a run each).  Here each sum gets an array of
         partial sums, one per lane of several vectors (``acc_p[j] += ...`` in a simd loop over
         ``j``, which gcc keeps in registers), halved pairwise after the loop and added to the
         accumulator once; leftover iterations run the plain reduction loop.  The reduction's
