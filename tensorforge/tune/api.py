@@ -370,14 +370,11 @@ def tune(model: Any, example_inputs: Sequence | None = None, trials: int = 64, d
         else:
             with Progress(f"tuning {len(tasks)} tasks", total=sched.remaining, enabled=progress) as bar:
                 while True:
-                    if budget.search_over(run_trials):
-                        report.stopped = "time budget"
-                        break
                     i = sched.next_task()
-                    if i is None:
-                        break
-                    if budget.search_over(run_trials, task=i):     # this task's batches run longer
+                    if budget.search_over(run_trials, task=i):     # at the chosen task's pace, if slower
                         report.stopped = "time budget"
+                        break
+                    if i is None:
                         break
                     s, t = searches[i], tasks[i]
                     configs = s.next_batch(sched.allowance(i, batch_size))

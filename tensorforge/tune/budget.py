@@ -70,7 +70,7 @@ class TuneBudget:
         if self.timeout_s is None:
             return False
         to_confirm = max(1, sum(1 for n in run_trials if n > 0))
-        pace = max(self.batch_s, self.task_batch_s.get(task, 0.0)) if task is not None else self.batch_s
+        pace = max(self.batch_s, self.task_batch_s.get(task, 0.0))
         return self.elapsed() + pace + self.reserve_s(to_confirm) > self.timeout_s
 
     def left_s(self, tasks_to_confirm: int = 0) -> float | None:

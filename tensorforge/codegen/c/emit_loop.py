@@ -556,10 +556,10 @@ class FunctionEmitter:
         statistics loops over 768-wide rows (64 x 512 x 768, 2 threads, Zen 3) took 17.6 ms with
         it and 14.9 ms split by hand; with a GELU and a residual after the norm, 26.2 -> 23.7 ms
         by hand and 28.4 -> 25.7 ms as emitted here (medians of interleaved calls of the builds, one
-        process, a run each).  Here each sum gets an array of
-        partial sums, one per lane of several vectors (``acc_p[j] += ...`` in a simd loop over
-        ``j``, which gcc keeps in registers), halved pairwise after the loop and added to the
-        accumulator once; leftover iterations run the plain reduction loop.  The reduction's
+        process, a run each).  Here each sum gets an array of partial sums, one per lane of several
+        vectors (``acc_p[j] += ...`` in a simd loop over ``j``, which gcc keeps in registers),
+        halved pairwise after the loop and added to the accumulator once; leftover iterations run
+        the plain reduction loop.  The reduction's
         license to reassociate is the same as the clause's; the partials start at -0.0, the
         identity of IEEE addition, so a sum of -0.0s stays -0.0, and NaN and infinities propagate
         as in any order of the adds."""
@@ -576,8 +576,7 @@ class FunctionEmitter:
             lanes //= 2
         if ub - lb < 2 * lanes or any(acc.type.dtype != accs[0].type.dtype for acc in accs):
             return False
-        ct = C_TYPES[accs[0].type.dtype]
-        zero = "-0.0f" if ct == "float" else "-0.0"
+        ct, zero = C_TYPES[accs[0].type.dtype], c_literal(-0.0, accs[0].type)
         names = [self.name(acc) for acc in accs]
         parts = [self.fresh(f"{n}_p") for n in names]
         j, outer, lane = self.fresh("j"), self.fresh("i"), self.fresh("i")
@@ -607,8 +606,7 @@ class FunctionEmitter:
             self.names[id(acc)] = n
             out.append(f"{ind}{n} = {n} + {p}[0];")
         if full < ub:
-            sym = _SIGNED_ZERO_ADD[ct]
-            out.append(f"{ind}#pragma omp simd" + "".join(f" reduction({sym}:{n})" for n in names))
+            out.append(f"{ind}#pragma omp simd{self.reduction_clauses(loop)}")
             out.append(f"{ind}for (int64_t {v} = {full}; {v} < {ub}; {v} += 1) {{")
             self.block(loop.regions[0].blocks[0], depth + 1)
             out.append(f"{ind}}}")
