@@ -13,7 +13,8 @@ result is an ordinary, replayable trace (an auto-tuner may start from it):
 3. **nest rules** (``rules.py``) for every top-level nest: vectorize the loop that walks memory
    contiguously (a reduction loop with an OpenMP reduction clause, or the output's contiguous loop
    under a ``cache_write`` with the reductions moved outside it), tile transposes, and run the
-   outer loops on threads (fused to a few iterations per thread, even static split).
+   outer loops on threads (fused to a few iterations per thread, even static split);
+4. **prefetch** the next row in row kernels over inputs larger than L2 (``prefetch.py``).
 
 Dense contractions (matmul, batch matmul, dense convolution: see ``rules.is_contraction``) take no
 part in 1 and 2 and go to ``contraction_schedule``, the hook a micro-kernel path replaces; by
@@ -31,6 +32,7 @@ from ..ir.core import Operation, Value
 from ..ir.symbolic import dims_equal
 from .analysis import (ALLOC, FOR, LOAD, accesses, body, dim_extent, enclosing_loops, extent, find_tagged, indices, iv,
                        iv_deps, perfect_chain, same_index, symbol_table, tag, top_level, walk_ops)
+from .prefetch import prefetch_rows
 from .primitives import Schedule
 from .rules import (PARALLEL_MIN_WORK, Context, analyze, attempt, compute_of, contraction_rule, is_contraction,
                     schedule_nest)
@@ -72,6 +74,7 @@ def default_schedule(fn: Operation, target=None, *, contraction: ContractionHook
             if check:
                 raise
             # a move the rules took for legal was not; primitives are atomic, so the nest stays correct
+    prefetch_rows(s, ctx)
     return s
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import numbers
 from typing import Callable, Sequence
 
@@ -34,7 +35,7 @@ from ..dialects.loop.ops import GPU_BLOCK_KINDS, GPU_KINDS, GPU_THREAD_KINDS
 from ..dialects.scalar import INDEX
 from ..ir.symbolic import dim_ceildiv, dim_divides, dim_mul, dims_equal
 from .analysis import (ALLOC, FOR, IF, LOAD, STORE, Affine, accesses, affine, ancestors, body, const_index,
-                       dce, dim_extent, dim_value, emit_affine, encloses, enclosing_loops, erase_all, extent,
+                       dce, dim_extent, dim_value, emit_affine, encloses, enclosing_loops, erase_all, extent, flat_runs,
                        find_tagged, is_symbolic_loop, symbol_table,
                        first_blocker, guard, indices, is_pure, iv, iv_deps, loop_ranges, materialize,
                        perfect_chain, perfect_child, same_index, sink_guards, tag, top_level, value_range,
@@ -397,6 +398,51 @@ class Schedule:
         _positive(prim, L, factor)
         L.attributes["kind"] = "unroll"
         L.attributes["unroll"] = factor
+
+    @primitive(2)
+    def prefetch(self, buffer: str, loop: str, chunk: int) -> tuple[str, str]:
+        """Splits the innermost ``loop`` into chunks of ``chunk`` iterations and starts each chunk
+        with a ``loop.prefetch`` of the elements of ``buffer`` that the same chunk reads one
+        iteration later of the loop around ``loop``.  For row kernels (layer norm, softmax) over
+        tensors larger than the caches: each row is read by a pass from memory and then by passes
+        that compute, and without the hint the next row's stream waits for this row's arithmetic
+        instead of overlapping it.  ``buffer`` must be read in ``loop`` at one address a step
+        (contiguously) by an index affine in both loops; returns the tags of the chunk loop and of
+        ``loop``'s remainder (which keeps its kind, e.g. ``vectorize``)."""
+        prim = "prefetch"
+        L = self._loop(prim, loop)
+        buf = self._buffer(prim, buffer)
+        _positive(prim, L, chunk)
+        around = L.parent_op
+        if around is None or around.name != FOR:
+            raise _fail(prim, f"loop '{loop}'", "is not directly inside another loop (there is no next iteration)")
+        if any(op.name in (FOR, ALLOC) for op in walk_ops(L)):
+            raise _fail(prim, f"loop '{loop}'", "is not innermost")
+        kind = L.attributes["kind"]
+        if kind not in ("serial", "vectorize", "unroll"):
+            raise _fail(prim, f"loop '{loop}'", f"runs as '{kind}'; only a loop on one thread is chunked")
+        t = buf.type
+        if not isinstance(t, BufferType) or not t.is_static or t.rank == 0:
+            raise _fail(prim, _bufname(buf), "needs a buffer of static shape with at least one dimension")
+        reads = [ld for ld in walk_ops(L, LOAD) if ld.operands[0] is buf]
+        if not reads:
+            raise _fail(prim, _bufname(buf), f"is not read in loop '{loop}'")
+        flat = _flat_form(indices(reads[0]), t.shape)
+        if flat is None or flat.coeff(id(iv(L))) != 1:
+            raise _fail(prim, _bufname(buf), f"is not read contiguously in loop '{loop}' by an affine index")
+        ahead = flat.coeff(id(iv(around)))
+        if ahead == 0:
+            raise _fail(prim, _bufname(buf), f"is read at the same place in every iteration of loop '{tag(around)}'")
+        L.attributes["kind"] = "serial"
+        try:
+            ot, it = self.split(loop, chunk)
+        finally:
+            L.attributes["kind"] = kind
+        outer, inner = self.loop(ot), self.loop(it)
+        start, _ = _flat_form(indices(reads[0]), t.shape).split({id(iv(inner))})   # the chunk's first element
+        b = Builder(body(outer), body(outer).first)
+        b.create("loop.prefetch", [buf, emit_affine(b, start)], {"ahead": ahead, "span": chunk})
+        return ot, it
 
     # ---- caching ------------------------------------------------------------------------------
     @primitive(2)
@@ -870,6 +916,23 @@ def _delinearize(full: Value, factor: int, outer: Value, inner: Value) -> None:
         if d is None or d.name != "scalar.const" or d.attributes.get("value") != factor:
             continue
         op.results[0].replace_all_uses_with(outer if op.name == "scalar.floordiv" else inner)
+
+
+def _flat_form(idx: Sequence[Value], shape) -> Affine | None:
+    """The row-major element offset of ``idx`` in a buffer of static ``shape`` as one affine form
+    (a ``floordiv``/``mod`` pair over two dims counts as the index it splits: ``flat_runs``)."""
+    terms: dict[int, tuple[Value, int]] = {}
+    const = 0
+    for v, k, n in flat_runs(list(idx), shape):
+        form = affine(v)
+        if form is None:
+            return None
+        stride = math.prod(int(d) for d in shape[k + n:])
+        for (key, c), x in zip(form.terms, form.ivs):
+            terms[key] = (x, terms.get(key, (x, 0))[1] + c * stride)
+        const += form.const * stride
+    items = [(k, c) for k, (_, c) in terms.items() if c != 0]
+    return Affine(tuple(items), const, tuple(terms[k][0] for k, _ in items))
 
 
 def _pure_path(v: Value) -> bool:

@@ -72,17 +72,20 @@ class Context:
 
     threads: int = 1
     lanes: int = 8                  # f32 elements per vector register
+    l2: int = 1 << 20               # bytes of one core's L2 cache
 
     @staticmethod
     def of(target) -> "Context":
-        """From a ``codegen.target.Target``, a thread count, or None (the host)."""
+        """From a ``codegen.target.Target``, a thread count (this host's vectors and caches), or None
+        (the host)."""
         if target is None:
             from ..codegen.target import Target
             target = Target.host()
         if isinstance(target, int):
             from ..codegen.target import Target
-            return Context(threads=max(1, target), lanes=Target.host().vector_width)
-        return Context(threads=max(1, target.cores), lanes=max(1, target.vector_width))
+            host = Target.host()
+            return Context(threads=max(1, target), lanes=host.vector_width, l2=host.l2 or 1 << 20)
+        return Context(threads=max(1, target.cores), lanes=max(1, target.vector_width), l2=target.l2 or 1 << 20)
 
 
 # ---- memory access analysis --------------------------------------------------------------------

@@ -735,6 +735,14 @@ class FunctionEmitter:
                 if _is_bf16_buffer(buf.type):
                     value = f"tf_bf16_bits({value})"
                 self.lines.append(f"{ind}{self.name(buf)}[{self.index_of(buf, op.operands[2:])}] = {value};")
+        elif name == "loop.prefetch":
+            # one prefetch per 64-byte line of the span; gcc unrolls the constant loop
+            buf = op.operands[0]
+            size = buf.type.dtype.itemsize
+            first = f"(const char *)({self.name(buf)} + {self.name(op.operands[1])}) + {op.attributes['ahead'] * size}"
+            p = self.fresh("p")
+            self.lines.append(f"{ind}for (int64_t {p} = 0; {p} < {op.attributes['span'] * size}; {p} += 64) "
+                              f"__builtin_prefetch({first} + {p}, 0, 3);")
         elif name == "loop.return":
             for v in self.frees:
                 self.lines.append(f"{ind}free({v});")

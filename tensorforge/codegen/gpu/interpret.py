@@ -411,7 +411,7 @@ class _Interpreter:
 _OPS: dict[str, Callable[[_Interpreter, Operation], Compiled]] = {
     "loop.for": _Interpreter.for_, "loop.if": _Interpreter.if_, "loop.barrier": _Interpreter.barrier,
     "loop.alloc": _Interpreter.alloc, "loop.load": _Interpreter.load, "loop.store": _Interpreter.store,
-    "loop.return": _Interpreter.nothing,
+    "loop.return": _Interpreter.nothing, "loop.prefetch": _Interpreter.nothing,
 }
 
 

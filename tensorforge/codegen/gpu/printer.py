@@ -129,6 +129,8 @@ class GpuEmitter(FunctionEmitter):
                 self._declare(op, depth)
         elif name == "loop.barrier":
             self.lines.append(ind + self.lang.barrier)
+        elif name == "loop.prefetch":
+            pass                    # a CPU cache hint: GPU loads are coalesced, not prefetched line by line
         elif name in ("scalar.mod", "scalar.floordiv") and isinstance(op.operands[0].type, IndexType) \
                 and INDEX_SPELLING.get()[0] == "int32_t":
             v = self.fresh("v")

@@ -222,6 +222,8 @@ def _block(em: Emitter, block: Block, names: dict[int, str], const_of: dict[str,
             em.line(f"memref.store {v}, {buf}[{', '.join(idx)}] : {mlir_type(op.operands[1].type)}")
         elif n == "loop.return":
             return
+        elif n == "loop.prefetch":
+            continue            # a cache hint at a flat offset; memref.prefetch takes in-bounds indices
         elif n == "scalar.const":
             c = em.const(op.attributes["value"], op.results[0].type)
             const_of[c] = op.attributes["value"]

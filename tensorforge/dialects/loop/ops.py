@@ -68,6 +68,26 @@ class Load(OpDef):
 
 
 @register
+class Prefetch(OpDef):
+    """A hint that ``span`` elements of ``buffer`` from element ``offset + ahead`` (row-major,
+    from the start of the buffer) will be read soon: the C emitter asks the cache for their lines
+    (``__builtin_prefetch``), other targets drop it.  Not a memory access: the address may lie
+    past the buffer (the row after the last one), which a prefetch never faults on, and nothing
+    is ordered around it."""
+
+    name = "loop.prefetch"
+    operands = ("buffer", "offset")
+    results = ()
+    attrs = {"ahead": Attr("int", 0), "span": Attr("int", 1)}
+
+    def verify(self, op):
+        t, o = op.operands[0].type, op.operands[1].type
+        expect(isinstance(t, BufferType), f"prefetches from a buffer, got {t}")
+        expect(isinstance(o, IndexType), f"the offset is an index, got {o}")
+        expect(op.attributes["span"] > 0, "span must be positive")
+
+
+@register
 class Store(OpDef):
     name = "loop.store"
     operands = ("value", "buffer", "indices*")
