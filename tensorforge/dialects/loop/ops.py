@@ -1,7 +1,7 @@
 """Op definitions of the loop dialect."""
 from __future__ import annotations
 
-from ...ir.core import Block, Operation, OpView, Value
+from ...ir.core import Operation, OpView, Value
 from ...ir.opdef import TERMINATOR, Attr, OpDef, expect, register
 from ...ir.types import BufferType, DType, IndexType, ScalarType
 
