@@ -485,8 +485,8 @@ def test_avx2_register_tiles_keep_their_accumulators_in_registers(tmp_path, laye
 
 
 def test_pointwise_convs_over_inputs_past_l2_deal_out_rows(monkeypatch):
-    """A 1x1 conv whose image's input outgrows one core's L2 while its weights fit in a quarter of
-    it goes band by band too (ResNet-50's 256 -> 128 at 56x56: each thread would otherwise stream
+    """A 1x1 conv whose image's input outgrows one core's L2 while its weights fit in half of it
+    goes band by band too (ResNet-50's 256 -> 128 at 56x56: each thread would otherwise stream
     the whole input once per group of output blocks); the same values, NaN and Inf included."""
     from tensorforge.codegen.c import nchwc
     from tensorforge.codegen.target import Target
@@ -500,7 +500,8 @@ def test_pointwise_convs_over_inputs_past_l2_deal_out_rows(monkeypatch):
     resnet = geometry(256, 56, 128)                     # 128 KB of weights, 3.1 MB of input
     assert nchwc.rows_first(resnet, two.l2) and nchwc.conv_plan(resnet, two).row_major
     assert not nchwc.rows_first(resnet)                 # L2 unknown: the weights alone decide
-    assert not nchwc.rows_first(geometry(256, 56, 256), two.l2)     # 256 KB of weights: past a quarter
+    assert nchwc.rows_first(geometry(512, 28, 128), two.l2)         # 256 KB of weights, 1.5 MB of input
+    assert not nchwc.rows_first(geometry(512, 56, 256), two.l2)     # 512 KB of weights: past half of L2
     assert not nchwc.rows_first(geometry(256, 14, 128), two.l2)     # 196 KB of input: fits in L2
     x = _rng(8).standard_normal((1, 256, 24, 24)).astype(np.float32)    # 576 KB of input
     x[0, 7, 3, 3], x[0, 200, 23, 0], x[0, 0, 12, 9] = np.nan, np.inf, -np.inf

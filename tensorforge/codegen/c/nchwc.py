@@ -299,8 +299,9 @@ def even_groups(ob: int, blocks: int, threads: int) -> tuple[int, ...] | None:
 # (``rows_first``).
 ROW_MAJOR_MAX_WEIGHT_BYTES = 64 << 10
 # So does one whose image's input is larger than one core's L2 and whose weights fit in this share
-# of it (``rows_first``).
-ROW_MAJOR_L2_WEIGHT_SHARE = 0.25
+# of it (``rows_first``): the weights, a band's input rows (56 positions) and its output rows then
+# stay in L2 together (ResNet-50's 512 -> 128 at 28x28: 256 + 112 + 28 KB of 512 KB).
+ROW_MAJOR_L2_WEIGHT_SHARE = 0.5
 
 
 def rows_first(g: ConvGeometry, l2: int = 0) -> bool:
@@ -315,12 +316,13 @@ def rows_first(g: ConvGeometry, l2: int = 0) -> bool:
     1.07-1.15x; but 96 -> 576 at 14x14 (221 KB of weights) 0.90-0.93x.  Small maps are one band.
 
     Larger weights go band by band too where an image's input does not fit in one core's L2 (``l2``
-    bytes; 0: unknown) and the weights fit in a quarter of it: group by group, each thread then
-    streams the whole input from L3 once per group, band by band its rows stay in L2 while every
-    group's weights pass over them.  ResNet-50's 256 -> 128 at 56x56 (128 KB of weights, 3.1 MB of
-    input an image) on Zen 3 (2 threads, L2 512 KB; kernel timers, builds alternated in one
-    process): 2.21 -> 1.55 ms at batch 1, 14.9 -> 13.1 ms at batch 8.  No other convolution of the
-    zoo's CNNs at batch 1 or 8 changes side."""
+    bytes; 0: unknown) and the weights fit in half of it: group by group, each thread then streams
+    the whole input from L3 once per group; band by band its rows stay in L2 while every group's
+    weights pass over them.  On Zen 3 (2 threads, L2 512 KB; kernel timers, builds alternated in
+    one process): ResNet-50's 256 -> 128 at 56x56 (128 KB of weights, 3.1 MB of input an image)
+    2.21 -> 1.55 ms at batch 1, 14.9 -> 13.1 ms at batch 8; its 512 -> 128 at 28x28 (256 KB, 1.5
+    MB) 0.85-0.89 -> 0.72-0.76 ms at batch 1, 6.7-7.2 -> 6.1-6.7 ms at batch 8 (two runs).  No
+    other convolution of the zoo's CNNs at batch 1 or 8 changes side."""
     if (g.kh, g.kw) != (1, 1) or small_map(g):
         return False
     weights = g.ob * g.cb * g.kh * g.kw * g.bi * g.vw * 4
