@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 from ..ir.builder import Builder
 from ..ir.core import Block, Operation, Value
@@ -500,3 +500,20 @@ def flat_runs(idx: list[Value], shape) -> list[tuple[Value, int, int]]:
                 break
             runs[-2:] = [(e, k0, n0 + n1)]
     return runs
+
+
+def flat_affine(idx: Sequence[Value], shape) -> Affine | None:
+    """The row-major element offset of ``idx`` in a buffer of static ``shape`` as one affine form,
+    or None where a run of dims is not affine (``flat_runs``: a ``floordiv``/``mod`` pair counts
+    as the index it splits)."""
+    terms: dict[int, tuple[Value, int]] = {}
+    const = 0
+    for v, k, n in flat_runs(list(idx), shape):
+        form = affine(v)
+        if form is None:
+            return None
+        stride = math.prod(int(d) for d in shape[k + n:])
+        for (key, c), x in zip(form.terms, form.ivs):
+            terms[key] = (x, terms.get(key, (x, 0))[1] + c * stride)
+        const += form.const * stride
+    return _aff(terms, const)

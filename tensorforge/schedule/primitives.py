@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 import numbers
 from typing import Callable, Sequence
 
@@ -35,7 +34,7 @@ from ..dialects.loop.ops import GPU_BLOCK_KINDS, GPU_KINDS, GPU_THREAD_KINDS
 from ..dialects.scalar import INDEX
 from ..ir.symbolic import dim_ceildiv, dim_divides, dim_mul, dims_equal
 from .analysis import (ALLOC, FOR, IF, LOAD, STORE, Affine, accesses, affine, ancestors, body, const_index,
-                       dce, dim_extent, dim_value, emit_affine, encloses, enclosing_loops, erase_all, extent, flat_runs,
+                       dce, dim_extent, dim_value, emit_affine, encloses, enclosing_loops, erase_all, extent, flat_affine,
                        find_tagged, is_symbolic_loop, symbol_table,
                        first_blocker, guard, indices, is_pure, iv, iv_deps, loop_ranges, materialize,
                        perfect_chain, perfect_child, same_index, sink_guards, tag, top_level, value_range,
@@ -427,7 +426,7 @@ class Schedule:
         reads = [ld for ld in walk_ops(L, LOAD) if ld.operands[0] is buf]
         if not reads:
             raise _fail(prim, _bufname(buf), f"is not read in loop '{loop}'")
-        flat = _flat_form(indices(reads[0]), t.shape)
+        flat = flat_affine(indices(reads[0]), t.shape)
         if flat is None or flat.coeff(id(iv(L))) != 1:
             raise _fail(prim, _bufname(buf), f"is not read contiguously in loop '{loop}' by an affine index")
         ahead = flat.coeff(id(iv(around)))
@@ -439,7 +438,7 @@ class Schedule:
         finally:
             L.attributes["kind"] = kind
         outer, inner = self.loop(ot), self.loop(it)
-        start, _ = _flat_form(indices(reads[0]), t.shape).split({id(iv(inner))})   # the chunk's first element
+        start, _ = flat_affine(indices(reads[0]), t.shape).split({id(iv(inner))})   # the chunk's first element
         b = Builder(body(outer), body(outer).first)
         b.create("loop.prefetch", [buf, emit_affine(b, start)], {"ahead": ahead, "span": chunk})
         return ot, it
@@ -916,23 +915,6 @@ def _delinearize(full: Value, factor: int, outer: Value, inner: Value) -> None:
         if d is None or d.name != "scalar.const" or d.attributes.get("value") != factor:
             continue
         op.results[0].replace_all_uses_with(outer if op.name == "scalar.floordiv" else inner)
-
-
-def _flat_form(idx: Sequence[Value], shape) -> Affine | None:
-    """The row-major element offset of ``idx`` in a buffer of static ``shape`` as one affine form
-    (a ``floordiv``/``mod`` pair over two dims counts as the index it splits: ``flat_runs``)."""
-    terms: dict[int, tuple[Value, int]] = {}
-    const = 0
-    for v, k, n in flat_runs(list(idx), shape):
-        form = affine(v)
-        if form is None:
-            return None
-        stride = math.prod(int(d) for d in shape[k + n:])
-        for (key, c), x in zip(form.terms, form.ivs):
-            terms[key] = (x, terms.get(key, (x, 0))[1] + c * stride)
-        const += form.const * stride
-    items = [(k, c) for k, (_, c) in terms.items() if c != 0]
-    return Affine(tuple(items), const, tuple(terms[k][0] for k, _ in items))
 
 
 def _pure_path(v: Value) -> bool:

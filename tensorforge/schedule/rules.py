@@ -84,8 +84,8 @@ class Context:
         if isinstance(target, int):
             from ..codegen.target import Target
             host = Target.host()
-            return Context(threads=max(1, target), lanes=host.vector_width, l2=host.l2 or 1 << 20)
-        return Context(threads=max(1, target.cores), lanes=max(1, target.vector_width), l2=target.l2 or 1 << 20)
+            return Context(threads=max(1, target), lanes=host.vector_width, l2=host.l2)
+        return Context(threads=max(1, target.cores), lanes=max(1, target.vector_width), l2=target.l2)
 
 
 # ---- memory access analysis --------------------------------------------------------------------
